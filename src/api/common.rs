@@ -1,0 +1,213 @@
+//! Types shared by every Cluster API group (upstream `api/core/v1beta2/common_types.go`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+/// A reference to a provider object in the referencing object's namespace. The API version is
+/// not part of the reference: it is resolved through the contract label on the provider's CRD.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContractVersionedObjectReference {
+    pub kind: String,
+    pub name: String,
+    pub api_group: String,
+}
+
+impl ContractVersionedObjectReference {
+    /// Upstream treats a reference as set when any of its fields is.
+    pub fn is_defined(&self) -> bool {
+        !self.kind.is_empty() || !self.name.is_empty() || !self.api_group.is_empty()
+    }
+}
+
+/// A reference to a template by API version (ClusterClass and MachineHealthCheck use these).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateReference {
+    pub kind: String,
+    pub name: String,
+    pub api_version: String,
+}
+
+/// Where a control plane answers.
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ApiEndpoint {
+    pub host: Option<String>,
+    pub port: Option<i32>,
+}
+
+impl ApiEndpoint {
+    /// Upstream: valid when host is set and port is not zero.
+    pub fn is_valid(&self) -> bool {
+        self.host.as_deref().is_some_and(|h| !h.is_empty()) && self.port.unwrap_or(0) != 0
+    }
+}
+
+impl std::fmt::Display for ApiEndpoint {
+    /// `host:port`, with IPv6 hosts in brackets, as Go's net.JoinHostPort writes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let host = self.host.as_deref().unwrap_or_default();
+        let port = self.port.unwrap_or_default();
+        if host.contains(':') {
+            write!(f, "[{host}]:{port}")
+        } else {
+            write!(f, "{host}:{port}")
+        }
+    }
+}
+
+/// Labels and annotations carried by a template onto the objects made from it.
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ObjectMeta {
+    pub labels: Option<BTreeMap<String, String>>,
+    pub annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum MachineAddressType {
+    Hostname,
+    #[serde(rename = "ExternalIP")]
+    ExternalIp,
+    #[serde(rename = "InternalIP")]
+    InternalIp,
+    #[serde(rename = "ExternalDNS")]
+    ExternalDns,
+    #[serde(rename = "InternalDNS")]
+    InternalDns,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MachineAddress {
+    #[serde(rename = "type")]
+    pub type_: MachineAddressType,
+    pub address: String,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureDomain {
+    pub name: String,
+    pub control_plane: Option<bool>,
+    pub attributes: Option<BTreeMap<String, String>>,
+}
+
+/// How many machines run one Kubernetes version.
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StatusVersion {
+    pub version: String,
+    pub replicas: Option<i32>,
+}
+
+/// One step of an upgrade plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UpgradeStep {
+    pub version: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TaintPropagation {
+    Always,
+    OnInitialization,
+}
+
+/// A taint the Machine controller keeps on the Machine's Node.
+#[skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MachineTaint {
+    pub key: String,
+    pub value: Option<String>,
+    pub effect: TaintEffect,
+    pub propagation: TaintPropagation,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ConditionPolarity {
+    Positive,
+    Negative,
+}
+
+/// An extra condition that must hold for a Machine to be Ready (or a Cluster Available).
+#[skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionGate {
+    pub condition_type: String,
+    pub polarity: Option<ConditionPolarity>,
+}
+
+/// How the names of generated Machines are formed.
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MachineNamingSpec {
+    pub template: Option<String>,
+}
+
+/// How long the Machine controller waits on each step of deleting a Machine.
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineDeletionTimeouts {
+    pub node_drain_timeout_seconds: Option<i32>,
+    pub node_volume_detach_timeout_seconds: Option<i32>,
+    pub node_deletion_timeout_seconds: Option<i32>,
+}
+
+/// Which Machines go first when a set scales down.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum DeletionOrder {
+    #[default]
+    Random,
+    Newest,
+    Oldest,
+}
+
+/// A v1beta1 condition, kept under `status.deprecated.v1beta1` for older readers.
+#[skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct V1Beta1Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub severity: Option<String>,
+    pub last_transition_time: Time,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+}
+
+/// `status.deprecated.v1beta1` of objects with conditions and replica counters. Every field is
+/// optional, so each kind uses the one struct and leaves out what it never had upstream.
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct V1Beta1Status {
+    pub conditions: Option<Vec<V1Beta1Condition>>,
+    pub failure_reason: Option<String>,
+    pub failure_message: Option<String>,
+    pub fully_labeled_replicas: Option<i32>,
+    pub ready_replicas: Option<i32>,
+    pub available_replicas: Option<i32>,
+    pub unavailable_replicas: Option<i32>,
+    pub updated_replicas: Option<i32>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DeprecatedStatus {
+    pub v1beta1: Option<V1Beta1Status>,
+}

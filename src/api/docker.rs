@@ -1,0 +1,172 @@
+//! The Docker infrastructure provider's kinds (infrastructure.cluster.x-k8s.io/v1beta2):
+//! DockerCluster is an HAProxy load-balancer container, DockerMachine a node container.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+use super::common::{ApiEndpoint, DeprecatedStatus, FailureDomain, MachineAddress, ObjectMeta};
+use super::schema;
+
+#[skip_serializing_none]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "DockerCluster",
+    namespaced,
+    status = "DockerClusterStatus",
+    category = "cluster-api",
+    printcolumn(name = "Cluster", type_ = "string", json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']", description = "Cluster"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of DockerCluster")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerClusterSpec {
+    /// Filled with the load balancer's address when empty.
+    pub control_plane_endpoint: Option<ApiEndpoint>,
+    pub failure_domains: Option<Vec<FailureDomain>>,
+    pub load_balancer: Option<DockerLoadBalancer>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerLoadBalancer {
+    pub image_repository: Option<String>,
+    pub image_tag: Option<String>,
+    /// A ConfigMap (key `value`) with an HAProxy configuration template to use instead of ours.
+    #[serde(rename = "customHAProxyConfigTemplateRef")]
+    pub custom_haproxy_config_template_ref: Option<LocalObjectReference>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LocalObjectReference {
+    pub name: Option<String>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerClusterStatus {
+    #[serde(default)]
+    #[schemars(schema_with = "schema::conditions")]
+    pub conditions: Option<Vec<Condition>>,
+    pub initialization: Option<ProvisionedStatus>,
+    pub failure_domains: Option<Vec<FailureDomain>>,
+    pub deprecated: Option<DeprecatedStatus>,
+}
+
+/// The infrastructure contract's `status.initialization`.
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProvisionedStatus {
+    pub provisioned: Option<bool>,
+}
+
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "DockerClusterTemplate",
+    namespaced,
+    category = "cluster-api",
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of DockerClusterTemplate")
+)]
+pub struct DockerClusterTemplateSpec {
+    pub template: DockerClusterTemplateResource,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DockerClusterTemplateResource {
+    pub metadata: Option<ObjectMeta>,
+    pub spec: DockerClusterSpec,
+}
+
+#[skip_serializing_none]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "DockerMachine",
+    namespaced,
+    status = "DockerMachineStatus",
+    category = "cluster-api",
+    printcolumn(name = "Cluster", type_ = "string", json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']", description = "Cluster"),
+    printcolumn(name = "Provider ID", type_ = "string", json_path = ".spec.providerID", description = "Provider ID", priority = 10),
+    printcolumn(name = "Failure domain", type_ = "string", json_path = ".status.failureDomain", description = "The failure domain where the DockerMachine has been scheduled"),
+    printcolumn(name = "IP", type_ = "string", json_path = r#".status.addresses[?(@.type=="InternalIP")].address"#, description = "IP of the Machine", priority = 10),
+    printcolumn(name = "Paused", type_ = "string", json_path = r#".status.conditions[?(@.type=="Paused")].status"#, description = "Reconciliation paused", priority = 10),
+    printcolumn(name = "Provisioned", type_ = "string", json_path = ".status.initialization.provisioned", description = "DockerMachine is provisioned"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of DockerMachine")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerMachineSpec {
+    /// `docker:////<container name>`.
+    #[serde(rename = "providerID")]
+    pub provider_id: Option<String>,
+    /// A node image instead of `kindest/node:<version>`.
+    pub custom_image: Option<String>,
+    pub pre_load_images: Option<Vec<String>>,
+    pub extra_mounts: Option<Vec<Mount>>,
+    /// How long bootstrap may take, e.g. `5m` (the default).
+    pub bootstrap_timeout: Option<String>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Mount {
+    pub container_path: Option<String>,
+    pub host_path: Option<String>,
+    pub read_only: Option<bool>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerMachineStatus {
+    #[serde(default)]
+    #[schemars(schema_with = "schema::conditions")]
+    pub conditions: Option<Vec<Condition>>,
+    pub initialization: Option<ProvisionedStatus>,
+    pub load_balancer_configured: Option<bool>,
+    pub addresses: Option<Vec<MachineAddress>>,
+    pub failure_domain: Option<String>,
+    pub deprecated: Option<DeprecatedStatus>,
+}
+
+#[skip_serializing_none]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "DockerMachineTemplate",
+    namespaced,
+    status = "DockerMachineTemplateStatus",
+    category = "cluster-api",
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of DockerMachineTemplate")
+)]
+pub struct DockerMachineTemplateSpec {
+    pub template: DockerMachineTemplateResource,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DockerMachineTemplateResource {
+    pub metadata: Option<ObjectMeta>,
+    pub spec: DockerMachineSpec,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DockerMachineTemplateStatus {
+    /// The Docker host's CPU and memory, for scaling from zero.
+    pub capacity: Option<BTreeMap<String, Quantity>>,
+}

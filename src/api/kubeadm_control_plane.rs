@@ -1,0 +1,201 @@
+//! KubeadmControlPlane and KubeadmControlPlaneTemplate (controlplane.cluster.x-k8s.io/v1beta2):
+//! a control plane of kubeadm Machines with stacked etcd.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+use super::common::{
+    ConditionGate, ContractVersionedObjectReference, DeprecatedStatus, MachineDeletionTimeouts,
+    MachineNamingSpec, MachineTaint, ObjectMeta, StatusVersion,
+};
+use super::kubeadm_config::KubeadmConfigSpec;
+use super::schema;
+
+#[skip_serializing_none]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "controlplane.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "KubeadmControlPlane",
+    namespaced,
+    status = "KubeadmControlPlaneStatus",
+    shortname = "kcp",
+    category = "cluster-api",
+    scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.replicas", label_selector_path = ".status.selector"),
+    printcolumn(name = "Cluster", type_ = "string", json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']", description = "Cluster"),
+    printcolumn(name = "Available", type_ = "string", json_path = r#".status.conditions[?(@.type=="Available")].status"#, description = "Cluster pass all availability checks"),
+    printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas", description = "The desired number of machines"),
+    printcolumn(name = "Current", type_ = "integer", json_path = ".status.replicas", description = "The number of machines"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas", description = "The number of machines with Ready condition true"),
+    printcolumn(name = "Available", type_ = "integer", json_path = ".status.availableReplicas", description = "The number of machines with Available condition true"),
+    printcolumn(name = "Up-to-date", type_ = "integer", json_path = ".status.upToDateReplicas", description = "The number of machines with UpToDate condition true"),
+    printcolumn(name = "Paused", type_ = "string", json_path = r#".status.conditions[?(@.type=="Paused")].status"#, description = "Reconciliation paused", priority = 10),
+    printcolumn(name = "Initialized", type_ = "boolean", json_path = ".status.initialization.controlPlaneInitialized", description = "This denotes whether or not the control plane can accept requests"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of KubeadmControlPlane"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".spec.version", description = "Kubernetes version associated with this control plane")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmControlPlaneSpec {
+    /// Defaults to 1; odd, so that etcd keeps quorum.
+    pub replicas: Option<i32>,
+    /// Kubernetes version of the control plane, e.g. `v1.30.4`.
+    pub version: String,
+    pub machine_template: KubeadmControlPlaneMachineTemplate,
+    pub kubeadm_config_spec: Option<KubeadmConfigSpec>,
+    pub rollout: Option<KubeadmControlPlaneRollout>,
+    pub remediation: Option<KubeadmControlPlaneRemediation>,
+    pub machine_naming: Option<MachineNamingSpec>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct KubeadmControlPlaneMachineTemplate {
+    pub metadata: Option<ObjectMeta>,
+    pub spec: KubeadmControlPlaneMachineTemplateSpec,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmControlPlaneMachineTemplateSpec {
+    pub infrastructure_ref: ContractVersionedObjectReference,
+    pub readiness_gates: Option<Vec<ConditionGate>>,
+    pub deletion: Option<MachineDeletionTimeouts>,
+    pub taints: Option<Vec<MachineTaint>>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct KubeadmControlPlaneRollout {
+    pub before: Option<RolloutBefore>,
+    pub after: Option<Time>,
+    pub strategy: Option<KubeadmControlPlaneRolloutStrategy>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutBefore {
+    /// Roll a Machine out when its certificates expire within this many days (at least 7).
+    pub certificates_expiry_days: Option<i32>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum KubeadmControlPlaneRolloutStrategyType {
+    #[default]
+    RollingUpdate,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmControlPlaneRolloutStrategy {
+    #[serde(rename = "type")]
+    pub type_: KubeadmControlPlaneRolloutStrategyType,
+    pub rolling_update: Option<KubeadmControlPlaneRollingUpdate>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmControlPlaneRollingUpdate {
+    /// 0 or 1 (default 1); 0 needs at least 3 replicas.
+    pub max_surge: Option<IntOrString>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmControlPlaneRemediation {
+    pub max_retry: Option<i32>,
+    pub retry_period_seconds: Option<i32>,
+    pub min_healthy_period_seconds: Option<i32>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmControlPlaneStatus {
+    #[serde(default)]
+    #[schemars(schema_with = "schema::conditions")]
+    pub conditions: Option<Vec<Condition>>,
+    pub initialization: Option<KubeadmControlPlaneInitializationStatus>,
+    pub selector: Option<String>,
+    pub replicas: Option<i32>,
+    pub ready_replicas: Option<i32>,
+    pub available_replicas: Option<i32>,
+    pub up_to_date_replicas: Option<i32>,
+    pub versions: Option<Vec<StatusVersion>>,
+    /// The lowest Kubernetes version among the Machines.
+    pub version: Option<String>,
+    pub observed_generation: Option<i64>,
+    pub last_remediation: Option<LastRemediationStatus>,
+    pub deprecated: Option<DeprecatedStatus>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmControlPlaneInitializationStatus {
+    pub control_plane_initialized: Option<bool>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastRemediationStatus {
+    pub machine: String,
+    pub time: Time,
+    pub retry_count: i32,
+}
+
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "controlplane.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "KubeadmControlPlaneTemplate",
+    namespaced,
+    category = "cluster-api",
+    printcolumn(name = "ClusterClass", type_ = "string", json_path = r#".metadata.ownerReferences[?(@.kind=="ClusterClass")].name"#, description = "Name of the ClusterClass owning this template"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of KubeadmControlPlaneTemplate")
+)]
+pub struct KubeadmControlPlaneTemplateSpec {
+    pub template: KubeadmControlPlaneTemplateResource,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct KubeadmControlPlaneTemplateResource {
+    pub metadata: Option<ObjectMeta>,
+    pub spec: Option<KubeadmControlPlaneTemplateResourceSpec>,
+}
+
+/// A KubeadmControlPlane without what each Cluster sets itself (replicas, version,
+/// infrastructure template).
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmControlPlaneTemplateResourceSpec {
+    pub machine_template: Option<KubeadmControlPlaneTemplateMachineTemplate>,
+    pub kubeadm_config_spec: Option<KubeadmConfigSpec>,
+    pub rollout: Option<KubeadmControlPlaneRollout>,
+    pub remediation: Option<KubeadmControlPlaneRemediation>,
+    pub machine_naming: Option<MachineNamingSpec>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct KubeadmControlPlaneTemplateMachineTemplate {
+    pub metadata: Option<ObjectMeta>,
+    pub spec: Option<KubeadmControlPlaneTemplateMachineTemplateSpec>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct KubeadmControlPlaneTemplateMachineTemplateSpec {
+    pub deletion: Option<MachineDeletionTimeouts>,
+    pub taints: Option<Vec<MachineTaint>>,
+}

@@ -1,0 +1,110 @@
+//! MachineDeployment (cluster.x-k8s.io/v1beta2): declarative rollouts of MachineSets.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+use super::common::{DeprecatedStatus, MachineNamingSpec, StatusVersion};
+use super::machine::MachineTemplateSpec;
+use super::machine_set::MachineSetDeletionSpec;
+use super::schema;
+
+#[skip_serializing_none]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "MachineDeployment",
+    namespaced,
+    status = "MachineDeploymentStatus",
+    shortname = "md",
+    category = "cluster-api",
+    scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.replicas", label_selector_path = ".status.selector"),
+    printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.clusterName", description = "Cluster"),
+    printcolumn(name = "Available", type_ = "string", json_path = r#".status.conditions[?(@.type=="Available")].status"#, description = "Cluster pass all availability checks"),
+    printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas", description = "The desired number of machines"),
+    printcolumn(name = "Current", type_ = "integer", json_path = ".status.replicas", description = "The number of machines"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas", description = "The number of machines with Ready condition true"),
+    printcolumn(name = "Available", type_ = "integer", json_path = ".status.availableReplicas", description = "The number of machines with Available condition true"),
+    printcolumn(name = "Up-to-date", type_ = "integer", json_path = ".status.upToDateReplicas", description = "The number of machines with UpToDate condition true"),
+    printcolumn(name = "Paused", type_ = "string", json_path = r#".status.conditions[?(@.type=="Paused")].status"#, description = "Reconciliation paused", priority = 10),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "MachineDeployment status such as ScalingUp/ScalingDown/Running/Failed/Unknown"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of MachineDeployment"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".spec.template.spec.version", description = "Kubernetes version associated with this MachineDeployment")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineDeploymentSpec {
+    pub cluster_name: String,
+    /// Defaults to 1.
+    pub replicas: Option<i32>,
+    pub rollout: Option<MachineDeploymentRollout>,
+    pub selector: LabelSelector,
+    pub template: MachineTemplateSpec,
+    pub machine_naming: Option<MachineNamingSpec>,
+    pub remediation: Option<MachineDeploymentRemediation>,
+    pub deletion: Option<MachineSetDeletionSpec>,
+    /// A paused MachineDeployment keeps its MachineSets as they are.
+    pub paused: Option<bool>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MachineDeploymentRollout {
+    /// Machines created before this time are rolled out.
+    pub after: Option<Time>,
+    pub strategy: Option<MachineDeploymentRolloutStrategy>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RolloutStrategyType {
+    #[default]
+    RollingUpdate,
+    OnDelete,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineDeploymentRolloutStrategy {
+    #[serde(rename = "type")]
+    pub type_: RolloutStrategyType,
+    pub rolling_update: Option<RollingUpdate>,
+}
+
+/// Bounds of a rolling update, as a number or a percentage of the desired replicas.
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollingUpdate {
+    pub max_unavailable: Option<IntOrString>,
+    pub max_surge: Option<IntOrString>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineDeploymentRemediation {
+    pub max_in_flight: Option<IntOrString>,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineDeploymentStatus {
+    #[serde(default)]
+    #[schemars(schema_with = "schema::conditions")]
+    pub conditions: Option<Vec<Condition>>,
+    pub observed_generation: Option<i64>,
+    pub selector: Option<String>,
+    pub replicas: Option<i32>,
+    pub ready_replicas: Option<i32>,
+    pub available_replicas: Option<i32>,
+    pub up_to_date_replicas: Option<i32>,
+    pub versions: Option<Vec<StatusVersion>>,
+    /// ScalingUp, ScalingDown, Running, Failed or Unknown.
+    pub phase: Option<String>,
+    pub deprecated: Option<DeprecatedStatus>,
+}

@@ -1,0 +1,132 @@
+//! The Cluster API types, field for field with upstream's v1beta2 JSON, and the CRDs generated
+//! from them.
+
+pub mod cluster;
+pub mod cluster_class;
+pub mod clusterctl;
+pub mod common;
+pub mod docker;
+pub mod health_check;
+pub mod in_memory;
+pub mod kubeadm_config;
+pub mod kubeadm_control_plane;
+pub mod machine;
+pub mod machine_deployment;
+pub mod machine_health_check;
+pub mod machine_set;
+mod schema;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+pub use cluster::Cluster;
+pub use cluster_class::ClusterClass;
+pub use clusterctl::Provider;
+pub use docker::{DockerCluster, DockerClusterTemplate, DockerMachine, DockerMachineTemplate};
+pub use in_memory::{InMemoryCluster, InMemoryMachine, InMemoryMachineTemplate};
+pub use kubeadm_config::{KubeadmConfig, KubeadmConfigTemplate};
+pub use kubeadm_control_plane::{KubeadmControlPlane, KubeadmControlPlaneTemplate};
+pub use machine::Machine;
+pub use machine_deployment::MachineDeployment;
+pub use machine_health_check::MachineHealthCheck;
+pub use machine_set::MachineSet;
+
+/// The Cluster API contract these types implement.
+pub const CONTRACT_VERSION: &str = "v1beta2";
+/// The label on a provider's CRDs that names the API versions implementing a contract.
+pub const CONTRACT_LABEL: &str = "cluster.x-k8s.io/v1beta2";
+/// The label on every object `capictl init` installs, naming the provider it belongs to.
+pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
+
+/// The groups of CRDs that are installed together, one per provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+pub enum CrdSet {
+    /// cluster.x-k8s.io: Cluster, Machine, MachineSet, MachineDeployment, MachineHealthCheck,
+    /// ClusterClass.
+    Core,
+    /// bootstrap.cluster.x-k8s.io: KubeadmConfig, KubeadmConfigTemplate.
+    KubeadmBootstrap,
+    /// controlplane.cluster.x-k8s.io: KubeadmControlPlane, KubeadmControlPlaneTemplate.
+    KubeadmControlPlane,
+    /// infrastructure.cluster.x-k8s.io v1beta2: the Docker kinds.
+    Docker,
+    /// infrastructure.cluster.x-k8s.io v1alpha1: the in-memory kinds.
+    InMemory,
+    /// clusterctl.cluster.x-k8s.io: the provider inventory.
+    Clusterctl,
+}
+
+impl CrdSet {
+    pub const ALL: [CrdSet; 6] = [
+        CrdSet::Core,
+        CrdSet::KubeadmBootstrap,
+        CrdSet::KubeadmControlPlane,
+        CrdSet::Docker,
+        CrdSet::InMemory,
+        CrdSet::Clusterctl,
+    ];
+
+    /// The provider name clusterctl labels this set's objects with.
+    pub fn provider_label(self) -> &'static str {
+        match self {
+            CrdSet::Core => "cluster-api",
+            CrdSet::KubeadmBootstrap => "bootstrap-kubeadm",
+            CrdSet::KubeadmControlPlane => "control-plane-kubeadm",
+            CrdSet::Docker => "infrastructure-docker",
+            CrdSet::InMemory => "infrastructure-in-memory",
+            CrdSet::Clusterctl => "clusterctl",
+        }
+    }
+
+    /// The CRDs of this set, labelled as an installed provider's are.
+    pub fn crds(self) -> Vec<CustomResourceDefinition> {
+        let crds = match self {
+            CrdSet::Core => vec![
+                Cluster::crd(),
+                ClusterClass::crd(),
+                Machine::crd(),
+                MachineSet::crd(),
+                MachineDeployment::crd(),
+                MachineHealthCheck::crd(),
+            ],
+            CrdSet::KubeadmBootstrap => vec![KubeadmConfig::crd(), KubeadmConfigTemplate::crd()],
+            CrdSet::KubeadmControlPlane => {
+                vec![KubeadmControlPlane::crd(), KubeadmControlPlaneTemplate::crd()]
+            }
+            CrdSet::Docker => vec![
+                DockerCluster::crd(),
+                DockerClusterTemplate::crd(),
+                DockerMachine::crd(),
+                DockerMachineTemplate::crd(),
+            ],
+            CrdSet::InMemory => vec![
+                InMemoryCluster::crd(),
+                InMemoryMachine::crd(),
+                InMemoryMachineTemplate::crd(),
+            ],
+            CrdSet::Clusterctl => vec![Provider::crd()],
+        };
+        crds.into_iter().map(|crd| self.label(crd)).collect()
+    }
+
+    fn label(self, mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+        let labels = crd.metadata.labels.get_or_insert_with(BTreeMap::new);
+        if self == CrdSet::Clusterctl {
+            labels.insert("clusterctl.cluster.x-k8s.io/core".into(), "inventory".into());
+        } else {
+            labels.insert(PROVIDER_LABEL.into(), self.provider_label().into());
+            // The contract label lists the API versions of this CRD that implement the
+            // contract; core controllers read it to know which version to fetch.
+            let versions: Vec<&str> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
+            labels.insert(CONTRACT_LABEL.into(), versions.join("_"));
+        }
+        crd
+    }
+}
+
+/// The CRDs of the given sets, in install order.
+pub fn crds(sets: &[CrdSet]) -> Vec<CustomResourceDefinition> {
+    sets.iter().flat_map(|set| set.crds()).collect()
+}

@@ -1,0 +1,143 @@
+//! The command line: one file per subcommand, each an `Args` struct and a `run()`.
+
+mod completion;
+mod generate;
+mod version;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Kubernetes Cluster API in one binary: the controllers and a clusterctl-style command line.
+#[derive(Debug, Parser)]
+#[command(name = "capictl", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Install Cluster API providers into a management cluster (the embedded one by default).
+    Init(NotBuilt),
+    /// Print YAML: cluster templates, provider components, CRDs.
+    #[command(subcommand)]
+    Generate(generate::Generate),
+    /// Show a cluster's objects and their conditions as a tree.
+    #[command(subcommand)]
+    Describe(DescribeCommand),
+    /// Get things out of the management cluster, e.g. a workload cluster's kubeconfig.
+    #[command(subcommand)]
+    Get(GetCommand),
+    /// Move clusters and their objects to another management cluster.
+    Move(NotBuilt),
+    /// Plan and apply provider upgrades.
+    #[command(subcommand)]
+    Upgrade(UpgradeCommand),
+    /// Remove providers from the management cluster.
+    Delete(NotBuilt),
+    /// Run the embedded management cluster: up, serve, down, status.
+    Management(NotBuilt),
+    /// Run the controllers of the providers installed in a management cluster.
+    Manager(NotBuilt),
+    /// Print the version, git commit, build date and Cluster API contract.
+    Version(version::Args),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completion(completion::Args),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DescribeCommand {
+    /// The tree of a Cluster's objects with their conditions.
+    Cluster(NotBuilt),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GetCommand {
+    /// A workload cluster's kubeconfig, ready to use from this machine.
+    Kubeconfig(NotBuilt),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UpgradeCommand {
+    /// Which provider versions the management cluster can move to.
+    Plan(NotBuilt),
+}
+
+/// Arguments of a command that is not built yet: accepted, so that the message below is what
+/// the user sees rather than a complaint about flags.
+#[derive(Debug, clap::Args)]
+pub struct NotBuilt {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    args: Vec<String>,
+}
+
+/// A mistake in how the command was called; exits with status 2 like clap's own usage errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+impl Command {
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Init(_) => "init",
+            Command::Generate(_) => "generate",
+            Command::Describe(_) => "describe cluster",
+            Command::Get(_) => "get kubeconfig",
+            Command::Move(_) => "move",
+            Command::Upgrade(_) => "upgrade plan",
+            Command::Delete(_) => "delete",
+            Command::Management(_) => "management",
+            Command::Manager(_) => "manager",
+            Command::Version(_) => "version",
+            Command::Completion(_) => "completion",
+        }
+    }
+}
+
+/// Runs a parsed command line and turns its outcome into the process's exit status: 0 on
+/// success, 1 on failure, 2 on a usage error.
+pub fn run(cli: Cli) -> ExitCode {
+    init_logging(cli.verbose);
+    let name = cli.command.name();
+    let result = match cli.command {
+        Command::Generate(cmd) => cmd.run(),
+        Command::Version(args) => version::run(&args),
+        Command::Completion(args) => completion::run(&args),
+        _ => Err(UsageError(format!(
+            "`capictl {name}` is not built yet in this version of capictl; \
+             `capictl --help` lists what is"
+        ))
+        .into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("Error: {err:#}");
+            if err.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CAPICTL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,23 @@
+//! capictl: Kubernetes Cluster API in Rust — the controllers and a clusterctl-style command line.
+//!
+//! The binary is a thin shell over this library: [`cli`] parses and runs commands, [`api`] holds
+//! the Cluster API types and the CRDs generated from them, [`conditions`] the v1beta2 condition
+//! rules every controller shares.
+
+pub mod api;
+pub mod cli;
+pub mod conditions;
+pub mod yaml;
+
+/// Build facts recorded by build.rs, shown by `capictl version`.
+pub mod build_info {
+    pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+    pub const GIT_COMMIT: &str = env!("CAPICTL_GIT_COMMIT");
+    pub const BUILD_DATE: &str = env!("CAPICTL_BUILD_DATE");
+}
+
+/// Installs ring as the process's one rustls crypto provider. Call before any TLS client or
+/// server is built; calling it again is harmless.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
