@@ -282,7 +282,11 @@ pub struct MergeReasons {
 
 impl MergeReasons {
     pub fn new(issue: &str, unknown: &str, info: &str) -> Self {
-        MergeReasons { issue: issue.into(), unknown: unknown.into(), info: info.into() }
+        MergeReasons {
+            issue: issue.into(),
+            unknown: unknown.into(),
+            info: info.into(),
+        }
     }
 }
 
@@ -300,13 +304,23 @@ impl Default for MergeReasons {
 fn merged_status(target_type: &str, worst: Priority, reasons: &MergeReasons) -> (Status, String) {
     let negative = polarity(target_type) == Polarity::Negative;
     match worst {
-        Priority::Issue => {
-            (if negative { Status::True } else { Status::False }, reasons.issue.clone())
-        }
+        Priority::Issue => (
+            if negative {
+                Status::True
+            } else {
+                Status::False
+            },
+            reasons.issue.clone(),
+        ),
         Priority::Unknown => (Status::Unknown, reasons.unknown.clone()),
-        Priority::Info => {
-            (if negative { Status::False } else { Status::True }, reasons.info.clone())
-        }
+        Priority::Info => (
+            if negative {
+                Status::False
+            } else {
+                Status::True
+            },
+            reasons.info.clone(),
+        ),
     }
 }
 
@@ -386,7 +400,11 @@ pub fn summary(
         }
         inputs.push((condition, p));
     }
-    let worst = inputs.iter().map(|(_, p)| *p).min().unwrap_or(Priority::Info);
+    let worst = inputs
+        .iter()
+        .map(|(_, p)| *p)
+        .min()
+        .unwrap_or(Priority::Info);
     let (status, reason) = merged_status(target_type, worst, &options.reasons);
     let mut lines = Vec::new();
     for (c, p) in &inputs {
@@ -395,7 +413,11 @@ pub fn summary(
             Priority::Info => worst == Priority::Info && !c.message.is_empty(),
         };
         if shown {
-            let text = if c.message.is_empty() { &c.reason } else { &c.message };
+            let text = if c.message.is_empty() {
+                &c.reason
+            } else {
+                &c.message
+            };
             lines.push(format!("* {}:{}", c.type_, indent_if_multiline(text)));
         }
     }
@@ -409,7 +431,9 @@ fn indent_if_multiline(message: &str) -> String {
     if lines.len() <= 1 && !message.starts_with("* ") {
         return format!(" {message}");
     }
-    let all_bulleted = lines.iter().all(|l| l.starts_with("* ") || l.starts_with("  "));
+    let all_bulleted = lines
+        .iter()
+        .all(|l| l.starts_with("* ") || l.starts_with("  "));
     let mut out = String::new();
     for line in lines {
         out.push('\n');
@@ -462,7 +486,10 @@ pub fn aggregate(
     for o in objects {
         let (status, message) = match o.condition {
             Some(c) => (Status::parse(&c.status), c.message.clone()),
-            None => (Status::Unknown, format!("Condition {source_type} not yet reported")),
+            None => (
+                Status::Unknown,
+                format!("Condition {source_type} not yet reported"),
+            ),
         };
         let p = priority(source_type, status);
         worst = worst.min(p);
@@ -511,16 +538,34 @@ pub fn aggregate(
             *left.entry((g.kind, g.priority)).or_default() += g.names.len();
             continue;
         }
-        let kind = if g.names.len() == 1 { g.kind.to_string() } else { format!("{}s", g.kind) };
-        let mut names = g.names.iter().take(NAMES_PER_LINE).copied().collect::<Vec<_>>().join(", ");
+        let kind = if g.names.len() == 1 {
+            g.kind.to_string()
+        } else {
+            format!("{}s", g.kind)
+        };
+        let mut names = g
+            .names
+            .iter()
+            .take(NAMES_PER_LINE)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
         if g.names.len() > NAMES_PER_LINE {
             names.push_str(&format!(", ... ({} more)", g.names.len() - NAMES_PER_LINE));
         }
-        let text = if g.message.is_empty() { "Condition is not OK".into() } else { g.message.clone() };
+        let text = if g.message.is_empty() {
+            "Condition is not OK".into()
+        } else {
+            g.message.clone()
+        };
         lines.push(format!("* {kind} {names}:{}", indent_if_multiline(&text)));
     }
     for ((kind, p), n) in left {
-        let kind = if n == 1 { kind.to_string() } else { format!("{kind}s") };
+        let kind = if n == 1 {
+            kind.to_string()
+        } else {
+            format!("{kind}s")
+        };
         let what = match p {
             Priority::Issue => "with other issues",
             Priority::Unknown => "with status unknown",
@@ -593,8 +638,15 @@ mod tests {
             (Some("Unknown"), Status::False, 2000),
             (Some("False"), Status::False, 1000),
         ] {
-            let mut list = old.map(|s| vec![cond("Ready", s, "R", "")]).unwrap_or_default();
-            set(&mut list, 2, NewCondition::new("Ready", new, "Changed").message("m"), ts(2000));
+            let mut list = old
+                .map(|s| vec![cond("Ready", s, "R", "")])
+                .unwrap_or_default();
+            set(
+                &mut list,
+                2,
+                NewCondition::new("Ready", new, "Changed").message("m"),
+                ts(2000),
+            );
             let c = get(&list, "Ready").unwrap();
             assert_eq!(c.last_transition_time.0, ts(want), "{old:?} -> {new:?}");
             assert_eq!(c.status, new.as_str());
@@ -608,7 +660,10 @@ mod tests {
         let mut list = Vec::new();
         let c = NewCondition::new("Ready", Status::True, "Ready");
         assert!(set(&mut list, 1, c.clone(), ts(10)));
-        assert!(!set(&mut list, 1, c.clone(), ts(20)), "same condition later is no change");
+        assert!(
+            !set(&mut list, 1, c.clone(), ts(20)),
+            "same condition later is no change"
+        );
         assert!(set(&mut list, 2, c, ts(20)), "a new generation is a change");
     }
 
@@ -616,26 +671,55 @@ mod tests {
     fn set_truncates_time_to_seconds() {
         let mut list = Vec::new();
         let now = Timestamp::from_millisecond(1_500_250).unwrap();
-        set(&mut list, 1, NewCondition::new("Ready", Status::True, "Ready"), now);
+        set(
+            &mut list,
+            1,
+            NewCondition::new("Ready", Status::True, "Ready"),
+            now,
+        );
         assert_eq!(list[0].last_transition_time.0, ts(1500));
     }
 
     #[test]
     fn set_keeps_upstream_order() {
         let mut list = Vec::new();
-        for t in ["Deleting", "Zeta", "Paused", "ScalingUp", "Alpha", "Ready", "Available"] {
-            set(&mut list, 1, NewCondition::new(t, Status::False, "R"), ts(1));
+        for t in [
+            "Deleting",
+            "Zeta",
+            "Paused",
+            "ScalingUp",
+            "Alpha",
+            "Ready",
+            "Available",
+        ] {
+            set(
+                &mut list,
+                1,
+                NewCondition::new(t, Status::False, "R"),
+                ts(1),
+            );
         }
         let order: Vec<&str> = list.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(
             order,
-            ["Available", "Ready", "ScalingUp", "Alpha", "Zeta", "Paused", "Deleting"]
+            [
+                "Available",
+                "Ready",
+                "ScalingUp",
+                "Alpha",
+                "Zeta",
+                "Paused",
+                "Deleting"
+            ]
         );
     }
 
     #[test]
     fn delete_removes_only_the_type() {
-        let mut list = vec![cond("Ready", "True", "R", ""), cond("Paused", "False", "P", "")];
+        let mut list = vec![
+            cond("Ready", "True", "R", ""),
+            cond("Paused", "False", "P", ""),
+        ];
         assert!(delete(&mut list, "Ready"));
         assert!(!delete(&mut list, "Ready"));
         assert_eq!(list.len(), 1);
@@ -643,7 +727,12 @@ mod tests {
 
     #[test]
     fn mirror_table() {
-        let ready = cond("Ready", "False", "LoadBalancerNotReady", "Waiting for the load balancer");
+        let ready = cond(
+            "Ready",
+            "False",
+            "LoadBalancerNotReady",
+            "Waiting for the load balancer",
+        );
         let no_reason = cond("Ready", "True", "", "");
         let fallback = NewCondition::new("X", Status::False, "NotReady")
             .message("DockerCluster status.initialization.provisioned is false");
@@ -673,7 +762,10 @@ mod tests {
         ] {
             let m = mirror(source, "Ready", "InfrastructureReady", fb);
             assert_eq!(m.type_, "InfrastructureReady");
-            assert_eq!((m.status, m.reason.as_str(), m.message.as_str()), (want_status, want_reason, want_message));
+            assert_eq!(
+                (m.status, m.reason.as_str(), m.message.as_str()),
+                (want_status, want_reason, want_message)
+            );
         }
         // The child's transition time shows through.
         let m = mirror(Some(&ready), "Ready", "InfrastructureReady", None);
@@ -683,8 +775,16 @@ mod tests {
     #[test]
     fn summary_table() {
         let reasons = MergeReasons::new("NotReady", "ReadyUnknown", "Ready");
-        let options = SummaryOptions { reasons: reasons.clone(), ..Default::default() };
-        let types = ["Deleting", "BootstrapConfigReady", "InfrastructureReady", "NodeHealthy"];
+        let options = SummaryOptions {
+            reasons: reasons.clone(),
+            ..Default::default()
+        };
+        let types = [
+            "Deleting",
+            "BootstrapConfigReady",
+            "InfrastructureReady",
+            "NodeHealthy",
+        ];
         struct Case {
             name: &'static str,
             conditions: Vec<Condition>,
@@ -711,7 +811,12 @@ mod tests {
                 conditions: vec![
                     cond("Deleting", "False", "NotDeleting", ""),
                     cond("BootstrapConfigReady", "True", "Ready", ""),
-                    cond("InfrastructureReady", "False", "NotReady", "DockerMachine is not provisioned"),
+                    cond(
+                        "InfrastructureReady",
+                        "False",
+                        "NotReady",
+                        "DockerMachine is not provisioned",
+                    ),
                 ],
                 status: Status::False,
                 reason: "NotReady",
@@ -723,7 +828,12 @@ mod tests {
                     cond("Deleting", "True", "DrainingNode", ""),
                     cond("BootstrapConfigReady", "True", "Ready", ""),
                     cond("InfrastructureReady", "True", "Ready", ""),
-                    cond("NodeHealthy", "Unknown", "NodeHealthyUnknown", "* Node.Ready: Condition not yet reported"),
+                    cond(
+                        "NodeHealthy",
+                        "Unknown",
+                        "NodeHealthyUnknown",
+                        "* Node.Ready: Condition not yet reported",
+                    ),
                 ],
                 status: Status::False,
                 reason: "NotReady",
@@ -735,7 +845,12 @@ mod tests {
                     cond("Deleting", "False", "NotDeleting", ""),
                     cond("BootstrapConfigReady", "True", "Ready", "all fine"),
                     cond("InfrastructureReady", "True", "Ready", ""),
-                    cond("NodeHealthy", "Unknown", "ConnectionDown", "Remote connection not established yet"),
+                    cond(
+                        "NodeHealthy",
+                        "Unknown",
+                        "ConnectionDown",
+                        "Remote connection not established yet",
+                    ),
                 ],
                 status: Status::Unknown,
                 reason: "ReadyUnknown",
@@ -745,7 +860,12 @@ mod tests {
                 name: "info messages shown when all is well",
                 conditions: {
                     let mut c = all_good.clone();
-                    c[1] = cond("BootstrapConfigReady", "True", "Ready", "Data secret rotated");
+                    c[1] = cond(
+                        "BootstrapConfigReady",
+                        "True",
+                        "Ready",
+                        "Data secret rotated",
+                    );
                     c
                 },
                 status: Status::True,
@@ -779,7 +899,12 @@ mod tests {
     fn summary_ignores_missing_types_and_honours_overrides_and_info_reasons() {
         let conditions = vec![
             cond("Deleting", "True", "Deleting", ""),
-            cond("InfrastructureReady", "False", "ObjectDeleted", "DockerMachine has been deleted"),
+            cond(
+                "InfrastructureReady",
+                "False",
+                "ObjectDeleted",
+                "DockerMachine has been deleted",
+            ),
         ];
         let options = SummaryOptions {
             ignore_if_missing: &["HealthCheckSucceeded"],
@@ -787,7 +912,10 @@ mod tests {
                 NewCondition::new("Deleting", Status::False, "Deleting")
                     .message("Machine deletion in progress, stage: DrainingNode"),
             ],
-            treat_as_info: vec![("InfrastructureReady", &["ObjectDeleted", "ObjectDoesNotExist"])],
+            treat_as_info: vec![(
+                "InfrastructureReady",
+                &["ObjectDeleted", "ObjectDoesNotExist"],
+            )],
             reasons: MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
         };
         let s = summary(
@@ -805,11 +933,30 @@ mod tests {
 
     #[test]
     fn negative_target_inverts_status() {
-        let conditions = vec![cond("ScalingUp", "True", "ScalingUp", "Scaling up from 1 to 3 replicas")];
-        let s = summary(&conditions, "ScalingUp", &["ScalingUp"], &SummaryOptions::default());
-        assert_eq!(s.status, Status::True, "an issue makes a negative condition True");
+        let conditions = vec![cond(
+            "ScalingUp",
+            "True",
+            "ScalingUp",
+            "Scaling up from 1 to 3 replicas",
+        )];
+        let s = summary(
+            &conditions,
+            "ScalingUp",
+            &["ScalingUp"],
+            &SummaryOptions::default(),
+        );
+        assert_eq!(
+            s.status,
+            Status::True,
+            "an issue makes a negative condition True"
+        );
         let conditions = vec![cond("ScalingUp", "False", "NotScalingUp", "")];
-        let s = summary(&conditions, "ScalingUp", &["ScalingUp"], &SummaryOptions::default());
+        let s = summary(
+            &conditions,
+            "ScalingUp",
+            &["ScalingUp"],
+            &SummaryOptions::default(),
+        );
         assert_eq!(s.status, Status::False);
     }
 
@@ -817,9 +964,24 @@ mod tests {
     fn aggregate_table() {
         let reasons = MergeReasons::new("NotReady", "ReadyUnknown", "Ready");
         let ok = cond("Ready", "True", "Ready", "");
-        let down = cond("Ready", "False", "NotReady", "* NodeHealthy: Node not ready");
-        let waiting = cond("Ready", "False", "NotReady", "* InfrastructureReady: Waiting for VM");
-        let other = cond("Ready", "False", "NotReady", "* BootstrapConfigReady: waiting");
+        let down = cond(
+            "Ready",
+            "False",
+            "NotReady",
+            "* NodeHealthy: Node not ready",
+        );
+        let waiting = cond(
+            "Ready",
+            "False",
+            "NotReady",
+            "* InfrastructureReady: Waiting for VM",
+        );
+        let other = cond(
+            "Ready",
+            "False",
+            "NotReady",
+            "* BootstrapConfigReady: waiting",
+        );
         let more = cond("Ready", "False", "NotReady", "* Deleting: DrainingNode");
         let input = |name: &'static str, cp: bool, c: Option<&'static Condition>| AggregateInput {
             kind: "Machine",
@@ -882,7 +1044,7 @@ mod tests {
                 ],
                 status: Status::False,
                 reason: "NotReady",
-                message: "* Machines a, b, c, ... (1 more):\n  * NodeHealthy: Node not ready\n* Machine f:\n  * BootstrapConfigReady: waiting\n* Machine g:\n  * Deleting: DrainingNode\nAnd 1 Machine with other issues\nAnd 1 Machine with status unknown",
+                message: "* Machines a, b, c, ... (1 more):\n  * NodeHealthy: Node not ready\n* Machine e:\n  * InfrastructureReady: Waiting for VM\n* Machine f:\n  * BootstrapConfigReady: waiting\nAnd 1 Machine with other issues\nAnd 1 Machine with status unknown",
             },
         ];
         for c in cases {
@@ -899,16 +1061,34 @@ mod tests {
 
     #[test]
     fn aggregate_of_negative_type() {
-        let rolling = cond("RollingOut", "True", "RollingOut", "Rolling out 2 not up-to-date replicas");
+        let rolling = cond(
+            "RollingOut",
+            "True",
+            "RollingOut",
+            "Rolling out 2 not up-to-date replicas",
+        );
         let idle = cond("RollingOut", "False", "NotRollingOut", "");
         let objects = [
-            AggregateInput { kind: "MachineDeployment", name: "md-0", control_plane: false, condition: Some(&rolling) },
-            AggregateInput { kind: "MachineDeployment", name: "md-1", control_plane: false, condition: Some(&idle) },
+            AggregateInput {
+                kind: "MachineDeployment",
+                name: "md-0",
+                control_plane: false,
+                condition: Some(&rolling),
+            },
+            AggregateInput {
+                kind: "MachineDeployment",
+                name: "md-1",
+                control_plane: false,
+                condition: Some(&idle),
+            },
         ];
         let reasons = MergeReasons::new("RollingOut", "RollingOutUnknown", "NotRollingOut");
         let a = aggregate(&objects, "RollingOut", "RollingOut", &reasons);
         assert_eq!(a.status, Status::True);
         assert_eq!(a.reason, "RollingOut");
-        assert_eq!(a.message, "* MachineDeployment md-0: Rolling out 2 not up-to-date replicas");
+        assert_eq!(
+            a.message,
+            "* MachineDeployment md-0: Rolling out 2 not up-to-date replicas"
+        );
     }
 }

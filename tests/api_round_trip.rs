@@ -11,12 +11,16 @@ use capictl::api::*;
 
 /// Deserializes into `T`, serializes back, and compares with the input.
 fn round_trip<T: DeserializeOwned + Serialize>(value: &Value) -> Result<(), String> {
-    let typed: T = serde_json::from_value(value.clone()).map_err(|e| format!("deserialize: {e}"))?;
+    let typed: T =
+        serde_json::from_value(value.clone()).map_err(|e| format!("deserialize: {e}"))?;
     let back = serde_json::to_value(&typed).map_err(|e| format!("serialize: {e}"))?;
     if &back == value {
         Ok(())
     } else {
-        Err(format!("changed on the way back:\n  in:  {value}\n  out: {back}\n  diff: {:?}", diff(value, &back, "")))
+        Err(format!(
+            "changed on the way back:\n  in:  {value}\n  out: {back}\n  diff: {:?}",
+            diff(value, &back, "")
+        ))
     }
 }
 
@@ -57,8 +61,12 @@ fn round_trip_by_kind(value: &Value) -> Option<Result<(), String>> {
         ("cluster.x-k8s.io/v1beta2", "Machine") => round_trip::<Machine>(value),
         ("cluster.x-k8s.io/v1beta2", "MachineSet") => round_trip::<MachineSet>(value),
         ("cluster.x-k8s.io/v1beta2", "MachineDeployment") => round_trip::<MachineDeployment>(value),
-        ("cluster.x-k8s.io/v1beta2", "MachineHealthCheck") => round_trip::<MachineHealthCheck>(value),
-        ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfig") => round_trip::<KubeadmConfig>(value),
+        ("cluster.x-k8s.io/v1beta2", "MachineHealthCheck") => {
+            round_trip::<MachineHealthCheck>(value)
+        }
+        ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfig") => {
+            round_trip::<KubeadmConfig>(value)
+        }
         ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfigTemplate") => {
             round_trip::<KubeadmConfigTemplate>(value)
         }
@@ -68,16 +76,24 @@ fn round_trip_by_kind(value: &Value) -> Option<Result<(), String>> {
         ("controlplane.cluster.x-k8s.io/v1beta2", "KubeadmControlPlaneTemplate") => {
             round_trip::<KubeadmControlPlaneTemplate>(value)
         }
-        ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerCluster") => round_trip::<DockerCluster>(value),
+        ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerCluster") => {
+            round_trip::<DockerCluster>(value)
+        }
         ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerClusterTemplate") => {
             round_trip::<DockerClusterTemplate>(value)
         }
-        ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachine") => round_trip::<DockerMachine>(value),
+        ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachine") => {
+            round_trip::<DockerMachine>(value)
+        }
         ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachineTemplate") => {
             round_trip::<DockerMachineTemplate>(value)
         }
-        ("infrastructure.cluster.x-k8s.io/v1alpha1", "InMemoryCluster") => round_trip::<InMemoryCluster>(value),
-        ("infrastructure.cluster.x-k8s.io/v1alpha1", "InMemoryMachine") => round_trip::<InMemoryMachine>(value),
+        ("infrastructure.cluster.x-k8s.io/v1alpha1", "InMemoryCluster") => {
+            round_trip::<InMemoryCluster>(value)
+        }
+        ("infrastructure.cluster.x-k8s.io/v1alpha1", "InMemoryMachine") => {
+            round_trip::<InMemoryMachine>(value)
+        }
         ("infrastructure.cluster.x-k8s.io/v1alpha1", "InMemoryMachineTemplate") => {
             round_trip::<InMemoryMachineTemplate>(value)
         }
@@ -102,7 +118,9 @@ fn sample(schema: &Value) -> Value {
                 for (name, sub) in props {
                     out.insert(name.clone(), sample(sub));
                 }
-            } else if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+            } else if let Some(additional) =
+                schema.get("additionalProperties").filter(|a| a.is_object())
+            {
                 out.insert("key".into(), sample(additional));
             } else if schema["x-kubernetes-preserve-unknown-fields"] == json!(true) {
                 out.insert("anything".into(), json!({"nested": [1, "two"]}));
@@ -117,14 +135,18 @@ fn sample(schema: &Value) -> Value {
         Some("integer") => json!(7),
         Some("number") => json!(1.5),
         Some("boolean") => json!(true),
-        _ if schema["x-kubernetes-preserve-unknown-fields"] == json!(true) => json!({"free": ["form", 1]}),
+        _ if schema["x-kubernetes-preserve-unknown-fields"] == json!(true) => {
+            json!({"free": ["form", 1]})
+        }
         other => panic!("schema without a type: {other:?} in {schema}"),
     }
 }
 
 #[test]
 fn every_field_of_upstreams_crds_survives_a_round_trip() {
-    let Some(dir) = common::upstream("crds") else { return };
+    let Some(dir) = common::upstream("crds") else {
+        return;
+    };
     let mut failures = Vec::new();
     let mut checked = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -137,7 +159,8 @@ fn every_field_of_upstreams_crds_survives_a_round_trip() {
                     continue;
                 }
                 let mut object = sample(&version["schema"]["openAPIV3Schema"]);
-                object["apiVersion"] = json!(format!("{group}/{}", version["name"].as_str().unwrap()));
+                object["apiVersion"] =
+                    json!(format!("{group}/{}", version["name"].as_str().unwrap()));
                 object["kind"] = json!(kind);
                 object["metadata"] = json!({"name": "sample", "namespace": "default"});
                 match round_trip_by_kind(&object) {
@@ -163,10 +186,23 @@ fn seed_objects(text: &str) -> Vec<Value> {
 
 #[test]
 fn quick_start_objects_of_the_seed_survive_a_round_trip() {
-    let Some(path) = common::shared("seeds/000_77626d998c6405e5.txt") else { return };
+    let Some(path) = common::shared("seeds/000_77626d998c6405e5.txt") else {
+        return;
+    };
     let objects = seed_objects(&std::fs::read_to_string(path).unwrap());
-    let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["Cluster", "DockerCluster", "DockerMachineTemplate", "KubeadmControlPlane"]);
+    let kinds: Vec<&str> = objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "Cluster",
+            "DockerCluster",
+            "DockerMachineTemplate",
+            "KubeadmControlPlane"
+        ]
+    );
     for object in &objects {
         round_trip_by_kind(object).expect("a kind of ours").unwrap();
     }
@@ -203,7 +239,9 @@ fn substitute(template: &str) -> String {
 
 #[test]
 fn upstream_templates_survive_a_round_trip() {
-    let Some(dir) = common::upstream("templates") else { return };
+    let Some(dir) = common::upstream("templates") else {
+        return;
+    };
     let mut ours = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -218,7 +256,10 @@ fn upstream_templates_survive_a_round_trip() {
     }
     // Two each of Cluster, ClusterClass, KubeadmControlPlaneTemplate, KubeadmConfigTemplate;
     // the Dev* kinds are upstream's newer Docker kinds, not ours.
-    assert!(ours >= 8, "only {ours} objects of our kinds in upstream's templates");
+    assert!(
+        ours >= 8,
+        "only {ours} objects of our kinds in upstream's templates"
+    );
 }
 
 #[test]

@@ -20,26 +20,112 @@ use super::schema;
     group = "cluster.x-k8s.io",
     version = "v1beta2",
     kind = "Cluster",
+    doc = "A workload cluster: its network, control plane and infrastructure, and their state.",
     namespaced,
     status = "ClusterStatus",
     shortname = "cl",
     category = "cluster-api",
-    printcolumn(name = "ClusterClass", type_ = "string", json_path = ".spec.topology.classRef.name", description = "ClusterClass of this Cluster, empty if the Cluster is not using a ClusterClass"),
-    printcolumn(name = "Available", type_ = "string", json_path = r#".status.conditions[?(@.type=="Available")].status"#, description = "Cluster pass all availability checks"),
-    printcolumn(name = "CP Desired", type_ = "integer", json_path = ".status.controlPlane.desiredReplicas", description = "The desired number of control plane machines"),
-    printcolumn(name = "CP Current", type_ = "integer", json_path = ".status.controlPlane.replicas", description = "The number of control plane machines", priority = 10),
-    printcolumn(name = "CP Ready", type_ = "integer", json_path = ".status.controlPlane.readyReplicas", description = "The number of control plane machines with Ready condition true", priority = 10),
-    printcolumn(name = "CP Available", type_ = "integer", json_path = ".status.controlPlane.availableReplicas", description = "The number of control plane machines with Available condition true"),
-    printcolumn(name = "CP Up-to-date", type_ = "integer", json_path = ".status.controlPlane.upToDateReplicas", description = "The number of control plane machines with UpToDate condition true"),
-    printcolumn(name = "W Desired", type_ = "integer", json_path = ".status.workers.desiredReplicas", description = "The desired number of worker machines"),
-    printcolumn(name = "W Current", type_ = "integer", json_path = ".status.workers.replicas", description = "The number of worker machines", priority = 10),
-    printcolumn(name = "W Ready", type_ = "integer", json_path = ".status.workers.readyReplicas", description = "The number of worker machines with Ready condition true", priority = 10),
-    printcolumn(name = "W Available", type_ = "integer", json_path = ".status.workers.availableReplicas", description = "The number of worker machines with Available condition true"),
-    printcolumn(name = "W Up-to-date", type_ = "integer", json_path = ".status.workers.upToDateReplicas", description = "The number of worker machines with UpToDate condition true"),
-    printcolumn(name = "Paused", type_ = "string", json_path = r#".status.conditions[?(@.type=="Paused")].status"#, description = "Reconciliation paused", priority = 10),
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Cluster status such as Pending/Provisioning/Provisioned/Deleting/Failed"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of Cluster"),
-    printcolumn(name = "Version", type_ = "string", json_path = ".spec.topology.version", description = "Kubernetes version associated with this Cluster")
+    printcolumn(
+        name = "ClusterClass",
+        type_ = "string",
+        json_path = ".spec.topology.classRef.name",
+        description = "ClusterClass of this Cluster, empty if the Cluster is not using a ClusterClass"
+    ),
+    printcolumn(
+        name = "Available",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Available")].status"#,
+        description = "Cluster pass all availability checks"
+    ),
+    printcolumn(
+        name = "CP Desired",
+        type_ = "integer",
+        json_path = ".status.controlPlane.desiredReplicas",
+        description = "The desired number of control plane machines"
+    ),
+    printcolumn(
+        name = "CP Current",
+        type_ = "integer",
+        json_path = ".status.controlPlane.replicas",
+        description = "The number of control plane machines",
+        priority = 10
+    ),
+    printcolumn(
+        name = "CP Ready",
+        type_ = "integer",
+        json_path = ".status.controlPlane.readyReplicas",
+        description = "The number of control plane machines with Ready condition true",
+        priority = 10
+    ),
+    printcolumn(
+        name = "CP Available",
+        type_ = "integer",
+        json_path = ".status.controlPlane.availableReplicas",
+        description = "The number of control plane machines with Available condition true"
+    ),
+    printcolumn(
+        name = "CP Up-to-date",
+        type_ = "integer",
+        json_path = ".status.controlPlane.upToDateReplicas",
+        description = "The number of control plane machines with UpToDate condition true"
+    ),
+    printcolumn(
+        name = "W Desired",
+        type_ = "integer",
+        json_path = ".status.workers.desiredReplicas",
+        description = "The desired number of worker machines"
+    ),
+    printcolumn(
+        name = "W Current",
+        type_ = "integer",
+        json_path = ".status.workers.replicas",
+        description = "The number of worker machines",
+        priority = 10
+    ),
+    printcolumn(
+        name = "W Ready",
+        type_ = "integer",
+        json_path = ".status.workers.readyReplicas",
+        description = "The number of worker machines with Ready condition true",
+        priority = 10
+    ),
+    printcolumn(
+        name = "W Available",
+        type_ = "integer",
+        json_path = ".status.workers.availableReplicas",
+        description = "The number of worker machines with Available condition true"
+    ),
+    printcolumn(
+        name = "W Up-to-date",
+        type_ = "integer",
+        json_path = ".status.workers.upToDateReplicas",
+        description = "The number of worker machines with UpToDate condition true"
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Paused")].status"#,
+        description = "Reconciliation paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Cluster status such as Pending/Provisioning/Provisioned/Deleting/Failed"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of Cluster"
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".spec.topology.version",
+        description = "Kubernetes version associated with this Cluster"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterSpec {

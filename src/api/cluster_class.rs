@@ -22,12 +22,31 @@ use super::schema;
     group = "cluster.x-k8s.io",
     version = "v1beta2",
     kind = "ClusterClass",
+    doc = "A reusable shape for Clusters: templates for the infrastructure, control plane and workers, with variables and patches.",
     plural = "clusterclasses",
     namespaced,
     status = "ClusterClassStatus",
     shortname = "cc",
     category = "cluster-api",
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of ClusterClass")
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Paused")].status"#,
+        description = "Reconciliation paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Variables Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="VariablesReady")].status"#,
+        description = "Variables ready"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of ClusterClass"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterClassSpec {

@@ -19,11 +19,22 @@ use super::schema;
     group = "infrastructure.cluster.x-k8s.io",
     version = "v1beta2",
     kind = "DockerCluster",
+    doc = "The Docker infrastructure of a Cluster: an HAProxy load-balancer container in front of the control plane.",
     namespaced,
     status = "DockerClusterStatus",
     category = "cluster-api",
-    printcolumn(name = "Cluster", type_ = "string", json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']", description = "Cluster"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of DockerCluster")
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",
+        description = "Cluster"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of DockerCluster"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DockerClusterSpec {
@@ -74,9 +85,15 @@ pub struct ProvisionedStatus {
     group = "infrastructure.cluster.x-k8s.io",
     version = "v1beta2",
     kind = "DockerClusterTemplate",
+    doc = "A template for DockerClusters of Clusters built from a ClusterClass.",
     namespaced,
     category = "cluster-api",
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of DockerClusterTemplate")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of DockerClusterTemplate"
+    )
 )]
 pub struct DockerClusterTemplateSpec {
     pub template: DockerClusterTemplateResource,
@@ -95,16 +112,55 @@ pub struct DockerClusterTemplateResource {
     group = "infrastructure.cluster.x-k8s.io",
     version = "v1beta2",
     kind = "DockerMachine",
+    doc = "A Machine as a Docker container running a Kubernetes node image.",
     namespaced,
     status = "DockerMachineStatus",
     category = "cluster-api",
-    printcolumn(name = "Cluster", type_ = "string", json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']", description = "Cluster"),
-    printcolumn(name = "Provider ID", type_ = "string", json_path = ".spec.providerID", description = "Provider ID", priority = 10),
-    printcolumn(name = "Failure domain", type_ = "string", json_path = ".status.failureDomain", description = "The failure domain where the DockerMachine has been scheduled"),
-    printcolumn(name = "IP", type_ = "string", json_path = r#".status.addresses[?(@.type=="InternalIP")].address"#, description = "IP of the Machine", priority = 10),
-    printcolumn(name = "Paused", type_ = "string", json_path = r#".status.conditions[?(@.type=="Paused")].status"#, description = "Reconciliation paused", priority = 10),
-    printcolumn(name = "Provisioned", type_ = "string", json_path = ".status.initialization.provisioned", description = "DockerMachine is provisioned"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of DockerMachine")
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",
+        description = "Cluster"
+    ),
+    printcolumn(
+        name = "Provider ID",
+        type_ = "string",
+        json_path = ".spec.providerID",
+        description = "Provider ID",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Failure domain",
+        type_ = "string",
+        json_path = ".status.failureDomain",
+        description = "The failure domain where the DockerMachine has been scheduled"
+    ),
+    printcolumn(
+        name = "IP",
+        type_ = "string",
+        json_path = r#".status.addresses[?(@.type=="InternalIP")].address"#,
+        description = "IP of the Machine",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Paused")].status"#,
+        description = "Reconciliation paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Provisioned",
+        type_ = "string",
+        json_path = ".status.initialization.provisioned",
+        description = "DockerMachine is provisioned"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of DockerMachine"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DockerMachineSpec {
@@ -148,10 +204,16 @@ pub struct DockerMachineStatus {
     group = "infrastructure.cluster.x-k8s.io",
     version = "v1beta2",
     kind = "DockerMachineTemplate",
+    doc = "A template for DockerMachines.",
     namespaced,
     status = "DockerMachineTemplateStatus",
     category = "cluster-api",
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of DockerMachineTemplate")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of DockerMachineTemplate"
+    )
 )]
 pub struct DockerMachineTemplateSpec {
     pub template: DockerMachineTemplateResource,

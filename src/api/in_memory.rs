@@ -17,14 +17,42 @@ use super::schema;
     group = "infrastructure.cluster.x-k8s.io",
     version = "v1alpha1",
     kind = "InMemoryCluster",
+    doc = "A simulated infrastructure cluster whose workload API server runs inside the provider.",
     namespaced,
     status = "InMemoryClusterStatus",
     category = "cluster-api",
-    printcolumn(name = "Cluster", type_ = "string", json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']", description = "Cluster"),
-    printcolumn(name = "Endpoint", type_ = "string", json_path = ".spec.controlPlaneEndpoint.host", description = "Address of the simulated workload API server", priority = 10),
-    printcolumn(name = "Port", type_ = "integer", json_path = ".spec.controlPlaneEndpoint.port", description = "Port of the simulated workload API server", priority = 10),
-    printcolumn(name = "Provisioned", type_ = "string", json_path = ".status.initialization.provisioned", description = "InMemoryCluster is provisioned"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of InMemoryCluster")
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",
+        description = "Cluster"
+    ),
+    printcolumn(
+        name = "Endpoint",
+        type_ = "string",
+        json_path = ".spec.controlPlaneEndpoint.host",
+        description = "Address of the simulated workload API server",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Port",
+        type_ = "integer",
+        json_path = ".spec.controlPlaneEndpoint.port",
+        description = "Port of the simulated workload API server",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Provisioned",
+        type_ = "string",
+        json_path = ".status.initialization.provisioned",
+        description = "InMemoryCluster is provisioned"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of InMemoryCluster"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct InMemoryClusterSpec {
@@ -50,14 +78,42 @@ pub struct InMemoryClusterStatus {
     group = "infrastructure.cluster.x-k8s.io",
     version = "v1alpha1",
     kind = "InMemoryMachine",
+    doc = "A simulated machine that registers a Node after its configured start-up durations.",
     namespaced,
     status = "InMemoryMachineStatus",
     category = "cluster-api",
-    printcolumn(name = "Cluster", type_ = "string", json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']", description = "Cluster"),
-    printcolumn(name = "Provider ID", type_ = "string", json_path = ".spec.providerID", description = "Provider ID", priority = 10),
-    printcolumn(name = "Provisioned", type_ = "string", json_path = ".status.initialization.provisioned", description = "InMemoryMachine is provisioned"),
-    printcolumn(name = "Paused", type_ = "string", json_path = r#".status.conditions[?(@.type=="Paused")].status"#, description = "Reconciliation paused", priority = 10),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of InMemoryMachine")
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",
+        description = "Cluster"
+    ),
+    printcolumn(
+        name = "Provider ID",
+        type_ = "string",
+        json_path = ".spec.providerID",
+        description = "Provider ID",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Provisioned",
+        type_ = "string",
+        json_path = ".status.initialization.provisioned",
+        description = "InMemoryMachine is provisioned"
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Paused")].status"#,
+        description = "Reconciliation paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of InMemoryMachine"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct InMemoryMachineSpec {
@@ -113,9 +169,15 @@ pub struct InMemoryMachineStatus {
     group = "infrastructure.cluster.x-k8s.io",
     version = "v1alpha1",
     kind = "InMemoryMachineTemplate",
+    doc = "A template for InMemoryMachines.",
     namespaced,
     category = "cluster-api",
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of InMemoryMachineTemplate")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of InMemoryMachineTemplate"
+    )
 )]
 pub struct InMemoryMachineTemplateSpec {
     pub template: InMemoryMachineTemplateResource,

@@ -19,13 +19,35 @@ use super::schema;
     group = "bootstrap.cluster.x-k8s.io",
     version = "v1beta2",
     kind = "KubeadmConfig",
+    doc = "How a Machine runs kubeadm init or join: the bootstrap data cloud-init executes.",
     namespaced,
     status = "KubeadmConfigStatus",
     category = "cluster-api",
-    printcolumn(name = "Cluster", type_ = "string", json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']", description = "Cluster"),
-    printcolumn(name = "Paused", type_ = "string", json_path = r#".status.conditions[?(@.type=="Paused")].status"#, description = "Reconciliation paused", priority = 10),
-    printcolumn(name = "Data secret created", type_ = "string", json_path = ".status.initialization.dataSecretCreated", description = "Boostrap secret is created"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of KubeadmConfig")
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",
+        description = "Cluster"
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Paused")].status"#,
+        description = "Reconciliation paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Data secret created",
+        type_ = "string",
+        json_path = ".status.initialization.dataSecretCreated",
+        description = "Boostrap secret is created"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of KubeadmConfig"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KubeadmConfigSpec {
@@ -490,11 +512,27 @@ pub struct KubeadmConfigInitializationStatus {
     group = "bootstrap.cluster.x-k8s.io",
     version = "v1beta2",
     kind = "KubeadmConfigTemplate",
+    doc = "A template for KubeadmConfigs of the Machines of a MachineDeployment or MachineSet.",
     namespaced,
     category = "cluster-api",
-    printcolumn(name = "ClusterClass", type_ = "string", json_path = r#".metadata.ownerReferences[?(@.kind=="ClusterClass")].name"#, description = "Name of the ClusterClass owning this template"),
-    printcolumn(name = "Cluster", type_ = "string", json_path = r#".metadata.ownerReferences[?(@.kind=="Cluster")].name"#, description = "Name of the Cluster owning this template"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of KubeadmConfigTemplate")
+    printcolumn(
+        name = "ClusterClass",
+        type_ = "string",
+        json_path = r#".metadata.ownerReferences[?(@.kind=="ClusterClass")].name"#,
+        description = "Name of the ClusterClass owning this template"
+    ),
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = r#".metadata.ownerReferences[?(@.kind=="Cluster")].name"#,
+        description = "Name of the Cluster owning this template"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of KubeadmConfigTemplate"
+    )
 )]
 pub struct KubeadmConfigTemplateSpec {
     pub template: KubeadmConfigTemplateResource,

@@ -21,22 +21,83 @@ use super::schema;
     group = "controlplane.cluster.x-k8s.io",
     version = "v1beta2",
     kind = "KubeadmControlPlane",
+    doc = "A control plane of kubeadm Machines with stacked etcd: created, scaled, upgraded and repaired one Machine at a time.",
     namespaced,
     status = "KubeadmControlPlaneStatus",
     shortname = "kcp",
     category = "cluster-api",
-    scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.replicas", label_selector_path = ".status.selector"),
-    printcolumn(name = "Cluster", type_ = "string", json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']", description = "Cluster"),
-    printcolumn(name = "Available", type_ = "string", json_path = r#".status.conditions[?(@.type=="Available")].status"#, description = "Cluster pass all availability checks"),
-    printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas", description = "The desired number of machines"),
-    printcolumn(name = "Current", type_ = "integer", json_path = ".status.replicas", description = "The number of machines"),
-    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas", description = "The number of machines with Ready condition true"),
-    printcolumn(name = "Available", type_ = "integer", json_path = ".status.availableReplicas", description = "The number of machines with Available condition true"),
-    printcolumn(name = "Up-to-date", type_ = "integer", json_path = ".status.upToDateReplicas", description = "The number of machines with UpToDate condition true"),
-    printcolumn(name = "Paused", type_ = "string", json_path = r#".status.conditions[?(@.type=="Paused")].status"#, description = "Reconciliation paused", priority = 10),
-    printcolumn(name = "Initialized", type_ = "boolean", json_path = ".status.initialization.controlPlaneInitialized", description = "This denotes whether or not the control plane can accept requests"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of KubeadmControlPlane"),
-    printcolumn(name = "Version", type_ = "string", json_path = ".spec.version", description = "Kubernetes version associated with this control plane")
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",
+        description = "Cluster"
+    ),
+    printcolumn(
+        name = "Available",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Available")].status"#,
+        description = "Cluster pass all availability checks"
+    ),
+    printcolumn(
+        name = "Desired",
+        type_ = "integer",
+        json_path = ".spec.replicas",
+        description = "The desired number of machines"
+    ),
+    printcolumn(
+        name = "Current",
+        type_ = "integer",
+        json_path = ".status.replicas",
+        description = "The number of machines"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "integer",
+        json_path = ".status.readyReplicas",
+        description = "The number of machines with Ready condition true"
+    ),
+    printcolumn(
+        name = "Available",
+        type_ = "integer",
+        json_path = ".status.availableReplicas",
+        description = "The number of machines with Available condition true"
+    ),
+    printcolumn(
+        name = "Up-to-date",
+        type_ = "integer",
+        json_path = ".status.upToDateReplicas",
+        description = "The number of machines with UpToDate condition true"
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Paused")].status"#,
+        description = "Reconciliation paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Initialized",
+        type_ = "boolean",
+        json_path = ".status.initialization.controlPlaneInitialized",
+        description = "This denotes whether or not the control plane can accept requests"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of KubeadmControlPlane"
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".spec.version",
+        description = "Kubernetes version associated with this control plane"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KubeadmControlPlaneSpec {
@@ -157,10 +218,21 @@ pub struct LastRemediationStatus {
     group = "controlplane.cluster.x-k8s.io",
     version = "v1beta2",
     kind = "KubeadmControlPlaneTemplate",
+    doc = "A template for KubeadmControlPlanes of Clusters built from a ClusterClass.",
     namespaced,
     category = "cluster-api",
-    printcolumn(name = "ClusterClass", type_ = "string", json_path = r#".metadata.ownerReferences[?(@.kind=="ClusterClass")].name"#, description = "Name of the ClusterClass owning this template"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of KubeadmControlPlaneTemplate")
+    printcolumn(
+        name = "ClusterClass",
+        type_ = "string",
+        json_path = r#".metadata.ownerReferences[?(@.kind=="ClusterClass")].name"#,
+        description = "Name of the ClusterClass owning this template"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of KubeadmControlPlaneTemplate"
+    )
 )]
 pub struct KubeadmControlPlaneTemplateSpec {
     pub template: KubeadmControlPlaneTemplateResource,

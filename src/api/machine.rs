@@ -19,24 +19,100 @@ use super::schema;
     group = "cluster.x-k8s.io",
     version = "v1beta2",
     kind = "Machine",
+    doc = "One host of a workload cluster: its bootstrap data, infrastructure machine and Node.",
     namespaced,
     status = "MachineStatus",
     shortname = "ma",
     category = "cluster-api",
-    printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.clusterName", description = "Cluster"),
-    printcolumn(name = "Node Name", type_ = "string", json_path = ".status.nodeRef.name", description = "Node name associated with this machine"),
-    printcolumn(name = "Provider ID", type_ = "string", json_path = ".spec.providerID", description = "Provider ID", priority = 10),
-    printcolumn(name = "Failure domain", type_ = "string", json_path = ".status.failureDomain", description = "The failure domain where the Machine has been scheduled"),
-    printcolumn(name = "Ready", type_ = "string", json_path = r#".status.conditions[?(@.type=="Ready")].status"#, description = "Machine pass all readiness checks"),
-    printcolumn(name = "Available", type_ = "string", json_path = r#".status.conditions[?(@.type=="Available")].status"#, description = "Machine is Ready for at least MinReadySeconds"),
-    printcolumn(name = "Up-to-date", type_ = "string", json_path = r#".status.conditions[?(@.type=="UpToDate")].status"#, description = "Machine spec matches the spec of the Machine's owner resource, e.g. MachineDeployment"),
-    printcolumn(name = "Internal-IP", type_ = "string", json_path = r#".status.addresses[?(@.type=="InternalIP")].address"#, description = "Internal IP of the machine", priority = 10),
-    printcolumn(name = "External-IP", type_ = "string", json_path = r#".status.addresses[?(@.type=="ExternalIP")].address"#, description = "External IP of the machine", priority = 10),
-    printcolumn(name = "OS-Image", type_ = "string", json_path = ".status.nodeInfo.osImage", description = "OS Image reported by the node", priority = 10),
-    printcolumn(name = "Paused", type_ = "string", json_path = r#".status.conditions[?(@.type=="Paused")].status"#, description = "Reconciliation paused", priority = 10),
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Machine status such as Terminating/Pending/Running/Failed etc"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of Machine"),
-    printcolumn(name = "Version", type_ = "string", json_path = ".spec.version", description = "Kubernetes version associated with this Machine")
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".spec.clusterName",
+        description = "Cluster"
+    ),
+    printcolumn(
+        name = "Node Name",
+        type_ = "string",
+        json_path = ".status.nodeRef.name",
+        description = "Node name associated with this machine"
+    ),
+    printcolumn(
+        name = "Provider ID",
+        type_ = "string",
+        json_path = ".spec.providerID",
+        description = "Provider ID",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Failure domain",
+        type_ = "string",
+        json_path = ".status.failureDomain",
+        description = "The failure domain where the Machine has been scheduled"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#,
+        description = "Machine pass all readiness checks"
+    ),
+    printcolumn(
+        name = "Available",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Available")].status"#,
+        description = "Machine is Ready for at least MinReadySeconds"
+    ),
+    printcolumn(
+        name = "Up-to-date",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="UpToDate")].status"#,
+        description = "Machine spec matches the spec of the Machine's owner resource, e.g. MachineDeployment"
+    ),
+    printcolumn(
+        name = "Internal-IP",
+        type_ = "string",
+        json_path = r#".status.addresses[?(@.type=="InternalIP")].address"#,
+        description = "Internal IP of the machine",
+        priority = 10
+    ),
+    printcolumn(
+        name = "External-IP",
+        type_ = "string",
+        json_path = r#".status.addresses[?(@.type=="ExternalIP")].address"#,
+        description = "External IP of the machine",
+        priority = 10
+    ),
+    printcolumn(
+        name = "OS-Image",
+        type_ = "string",
+        json_path = ".status.nodeInfo.osImage",
+        description = "OS Image reported by the node",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Paused")].status"#,
+        description = "Reconciliation paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Machine status such as Terminating/Pending/Running/Failed etc"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of Machine"
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".spec.version",
+        description = "Kubernetes version associated with this Machine"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSpec {

@@ -18,22 +18,83 @@ use super::schema;
     group = "cluster.x-k8s.io",
     version = "v1beta2",
     kind = "MachineDeployment",
+    doc = "Worker Machines with declarative rolling updates through MachineSets.",
     namespaced,
     status = "MachineDeploymentStatus",
     shortname = "md",
     category = "cluster-api",
-    scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.replicas", label_selector_path = ".status.selector"),
-    printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.clusterName", description = "Cluster"),
-    printcolumn(name = "Available", type_ = "string", json_path = r#".status.conditions[?(@.type=="Available")].status"#, description = "Cluster pass all availability checks"),
-    printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas", description = "The desired number of machines"),
-    printcolumn(name = "Current", type_ = "integer", json_path = ".status.replicas", description = "The number of machines"),
-    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas", description = "The number of machines with Ready condition true"),
-    printcolumn(name = "Available", type_ = "integer", json_path = ".status.availableReplicas", description = "The number of machines with Available condition true"),
-    printcolumn(name = "Up-to-date", type_ = "integer", json_path = ".status.upToDateReplicas", description = "The number of machines with UpToDate condition true"),
-    printcolumn(name = "Paused", type_ = "string", json_path = r#".status.conditions[?(@.type=="Paused")].status"#, description = "Reconciliation paused", priority = 10),
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "MachineDeployment status such as ScalingUp/ScalingDown/Running/Failed/Unknown"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of MachineDeployment"),
-    printcolumn(name = "Version", type_ = "string", json_path = ".spec.template.spec.version", description = "Kubernetes version associated with this MachineDeployment")
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".spec.clusterName",
+        description = "Cluster"
+    ),
+    printcolumn(
+        name = "Available",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Available")].status"#,
+        description = "Cluster pass all availability checks"
+    ),
+    printcolumn(
+        name = "Desired",
+        type_ = "integer",
+        json_path = ".spec.replicas",
+        description = "The desired number of machines"
+    ),
+    printcolumn(
+        name = "Current",
+        type_ = "integer",
+        json_path = ".status.replicas",
+        description = "The number of machines"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "integer",
+        json_path = ".status.readyReplicas",
+        description = "The number of machines with Ready condition true"
+    ),
+    printcolumn(
+        name = "Available",
+        type_ = "integer",
+        json_path = ".status.availableReplicas",
+        description = "The number of machines with Available condition true"
+    ),
+    printcolumn(
+        name = "Up-to-date",
+        type_ = "integer",
+        json_path = ".status.upToDateReplicas",
+        description = "The number of machines with UpToDate condition true"
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Paused")].status"#,
+        description = "Reconciliation paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "MachineDeployment status such as ScalingUp/ScalingDown/Running/Failed/Unknown"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of MachineDeployment"
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".spec.template.spec.version",
+        description = "Kubernetes version associated with this MachineDeployment"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineDeploymentSpec {

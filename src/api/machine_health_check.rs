@@ -16,16 +16,43 @@ use super::schema;
     group = "cluster.x-k8s.io",
     version = "v1beta2",
     kind = "MachineHealthCheck",
+    doc = "Finds unhealthy Machines by their Node and Machine conditions, and remediates them.",
     namespaced,
     status = "MachineHealthCheckStatus",
     shortname = "mhc",
     shortname = "mhcs",
     category = "cluster-api",
-    printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.clusterName", description = "Cluster"),
-    printcolumn(name = "Replicas", type_ = "integer", json_path = ".status.expectedMachines", description = "Number of machines currently monitored"),
-    printcolumn(name = "Healthy", type_ = "integer", json_path = ".status.currentHealthy", description = "Current observed healthy machines"),
-    printcolumn(name = "Paused", type_ = "string", json_path = r#".status.conditions[?(@.type=="Paused")].status"#, description = "Reconciliation paused", priority = 10),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time duration since creation of MachineHealthCheck")
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".spec.clusterName",
+        description = "Cluster"
+    ),
+    printcolumn(
+        name = "Replicas",
+        type_ = "integer",
+        json_path = ".status.expectedMachines",
+        description = "Number of machines currently monitored"
+    ),
+    printcolumn(
+        name = "Healthy",
+        type_ = "integer",
+        json_path = ".status.currentHealthy",
+        description = "Current observed healthy machines"
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Paused")].status"#,
+        description = "Reconciliation paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of MachineHealthCheck"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineHealthCheckSpec {

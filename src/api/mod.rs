@@ -1,6 +1,10 @@
 //! The Cluster API types, field for field with upstream's v1beta2 JSON, and the CRDs generated
 //! from them.
 
+// `#[kube(printcolumn(...))]` repeats keys such as `type_` once per column, which this lint
+// mistakes for duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 pub mod cluster;
 pub mod cluster_class;
 pub mod clusterctl;
@@ -93,7 +97,10 @@ impl CrdSet {
             ],
             CrdSet::KubeadmBootstrap => vec![KubeadmConfig::crd(), KubeadmConfigTemplate::crd()],
             CrdSet::KubeadmControlPlane => {
-                vec![KubeadmControlPlane::crd(), KubeadmControlPlaneTemplate::crd()]
+                vec![
+                    KubeadmControlPlane::crd(),
+                    KubeadmControlPlaneTemplate::crd(),
+                ]
             }
             CrdSet::Docker => vec![
                 DockerCluster::crd(),
@@ -114,7 +121,10 @@ impl CrdSet {
     fn label(self, mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
         let labels = crd.metadata.labels.get_or_insert_with(BTreeMap::new);
         if self == CrdSet::Clusterctl {
-            labels.insert("clusterctl.cluster.x-k8s.io/core".into(), "inventory".into());
+            labels.insert(
+                "clusterctl.cluster.x-k8s.io/core".into(),
+                "inventory".into(),
+            );
         } else {
             labels.insert(PROVIDER_LABEL.into(), self.provider_label().into());
             // The contract label lists the API versions of this CRD that implement the

@@ -8,7 +8,10 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 pub fn conditions(generator: &mut SchemaGenerator) -> Schema {
     let mut schema = Vec::<Condition>::json_schema(generator);
     schema.insert("x-kubernetes-list-type".into(), "map".into());
-    schema.insert("x-kubernetes-list-map-keys".into(), serde_json::json!(["type"]));
+    schema.insert(
+        "x-kubernetes-list-map-keys".into(),
+        serde_json::json!(["type"]),
+    );
     schema.insert("maxItems".into(), 32.into());
     schema
 }

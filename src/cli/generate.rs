@@ -60,12 +60,8 @@ impl Generate {
                 std::io::stdout().lock().write_all(text.as_bytes())?;
                 Ok(())
             }
-            Generate::Cluster(_) | Generate::Provider(_) => Err(super::UsageError(
-                "`capictl generate cluster` and `generate provider` are not built yet in this \
-                 version of capictl; `capictl generate crds` is"
-                    .into(),
-            )
-            .into()),
+            Generate::Cluster(_) => Err(super::not_built("generate cluster")),
+            Generate::Provider(_) => Err(super::not_built("generate provider")),
         }
     }
 }

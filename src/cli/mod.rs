@@ -10,7 +10,12 @@ use clap::{Parser, Subcommand};
 
 /// Kubernetes Cluster API in one binary: the controllers and a clusterctl-style command line.
 #[derive(Debug, Parser)]
-#[command(name = "capictl", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "capictl",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 pub struct Cli {
     /// More log output on stderr (-v info, -vv debug, -vvv trace).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -108,11 +113,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Generate(cmd) => cmd.run(),
         Command::Version(args) => version::run(&args),
         Command::Completion(args) => completion::run(&args),
-        _ => Err(UsageError(format!(
-            "`capictl {name}` is not built yet in this version of capictl; \
-             `capictl --help` lists what is"
-        ))
-        .into()),
+        _ => Err(not_built(name)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -125,6 +126,15 @@ pub fn run(cli: Cli) -> ExitCode {
             }
         }
     }
+}
+
+/// The error of a command that is not built yet (a usage error: nothing was done).
+fn not_built(command: &str) -> anyhow::Error {
+    UsageError(format!(
+        "`capictl {command}` is not built yet in this version of capictl; \
+         `capictl --help` lists what is"
+    ))
+    .into()
 }
 
 fn init_logging(verbose: u8) {

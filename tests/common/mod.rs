@@ -12,7 +12,9 @@ pub fn upstream(rel: &str) -> Option<PathBuf> {
 
 /// `../shared/<rel>` beside the checkout.
 pub fn shared(rel: &str) -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared").join(rel);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared")
+        .join(rel);
     if path.exists() {
         Some(path)
     } else {

@@ -1,0 +1,141 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_capictl_global_optspecs
+    string join \n v/verbose h/help V/version
+end
+
+function __fish_capictl_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_capictl_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_capictl_using_subcommand
+    set -l cmd (__fish_capictl_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c capictl -n "__fish_capictl_needs_command" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_needs_command" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_needs_command" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "init" -d 'Install Cluster API providers into a management cluster (the embedded one by default)'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "generate" -d 'Print YAML: cluster templates, provider components, CRDs'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "describe" -d 'Show a cluster\'s objects and their conditions as a tree'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "get" -d 'Get things out of the management cluster, e.g. a workload cluster\'s kubeconfig'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "move" -d 'Move clusters and their objects to another management cluster'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "upgrade" -d 'Plan and apply provider upgrades'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "delete" -d 'Remove providers from the management cluster'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "management" -d 'Run the embedded management cluster: up, serve, down, status'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "manager" -d 'Run the controllers of the providers installed in a management cluster'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "version" -d 'Print the version, git commit, build date and Cluster API contract'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "completion" -d 'Print a shell completion script (bash, zsh or fish)'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand init" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand init" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand init" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -f -a "crds" -d 'The CustomResourceDefinitions of one or more providers, ready for `kubectl apply -f -`'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -f -a "cluster" -d 'A workload cluster\'s objects from a flavor template'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -f -a "provider" -d 'A provider\'s components, as `init` would install them'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from crds" -l provider -d 'Which provider\'s CRDs; repeat or separate with commas' -r -f -a "core\t''
+kubeadm-bootstrap\t''
+kubeadm-control-plane\t''
+docker\t''
+in-memory\t''
+clusterctl\t''
+all\t''"
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from crds" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from crds" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from crds" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "crds" -d 'The CustomResourceDefinitions of one or more providers, ready for `kubectl apply -f -`'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "cluster" -d 'A workload cluster\'s objects from a flavor template'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "provider" -d 'A provider\'s components, as `init` would install them'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -f -a "cluster" -d 'The tree of a Cluster\'s objects with their conditions'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from help" -f -a "cluster" -d 'The tree of a Cluster\'s objects with their conditions'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, ready to use from this machine'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from help" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, ready to use from this machine'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand move" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand move" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand move" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan help" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan help" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan help" -f -a "plan" -d 'Which provider versions the management cluster can move to'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "plan" -d 'Which provider versions the management cluster can move to'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand delete" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand delete" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand delete" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand management" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand management" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand version" -s o -l output -d 'Output format' -r -f -a "text\t''
+short\t''
+json\t''
+yaml\t''"
+complete -c capictl -n "__fish_capictl_using_subcommand version" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand version" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand version" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand completion" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand completion" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand completion" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "init" -d 'Install Cluster API providers into a management cluster (the embedded one by default)'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "generate" -d 'Print YAML: cluster templates, provider components, CRDs'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "describe" -d 'Show a cluster\'s objects and their conditions as a tree'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "get" -d 'Get things out of the management cluster, e.g. a workload cluster\'s kubeconfig'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "move" -d 'Move clusters and their objects to another management cluster'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "upgrade" -d 'Plan and apply provider upgrades'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "delete" -d 'Remove providers from the management cluster'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "management" -d 'Run the embedded management cluster: up, serve, down, status'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "manager" -d 'Run the controllers of the providers installed in a management cluster'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "version" -d 'Print the version, git commit, build date and Cluster API contract'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "completion" -d 'Print a shell completion script (bash, zsh or fish)'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "crds" -d 'The CustomResourceDefinitions of one or more providers, ready for `kubectl apply -f -`'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "cluster" -d 'A workload cluster\'s objects from a flavor template'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "provider" -d 'A provider\'s components, as `init` would install them'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from describe" -f -a "cluster" -d 'The tree of a Cluster\'s objects with their conditions'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from get" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, ready to use from this machine'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from upgrade" -f -a "plan" -d 'Which provider versions the management cluster can move to'

@@ -1,0 +1,217 @@
+//! The CRDs generated from our types: snapshots (every change shows up in review), structural
+//! schemas Kubernetes accepts, and the names, columns and subresources upstream's CRDs have.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use capictl::api::{self, CrdSet};
+
+fn all_crds() -> Vec<Value> {
+    api::crds(&CrdSet::ALL)
+        .into_iter()
+        .map(|crd| serde_json::to_value(crd).unwrap())
+        .collect()
+}
+
+#[test]
+fn generated_crds_match_their_snapshots() {
+    for crd in api::crds(&CrdSet::ALL) {
+        let name = crd.metadata.name.clone().unwrap();
+        insta::assert_snapshot!(name, capictl::yaml::to_string(&crd).unwrap());
+    }
+}
+
+/// Collects where a schema breaks Kubernetes' structural-schema rules: every node has a type
+/// (unless it is int-or-string or preserves unknown fields), logical junctors carry no types,
+/// properties or defaults, and `properties` and `additionalProperties` are not mixed.
+fn structural_violations(schema: &Value, path: &str, out: &mut Vec<String>) {
+    let Some(node) = schema.as_object() else {
+        out.push(format!("{path}: not an object"));
+        return;
+    };
+    let typed = node.contains_key("type")
+        || node.get("x-kubernetes-int-or-string") == Some(&json!(true))
+        || node.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true));
+    if !typed {
+        out.push(format!("{path}: no type"));
+    }
+    if node.contains_key("$ref") {
+        out.push(format!("{path}: $ref is not allowed"));
+    }
+    if node.contains_key("properties") && node.contains_key("additionalProperties") {
+        out.push(format!("{path}: both properties and additionalProperties"));
+    }
+    for junctor in ["allOf", "anyOf", "oneOf", "not"] {
+        let branches = match node.get(junctor) {
+            Some(Value::Array(b)) => b.clone(),
+            Some(v) => vec![v.clone()],
+            None => continue,
+        };
+        for b in branches {
+            for forbidden in [
+                "type",
+                "properties",
+                "additionalProperties",
+                "items",
+                "default",
+                "description",
+                "nullable",
+            ] {
+                if b.get(forbidden).is_some() {
+                    out.push(format!("{path}: {forbidden} inside {junctor}"));
+                }
+            }
+        }
+    }
+    if let Some(props) = node.get("properties").and_then(Value::as_object) {
+        for (k, v) in props {
+            structural_violations(v, &format!("{path}.{k}"), out);
+        }
+    }
+    if let Some(extra) = node.get("additionalProperties").filter(|a| a.is_object()) {
+        structural_violations(extra, &format!("{path}.*"), out);
+    }
+    if let Some(items) = node.get("items") {
+        structural_violations(items, &format!("{path}[]"), out);
+    }
+}
+
+#[test]
+fn schemas_are_structural() {
+    let mut violations = Vec::new();
+    for crd in all_crds() {
+        for version in crd["spec"]["versions"].as_array().unwrap() {
+            let name = format!(
+                "{}/{}",
+                crd["metadata"]["name"].as_str().unwrap(),
+                version["name"]
+            );
+            structural_violations(
+                &version["schema"]["openAPIV3Schema"],
+                &name,
+                &mut violations,
+            );
+        }
+    }
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+#[test]
+fn every_crd_is_in_the_cluster_api_category_with_status_where_the_kind_has_one() {
+    for crd in all_crds() {
+        let name = crd["metadata"]["name"].as_str().unwrap();
+        assert_eq!(
+            crd["spec"]["names"]["categories"],
+            json!(["cluster-api"]),
+            "{name}"
+        );
+        let version = &crd["spec"]["versions"][0];
+        let has_status = version["schema"]["openAPIV3Schema"]["properties"]
+            .get("status")
+            .is_some();
+        assert_eq!(
+            version["subresources"].get("status").is_some(),
+            has_status,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn provider_crds_carry_the_contract_and_provider_labels() {
+    for set in CrdSet::ALL {
+        for crd in set.crds() {
+            let labels = crd.metadata.labels.clone().unwrap_or_default();
+            let name = crd.metadata.name.clone().unwrap();
+            if set == CrdSet::Clusterctl {
+                assert_eq!(
+                    labels["clusterctl.cluster.x-k8s.io/core"], "inventory",
+                    "{name}"
+                );
+                continue;
+            }
+            assert_eq!(labels[api::PROVIDER_LABEL], set.provider_label(), "{name}");
+            let want = if set == CrdSet::InMemory {
+                "v1alpha1"
+            } else {
+                "v1beta2"
+            };
+            assert_eq!(
+                labels[api::CONTRACT_LABEL],
+                want,
+                "{name}: the API versions implementing the v1beta2 contract"
+            );
+        }
+    }
+}
+
+/// What `kubectl get` and the API surface show of a CRD: names, scope, subresources, columns.
+fn surface(crd: &Value) -> Value {
+    let version = crd["spec"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["storage"] == json!(true))
+        .unwrap();
+    let names = &crd["spec"]["names"];
+    let columns: Vec<Value> = version["additionalPrinterColumns"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut c| {
+            // Descriptions are prose; the rest is what users see.
+            c.as_object_mut().unwrap().remove("description");
+            c
+        })
+        .collect();
+    json!({
+        "group": crd["spec"]["group"],
+        "scope": crd["spec"]["scope"],
+        "kind": names["kind"],
+        "plural": names["plural"],
+        "singular": names["singular"],
+        "shortNames": names.get("shortNames").cloned().unwrap_or(json!([])),
+        "categories": names["categories"],
+        "version": version["name"],
+        "subresources": version.get("subresources").cloned().unwrap_or(json!({})),
+        "columns": columns,
+    })
+}
+
+#[test]
+fn names_columns_and_subresources_match_upstream() {
+    let Some(dir) = common::upstream("crds") else {
+        return;
+    };
+    let ours: BTreeMap<String, Value> = all_crds()
+        .into_iter()
+        .map(|crd| {
+            (
+                crd["metadata"]["name"].as_str().unwrap().to_string(),
+                surface(&crd),
+            )
+        })
+        .collect();
+    let mut compared = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        for upstream in common::read_yaml_docs(&entry.unwrap().path()) {
+            let name = upstream["metadata"]["name"].as_str().unwrap();
+            let mine = ours
+                .get(name)
+                .unwrap_or_else(|| panic!("no CRD of ours for {name}"));
+            let mut theirs = surface(&upstream);
+            // Upstream's template kinds have an empty status subresource stanza or a stray
+            // status schema; ours follow their types.
+            if mine["subresources"] == json!({}) {
+                theirs["subresources"] = json!({});
+            }
+            assert_eq!(mine, &theirs, "{name}");
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 15);
+}
