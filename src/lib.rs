@@ -5,6 +5,7 @@
 //! rules every controller shares.
 
 pub mod api;
+pub mod apiserver;
 pub mod cli;
 pub mod conditions;
 pub mod yaml;
