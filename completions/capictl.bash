@@ -151,8 +151,50 @@ _capictl() {
             capictl__subcmd__help__subcmd__get,kubeconfig)
                 cmd="capictl__subcmd__help__subcmd__get__subcmd__kubeconfig"
                 ;;
+            capictl__subcmd__help__subcmd__management,down)
+                cmd="capictl__subcmd__help__subcmd__management__subcmd__down"
+                ;;
+            capictl__subcmd__help__subcmd__management,serve)
+                cmd="capictl__subcmd__help__subcmd__management__subcmd__serve"
+                ;;
+            capictl__subcmd__help__subcmd__management,status)
+                cmd="capictl__subcmd__help__subcmd__management__subcmd__status"
+                ;;
+            capictl__subcmd__help__subcmd__management,up)
+                cmd="capictl__subcmd__help__subcmd__management__subcmd__up"
+                ;;
             capictl__subcmd__help__subcmd__upgrade,plan)
                 cmd="capictl__subcmd__help__subcmd__upgrade__subcmd__plan"
+                ;;
+            capictl__subcmd__management,down)
+                cmd="capictl__subcmd__management__subcmd__down"
+                ;;
+            capictl__subcmd__management,help)
+                cmd="capictl__subcmd__management__subcmd__help"
+                ;;
+            capictl__subcmd__management,serve)
+                cmd="capictl__subcmd__management__subcmd__serve"
+                ;;
+            capictl__subcmd__management,status)
+                cmd="capictl__subcmd__management__subcmd__status"
+                ;;
+            capictl__subcmd__management,up)
+                cmd="capictl__subcmd__management__subcmd__up"
+                ;;
+            capictl__subcmd__management__subcmd__help,down)
+                cmd="capictl__subcmd__management__subcmd__help__subcmd__down"
+                ;;
+            capictl__subcmd__management__subcmd__help,help)
+                cmd="capictl__subcmd__management__subcmd__help__subcmd__help"
+                ;;
+            capictl__subcmd__management__subcmd__help,serve)
+                cmd="capictl__subcmd__management__subcmd__help__subcmd__serve"
+                ;;
+            capictl__subcmd__management__subcmd__help,status)
+                cmd="capictl__subcmd__management__subcmd__help__subcmd__status"
+                ;;
+            capictl__subcmd__management__subcmd__help,up)
+                cmd="capictl__subcmd__management__subcmd__help__subcmd__up"
                 ;;
             capictl__subcmd__upgrade,help)
                 cmd="capictl__subcmd__upgrade__subcmd__help"
@@ -667,8 +709,64 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help__subcmd__management)
-            opts=""
+            opts="up serve down status"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__management__subcmd__down)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__management__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__management__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__management__subcmd__up)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -765,12 +863,192 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management)
-            opts="-v -h -V --verbose --help --version"
+            opts="-v -h -V --verbose --help --version up serve down status help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__down)
+            opts="-v -h -V --dir --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__help)
+            opts="up serve down status help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__help__subcmd__down)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__help__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__help__subcmd__up)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__serve)
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__status)
+            opts="-v -h -V --dir --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__up)
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -105,9 +105,43 @@ complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen
 complete -c capictl -n "__fish_capictl_using_subcommand delete" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand delete" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand delete" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand management" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
-complete -c capictl -n "__fish_capictl_using_subcommand management" -s h -l help -d 'Print help'
-complete -c capictl -n "__fish_capictl_using_subcommand management" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -f -a "serve" -d 'Run the management cluster in the foreground (what `up` starts)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -f -a "down" -d 'Stop the management cluster'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -f -a "status" -d 'Say whether the management cluster runs, where, since when, and what it holds'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l dir -d 'The state directory [default: $XDG_DATA_HOME/capictl/management]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l listen -d 'Address to listen on; port 0 reuses this directory\'s last port, else picks a free one' -r
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l kubeconfig -d 'The kubeconfig to add a context to [default: $KUBECONFIG, else ~/.kube/config]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l context -d 'The name of the kubeconfig context (and cluster and user) to write' -r
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l no-kubeconfig -d 'Write no kubeconfig context (the admin kubeconfig in the state directory is always there)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l dir -d 'The state directory [default: $XDG_DATA_HOME/capictl/management]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l listen -d 'Address to listen on; port 0 reuses this directory\'s last port, else picks a free one' -r
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l kubeconfig -d 'The kubeconfig to add a context to [default: $KUBECONFIG, else ~/.kube/config]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l context -d 'The name of the kubeconfig context (and cluster and user) to write' -r
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l no-kubeconfig -d 'Write no kubeconfig context (the admin kubeconfig in the state directory is always there)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from down" -l dir -d 'The state directory [default: $XDG_DATA_HOME/capictl/management]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from down" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from down" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from down" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from status" -l dir -d 'The state directory [default: $XDG_DATA_HOME/capictl/management]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from status" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "serve" -d 'Run the management cluster in the foreground (what `up` starts)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "down" -d 'Stop the management cluster'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "status" -d 'Say whether the management cluster runs, where, since when, and what it holds'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s V -l version -d 'Print version'
@@ -139,3 +173,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_su
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from describe" -f -a "cluster" -d 'The tree of a Cluster\'s objects with their conditions'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from get" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, ready to use from this machine'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from upgrade" -f -a "plan" -d 'Which provider versions the management cluster can move to'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "serve" -d 'Run the management cluster in the foreground (what `up` starts)'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "down" -d 'Stop the management cluster'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "status" -d 'Say whether the management cluster runs, where, since when, and what it holds'

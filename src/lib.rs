@@ -8,6 +8,7 @@ pub mod api;
 pub mod apiserver;
 pub mod cli;
 pub mod conditions;
+pub mod management;
 pub mod yaml;
 
 /// Build facts recorded by build.rs, shown by `capictl version`.

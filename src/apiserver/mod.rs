@@ -1,4 +1,458 @@
 //! The embedded management cluster: a Kubernetes-compatible API server that real kubectl and
 //! any Kubernetes client use.
+//!
+//! Shaped as kube-apiserver is: a [`store`] in etcd's model, a [`registry`] of resources
+//! (built-ins and CRDs alike), generic [`handlers`] for every verb, [`discovery`] and OpenAPI,
+//! [`watch`]es, [`table`] printing, and background loops for namespace deletion.
 
+pub mod discovery;
+pub mod handlers;
+pub mod object;
+pub mod patch;
+pub mod registry;
+pub mod request;
+pub mod selector;
+pub mod status;
 pub mod store;
+pub mod table;
+pub mod tls;
+pub mod watch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use handlers::{Call, Representation};
+use registry::{Registry, Resource};
+use request::ApiPath;
+use status::{ApiError, FieldCause};
+use store::Store;
+
+/// The largest request body accepted (CRDs with embedded pod templates are several MB).
+const MAX_BODY: usize = 64 << 20;
+
+/// capictl's own endpoint: how many objects the server holds, since when.
+pub const STATUS_PATH: &str = "/capictl/status";
+
+/// Namespaces every cluster has from the start.
+pub const INITIAL_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Who made a request, from its client certificate.
+#[derive(Clone, Debug)]
+pub struct User {
+    pub name: String,
+    pub groups: Vec<String>,
+}
+
+/// The API server's state: its store and the resources it serves.
+pub struct ApiServer {
+    pub store: Store,
+    pub registry: Registry,
+    namespace_deletions: Arc<tokio::sync::Notify>,
+    started_at: String,
+}
+
+impl ApiServer {
+    /// Starts serving what `store` holds: its CRDs are served again, the initial namespaces
+    /// exist, and the namespace deleter runs.
+    pub async fn start(store: Store) -> Result<Arc<ApiServer>, ApiError> {
+        let server = Arc::new(ApiServer {
+            store,
+            registry: Registry::new(),
+            namespace_deletions: Default::default(),
+            started_at: object::now(),
+        });
+        let crds = server.crds();
+        let (records, _, _) = server.store.list(&crds.prefix(), None, None, |_| true);
+        for record in records {
+            server.registry.install_crd(&record.value);
+        }
+        let namespaces = server.namespaces();
+        for name in INITIAL_NAMESPACES {
+            if server.store.get(&namespaces.key(None, name)).is_none() {
+                let mut ns = json!({"metadata": {"name": name}});
+                object::prepare_create(&namespaces, &mut ns, None)?;
+                server.admit_create(&namespaces, &mut ns)?;
+                server.store.create(namespaces.key(None, name), ns).await?;
+            }
+        }
+        tokio::spawn(namespace_deleter(
+            Arc::downgrade(&server),
+            server.namespace_deletions.clone(),
+        ));
+        Ok(server)
+    }
+
+    pub fn namespaces(&self) -> Arc<Resource> {
+        self.registry
+            .get("", "v1", "namespaces")
+            .expect("namespaces are built in")
+    }
+
+    fn crds(&self) -> Arc<Resource> {
+        self.registry
+            .get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            .expect("CRDs are built in")
+    }
+
+    fn is_crd(resource: &Resource) -> bool {
+        resource.group == "apiextensions.k8s.io" && resource.plural == "customresourcedefinitions"
+    }
+
+    fn is_namespace(resource: &Resource) -> bool {
+        resource.group.is_empty() && resource.plural == "namespaces"
+    }
+
+    /// Server-side defaulting and validation before a new object is stored.
+    fn admit_create(&self, resource: &Resource, object: &mut Value) -> Result<(), ApiError> {
+        if Self::is_crd(resource) {
+            validate_crd(object)?;
+            object["status"] = crd_status(object, None);
+        }
+        if Self::is_namespace(resource) {
+            let name = object::name_of(object).to_string();
+            object["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+            object["spec"]["finalizers"] = json!(["kubernetes"]);
+            object["status"] = json!({"phase": "Active"});
+        }
+        Ok(())
+    }
+
+    fn admit_update(
+        &self,
+        resource: &Resource,
+        old: &Value,
+        object: &mut Value,
+    ) -> Result<(), ApiError> {
+        if Self::is_crd(resource) {
+            validate_crd(object)?;
+            object["status"] = crd_status(object, Some(old));
+        }
+        if Self::is_namespace(resource) {
+            let name = object::name_of(object).to_string();
+            object["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+        }
+        Ok(())
+    }
+
+    /// Resources whose deletion always goes through a deletion phase.
+    fn finalizes_on_delete(&self, resource: &Resource) -> bool {
+        Self::is_namespace(resource)
+    }
+
+    fn mark_deleting(&self, resource: &Resource, object: &mut Value) {
+        object["metadata"]["deletionTimestamp"] = json!(object::now());
+        object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        if resource.tracks_generation {
+            let generation = object["metadata"]["generation"].as_i64().unwrap_or(1);
+            object["metadata"]["generation"] = json!(generation + 1);
+        }
+        if Self::is_namespace(resource) {
+            object["status"]["phase"] = json!("Terminating");
+        }
+    }
+
+    /// Keeps derived state in step with a write.
+    fn after_write(&self, resource: &Resource, object: Option<&Value>) {
+        if Self::is_crd(resource)
+            && let Some(crd) = object
+        {
+            self.registry.install_crd(crd);
+        }
+        if Self::is_namespace(resource) && object.is_some_and(object::is_deleting) {
+            self.namespace_deletions.notify_one();
+        }
+    }
+
+    async fn after_delete(&self, resource: &Resource, object: &Value) {
+        if Self::is_crd(resource) {
+            let name = object::name_of(object).to_string();
+            // The custom resources go with their definition.
+            if let Some(served) = registry::resources_of_crd(object).first() {
+                let (records, _, _) = self.store.list(&served.prefix(), None, None, |_| true);
+                for record in records {
+                    let _ = self.store.delete(record.key.clone(), None).await;
+                }
+            }
+            self.registry.remove_crd(&name);
+        }
+    }
+}
+
+/// Checks what kube-apiserver checks of a CRD before serving it.
+fn validate_crd(crd: &Value) -> Result<(), ApiError> {
+    let name = object::name_of(crd).to_string();
+    let spec = &crd["spec"];
+    let mut causes = Vec::new();
+    let group = spec["group"].as_str().unwrap_or_default();
+    let plural = spec["names"]["plural"].as_str().unwrap_or_default();
+    if group.is_empty() {
+        causes.push(FieldCause::required("spec.group"));
+    }
+    if plural.is_empty() {
+        causes.push(FieldCause::required("spec.names.plural"));
+    }
+    if spec["names"]["kind"]
+        .as_str()
+        .unwrap_or_default()
+        .is_empty()
+    {
+        causes.push(FieldCause::required("spec.names.kind"));
+    }
+    if !matches!(spec["scope"].as_str(), Some("Namespaced" | "Cluster")) {
+        causes.push(FieldCause::invalid(
+            "spec.scope",
+            "Unsupported value: must be Namespaced or Cluster",
+        ));
+    }
+    if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
+        causes.push(FieldCause::invalid(
+            "metadata.name",
+            format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    if versions.is_empty() {
+        causes.push(FieldCause::required("spec.versions"));
+    }
+    let storage = versions
+        .iter()
+        .filter(|v| v["storage"] == Value::Bool(true))
+        .count();
+    if !versions.is_empty() && storage != 1 {
+        causes.push(FieldCause::invalid(
+            "spec.versions",
+            "Invalid value: must have exactly one version marked as storage version",
+        ));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "CustomResourceDefinition",
+            "apiextensions.k8s.io",
+            &name,
+            causes,
+        ))
+    }
+}
+
+/// The status kube-apiserver gives a CRD it serves: names accepted, established, and every
+/// version ever stored.
+fn crd_status(crd: &Value, old: Option<&Value>) -> Value {
+    let now = object::now();
+    let keep_time = |t: &str| {
+        old.and_then(|o| o["status"]["conditions"].as_array())
+            .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .map(String::from)
+            .unwrap_or_else(|| now.clone())
+    };
+    let mut stored: Vec<String> = old
+        .and_then(|o| o["status"]["storedVersions"].as_array())
+        .map(|v| {
+            v.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(storage) = crd["spec"]["versions"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(|v| v["storage"] == Value::Bool(true)))
+        .and_then(|v| v["name"].as_str())
+        && !stored.iter().any(|s| s == storage)
+    {
+        stored.push(storage.to_string());
+    }
+    json!({
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": keep_time("NamesAccepted")},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": keep_time("Established")},
+        ],
+        "acceptedNames": crd["spec"]["names"],
+        "storedVersions": stored,
+    })
+}
+
+/// Empties and removes namespaces that are being deleted, as kube-controller-manager's
+/// namespace controller does: objects without finalizers go at once, the others are marked
+/// for deletion and waited for.
+async fn namespace_deleter(server: std::sync::Weak<ApiServer>, wake: Arc<tokio::sync::Notify>) {
+    loop {
+        // Holding only a weak reference between passes lets the server shut down.
+        let Some(s) = server.upgrade() else { return };
+        let pending = delete_namespaces(&s).await;
+        drop(s);
+        let wait = if pending {
+            Duration::from_millis(200)
+        } else {
+            Duration::from_secs(5)
+        };
+        let _ = tokio::time::timeout(wait, wake.notified()).await;
+    }
+}
+
+/// One pass over the terminating namespaces; whether any is still waiting.
+async fn delete_namespaces(server: &ApiServer) -> bool {
+    let namespaces = server.namespaces();
+    let (terminating, _, _) = server.store.list(&namespaces.prefix(), None, None, |r| {
+        object::is_deleting(&r.value)
+    });
+    let mut pending = false;
+    let mut prefixes: Vec<String> = server
+        .registry
+        .all()
+        .iter()
+        .filter(|r| r.namespaced)
+        .map(|r| r.prefix())
+        .collect();
+    prefixes.sort();
+    prefixes.dedup();
+    for ns in terminating {
+        let name = object::name_of(&ns.value).to_string();
+        let mut remaining = 0;
+        for prefix in &prefixes {
+            let (records, _, _) =
+                server
+                    .store
+                    .list(&format!("{prefix}{name}/"), None, None, |_| true);
+            for record in records {
+                remaining += 1;
+                if !object::finalizers(&record.value).is_empty() {
+                    if !object::is_deleting(&record.value) {
+                        let mut marked = record.value.clone();
+                        marked["metadata"]["deletionTimestamp"] = json!(object::now());
+                        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                        let _ = server
+                            .store
+                            .update(record.key.clone(), marked, Some(record.mod_revision))
+                            .await;
+                    }
+                } else {
+                    let _ = server
+                        .store
+                        .delete(record.key.clone(), Some(record.mod_revision))
+                        .await;
+                }
+            }
+        }
+        if remaining > 0 {
+            pending = true;
+            continue;
+        }
+        // Empty: the namespace's own finalizers decide whether it goes now.
+        let metadata_finalizers = object::finalizers(&ns.value);
+        if metadata_finalizers.is_empty() {
+            let _ = server
+                .store
+                .delete(ns.key.clone(), Some(ns.mod_revision))
+                .await;
+        } else {
+            pending = true;
+        }
+    }
+    pending
+}
+
+/// Paths that answer without credentials.
+fn is_anonymous(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/livez" | "/version")
+        || path.starts_with("/healthz/")
+        || path.starts_with("/readyz/")
+        || path.starts_with("/livez/")
+}
+
+/// The HTTP API. Requests must carry a [`User`] extension (set from the client certificate by
+/// the TLS listener) except for the health and version endpoints.
+pub fn router(server: Arc<ApiServer>) -> Router {
+    Router::new().fallback(serve).with_state(server)
+}
+
+/// The HTTP API for callers inside this process, who are trusted as the admin.
+pub fn local_router(server: Arc<ApiServer>) -> Router {
+    router(server).layer(axum::middleware::map_request(
+        |mut req: Request| async move {
+            req.extensions_mut().insert(User {
+                name: "capictl-admin".into(),
+                groups: vec!["system:masters".into()],
+            });
+            req
+        },
+    ))
+}
+
+async fn serve(State(server): State<Arc<ApiServer>>, req: Request) -> Response {
+    let method = req.method().clone();
+    let uri = req.uri().clone();
+    let started = std::time::Instant::now();
+    let response = match route(&server, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    tracing::debug!(%method, %uri, status = response.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "request");
+    response
+}
+
+async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
+    let path = req.uri().path().to_string();
+    if req.extensions().get::<User>().is_none() && !is_anonymous(&path) {
+        return Err(ApiError::unauthorized());
+    }
+    let headers = req.headers().clone();
+    match path.as_str() {
+        "/healthz" | "/readyz" | "/livez" => return Ok((StatusCode::OK, "ok").into_response()),
+        "/version" => return Ok(axum::Json(discovery::version()).into_response()),
+        "/openapi/v2" => return Ok(discovery::openapi_v2(&headers)),
+        "/openapi/v3" => return Ok(discovery::openapi_v3_index(&server.registry)),
+        STATUS_PATH => {
+            return Ok(axum::Json(json!({
+                "objects": server.store.len(),
+                "revision": server.store.revision(),
+                "startedAt": server.started_at,
+            }))
+            .into_response());
+        }
+        _ => {}
+    }
+    if let Some(rest) = path.strip_prefix("/openapi/v3/") {
+        return discovery::openapi_v3(&server.registry, rest);
+    }
+    if path.starts_with("/healthz/") || path.starts_with("/readyz/") || path.starts_with("/livez/")
+    {
+        return Ok((StatusCode::OK, "ok").into_response());
+    }
+    let Some(api_path) = request::parse(&path) else {
+        return Err(ApiError::no_route(&path));
+    };
+    let ApiPath::Resource(resource_path) = api_path else {
+        return discovery::discovery(&server.registry, &api_path, &headers);
+    };
+    let resource = server
+        .registry
+        .get(
+            &resource_path.group,
+            &resource_path.version,
+            &resource_path.resource,
+        )
+        .ok_or_else(|| ApiError::no_route(&path))?;
+    let query = handlers::parse_query(req.uri().query());
+    let method = req.method().clone();
+    let body = axum::body::to_bytes(Body::new(req.into_body()), MAX_BODY)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?;
+    let call = Call {
+        server,
+        resource,
+        path: resource_path,
+        query,
+        representation: Representation::from_headers(&headers),
+    };
+    handlers::handle(call, &method, &headers, body).await
+}

@@ -49,6 +49,8 @@ pub struct Event {
     pub kind: EventKind,
     pub revision: u64,
     pub record: Arc<Record>,
+    /// The object before an update, so watchers with selectors see objects enter and leave.
+    pub prev: Option<Arc<Record>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -358,6 +360,7 @@ impl Store {
                         kind: EventKind::Created,
                         revision: r.mod_revision,
                         record: r.clone(),
+                        prev: None,
                     })
                 })
                 .collect(),
@@ -488,7 +491,7 @@ fn apply(op: &Op, current: Option<Arc<Record>>, revision: u64) -> Result<Arc<Eve
         }),
         _ => Ok(()),
     };
-    let (kind, record) = match (op, current) {
+    let (kind, record, prev) = match (op, current) {
         (Op::Create { key, .. }, Some(_)) => return Err(StoreError::AlreadyExists(key.clone())),
         (Op::Create { key, value }, None) => (
             EventKind::Created,
@@ -498,6 +501,7 @@ fn apply(op: &Op, current: Option<Arc<Record>>, revision: u64) -> Result<Arc<Eve
                 create_revision: revision,
                 mod_revision: revision,
             },
+            None,
         ),
         (Op::Update { key, .. } | Op::Delete { key, .. }, None) => {
             return Err(StoreError::NotFound(key.clone()));
@@ -519,6 +523,7 @@ fn apply(op: &Op, current: Option<Arc<Record>>, revision: u64) -> Result<Arc<Eve
                     create_revision: current.create_revision,
                     mod_revision: revision,
                 },
+                Some(current),
             )
         }
         (Op::Delete { expected, .. }, Some(current)) => {
@@ -527,6 +532,7 @@ fn apply(op: &Op, current: Option<Arc<Record>>, revision: u64) -> Result<Arc<Eve
                 kind: EventKind::Deleted,
                 revision,
                 record: current,
+                prev: None,
             }));
         }
     };
@@ -534,6 +540,7 @@ fn apply(op: &Op, current: Option<Arc<Record>>, revision: u64) -> Result<Arc<Eve
         kind,
         revision,
         record: Arc::new(record),
+        prev,
     }))
 }
 

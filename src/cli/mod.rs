@@ -2,6 +2,7 @@
 
 mod completion;
 mod generate;
+mod management;
 mod version;
 
 use std::process::ExitCode;
@@ -46,7 +47,8 @@ pub enum Command {
     /// Remove providers from the management cluster.
     Delete(NotBuilt),
     /// Run the embedded management cluster: up, serve, down, status.
-    Management(NotBuilt),
+    #[command(subcommand)]
+    Management(management::Management),
     /// Run the controllers of the providers installed in a management cluster.
     Manager(NotBuilt),
     /// Print the version, git commit, build date and Cluster API contract.
@@ -113,6 +115,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Generate(cmd) => cmd.run(),
         Command::Version(args) => version::run(&args),
         Command::Completion(args) => completion::run(&args),
+        Command::Management(cmd) => cmd.run(),
         _ => Err(not_built(name)),
     };
     match result {

@@ -1,0 +1,663 @@
+//! One implementation of each verb for every resource: get, list, watch, create, update,
+//! patch, delete, deletecollection, and the status and scale subresources.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use serde_json::{Value, json};
+
+use super::ApiServer;
+use super::object::{self, Target};
+use super::patch::{self, PatchType};
+use super::registry::Resource;
+use super::request::ResourcePath;
+use super::selector::{FieldSelector, LabelSelector};
+use super::status::{ApiError, FieldCause};
+use super::store::{Record, StoreError};
+use super::table::{self, IncludeObject};
+
+/// How many times a write without a client precondition is retried after losing a race.
+const MAX_RETRIES: usize = 16;
+
+/// Query parameters, decoded.
+pub type Query = HashMap<String, String>;
+
+pub fn parse_query(query: Option<&str>) -> Query {
+    serde_urlencoded::from_str::<Vec<(String, String)>>(query.unwrap_or_default())
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
+}
+
+fn flag(query: &Query, name: &str) -> bool {
+    matches!(query.get(name).map(String::as_str), Some("true" | "1"))
+}
+
+/// The representation a client asked for in its Accept header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Representation {
+    Object,
+    Table,
+    PartialMetadata,
+}
+
+impl Representation {
+    pub fn from_headers(headers: &HeaderMap) -> Representation {
+        let accept = headers
+            .get("accept")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        // The first acceptable type wins; kubectl lists Table before plain JSON.
+        let first = accept.split(',').next().unwrap_or_default();
+        if first.contains("as=Table") {
+            Representation::Table
+        } else if first.contains("as=PartialObjectMetadata") {
+            Representation::PartialMetadata
+        } else {
+            Representation::Object
+        }
+    }
+}
+
+/// Everything a verb needs to know about one request.
+pub struct Call<'a> {
+    pub server: &'a ApiServer,
+    pub resource: Arc<Resource>,
+    pub path: ResourcePath,
+    pub query: Query,
+    pub representation: Representation,
+}
+
+fn json_response(code: StatusCode, value: Value) -> Response {
+    (code, axum::Json(value)).into_response()
+}
+
+impl Call<'_> {
+    fn namespace(&self) -> Option<&str> {
+        if self.resource.namespaced {
+            self.path.namespace.as_deref()
+        } else {
+            None
+        }
+    }
+
+    fn key(&self, name: &str) -> String {
+        self.resource.key(self.namespace(), name)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.query.get("dryRun").is_some_and(|v| v == "All")
+    }
+
+    fn not_found(&self, name: &str) -> ApiError {
+        ApiError::not_found(&self.resource.group, &self.resource.plural, name)
+    }
+
+    fn conflict(&self, name: &str) -> ApiError {
+        ApiError::conflict(&self.resource.group, &self.resource.plural, name)
+    }
+
+    fn present(&self, record: &Record) -> Value {
+        object::present(&self.resource, record, record.mod_revision)
+    }
+
+    /// One object in the representation the client asked for.
+    fn respond_object(&self, code: StatusCode, object: Value) -> Response {
+        match self.representation {
+            Representation::Table => {
+                let rv = object["metadata"]["resourceVersion"].clone();
+                let t = table::table(
+                    &self.resource,
+                    &[object],
+                    json!({"resourceVersion": rv}),
+                    IncludeObject::parse(self.query.get("includeObject").map(String::as_str)),
+                    true,
+                );
+                json_response(code, t)
+            }
+            Representation::PartialMetadata => json_response(code, partial(&object)),
+            Representation::Object => json_response(code, object),
+        }
+    }
+
+    fn get_record(&self, name: &str) -> Result<Arc<Record>, ApiError> {
+        self.server
+            .store
+            .get(&self.key(name))
+            .ok_or_else(|| self.not_found(name))
+    }
+
+    pub fn get(&self, name: &str) -> Result<Response, ApiError> {
+        let record = self.get_record(name)?;
+        Ok(self.respond_object(StatusCode::OK, self.present(&record)))
+    }
+
+    pub fn selectors(&self) -> Result<(LabelSelector, FieldSelector), ApiError> {
+        let labels = LabelSelector::parse(
+            self.query
+                .get("labelSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+        )
+        .map_err(|e| ApiError::bad_request(format!("unable to parse labelSelector: {e}")))?;
+        let builtin = self.resource.crd_name.is_none();
+        let fields = FieldSelector::parse(
+            self.query
+                .get("fieldSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+            |f| builtin || f == "metadata.name" || f == "metadata.namespace",
+        )
+        .map_err(ApiError::bad_request)?;
+        Ok((labels, fields))
+    }
+
+    pub fn list(&self) -> Result<Response, ApiError> {
+        let (labels, fields) = self.selectors()?;
+        let limit = match self.query.get("limit").map(|l| l.parse::<usize>()) {
+            Some(Ok(0)) | None => None,
+            Some(Ok(n)) => Some(n),
+            Some(Err(_)) => return Err(ApiError::bad_request("limit must be a whole number")),
+        };
+        let prefix = self.resource.namespace_prefix(self.namespace());
+        let start_after = match self.query.get("continue").filter(|c| !c.is_empty()) {
+            Some(token) => Some(decode_continue(token)?),
+            None => None,
+        };
+        let (records, revision, more) =
+            self.server
+                .store
+                .list(&prefix, start_after.as_deref(), limit, |r| {
+                    labels.matches_object(&r.value) && fields.matches(&r.value)
+                });
+        let mut metadata = json!({"resourceVersion": revision.to_string()});
+        if more && let Some(last) = records.last() {
+            metadata["continue"] = json!(encode_continue(&last.key));
+        }
+        let items: Vec<Value> = records.iter().map(|r| self.present(r)).collect();
+        Ok(match self.representation {
+            Representation::Table => json_response(
+                StatusCode::OK,
+                table::table(
+                    &self.resource,
+                    &items,
+                    metadata,
+                    IncludeObject::parse(self.query.get("includeObject").map(String::as_str)),
+                    true,
+                ),
+            ),
+            Representation::PartialMetadata => json_response(
+                StatusCode::OK,
+                json!({
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": metadata,
+                    "items": items.iter().map(partial).collect::<Vec<_>>(),
+                }),
+            ),
+            Representation::Object => json_response(
+                StatusCode::OK,
+                json!({
+                    "kind": self.resource.list_kind(),
+                    "apiVersion": self.resource.api_version(),
+                    "metadata": metadata,
+                    "items": items,
+                }),
+            ),
+        })
+    }
+
+    /// Refuses writes into a namespace that does not exist or is being deleted.
+    fn check_namespace(&self) -> Result<(), ApiError> {
+        let Some(ns) = self.namespace() else {
+            return Ok(());
+        };
+        let namespaces = self.server.namespaces();
+        match self.server.store.get(&namespaces.key(None, ns)) {
+            None => Err(ApiError::not_found("", "namespaces", ns)),
+            Some(r) if object::is_deleting(&r.value) => Err(ApiError::forbidden(format!(
+                "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                self.resource.plural,
+                self.path.name.as_deref().unwrap_or_default()
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    pub async fn create(&self, body: &[u8]) -> Result<Response, ApiError> {
+        let mut obj = patch::parse_json_or_yaml(body)?;
+        object::prepare_create(&self.resource, &mut obj, self.namespace())?;
+        self.check_namespace()?;
+        self.server.admit_create(&self.resource, &mut obj)?;
+        let name = object::name_of(&obj).to_string();
+        if self.dry_run() {
+            return Ok(self.respond_object(StatusCode::CREATED, obj));
+        }
+        let key = self.key(&name);
+        let event = self
+            .server
+            .store
+            .create(key, obj)
+            .await
+            .map_err(|e| match e {
+                StoreError::AlreadyExists(_) => {
+                    ApiError::already_exists(&self.resource.group, &self.resource.plural, &name)
+                }
+                other => other.into(),
+            })?;
+        self.server
+            .after_write(&self.resource, Some(&event.record.value));
+        Ok(self.respond_object(StatusCode::CREATED, self.present(&event.record)))
+    }
+
+    /// Stores `new` in place of `current`, or deletes the object when a deleting object loses
+    /// its last finalizer.
+    async fn store_update(
+        &self,
+        current: &Record,
+        new: Value,
+    ) -> Result<Result<Value, ()>, ApiError> {
+        let name = object::name_of(&current.value).to_string();
+        if object::is_deleting(&current.value) {
+            let added: Vec<String> = object::finalizers(&new)
+                .into_iter()
+                .filter(|f| !object::finalizers(&current.value).contains(f))
+                .collect();
+            if !added.is_empty() {
+                return Err(ApiError::forbidden(format!(
+                    "{} \"{name}\" is forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}",
+                    self.resource.plural
+                )));
+            }
+        }
+        if self.dry_run() {
+            let mut out = new;
+            out["metadata"]["resourceVersion"] = json!(current.mod_revision.to_string());
+            return Ok(Ok(out));
+        }
+        if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
+            return match self
+                .server
+                .store
+                .delete(current.key.clone(), Some(current.mod_revision))
+                .await
+            {
+                Ok(event) => {
+                    self.server.after_write(&self.resource, None);
+                    let mut gone = new;
+                    gone["metadata"]["resourceVersion"] = json!(event.revision.to_string());
+                    Ok(Ok(gone))
+                }
+                Err(StoreError::Conflict { .. }) => Ok(Err(())),
+                Err(StoreError::NotFound(_)) => Err(self.not_found(&name)),
+                Err(e) => Err(e.into()),
+            };
+        }
+        match self
+            .server
+            .store
+            .update(current.key.clone(), new, Some(current.mod_revision))
+            .await
+        {
+            Ok(event) => {
+                self.server
+                    .after_write(&self.resource, Some(&event.record.value));
+                Ok(Ok(self.present(&event.record)))
+            }
+            Err(StoreError::Conflict { .. }) => Ok(Err(())),
+            Err(StoreError::NotFound(_)) => Err(self.not_found(&name)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub async fn update(
+        &self,
+        name: &str,
+        target: Target,
+        body: &[u8],
+    ) -> Result<Response, ApiError> {
+        let sent = patch::parse_json_or_yaml(body)?;
+        let sent_rv = object::sent_revision(&sent)?;
+        if sent_rv.is_none() && self.resource.crd_name.is_some() {
+            return Err(ApiError::invalid(
+                &self.resource.kind,
+                &self.resource.group,
+                name,
+                vec![FieldCause::invalid(
+                    "metadata.resourceVersion",
+                    "Invalid value: 0x0: must be specified for an update",
+                )],
+            ));
+        }
+        for _ in 0..MAX_RETRIES {
+            let current = self.get_record(name)?;
+            if sent_rv.is_some_and(|rv| rv != current.mod_revision) {
+                return Err(self.conflict(name));
+            }
+            let mut new = sent.clone();
+            object::prepare_update(&self.resource, &current.value, &mut new, target)?;
+            self.server
+                .admit_update(&self.resource, &current.value, &mut new)?;
+            match self.store_update(&current, new).await? {
+                Ok(out) => return Ok(self.respond_object(StatusCode::OK, out)),
+                Err(()) if sent_rv.is_some() => return Err(self.conflict(name)),
+                Err(()) => continue,
+            }
+        }
+        Err(self.conflict(name))
+    }
+
+    pub async fn patch(
+        &self,
+        name: &str,
+        target: Target,
+        content_type: &str,
+        body: &[u8],
+    ) -> Result<Response, ApiError> {
+        let kind = PatchType::from_content_type(content_type)?;
+        if kind == PatchType::Strategic && self.resource.crd_name.is_some() {
+            return Err(ApiError::unsupported_media_type(
+                "strategic merge patch is not supported for custom resources; use --type merge or --type json",
+            ));
+        }
+        for _ in 0..MAX_RETRIES {
+            let current = match self.server.store.get(&self.key(name)) {
+                Some(c) => c,
+                None if kind == PatchType::Apply && target == Target::Main => {
+                    let mut obj = patch::parse_json_or_yaml(body)?;
+                    obj["metadata"]["name"] = json!(name);
+                    return self.create(&serde_json::to_vec(&obj).expect("JSON")).await;
+                }
+                None => return Err(self.not_found(name)),
+            };
+            let presented = self.present(&current);
+            let mut new = patch::apply_patch(kind, &presented, body)?;
+            let precondition = object::sent_revision(&new)?;
+            if precondition.is_some_and(|rv| rv != current.mod_revision) {
+                return Err(self.conflict(name));
+            }
+            object::prepare_update(&self.resource, &current.value, &mut new, target)?;
+            self.server
+                .admit_update(&self.resource, &current.value, &mut new)?;
+            match self.store_update(&current, new).await? {
+                Ok(out) => return Ok(self.respond_object(StatusCode::OK, out)),
+                Err(()) if precondition.is_some() => return Err(self.conflict(name)),
+                Err(()) => continue,
+            }
+        }
+        Err(self.conflict(name))
+    }
+
+    pub async fn delete(&self, name: &str, body: &[u8]) -> Result<Response, ApiError> {
+        let options: Value = if body.is_empty() {
+            json!({})
+        } else {
+            patch::parse_json_or_yaml(body)?
+        };
+        for _ in 0..MAX_RETRIES {
+            let current = self.get_record(name)?;
+            if let Some(uid) = options["preconditions"]["uid"].as_str()
+                && current.value["metadata"]["uid"] != uid
+            {
+                return Err(self.conflict(name));
+            }
+            if let Some(rv) = options["preconditions"]["resourceVersion"].as_str()
+                && rv != current.mod_revision.to_string()
+            {
+                return Err(self.conflict(name));
+            }
+            let finalizers = object::finalizers(&current.value);
+            let needs_finalizing =
+                !finalizers.is_empty() || self.server.finalizes_on_delete(&self.resource);
+            if needs_finalizing {
+                if object::is_deleting(&current.value) {
+                    return Ok(self.respond_object(StatusCode::ACCEPTED, self.present(&current)));
+                }
+                let mut marked = current.value.clone();
+                self.server.mark_deleting(&self.resource, &mut marked);
+                if self.dry_run() {
+                    return Ok(self.respond_object(StatusCode::ACCEPTED, marked));
+                }
+                match self
+                    .server
+                    .store
+                    .update(current.key.clone(), marked, Some(current.mod_revision))
+                    .await
+                {
+                    Ok(event) => {
+                        self.server
+                            .after_write(&self.resource, Some(&event.record.value));
+                        return Ok(
+                            self.respond_object(StatusCode::ACCEPTED, self.present(&event.record))
+                        );
+                    }
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if self.dry_run() {
+                return Ok(self.respond_object(StatusCode::OK, self.present(&current)));
+            }
+            match self
+                .server
+                .store
+                .delete(current.key.clone(), Some(current.mod_revision))
+                .await
+            {
+                Ok(_) => {
+                    self.server
+                        .after_delete(&self.resource, &current.value)
+                        .await;
+                    return Ok(self.respond_object(StatusCode::OK, self.present(&current)));
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(StoreError::NotFound(_)) => return Err(self.not_found(name)),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(self.conflict(name))
+    }
+
+    pub async fn delete_collection(&self, body: &[u8]) -> Result<Response, ApiError> {
+        let (labels, fields) = self.selectors()?;
+        let prefix = self.resource.namespace_prefix(self.namespace());
+        let (records, revision, _) = self.server.store.list(&prefix, None, None, |r| {
+            labels.matches_object(&r.value) && fields.matches(&r.value)
+        });
+        let mut items = Vec::new();
+        for record in records {
+            let name = object::name_of(&record.value).to_string();
+            match self.delete(&name, body).await {
+                Ok(_) => items.push(self.present(&record)),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(json_response(
+            StatusCode::OK,
+            json!({
+                "kind": self.resource.list_kind(),
+                "apiVersion": self.resource.api_version(),
+                "metadata": {"resourceVersion": revision.to_string()},
+                "items": items,
+            }),
+        ))
+    }
+
+    /// GET on the scale subresource.
+    pub fn get_scale(&self, name: &str) -> Result<Response, ApiError> {
+        let record = self.get_record(name)?;
+        Ok(json_response(
+            StatusCode::OK,
+            self.scale_of(&self.present(&record))?,
+        ))
+    }
+
+    fn scale_spec(&self) -> Result<&super::registry::Scale, ApiError> {
+        self.resource
+            .scale
+            .as_ref()
+            .ok_or_else(|| ApiError::no_route(&format!("{}/scale", self.resource.plural)))
+    }
+
+    fn scale_of(&self, object: &Value) -> Result<Value, ApiError> {
+        let scale = self.scale_spec()?;
+        let get = |path: &str| table::json_path(object, path).first().map(|v| (*v).clone());
+        let mut status = json!({"replicas": get(&scale.status_replicas_path).unwrap_or(json!(0))});
+        if let Some(selector) = scale.label_selector_path.as_deref().and_then(get) {
+            status["selector"] = selector;
+        }
+        Ok(json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                "name": object["metadata"]["name"],
+                "namespace": object["metadata"]["namespace"],
+                "uid": object["metadata"]["uid"],
+                "resourceVersion": object["metadata"]["resourceVersion"],
+                "creationTimestamp": object["metadata"]["creationTimestamp"],
+            },
+            "spec": {"replicas": get(&scale.spec_replicas_path).unwrap_or(json!(0))},
+            "status": status,
+        }))
+    }
+
+    /// PUT or PATCH on the scale subresource: sets the replicas at the CRD's spec path.
+    pub async fn write_scale(
+        &self,
+        name: &str,
+        method: &Method,
+        content_type: &str,
+        body: &[u8],
+    ) -> Result<Response, ApiError> {
+        let path = self.scale_spec()?.spec_replicas_path.clone();
+        for _ in 0..MAX_RETRIES {
+            let current = self.get_record(name)?;
+            let presented = self.present(&current);
+            let scale = self.scale_of(&presented)?;
+            let wanted = if method == Method::PUT {
+                patch::parse_json_or_yaml(body)?
+            } else {
+                patch::apply_patch(PatchType::from_content_type(content_type)?, &scale, body)?
+            };
+            let replicas = wanted["spec"]["replicas"].as_i64().ok_or_else(|| {
+                ApiError::invalid(
+                    "Scale",
+                    "autoscaling",
+                    name,
+                    vec![FieldCause::required("spec.replicas")],
+                )
+            })?;
+            if replicas < 0 {
+                return Err(ApiError::invalid(
+                    "Scale",
+                    "autoscaling",
+                    name,
+                    vec![FieldCause::invalid(
+                        "spec.replicas",
+                        format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+                    )],
+                ));
+            }
+            let precondition = object::sent_revision(&wanted)?;
+            if precondition.is_some_and(|rv| rv != current.mod_revision) {
+                return Err(self.conflict(name));
+            }
+            let mut new = presented.clone();
+            set_path(&mut new, &path, json!(replicas));
+            object::prepare_update(&self.resource, &current.value, &mut new, Target::Main)?;
+            self.server
+                .admit_update(&self.resource, &current.value, &mut new)?;
+            match self.store_update(&current, new).await? {
+                Ok(out) => return Ok(json_response(StatusCode::OK, self.scale_of(&out)?)),
+                Err(()) if precondition.is_some() => return Err(self.conflict(name)),
+                Err(()) => continue,
+            }
+        }
+        Err(self.conflict(name))
+    }
+}
+
+/// Sets the value at a simple `.a.b.c` path, creating maps on the way.
+fn set_path(object: &mut Value, path: &str, value: Value) {
+    let mut current = object;
+    let parts: Vec<&str> = path.trim_start_matches('.').split('.').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            current[*part] = value;
+            return;
+        }
+        if !current[*part].is_object() {
+            current[*part] = json!({});
+        }
+        current = &mut current[*part];
+    }
+}
+
+/// The PartialObjectMetadata form of an object.
+pub fn partial(object: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object["metadata"],
+    })
+}
+
+fn encode_continue(last_key: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(last_key)
+}
+
+fn decode_continue(token: &str) -> Result<String, ApiError> {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or_else(|| ApiError::bad_request("invalid continue token"))
+}
+
+/// Routes a resource request to its verb.
+pub async fn handle(
+    call: Call<'_>,
+    method: &Method,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let name = call.path.name.clone();
+    let sub = call.path.subresource.clone();
+    let what = format!(
+        "{}{}",
+        call.resource.plural,
+        sub.as_deref().map(|s| format!("/{s}")).unwrap_or_default()
+    );
+    match (name.as_deref(), sub.as_deref(), method.clone()) {
+        (None, None, Method::GET) if flag(&call.query, "watch") => super::watch::watch(call).await,
+        (None, None, Method::GET) => call.list(),
+        (None, None, Method::POST) => call.create(&body).await,
+        (None, None, Method::DELETE) => call.delete_collection(&body).await,
+        (Some(n), None, Method::GET) => call.get(n),
+        (Some(n), None, Method::PUT) => call.update(n, Target::Main, &body).await,
+        (Some(n), None, Method::PATCH) => call.patch(n, Target::Main, content_type, &body).await,
+        (Some(n), None, Method::DELETE) => call.delete(n, &body).await,
+        (Some(n), Some("status"), m) if call.resource.status_subresource => match m {
+            Method::GET => call.get(n),
+            Method::PUT => call.update(n, Target::Status, &body).await,
+            Method::PATCH => call.patch(n, Target::Status, content_type, &body).await,
+            other => Err(ApiError::method_not_allowed(other.as_str(), &what)),
+        },
+        (Some(n), Some("scale"), m) if call.resource.scale.is_some() => match m {
+            Method::GET => call.get_scale(n),
+            Method::PUT | Method::PATCH => call.write_scale(n, &m, content_type, &body).await,
+            other => Err(ApiError::method_not_allowed(other.as_str(), &what)),
+        },
+        (Some(_), Some(_), _) => Err(ApiError::no_route(&what)),
+        (_, _, other) => Err(ApiError::method_not_allowed(other.as_str(), &what)),
+    }
+}

@@ -1,0 +1,376 @@
+//! Object metadata as Kubernetes keeps it: names, uid, generation, timestamps, and what a write
+//! may and may not change.
+
+use k8s_openapi::jiff::Timestamp;
+use rand::Rng;
+use serde_json::{Map, Value, json};
+
+use super::registry::Resource;
+use super::status::{ApiError, FieldCause};
+use super::store::Record;
+
+/// Now, as Kubernetes writes timestamps (RFC 3339, whole seconds, UTC).
+pub fn now() -> String {
+    Timestamp::from_second(Timestamp::now().as_second())
+        .expect("now is a valid time")
+        .to_string()
+}
+
+/// Five characters from the alphabet Kubernetes uses for generated names.
+pub fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// Why a name is not a valid DNS-1123 subdomain, if it is not.
+pub fn name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("a name is required".into());
+    }
+    if name.len() > 253 {
+        return Some("must be no more than 253 characters".into());
+    }
+    let ok = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    (!ok).then(|| {
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
+         and must start and end with an alphanumeric character"
+            .into()
+    })
+}
+
+fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object["metadata"].is_object() {
+        object["metadata"] = json!({});
+    }
+    object["metadata"]
+        .as_object_mut()
+        .expect("metadata is an object")
+}
+
+pub fn name_of(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// The object as a client sees it: its stored form with `resourceVersion` and the requested
+/// API version.
+pub fn present(resource: &Resource, record: &Record, revision: u64) -> Value {
+    let mut object = record.value.clone();
+    object["apiVersion"] = json!(resource.api_version());
+    object["kind"] = json!(resource.kind);
+    metadata_mut(&mut object).insert("resourceVersion".into(), json!(revision.to_string()));
+    object
+}
+
+/// Checks the kind and API version a client sent against the URL it sent them to.
+pub fn check_type(resource: &Resource, object: &Value) -> Result<(), ApiError> {
+    if let Some(kind) = object["kind"].as_str()
+        && kind != resource.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind of the object ({kind}) does not match the kind of the URL ({})",
+            resource.kind
+        )));
+    }
+    if let Some(api_version) = object["apiVersion"].as_str() {
+        // Any served version of the group is accepted; the URL's version is what is stored.
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        if group != resource.group {
+            return Err(ApiError::bad_request(format!(
+                "the API version of the object ({api_version}) does not match the URL's ({})",
+                resource.api_version()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Fills in what the server owns on a new object: name from generateName, namespace, uid,
+/// creationTimestamp, generation. Fails on a missing or invalid name.
+pub fn prepare_create(
+    resource: &Resource,
+    object: &mut Value,
+    namespace: Option<&str>,
+) -> Result<(), ApiError> {
+    if !object.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    check_type(resource, object)?;
+    object["apiVersion"] = json!(resource.api_version());
+    object["kind"] = json!(resource.kind);
+    let meta = metadata_mut(object);
+    match (
+        resource.namespaced,
+        namespace,
+        meta.get("namespace").and_then(Value::as_str),
+    ) {
+        (true, Some(url), Some(body)) if url != body => {
+            return Err(ApiError::bad_request(format!(
+                "the namespace of the provided object ({body}) does not match the namespace sent on the request ({url})"
+            )));
+        }
+        (true, Some(url), _) => {
+            meta.insert("namespace".into(), json!(url));
+        }
+        (false, _, _) => {
+            meta.remove("namespace");
+        }
+        (true, None, _) => {
+            return Err(ApiError::bad_request(
+                "a namespaced object must be created in a namespace",
+            ));
+        }
+    }
+    let name = match meta
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    {
+        Some(n) => n.to_string(),
+        None => match meta.get("generateName").and_then(Value::as_str) {
+            Some(prefix) => format!("{prefix}{}", random_suffix()),
+            None => {
+                return Err(ApiError::invalid(
+                    &resource.kind,
+                    &resource.group,
+                    "",
+                    vec![FieldCause {
+                        reason: "FieldValueRequired",
+                        field: "metadata.name".into(),
+                        message: "name or generateName is required".into(),
+                    }],
+                ));
+            }
+        },
+    };
+    if let Some(problem) = name_problem(&name) {
+        return Err(ApiError::invalid(
+            &resource.kind,
+            &resource.group,
+            &name,
+            vec![FieldCause::invalid(
+                "metadata.name",
+                format!("Invalid value: {name:?}: {problem}"),
+            )],
+        ));
+    }
+    meta.insert("name".into(), json!(name));
+    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    meta.insert("creationTimestamp".into(), json!(now()));
+    meta.remove("resourceVersion");
+    meta.remove("deletionTimestamp");
+    meta.remove("deletionGracePeriodSeconds");
+    if resource.tracks_generation {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+    // A custom resource's status is written through its status subresource only.
+    if resource.status_subresource && resource.crd_name.is_some() {
+        object
+            .as_object_mut()
+            .expect("checked above")
+            .remove("status");
+    }
+    Ok(())
+}
+
+/// What a write addresses: the object, or one of its subresources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Main,
+    Status,
+}
+
+/// Fields that are neither metadata nor status: a change to them is a new generation.
+fn spec_part(object: &Value) -> Map<String, Value> {
+    object
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Builds the object to store from the stored one and the one a client wants: what the server
+/// owns is kept, the status or the rest is kept depending on the target, and the generation
+/// counts spec changes.
+pub fn prepare_update(
+    resource: &Resource,
+    old: &Value,
+    new: &mut Value,
+    target: Target,
+) -> Result<(), ApiError> {
+    if !new.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    check_type(resource, new)?;
+    new["apiVersion"] = json!(resource.api_version());
+    new["kind"] = json!(resource.kind);
+    let old_meta = old["metadata"].as_object().cloned().unwrap_or_default();
+    let name = old_meta
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if let Some(sent) = new["metadata"]["name"].as_str()
+        && sent != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({sent}) does not match the name on the URL ({name})"
+        )));
+    }
+    match target {
+        Target::Status => {
+            // Only status changes through /status.
+            let status = new.get("status").cloned();
+            *new = old.clone();
+            match status {
+                Some(s) => new["status"] = s,
+                None => {
+                    new.as_object_mut().expect("an object").remove("status");
+                }
+            }
+        }
+        Target::Main if resource.status_subresource => match old.get("status") {
+            Some(s) => new["status"] = s.clone(),
+            None => {
+                new.as_object_mut().expect("an object").remove("status");
+            }
+        },
+        Target::Main => {}
+    }
+    let meta = metadata_mut(new);
+    for owned in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "namespace",
+        "name",
+    ] {
+        match old_meta.get(owned) {
+            Some(v) => meta.insert(owned.into(), v.clone()),
+            None => meta.remove(owned),
+        };
+    }
+    meta.remove("resourceVersion");
+    if resource.tracks_generation {
+        let generation = old_meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let bumped = spec_part(old) != spec_part(new);
+        metadata_mut(new).insert(
+            "generation".into(),
+            json!(if bumped { generation + 1 } else { generation }),
+        );
+    }
+    Ok(())
+}
+
+/// The resourceVersion a client sent with an object, if any.
+pub fn sent_revision(object: &Value) -> Result<Option<u64>, ApiError> {
+    match object["metadata"]["resourceVersion"].as_str() {
+        None | Some("") => Ok(None),
+        Some(rv) => rv
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))),
+    }
+}
+
+pub fn finalizers(object: &Value) -> Vec<String> {
+    object["metadata"]["finalizers"]
+        .as_array()
+        .map(|f| {
+            f.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn is_deleting(object: &Value) -> bool {
+    object["metadata"]
+        .get("deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::registry::Registry;
+
+    #[test]
+    fn names_are_dns_subdomains() {
+        for (name, ok) in [
+            ("a", true),
+            ("capi-quickstart", true),
+            ("a.b-c", true),
+            ("A", false),
+            ("-a", false),
+            ("a_b", false),
+            ("", false),
+        ] {
+            assert_eq!(name_problem(name).is_none(), ok, "{name}");
+        }
+    }
+
+    #[test]
+    fn generation_counts_spec_changes_only() {
+        let registry = Registry::new();
+        let deployments = registry.get("apps", "v1", "deployments").unwrap();
+        let mut old = json!({"metadata": {"name": "d"}, "spec": {"replicas": 1}});
+        prepare_create(&deployments, &mut old, Some("default")).unwrap();
+        assert_eq!(old["metadata"]["generation"], 1);
+
+        let mut labelled = old.clone();
+        labelled["metadata"]["labels"] = json!({"a": "b"});
+        prepare_update(&deployments, &old, &mut labelled, Target::Main).unwrap();
+        assert_eq!(labelled["metadata"]["generation"], 1);
+
+        let mut scaled = old.clone();
+        scaled["spec"]["replicas"] = json!(3);
+        scaled["metadata"]["uid"] = json!("forged");
+        prepare_update(&deployments, &old, &mut scaled, Target::Main).unwrap();
+        assert_eq!(scaled["metadata"]["generation"], 2);
+        assert_eq!(
+            scaled["metadata"]["uid"], old["metadata"]["uid"],
+            "uid is the server's"
+        );
+    }
+
+    #[test]
+    fn status_and_main_writes_touch_only_their_part() {
+        let registry = Registry::new();
+        let ns = registry.get("", "v1", "namespaces").unwrap();
+        let old = json!({"metadata": {"name": "n", "uid": "u"}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+        let mut main =
+            json!({"metadata": {"name": "n"}, "spec": {}, "status": {"phase": "Terminating"}});
+        prepare_update(&ns, &old, &mut main, Target::Main).unwrap();
+        assert_eq!(main["status"]["phase"], "Active");
+        assert_eq!(main["spec"], json!({}));
+        let mut status =
+            json!({"metadata": {"name": "n"}, "spec": {}, "status": {"phase": "Terminating"}});
+        prepare_update(&ns, &old, &mut status, Target::Status).unwrap();
+        assert_eq!(status["status"]["phase"], "Terminating");
+        assert_eq!(status["spec"], json!({"finalizers": ["kubernetes"]}));
+    }
+}

@@ -1,0 +1,766 @@
+//! The resources the server serves, built-in kinds and CRDs alike: discovery, routing,
+//! validation and Table printing all read this one registry.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::Value;
+
+/// How a Table cell is computed from an object.
+#[derive(Clone, Debug)]
+pub enum Cell {
+    /// A JSONPath as CRD printer columns write it, e.g. `.status.phase`.
+    Path(String),
+    /// The time since a timestamp at this path, as kubectl shows ages.
+    Age(String),
+    /// The number of entries of the map or list at this path.
+    Count(String),
+    /// Computed by a function of the object.
+    Computed(fn(&Value) -> Value),
+}
+
+#[derive(Clone, Debug)]
+pub struct Column {
+    pub name: String,
+    pub type_: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i32,
+    pub cell: Cell,
+}
+
+impl Column {
+    fn new(name: &str, type_: &str, cell: Cell) -> Column {
+        Column {
+            name: name.into(),
+            type_: type_.into(),
+            format: String::new(),
+            description: String::new(),
+            priority: 0,
+            cell,
+        }
+    }
+
+    fn name_column() -> Column {
+        let mut c = Column::new("Name", "string", Cell::Path(".metadata.name".into()));
+        c.format = "name".into();
+        c.description = "Name must be unique within a namespace.".into();
+        c
+    }
+
+    fn age() -> Column {
+        let mut c = Column::new(
+            "Age",
+            "string",
+            Cell::Age(".metadata.creationTimestamp".into()),
+        );
+        c.description = "Time since the object was created.".into();
+        c
+    }
+}
+
+/// The scale subresource's paths, as a CRD declares them.
+#[derive(Clone, Debug, Default)]
+pub struct Scale {
+    pub spec_replicas_path: String,
+    pub status_replicas_path: String,
+    pub label_selector_path: Option<String>,
+}
+
+/// One resource at one version.
+#[derive(Clone, Debug)]
+pub struct Resource {
+    /// Empty for the core group.
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub namespaced: bool,
+    pub status_subresource: bool,
+    pub scale: Option<Scale>,
+    /// Table columns after Name (and before Age, for built-ins that have no date column).
+    pub columns: Vec<Column>,
+    /// The OpenAPI v3 schema, for CRDs.
+    pub schema: Option<Arc<Value>>,
+    /// Whether `metadata.generation` counts spec changes.
+    pub tracks_generation: bool,
+    /// The version objects are stored at (versions of one CRD share the storage).
+    pub storage_version: String,
+    /// The CRD this resource comes from, if any.
+    pub crd_name: Option<String>,
+}
+
+impl Resource {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// The key prefix of every object of this resource.
+    pub fn prefix(&self) -> String {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            &self.group
+        };
+        format!("/registry/{group}/{}/", self.plural)
+    }
+
+    /// The key prefix of this resource's objects in one namespace (or all, for `None`).
+    pub fn namespace_prefix(&self, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) if self.namespaced => format!("{}{ns}/", self.prefix()),
+            _ => self.prefix(),
+        }
+    }
+
+    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
+        format!("{}{name}", self.namespace_prefix(namespace))
+    }
+
+    /// The verbs discovery lists.
+    pub fn verbs(&self) -> Vec<&'static str> {
+        vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+
+    /// Table columns: Name, this resource's, and Age unless a column shows the creation time
+    /// already.
+    pub fn table_columns(&self) -> Vec<Column> {
+        let mut columns = vec![Column::name_column()];
+        columns.extend(self.columns.iter().cloned());
+        let shows_creation = self.columns.iter().any(|c| match &c.cell {
+            Cell::Age(p) | Cell::Path(p) => p == ".metadata.creationTimestamp",
+            _ => false,
+        });
+        if !shows_creation {
+            columns.push(Column::age());
+        }
+        columns
+    }
+}
+
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short_names: &'static [&'static str],
+    namespaced: bool,
+    status: bool,
+    generation: bool,
+    columns: fn() -> Vec<Column>,
+}
+
+fn no_columns() -> Vec<Column> {
+    Vec::new()
+}
+
+fn path(name: &str, type_: &str, p: &str) -> Column {
+    Column::new(name, type_, Cell::Path(p.into()))
+}
+
+const BUILTINS: &[Builtin] = &[
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        short_names: &["ns"],
+        namespaced: false,
+        status: true,
+        generation: false,
+        columns: || vec![path("Status", "string", ".status.phase")],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        short_names: &[],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: || {
+            vec![
+                path("Type", "string", ".type"),
+                Column::new("Data", "string", Cell::Count(".data".into())),
+            ]
+        },
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        short_names: &["cm"],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: || vec![Column::new("Data", "string", Cell::Count(".data".into()))],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        short_names: &["ev"],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: || {
+            vec![
+                path("Type", "string", ".type"),
+                path("Reason", "string", ".reason"),
+                Column::new("Object", "string", Cell::Computed(involved_object)),
+                path("Message", "string", ".message"),
+            ]
+        },
+    },
+    Builtin {
+        group: "events.k8s.io",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        short_names: &["ev"],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: || {
+            vec![
+                path("Type", "string", ".type"),
+                path("Reason", "string", ".reason"),
+                path("Note", "string", ".note"),
+            ]
+        },
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        short_names: &["sa"],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        short_names: &["no"],
+        namespaced: false,
+        status: true,
+        generation: false,
+        columns: || {
+            vec![
+                Column::new("Status", "string", Cell::Computed(node_status)),
+                Column::new("Roles", "string", Cell::Computed(node_roles)),
+                Column::age(),
+                path("Version", "string", ".status.nodeInfo.kubeletVersion"),
+            ]
+        },
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        short_names: &["po"],
+        namespaced: true,
+        status: true,
+        generation: false,
+        columns: || {
+            vec![
+                path("Status", "string", ".status.phase"),
+                path("Node", "string", ".spec.nodeName"),
+            ]
+        },
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        short_names: &["svc"],
+        namespaced: true,
+        status: true,
+        generation: false,
+        columns: || {
+            vec![
+                path("Type", "string", ".spec.type"),
+                path("Cluster-IP", "string", ".spec.clusterIP"),
+            ]
+        },
+    },
+    Builtin {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        short_names: &[],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: || vec![path("Holder", "string", ".spec.holderIdentity")],
+    },
+    Builtin {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        kind: "CustomResourceDefinition",
+        plural: "customresourcedefinitions",
+        short_names: &["crd", "crds"],
+        namespaced: false,
+        status: true,
+        generation: true,
+        columns: || {
+            let mut c = Column::new(
+                "Created At",
+                "string",
+                Cell::Path(".metadata.creationTimestamp".into()),
+            );
+            c.description = "When the CRD was created.".into();
+            vec![c]
+        },
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        short_names: &["deploy"],
+        namespaced: true,
+        status: true,
+        generation: true,
+        columns: || {
+            vec![
+                Column::new("Ready", "string", Cell::Computed(deployment_ready)),
+                path("Up-to-date", "integer", ".status.updatedReplicas"),
+                path("Available", "integer", ".status.availableReplicas"),
+            ]
+        },
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        kind: "DaemonSet",
+        plural: "daemonsets",
+        short_names: &["ds"],
+        namespaced: true,
+        status: true,
+        generation: true,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "ClusterRole",
+        plural: "clusterroles",
+        short_names: &[],
+        namespaced: false,
+        status: false,
+        generation: false,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "ClusterRoleBinding",
+        plural: "clusterrolebindings",
+        short_names: &[],
+        namespaced: false,
+        status: false,
+        generation: false,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "Role",
+        plural: "roles",
+        short_names: &[],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "RoleBinding",
+        plural: "rolebindings",
+        short_names: &[],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "ValidatingWebhookConfiguration",
+        plural: "validatingwebhookconfigurations",
+        short_names: &[],
+        namespaced: false,
+        status: false,
+        generation: true,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "MutatingWebhookConfiguration",
+        plural: "mutatingwebhookconfigurations",
+        short_names: &[],
+        namespaced: false,
+        status: false,
+        generation: true,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "policy",
+        version: "v1",
+        kind: "PodDisruptionBudget",
+        plural: "poddisruptionbudgets",
+        short_names: &["pdb"],
+        namespaced: true,
+        status: true,
+        generation: true,
+        columns: no_columns,
+    },
+];
+
+fn involved_object(o: &Value) -> Value {
+    let i = &o["involvedObject"];
+    Value::String(format!(
+        "{}/{}",
+        i["kind"].as_str().unwrap_or_default().to_lowercase(),
+        i["name"].as_str().unwrap_or_default()
+    ))
+}
+
+fn node_status(o: &Value) -> Value {
+    let ready = o["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .map(|c| c["status"] == "True");
+    let mut status = match ready {
+        Some(true) => "Ready".to_string(),
+        _ => "NotReady".to_string(),
+    };
+    if o["spec"]["unschedulable"] == Value::Bool(true) {
+        status.push_str(",SchedulingDisabled");
+    }
+    Value::String(status)
+}
+
+fn node_roles(o: &Value) -> Value {
+    let mut roles: Vec<&str> = o["metadata"]["labels"]
+        .as_object()
+        .map(|labels| {
+            labels
+                .keys()
+                .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                .collect()
+        })
+        .unwrap_or_default();
+    roles.sort_unstable();
+    Value::String(if roles.is_empty() {
+        "<none>".into()
+    } else {
+        roles.join(",")
+    })
+}
+
+fn deployment_ready(o: &Value) -> Value {
+    let ready = o["status"]["readyReplicas"].as_i64().unwrap_or(0);
+    let want = o["spec"]["replicas"].as_i64().unwrap_or(1);
+    Value::String(format!("{ready}/{want}"))
+}
+
+fn from_builtin(b: &Builtin) -> Resource {
+    Resource {
+        group: b.group.into(),
+        version: b.version.into(),
+        kind: b.kind.into(),
+        plural: b.plural.into(),
+        singular: b.kind.to_lowercase(),
+        short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
+        // `kubectl get all` lists the workload kinds.
+        categories: if matches!(b.plural, "pods" | "services" | "deployments" | "daemonsets") {
+            vec!["all".into()]
+        } else {
+            vec![]
+        },
+        namespaced: b.namespaced,
+        status_subresource: b.status,
+        scale: None,
+        columns: (b.columns)(),
+        schema: None,
+        tracks_generation: b.generation,
+        storage_version: b.version.into(),
+        crd_name: None,
+    }
+}
+
+type ResourceKey = (String, String, String);
+
+/// Every resource served, by (group, version, plural).
+pub struct Registry {
+    resources: RwLock<BTreeMap<ResourceKey, Arc<Resource>>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new()
+    }
+}
+
+impl Registry {
+    /// A registry with the built-in resources.
+    pub fn new() -> Registry {
+        let resources = BUILTINS
+            .iter()
+            .map(from_builtin)
+            .map(|r| {
+                (
+                    (r.group.clone(), r.version.clone(), r.plural.clone()),
+                    Arc::new(r),
+                )
+            })
+            .collect();
+        Registry {
+            resources: RwLock::new(resources),
+        }
+    }
+
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {
+        let key = (group.to_string(), version.to_string(), plural.to_string());
+        self.resources.read().unwrap().get(&key).cloned()
+    }
+
+    /// Every resource, ordered by group, version and plural.
+    pub fn all(&self) -> Vec<Arc<Resource>> {
+        self.resources.read().unwrap().values().cloned().collect()
+    }
+
+    /// Serves the versions of a CRD (replacing what it served before). The CRD must be valid.
+    pub fn install_crd(&self, crd: &Value) -> Vec<Arc<Resource>> {
+        let resources = resources_of_crd(crd);
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let mut all = self.resources.write().unwrap();
+        all.retain(|_, r| r.crd_name.as_deref() != Some(&name));
+        for r in &resources {
+            all.insert(
+                (r.group.clone(), r.version.clone(), r.plural.clone()),
+                r.clone(),
+            );
+        }
+        resources
+    }
+
+    /// Stops serving a CRD's resources.
+    pub fn remove_crd(&self, name: &str) {
+        self.resources
+            .write()
+            .unwrap()
+            .retain(|_, r| r.crd_name.as_deref() != Some(name));
+    }
+
+    /// The served group versions, each group's preferred (first) version first.
+    pub fn group_versions(&self) -> Vec<(String, Vec<String>)> {
+        let all = self.resources.read().unwrap();
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for r in all.values() {
+            match groups.iter_mut().find(|(g, _)| *g == r.group) {
+                Some((_, versions)) => {
+                    if !versions.contains(&r.version) {
+                        versions.push(r.version.clone());
+                    }
+                }
+                None => groups.push((r.group.clone(), vec![r.version.clone()])),
+            }
+        }
+        for (_, versions) in &mut groups {
+            versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        }
+        groups
+    }
+}
+
+/// Kubernetes' version ordering: GA above beta above alpha, higher numbers first.
+pub fn version_priority(v: &str) -> (u8, u32, u32) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    if tail.is_empty() {
+        return (3, major, 0);
+    }
+    let (level, num) = if let Some(n) = tail.strip_prefix("beta") {
+        (2, n)
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (1, n)
+    } else {
+        return (0, 0, 0);
+    };
+    (level, major, num.parse().unwrap_or(0))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The served versions of a CRD as resources.
+pub fn resources_of_crd(crd: &Value) -> Vec<Arc<Resource>> {
+    let spec = &crd["spec"];
+    let names = &spec["names"];
+    let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    let storage_version = versions
+        .iter()
+        .find(|v| v["storage"] == Value::Bool(true))
+        .and_then(|v| v["name"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    versions
+        .iter()
+        .filter(|v| v["served"] != Value::Bool(false))
+        .map(|v| {
+            let scale = v["subresources"].get("scale").map(|s| Scale {
+                spec_replicas_path: s["specReplicasPath"].as_str().unwrap_or_default().into(),
+                status_replicas_path: s["statusReplicasPath"].as_str().unwrap_or_default().into(),
+                label_selector_path: s["labelSelectorPath"].as_str().map(String::from),
+            });
+            let columns = v["additionalPrinterColumns"]
+                .as_array()
+                .map(|cols| {
+                    cols.iter()
+                        .map(|c| {
+                            let json_path = c["jsonPath"].as_str().unwrap_or_default().to_string();
+                            let type_ = c["type"].as_str().unwrap_or("string");
+                            Column {
+                                name: c["name"].as_str().unwrap_or_default().into(),
+                                type_: type_.into(),
+                                format: c["format"].as_str().unwrap_or_default().into(),
+                                description: c["description"].as_str().unwrap_or_default().into(),
+                                priority: c["priority"].as_i64().unwrap_or(0) as i32,
+                                cell: if type_ == "date" {
+                                    Cell::Age(json_path)
+                                } else {
+                                    Cell::Path(json_path)
+                                },
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_else(|| vec![Column::age()]);
+            Arc::new(Resource {
+                group: spec["group"].as_str().unwrap_or_default().into(),
+                version: v["name"].as_str().unwrap_or_default().into(),
+                kind: names["kind"].as_str().unwrap_or_default().into(),
+                plural: names["plural"].as_str().unwrap_or_default().into(),
+                singular: names["singular"]
+                    .as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| names["kind"].as_str().unwrap_or_default().to_lowercase()),
+                short_names: strings(&names["shortNames"]),
+                categories: strings(&names["categories"]),
+                namespaced: spec["scope"] != "Cluster",
+                status_subresource: v["subresources"].get("status").is_some(),
+                scale,
+                columns,
+                schema: v["schema"].get("openAPIV3Schema").cloned().map(Arc::new),
+                tracks_generation: true,
+                storage_version: storage_version.clone(),
+                crd_name: Some(name.to_string()),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_order_is_kubernetes_order() {
+        let mut v = vec![
+            "v1alpha1", "v1beta1", "v1", "v2beta2", "v1beta2", "v2", "v10",
+        ];
+        v.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        assert_eq!(
+            v,
+            [
+                "v10", "v2", "v1", "v2beta2", "v1beta2", "v1beta1", "v1alpha1"
+            ]
+        );
+    }
+
+    #[test]
+    fn crds_are_served_and_removed() {
+        let registry = Registry::new();
+        let crd = serde_json::to_value(capictl_crd()).unwrap();
+        let served = registry.install_crd(&crd);
+        assert_eq!(served.len(), 1);
+        let md = registry
+            .get("cluster.x-k8s.io", "v1beta2", "machinedeployments")
+            .unwrap();
+        assert!(md.namespaced && md.status_subresource);
+        assert_eq!(
+            md.scale.as_ref().unwrap().spec_replicas_path,
+            ".spec.replicas"
+        );
+        assert_eq!(md.short_names, ["md"]);
+        assert!(
+            registry
+                .group_versions()
+                .iter()
+                .any(|(g, _)| g == "cluster.x-k8s.io")
+        );
+        registry.remove_crd("machinedeployments.cluster.x-k8s.io");
+        assert!(
+            registry
+                .get("cluster.x-k8s.io", "v1beta2", "machinedeployments")
+                .is_none()
+        );
+    }
+
+    fn capictl_crd()
+    -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition
+    {
+        use kube::CustomResourceExt;
+        crate::api::MachineDeployment::crd()
+    }
+}

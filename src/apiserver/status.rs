@@ -1,0 +1,210 @@
+//! API errors as Kubernetes `Status` objects, with the codes and reasons clients match on.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// A failed request: the HTTP code, the `reason` clients match on, and a message for people.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    /// `details` of the Status: the object the error is about, and field causes.
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(400, "BadRequest", message)
+    }
+
+    pub fn unauthorized() -> Self {
+        ApiError::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        ApiError::new(403, "Forbidden", message)
+    }
+
+    /// `<resource>[.<group>] "<name>" not found`, as kube-apiserver words it.
+    pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
+        let qualified = qualified(group, resource);
+        ApiError::new(404, "NotFound", format!("{qualified} \"{name}\" not found"))
+            .with_details(group, resource, name)
+    }
+
+    /// A URL that names nothing this server serves.
+    pub fn no_route(path: &str) -> Self {
+        ApiError::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+    }
+
+    pub fn method_not_allowed(method: &str, what: &str) -> Self {
+        ApiError::new(
+            405,
+            "MethodNotAllowed",
+            format!("{method} is not supported on {what}"),
+        )
+    }
+
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        ApiError::new(406, "NotAcceptable", message)
+    }
+
+    pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
+        let qualified = qualified(group, resource);
+        ApiError::new(
+            409,
+            "AlreadyExists",
+            format!("{qualified} \"{name}\" already exists"),
+        )
+        .with_details(group, resource, name)
+    }
+
+    /// An update based on a stale resourceVersion.
+    pub fn conflict(group: &str, resource: &str, name: &str) -> Self {
+        let qualified = qualified(group, resource);
+        ApiError::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {qualified} \"{name}\": the object has been modified; \
+                 please apply your changes to the latest version and try again"
+            ),
+        )
+        .with_details(group, resource, name)
+    }
+
+    pub fn gone(message: impl Into<String>) -> Self {
+        ApiError::new(410, "Expired", message)
+    }
+
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        ApiError::new(415, "UnsupportedMediaType", message)
+    }
+
+    /// A 422 naming the object and each field that is wrong.
+    pub fn invalid(kind: &str, group: &str, name: &str, causes: Vec<FieldCause>) -> Self {
+        let list: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let message = format!(
+            "{kind}.{} \"{name}\" is invalid: {}",
+            group_or_core(group),
+            list.join(", ")
+        );
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
+        ApiError {
+            code: 422,
+            reason: "Invalid",
+            message,
+            details: Some(json!({"name": name, "group": group, "kind": kind, "causes": causes})),
+        }
+    }
+
+    /// A patch that does not apply to the object.
+    pub fn invalid_patch(message: String) -> Self {
+        ApiError::new(422, "Invalid", message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(500, "InternalError", message)
+    }
+
+    fn with_details(mut self, group: &str, resource: &str, name: &str) -> Self {
+        self.details = Some(json!({"name": name, "group": group, "kind": resource}));
+        self
+    }
+
+    /// The Status object for this error.
+    pub fn status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        status
+    }
+}
+
+/// One wrong field of an invalid object.
+#[derive(Debug, Clone)]
+pub struct FieldCause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueNotSupported`, …
+    pub reason: &'static str,
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldCause {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldCause {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    pub fn required(field: impl Into<String>) -> Self {
+        FieldCause {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            message: "Required value".into(),
+        }
+    }
+}
+
+fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+fn group_or_core(group: &str) -> &str {
+    if group.is_empty() { "core" } else { group }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (code, axum::Json(self.status())).into_response()
+    }
+}
+
+impl From<super::store::StoreError> for ApiError {
+    fn from(e: super::store::StoreError) -> Self {
+        match e {
+            super::store::StoreError::Compacted { .. } => {
+                ApiError::gone(format!("too old resource version: {e}"))
+            }
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! The server's certificates (an ECDSA CA made at first start, a serving certificate and
+//! client certificates it signs) and the HTTPS listener that authenticates clients by their
+//! certificate: CN is the user, O the groups.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Request;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+use tower::ServiceExt;
+
+use super::User;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("certificate: {0}")]
+    Certificate(#[from] rcgen::Error),
+    #[error("TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+    #[error("reading a PEM file: {0}")]
+    Pem(#[from] rustls::pki_types::pem::Error),
+    #[error("client verifier: {0}")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// A certificate and its private key, PEM-encoded.
+#[derive(Clone)]
+pub struct KeyPairPem {
+    pub cert: String,
+    pub key: String,
+}
+
+/// The cluster's certificate authority.
+pub struct Pki {
+    pub ca: KeyPairPem,
+}
+
+/// Writes a file only its owner can read (private keys, kubeconfigs).
+pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
+    move |source| TlsError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn validity(params: &mut CertificateParams, days: i64) {
+    let now = time::OffsetDateTime::now_utc();
+    // A little slack for clocks that are slightly behind.
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + time::Duration::days(days);
+}
+
+impl Pki {
+    /// A new CA (ECDSA P-256, ten years).
+    pub fn generate(common_name: &str) -> Result<Pki, TlsError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        validity(&mut params, 3650);
+        let cert = params.self_signed(&key)?;
+        Ok(Pki {
+            ca: KeyPairPem {
+                cert: cert.pem(),
+                key: key.serialize_pem(),
+            },
+        })
+    }
+
+    /// The CA in `dir` (`ca.crt`, `ca.key`), made on first use.
+    pub fn load_or_create(dir: &Path) -> Result<Pki, TlsError> {
+        let cert_path = dir.join("ca.crt");
+        let key_path = dir.join("ca.key");
+        if cert_path.exists() && key_path.exists() {
+            let cert = std::fs::read_to_string(&cert_path).map_err(io_error(&cert_path))?;
+            let key = std::fs::read_to_string(&key_path).map_err(io_error(&key_path))?;
+            return Ok(Pki {
+                ca: KeyPairPem { cert, key },
+            });
+        }
+        let pki = Pki::generate("capictl-management-ca")?;
+        std::fs::write(&cert_path, &pki.ca.cert).map_err(io_error(&cert_path))?;
+        write_private(&key_path, pki.ca.key.as_bytes()).map_err(io_error(&key_path))?;
+        Ok(pki)
+    }
+
+    fn issue(
+        &self,
+        common_name: &str,
+        organizations: &[&str],
+        sans: &[String],
+        server: bool,
+    ) -> Result<KeyPairPem, TlsError> {
+        let ca_key = KeyPair::from_pem(&self.ca.key)?;
+        let issuer = Issuer::from_ca_cert_pem(&self.ca.cert, ca_key)?;
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(sans.to_vec())?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        for o in organizations {
+            params.distinguished_name.push(DnType::OrganizationName, *o);
+        }
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![if server {
+            ExtendedKeyUsagePurpose::ServerAuth
+        } else {
+            ExtendedKeyUsagePurpose::ClientAuth
+        }];
+        validity(&mut params, 365);
+        let cert = params.signed_by(&key, &issuer)?;
+        Ok(KeyPairPem {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        })
+    }
+
+    /// A serving certificate for these host names and addresses.
+    pub fn serving_certificate(&self, hosts: &[String]) -> Result<KeyPairPem, TlsError> {
+        self.issue("capictl-apiserver", &[], hosts, true)
+    }
+
+    /// A client certificate: the user is the CN, the groups are the organizations.
+    pub fn client_certificate(&self, user: &str, groups: &[&str]) -> Result<KeyPairPem, TlsError> {
+        self.issue(user, groups, &[], false)
+    }
+
+    /// A TLS configuration that serves `serving` and checks client certificates against the CA
+    /// (clients without one are let through as anonymous).
+    pub fn server_config(&self, serving: &KeyPairPem) -> Result<rustls::ServerConfig, TlsError> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(self.ca.cert.as_bytes()) {
+            roots.add(cert?)?;
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
+            .allow_unauthenticated()
+            .build()?;
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(serving.cert.as_bytes()).collect::<Result<_, _>>()?;
+        let key = PrivateKeyDer::from_pem_slice(serving.key.as_bytes())?;
+        let mut config = rustls::ServerConfig::builder()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, key)?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    }
+}
+
+/// The user a verified client certificate names.
+fn user_of(cert: &CertificateDer<'_>) -> Option<User> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    let subject = parsed.subject();
+    let name = subject
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
+    let groups = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(String::from))
+        .collect();
+    Some(User { name, groups })
+}
+
+/// Serves `router` over HTTPS on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    config: rustls::ServerConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let router = router.clone();
+        tokio::spawn(async move { serve_connection(tcp, peer, acceptor, router).await });
+    }
+}
+
+async fn serve_connection(
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    router: Router,
+) {
+    let _ = tcp.set_nodelay(true);
+    let tls = match acceptor.accept(tcp).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            return;
+        }
+    };
+    let user = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|certs| certs.first())
+        .and_then(user_of);
+    let service = router.map_request(move |req: hyper::Request<hyper::body::Incoming>| {
+        let mut req: Request = req.map(axum::body::Body::new);
+        if let Some(user) = &user {
+            req.extensions_mut().insert(user.clone());
+        }
+        req
+    });
+    let hyper_service = hyper_util::service::TowerToHyperService::new(service);
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    if let Err(e) = builder
+        .serve_connection_with_upgrades(TokioIo::new(tls), hyper_service)
+        .await
+    {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}

@@ -1,0 +1,163 @@
+//! `capictl management up|serve|down|status`: the embedded management cluster.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Subcommand;
+
+use crate::management::{self, DEFAULT_CONTEXT, ServeOptions, StateDir};
+
+#[derive(Debug, Subcommand)]
+pub enum Management {
+    /// Start the management cluster in the background and point a kubeconfig context at it.
+    Up(ServeArgs),
+    /// Run the management cluster in the foreground (what `up` starts).
+    Serve(ServeArgs),
+    /// Stop the management cluster.
+    Down(DirArgs),
+    /// Say whether the management cluster runs, where, since when, and what it holds.
+    Status(DirArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DirArgs {
+    /// The state directory [default: $XDG_DATA_HOME/capictl/management]
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Address to listen on; port 0 reuses this directory's last port, else picks a free one.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    listen: String,
+    /// The kubeconfig to add a context to [default: $KUBECONFIG, else ~/.kube/config]
+    #[arg(long, value_name = "PATH", conflicts_with = "no_kubeconfig")]
+    kubeconfig: Option<PathBuf>,
+    /// Write no kubeconfig context (the admin kubeconfig in the state directory is always there).
+    #[arg(long)]
+    no_kubeconfig: bool,
+    /// The name of the kubeconfig context (and cluster and user) to write.
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_CONTEXT)]
+    context: String,
+}
+
+impl ServeArgs {
+    fn options(&self) -> ServeOptions {
+        ServeOptions {
+            dir: StateDir::new(self.dir.dir.clone()),
+            listen: self.listen.clone(),
+            kubeconfig: (!self.no_kubeconfig)
+                .then(|| management::kubeconfig_path(self.kubeconfig.clone())),
+            context: self.context.clone(),
+        }
+    }
+}
+
+impl Management {
+    pub fn run(self) -> anyhow::Result<()> {
+        let runtime = tokio::runtime::Runtime::new()?;
+        runtime.block_on(async {
+            match self {
+                Management::Up(args) => up(&args.options()).await,
+                Management::Serve(args) => serve(&args.options()).await,
+                Management::Down(args) => down(&StateDir::new(args.dir)).await,
+                Management::Status(args) => status(&StateDir::new(args.dir)).await,
+            }
+        })
+    }
+}
+
+fn where_to(options: &ServeOptions) -> String {
+    match &options.kubeconfig {
+        Some(path) => format!("context {:?} in {}", options.context, path.display()),
+        None => format!("{}", options.dir.admin_kubeconfig().display()),
+    }
+}
+
+async fn up(options: &ServeOptions) -> anyhow::Result<()> {
+    let spinner =
+        indicatif::ProgressBar::new_spinner().with_message("Starting the management cluster");
+    spinner.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    let (info, started) =
+        management::up(options, Duration::from_secs(30), || spinner.tick()).await?;
+    spinner.finish_and_clear();
+    if started {
+        eprintln!(
+            "Management cluster started at {} (state in {})",
+            info.address,
+            options.dir.path.display()
+        );
+    } else {
+        eprintln!(
+            "Management cluster already running at {} since {} (pid {})",
+            info.address, info.started_at, info.pid
+        );
+    }
+    eprintln!("Kubeconfig: {}", where_to(options));
+    eprintln!();
+    eprintln!("Next:");
+    eprintln!("  kubectl get namespaces");
+    eprintln!("  capictl init --infrastructure in-memory");
+    Ok(())
+}
+
+async fn serve(options: &ServeOptions) -> anyhow::Result<()> {
+    let running = management::start(options).await?;
+    eprintln!(
+        "Serving the management cluster at https://{} (state in {}); kubeconfig: {}",
+        running.address,
+        options.dir.path.display(),
+        where_to(options)
+    );
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!("Stopping the management cluster");
+    running.stop().await;
+    Ok(())
+}
+
+async fn down(dir: &StateDir) -> anyhow::Result<()> {
+    match management::down(dir, Duration::from_secs(30)).await? {
+        Some(info) => eprintln!(
+            "Management cluster at {} stopped; its state is kept in {}",
+            info.address,
+            dir.path.display()
+        ),
+        None => eprintln!(
+            "No management cluster is running from {}",
+            dir.path.display()
+        ),
+    }
+    Ok(())
+}
+
+async fn status(dir: &StateDir) -> anyhow::Result<()> {
+    let Some(info) = dir.running() else {
+        println!("Status:  not running");
+        println!("State:   {}", dir.path.display());
+        println!("Start it with `capictl management up`.");
+        return Ok(());
+    };
+    let config = kube::config::Kubeconfig::read_from(dir.admin_kubeconfig())?;
+    let options = kube::config::KubeConfigOptions::default();
+    let client_config = kube::Config::from_custom_kubeconfig(config, &options).await?;
+    let client = kube::Client::try_from(client_config)?;
+    let request = http::Request::get(crate::apiserver::STATUS_PATH).body(Vec::new())?;
+    let answer: serde_json::Value = client
+        .request(request)
+        .await
+        .with_context(|| format!("the management cluster at {} does not answer", info.address))?;
+    println!("Status:  running (pid {})", info.pid);
+    println!("Address: {}", info.address);
+    println!("Since:   {}", info.started_at);
+    println!("Objects: {}", answer["objects"]);
+    println!("State:   {}", dir.path.display());
+    Ok(())
+}

@@ -1,0 +1,452 @@
+//! Running the embedded management cluster from a state directory: serve in the foreground,
+//! start in the background, stop, report, and hand out a kubeconfig for it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use kube::config::{
+    AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::apiserver::tls::{self, KeyPairPem, Pki};
+use crate::apiserver::{self, ApiServer, store::Store};
+
+/// The default name of the kubeconfig context for the embedded cluster.
+pub const DEFAULT_CONTEXT: &str = "capictl-management";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManagementError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("opening the store in {path}: {source}")]
+    Store {
+        path: PathBuf,
+        source: apiserver::store::StoreError,
+    },
+    #[error("starting the API server: {0}")]
+    Start(#[from] apiserver::status::ApiError),
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "the kubeconfig {path} cannot be read: {message}; fix or move it, or pass --kubeconfig"
+    )]
+    Kubeconfig { path: PathBuf, message: String },
+    #[error("the management cluster in {dir} did not start within {seconds}s; its log is {log}")]
+    StartTimeout {
+        dir: PathBuf,
+        seconds: u64,
+        log: PathBuf,
+    },
+    #[error("the management cluster (pid {pid}) did not stop within {seconds}s")]
+    StopTimeout { pid: u32, seconds: u64 },
+    #[error("{0} is already serving this directory")]
+    Busy(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ManagementError + '_ {
+    move |source| ManagementError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Where a management cluster keeps its state.
+#[derive(Clone, Debug)]
+pub struct StateDir {
+    pub path: PathBuf,
+}
+
+/// What a running server records about itself in its state directory.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunInfo {
+    pub pid: u32,
+    pub address: String,
+    pub started_at: String,
+}
+
+impl StateDir {
+    /// `$XDG_DATA_HOME/capictl/management`, else `~/.local/share/capictl/management`.
+    pub fn default_path() -> PathBuf {
+        let data = std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| home().join(".local/share"));
+        data.join("capictl/management")
+    }
+
+    pub fn new(path: Option<PathBuf>) -> StateDir {
+        StateDir {
+            path: path.unwrap_or_else(StateDir::default_path),
+        }
+    }
+
+    pub fn store(&self) -> PathBuf {
+        self.path.join("state.redb")
+    }
+
+    pub fn run_info_path(&self) -> PathBuf {
+        self.path.join("server.json")
+    }
+
+    pub fn log(&self) -> PathBuf {
+        self.path.join("server.log")
+    }
+
+    /// The kubeconfig the server writes for itself, with the admin's client certificate.
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        self.path.join("admin.kubeconfig")
+    }
+
+    fn last_address(&self) -> PathBuf {
+        self.path.join("address")
+    }
+
+    /// The running server's record, if a live process owns it.
+    pub fn running(&self) -> Option<RunInfo> {
+        let text = std::fs::read_to_string(self.run_info_path()).ok()?;
+        let info: RunInfo = serde_json::from_str(&text).ok()?;
+        process_alive(info.pid).then_some(info)
+    }
+
+    fn create(&self) -> Result<(), ManagementError> {
+        std::fs::create_dir_all(&self.path).map_err(io(&self.path))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o700))
+            .map_err(io(&self.path))
+    }
+}
+
+fn home() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+fn process_alive(pid: u32) -> bool {
+    // Signal 0 checks that the process exists without touching it.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+}
+
+/// The kubeconfig file a command writes to: the flag, else the first of $KUBECONFIG, else
+/// `~/.kube/config`.
+pub fn kubeconfig_path(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| {
+        std::env::var_os("KUBECONFIG")
+            .and_then(|v| std::env::split_paths(&v).find(|p| !p.as_os_str().is_empty()))
+    })
+    .unwrap_or_else(|| home().join(".kube/config"))
+}
+
+/// A kubeconfig with one cluster, user and context.
+pub fn kubeconfig(context: &str, server: &str, ca_pem: &str, client: &KeyPairPem) -> Kubeconfig {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let user = format!("{context}-admin");
+    Kubeconfig {
+        clusters: vec![NamedCluster {
+            name: context.to_string(),
+            cluster: Some(Cluster {
+                server: Some(server.to_string()),
+                certificate_authority_data: Some(b64(ca_pem)),
+                ..Default::default()
+            }),
+            other: Default::default(),
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: user.clone(),
+            auth_info: Some(AuthInfo {
+                client_certificate_data: Some(b64(&client.cert)),
+                client_key_data: Some(b64(&client.key).into()),
+                ..Default::default()
+            }),
+            other: Default::default(),
+        }],
+        contexts: vec![NamedContext {
+            name: context.to_string(),
+            context: Some(Context {
+                cluster: context.to_string(),
+                user: Some(user),
+                ..Default::default()
+            }),
+            other: Default::default(),
+        }],
+        current_context: Some(context.to_string()),
+        api_version: Some("v1".into()),
+        kind: Some("Config".into()),
+        ..Default::default()
+    }
+}
+
+/// Serializes a kubeconfig with its credentials (kube's own serialization keeps them).
+pub fn kubeconfig_yaml(config: &Kubeconfig) -> Result<String, ManagementError> {
+    crate::yaml::to_string(config).map_err(|e| ManagementError::Kubeconfig {
+        path: PathBuf::new(),
+        message: e.to_string(),
+    })
+}
+
+/// Adds (or replaces) the entries of `new` in the kubeconfig at `path`, makes its context
+/// current, and writes the file 0600.
+pub fn merge_kubeconfig(path: &Path, new: &Kubeconfig) -> Result<(), ManagementError> {
+    let mut config = if path.exists() {
+        Kubeconfig::read_from(path).map_err(|e| ManagementError::Kubeconfig {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?
+    } else {
+        Kubeconfig {
+            api_version: Some("v1".into()),
+            kind: Some("Config".into()),
+            ..Default::default()
+        }
+    };
+    for c in &new.clusters {
+        config.clusters.retain(|x| x.name != c.name);
+        config.clusters.push(c.clone());
+    }
+    for a in &new.auth_infos {
+        config.auth_infos.retain(|x| x.name != a.name);
+        config.auth_infos.push(a.clone());
+    }
+    for c in &new.contexts {
+        config.contexts.retain(|x| x.name != c.name);
+        config.contexts.push(c.clone());
+    }
+    config.current_context = new.current_context.clone();
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    let text = kubeconfig_yaml(&config)?;
+    tls::write_private(path, text.as_bytes()).map_err(io(path))
+}
+
+/// What `serve` needs to know.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub dir: StateDir,
+    /// `host:port`; port 0 means the port this directory used last, else a free one.
+    pub listen: String,
+    /// Where to merge a context for this cluster; `None` writes only the admin kubeconfig.
+    pub kubeconfig: Option<PathBuf>,
+    pub context: String,
+}
+
+/// A running management cluster.
+pub struct Running {
+    pub server: Arc<ApiServer>,
+    pub address: SocketAddr,
+    shutdown: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+    dir: StateDir,
+}
+
+impl Running {
+    /// Stops serving, finishes the writes in flight and releases the store.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(());
+        let _ = self.task.await;
+        let _ = std::fs::remove_file(self.dir.run_info_path());
+    }
+}
+
+async fn bind(dir: &StateDir, listen: &str) -> Result<tokio::net::TcpListener, ManagementError> {
+    let listen_error = |source| ManagementError::Listen {
+        address: listen.to_string(),
+        source,
+    };
+    let wanted: SocketAddr = listen.parse().map_err(|_| {
+        listen_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "expected host:port, e.g. 127.0.0.1:6443",
+        ))
+    })?;
+    if wanted.port() == 0
+        && let Ok(last) = std::fs::read_to_string(dir.last_address())
+        && let Ok(last) = last.trim().parse::<SocketAddr>()
+        && last.ip() == wanted.ip()
+        && let Ok(listener) = tokio::net::TcpListener::bind(last).await
+    {
+        return Ok(listener);
+    }
+    tokio::net::TcpListener::bind(wanted)
+        .await
+        .map_err(listen_error)
+}
+
+/// Starts the management cluster of `options.dir` in this process.
+pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
+    let dir = &options.dir;
+    dir.create()?;
+    if let Some(info) = dir.running()
+        && info.pid != std::process::id()
+    {
+        return Err(ManagementError::Busy(format!(
+            "process {} ({})",
+            info.pid, info.address
+        )));
+    }
+    let store = Store::open(&dir.store()).map_err(|source| ManagementError::Store {
+        path: dir.store(),
+        source,
+    })?;
+    let server = ApiServer::start(store).await?;
+    let listener = bind(dir, &options.listen).await?;
+    let address = listener.local_addr().map_err(io(&dir.path))?;
+    std::fs::write(dir.last_address(), address.to_string()).map_err(io(&dir.last_address()))?;
+
+    let pki = Pki::load_or_create(&dir.path)?;
+    let mut hosts = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    if !address.ip().is_unspecified() && !hosts.contains(&address.ip().to_string()) {
+        hosts.push(address.ip().to_string());
+    }
+    let serving = pki.serving_certificate(&hosts)?;
+    let config = pki.server_config(&serving)?;
+    let admin = pki.client_certificate("capictl-admin", &["system:masters"])?;
+    let host = if address.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        address.ip().to_string()
+    };
+    let url = format!(
+        "https://{}",
+        SocketAddr::new(host.parse().expect("an IP address"), address.port())
+    );
+    let own = kubeconfig(&options.context, &url, &pki.ca.cert, &admin);
+    tls::write_private(&dir.admin_kubeconfig(), kubeconfig_yaml(&own)?.as_bytes())
+        .map_err(io(&dir.admin_kubeconfig()))?;
+    if let Some(path) = &options.kubeconfig {
+        merge_kubeconfig(path, &own)?;
+    }
+
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let router = apiserver::router(server.clone());
+    let task = tokio::spawn(tls::serve(listener, router, config, async {
+        let _ = rx.await;
+    }));
+    let info = RunInfo {
+        pid: std::process::id(),
+        address: url,
+        started_at: apiserver::object::now(),
+    };
+    std::fs::write(
+        dir.run_info_path(),
+        serde_json::to_vec_pretty(&info).expect("JSON"),
+    )
+    .map_err(io(&dir.run_info_path()))?;
+    Ok(Running {
+        server,
+        address,
+        shutdown: tx,
+        task,
+        dir: dir.clone(),
+    })
+}
+
+/// Starts `capictl management serve` for `dir` in the background and waits until it serves.
+pub async fn up(
+    options: &ServeOptions,
+    wait: Duration,
+    mut on_wait: impl FnMut(),
+) -> Result<(RunInfo, bool), ManagementError> {
+    if let Some(info) = options.dir.running() {
+        if let Some(path) = &options.kubeconfig {
+            let own = Kubeconfig::read_from(options.dir.admin_kubeconfig()).map_err(|e| {
+                ManagementError::Kubeconfig {
+                    path: options.dir.admin_kubeconfig(),
+                    message: e.to_string(),
+                }
+            })?;
+            merge_kubeconfig(path, &own)?;
+        }
+        return Ok((info, false));
+    }
+    options.dir.create()?;
+    let _ = std::fs::remove_file(options.dir.run_info_path());
+    let log_path = options.dir.log();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(io(&log_path))?;
+    let exe = std::env::current_exe().map_err(io(Path::new("capictl")))?;
+    let mut command = std::process::Command::new(exe);
+    command.args([
+        "management",
+        "serve",
+        "--listen",
+        &options.listen,
+        "--context",
+        &options.context,
+    ]);
+    command.arg("--dir").arg(&options.dir.path);
+    match &options.kubeconfig {
+        Some(path) => command.arg("--kubeconfig").arg(path),
+        None => command.arg("--no-kubeconfig"),
+    };
+    use std::os::unix::process::CommandExt;
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().map_err(io(&log_path))?)
+        .stderr(log)
+        // Its own process group: a Ctrl-C in this terminal does not stop it.
+        .process_group(0);
+    let mut child = command.spawn().map_err(io(&options.dir.path))?;
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        if let Some(info) = options.dir.running() {
+            return Ok((info, true));
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        on_wait();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(ManagementError::StartTimeout {
+        dir: options.dir.path.clone(),
+        seconds: wait.as_secs(),
+        log: log_path,
+    })
+}
+
+/// Stops the server of `dir`; `None` when none was running.
+pub async fn down(dir: &StateDir, wait: Duration) -> Result<Option<RunInfo>, ManagementError> {
+    let Some(info) = dir.running() else {
+        return Ok(None);
+    };
+    unsafe {
+        libc::kill(info.pid as libc::pid_t, libc::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + wait;
+    while process_alive(info.pid) {
+        if std::time::Instant::now() > deadline {
+            return Err(ManagementError::StopTimeout {
+                pid: info.pid,
+                seconds: wait.as_secs(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = std::fs::remove_file(dir.run_info_path());
+    Ok(Some(info))
+}
