@@ -17,7 +17,6 @@ use super::status::ApiError;
 pub const KUBERNETES_MINOR: u32 = 37;
 
 const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
-const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
 
 pub fn version() -> Value {
     json!({
@@ -230,7 +229,9 @@ pub fn openapi_v2(headers: &HeaderMap) -> Response {
     if accept.contains("protobuf") {
         return (
             StatusCode::OK,
-            [("content-type", OPENAPI_V2_PROTOBUF)],
+            // kube-apiserver labels the protobuf document as plain bytes; older clients cannot
+            // parse the `@` of its media type.
+            [("content-type", "application/octet-stream")],
             Vec::<u8>::new(),
         )
             .into_response();

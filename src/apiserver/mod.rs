@@ -9,6 +9,7 @@ pub mod discovery;
 pub mod handlers;
 pub mod object;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod request;
 pub mod selector;
@@ -121,6 +122,12 @@ impl ApiServer {
             object["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
             object["spec"]["finalizers"] = json!(["kubernetes"]);
             object["status"] = json!({"phase": "Active"});
+        }
+        if resource.group.is_empty()
+            && resource.plural == "secrets"
+            && object["type"].as_str().unwrap_or_default().is_empty()
+        {
+            object["type"] = json!("Opaque");
         }
         Ok(())
     }
@@ -442,11 +449,25 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
             &resource_path.resource,
         )
         .ok_or_else(|| ApiError::no_route(&path))?;
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let query = handlers::parse_query(req.uri().query());
     let method = req.method().clone();
-    let body = axum::body::to_bytes(Body::new(req.into_body()), MAX_BODY)
+    let mut body = axum::body::to_bytes(Body::new(req.into_body()), MAX_BODY)
         .await
         .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?;
+    if content_type.contains("protobuf") {
+        let object = protobuf::decode(&body).map_err(ApiError::unsupported_media_type)?;
+        body = serde_json::to_vec(&object).expect("JSON").into();
+    } else if content_type.contains("cbor") {
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json, application/yaml, application/vnd.kubernetes.protobuf (got {content_type})"
+        )));
+    }
     let call = Call {
         server,
         resource,

@@ -204,7 +204,8 @@ fn user_of(cert: &CertificateDer<'_>) -> Option<User> {
     Some(User { name, groups })
 }
 
-/// Serves `router` over HTTPS on `listener` until `shutdown` resolves.
+/// Serves `router` over HTTPS on `listener` until `shutdown` resolves; then closes every
+/// connection (watches included) before returning, so the server's state can be released.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -212,10 +213,16 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
+        // Reap finished connections as we go.
+        while connections.try_join_next().is_some() {}
         let (tcp, peer) = tokio::select! {
-            _ = &mut shutdown => return,
+            _ = &mut shutdown => {
+                connections.shutdown().await;
+                return;
+            }
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -226,7 +233,7 @@ pub async fn serve(
         };
         let acceptor = acceptor.clone();
         let router = router.clone();
-        tokio::spawn(async move { serve_connection(tcp, peer, acceptor, router).await });
+        connections.spawn(async move { serve_connection(tcp, peer, acceptor, router).await });
     }
 }
 

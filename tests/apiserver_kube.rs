@@ -1,0 +1,383 @@
+//! The embedded API server driven by kube-rs, as controllers will drive it: typed CRUD,
+//! conflicts, finalizers, selectors, paging, watches, and a watch that survives a restart.
+
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, wait::await_condition, wait::conditions, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use capictl::api::{Cluster, CrdSet};
+use capictl::apiserver::{self, ApiServer, store::Store};
+use capictl::management::{self, ServeOptions, StateDir};
+
+async fn in_process() -> Client {
+    let server = ApiServer::start(Store::in_memory()).await.unwrap();
+    Client::new(apiserver::local_router(server), "default")
+}
+
+async fn install_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in capictl::api::crds(&[CrdSet::Core]) {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+        let name = crd.metadata.name.clone().unwrap();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            await_condition(crds.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .expect("the CRD is established")
+        .unwrap();
+    }
+}
+
+fn cluster(name: &str) -> Cluster {
+    serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Cluster",
+        "metadata": {"name": name, "labels": {"env": if name.ends_with('1') { "dev" } else { "prod" }}},
+        "spec": {"clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}}}
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn typed_crud_on_custom_resources() {
+    capictl::install_crypto_provider();
+    let client = in_process().await;
+    install_crds(&client).await;
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), "default");
+    let created = clusters
+        .create(&PostParams::default(), &cluster("c1"))
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    assert!(created.metadata.uid.is_some());
+    assert!(created.metadata.creation_timestamp.is_some());
+    clusters
+        .create(&PostParams::default(), &cluster("c2"))
+        .await
+        .unwrap();
+
+    let err = clusters
+        .create(&PostParams::default(), &cluster("c1"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "AlreadyExists"),
+        "{err}"
+    );
+
+    let dev = clusters
+        .list(&ListParams::default().labels("env=dev"))
+        .await
+        .unwrap();
+    assert_eq!(
+        dev.items.iter().map(|c| c.name_any()).collect::<Vec<_>>(),
+        ["c1"]
+    );
+    let page = clusters
+        .list(&ListParams::default().limit(1))
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 1);
+    let token = page.metadata.continue_.clone().expect("a continue token");
+    let rest = clusters
+        .list(&ListParams::default().limit(1).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(rest.items[0].name_any(), "c2");
+    assert!(rest.metadata.continue_.is_none_or(|c| c.is_empty()));
+
+    // A spec change is a new generation; status writes are not.
+    let patched = clusters
+        .patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.generation, Some(2));
+    let status = clusters
+        .patch_status(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Provisioning"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status.metadata.generation, Some(2));
+    assert_eq!(
+        status.status.unwrap().phase.as_deref(),
+        Some("Provisioning")
+    );
+    // The main resource does not write status.
+    let ignored = clusters
+        .patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ignored.status.unwrap().phase.as_deref(),
+        Some("Provisioning")
+    );
+
+    // A write based on a stale resourceVersion is a conflict.
+    let mut stale = created.clone();
+    stale.spec.paused = Some(false);
+    let err = clusters
+        .replace("c1", &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"),
+        "{err}"
+    );
+
+    let missing = clusters.get("nope").await.unwrap_err();
+    assert!(
+        matches!(missing, kube::Error::Api(ref s) if s.code == 404),
+        "{missing}"
+    );
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_until_removed() {
+    capictl::install_crypto_provider();
+    let client = in_process().await;
+    install_crds(&client).await;
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), "default");
+    clusters
+        .create(&PostParams::default(), &cluster("c1"))
+        .await
+        .unwrap();
+
+    // The JSON patch kube-rs's finalizer helper sends to add the first finalizer.
+    let add = json_patch::Patch(
+        serde_json::from_value(json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["cluster.cluster.x-k8s.io"]}
+        ]))
+        .unwrap(),
+    );
+    clusters
+        .patch("c1", &PatchParams::default(), &Patch::Json::<()>(add))
+        .await
+        .unwrap();
+
+    clusters
+        .delete("c1", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleting = clusters.get("c1").await.unwrap();
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+
+    let err = clusters
+        .patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["cluster.cluster.x-k8s.io", "new"]}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
+        "adding a finalizer while deleting: {err}"
+    );
+
+    clusters
+        .patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    assert!(clusters.get_opt("c1").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_what_is_in_it() {
+    capictl::install_crypto_provider();
+    let client = in_process().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "team");
+    for i in 0..3 {
+        maps.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": format!("m{i}")}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    let uid = namespaces.get("team").await.unwrap().uid().unwrap();
+    namespaces
+        .delete("team", &DeleteParams::default())
+        .await
+        .unwrap();
+    let err = maps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "late"}})).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
+        "{err}"
+    );
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        await_condition(namespaces.clone(), "team", conditions::is_deleted(&uid)),
+    )
+    .await
+    .expect("the namespace goes")
+    .unwrap();
+    assert!(
+        maps.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    // The initial namespaces are there.
+    let names: Vec<String> = namespaces
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|n| n.name_any())
+        .collect();
+    assert_eq!(
+        names,
+        ["default", "kube-node-lease", "kube-public", "kube-system"]
+    );
+}
+
+#[tokio::test]
+async fn a_watcher_sees_changes_and_selectors_filter_them() {
+    capictl::install_crypto_provider();
+    let client = in_process().await;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut events = watcher(
+        maps.clone(),
+        watcher::Config::default().labels("watched=yes"),
+    )
+    .applied_objects()
+    .boxed();
+    let cm = |name: &str, watched: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"watched": watched}}}))
+            .unwrap()
+    };
+    maps.create(&PostParams::default(), &cm("ignored", "no"))
+        .await
+        .unwrap();
+    maps.create(&PostParams::default(), &cm("seen", "yes"))
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), events.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.name_any(), "seen");
+    // An object that starts matching arrives as added.
+    maps.patch(
+        "ignored",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"watched": "yes"}}})),
+    )
+    .await
+    .unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(5), events.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.name_any(), "ignored");
+}
+
+#[tokio::test]
+async fn a_watch_resumes_across_a_server_restart() {
+    capictl::install_crypto_provider();
+    let dir = tempdir();
+    let options = ServeOptions {
+        dir: StateDir::new(Some(dir.clone())),
+        listen: "127.0.0.1:0".into(),
+        kubeconfig: None,
+        context: "test".into(),
+    };
+    let running = management::start(&options).await.unwrap();
+    let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();
+    let client = Client::try_from(
+        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut events = watcher(maps.clone(), watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    maps.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "before"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(5), events.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.name_any(), "before");
+
+    running.stop().await;
+    let running = management::start(&options).await.unwrap();
+    assert!(
+        maps.get_opt("before").await.unwrap().is_some(),
+        "objects survive the restart"
+    );
+    maps.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "after"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let o = events.try_next().await.unwrap().unwrap();
+            if o.name_any() == "after" {
+                return o;
+            }
+        }
+    })
+    .await
+    .expect("the watcher sees a write made after the restart");
+    assert_eq!(next.name_any(), "after");
+    running.stop().await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("capictl-test-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -1,0 +1,483 @@
+//! The embedded management cluster as a user meets it: `capictl management up` in the
+//! background, then real kubectl.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// kubectl from $KUBECTL (scripts/test installs a current one), else from PATH.
+fn kubectl_binary() -> Option<String> {
+    match std::env::var("KUBECTL") {
+        Ok(k) => Some(k),
+        Err(_) => {
+            let found = Command::new("kubectl")
+                .arg("version")
+                .arg("--client")
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if !found {
+                eprintln!("skipping: no kubectl (set KUBECTL or run scripts/test)");
+            }
+            found.then(|| "kubectl".to_string())
+        }
+    }
+}
+
+/// A management cluster started with `capictl management up`, stopped when dropped.
+struct Management {
+    dir: PathBuf,
+    kubectl: String,
+}
+
+fn capictl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_capictl"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl Management {
+    fn up() -> Option<Management> {
+        let kubectl = kubectl_binary()?;
+        let dir = std::env::temp_dir().join(format!("capictl-kubectl-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        let m = Management { dir, kubectl };
+        m.start();
+        Some(m)
+    }
+
+    fn state(&self) -> String {
+        self.dir.join("state").display().to_string()
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    fn start(&self) -> String {
+        let out = capictl(&[
+            "management",
+            "up",
+            "--dir",
+            &self.state(),
+            "--kubeconfig",
+            self.kubeconfig().to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "management up: {}", text(&out.stderr));
+        text(&out.stderr)
+    }
+
+    fn down(&self) -> String {
+        let out = capictl(&["management", "down", "--dir", &self.state()]);
+        assert!(
+            out.status.success(),
+            "management down: {}",
+            text(&out.stderr)
+        );
+        text(&out.stderr)
+    }
+
+    fn kubectl_command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.kubectl);
+        c.args(args)
+            .env("KUBECONFIG", self.kubeconfig())
+            .env("HOME", self.dir.join("home"))
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs kubectl, feeding `input` on stdin when given; returns stdout, failing on an error.
+    fn kubectl_in(&self, args: &[&str], input: Option<&str>) -> String {
+        let mut c = self.kubectl_command(args);
+        if input.is_some() {
+            c.stdin(Stdio::piped());
+        }
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        if let Some(text) = input {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        self.kubectl_in(args, None)
+    }
+}
+
+impl Drop for Management {
+    fn drop(&mut self) {
+        let _ = capictl(&["management", "down", "--dir", &self.state()]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The YAML documents of the seed's quick start.
+fn seed_yaml() -> Option<String> {
+    let path = common::shared("seeds/000_77626d998c6405e5.txt")?;
+    let text = std::fs::read_to_string(path).unwrap();
+    let docs: Vec<&str> = text
+        .split("\n\n")
+        .map(str::trim)
+        .filter(|b| b.starts_with("apiVersion:"))
+        .collect();
+    Some(docs.join("\n---\n"))
+}
+
+#[test]
+fn the_quick_start_objects_with_kubectl() {
+    let Some(m) = Management::up() else { return };
+    let Some(seed) = seed_yaml() else { return };
+    m.kubectl(&["create", "namespace", "team-a"]);
+    assert!(m.kubectl(&["get", "namespaces"]).contains("team-a"));
+
+    let crds = capictl(&["generate", "crds"]);
+    assert!(crds.status.success());
+    let applied = m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+    assert!(
+        applied.contains(
+            "customresourcedefinition.apiextensions.k8s.io/clusters.cluster.x-k8s.io created"
+        ),
+        "{applied}"
+    );
+    m.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/clusters.cluster.x-k8s.io",
+        "--timeout=10s",
+    ]);
+
+    let applied = m.kubectl_in(&["apply", "-f", "-"], Some(&seed));
+    for line in [
+        "cluster.cluster.x-k8s.io/capi-quickstart created",
+        "dockercluster.infrastructure.cluster.x-k8s.io/quick-start-cluster created",
+        "dockermachinetemplate.infrastructure.cluster.x-k8s.io/quickstart-control-plane-template created",
+        "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/quickstart-control-plane created",
+    ] {
+        assert!(applied.contains(line), "{applied}");
+    }
+    // Applying again changes nothing.
+    let again = m.kubectl_in(&["apply", "-f", "-"], Some(&seed));
+    assert!(
+        again.contains("cluster.cluster.x-k8s.io/capi-quickstart unchanged"),
+        "{again}"
+    );
+
+    // The columns upstream's CRDs print.
+    let table = m.kubectl(&["get", "clusters"]);
+    let header = table.lines().next().unwrap();
+    for column in [
+        "NAME",
+        "CLUSTERCLASS",
+        "AVAILABLE",
+        "CP DESIRED",
+        "CP AVAILABLE",
+        "W DESIRED",
+        "W AVAILABLE",
+        "PHASE",
+        "AGE",
+        "VERSION",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    assert!(
+        m.kubectl(&["get", "clusters", "-o", "wide"])
+            .lines()
+            .next()
+            .unwrap()
+            .contains("CP CURRENT")
+    );
+    assert!(
+        m.kubectl(&["get", "kcp"]).contains("v1.28.13"),
+        "short names work"
+    );
+    let yaml = m.kubectl(&["get", "cluster", "capi-quickstart", "-o", "yaml"]);
+    assert!(
+        yaml.contains("name: quickstart-control-plane") && yaml.contains("resourceVersion:"),
+        "{yaml}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&m.kubectl(&["get", "kcp", "quickstart-control-plane", "-o", "json"]))
+            .unwrap();
+    assert_eq!(
+        json["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["apiServer"]["certSANs"][3],
+        "host.docker.internal"
+    );
+
+    // A watch sees a later patch.
+    let mut watch = m
+        .kubectl_command(&[
+            "get",
+            "kcp",
+            "quickstart-control-plane",
+            "-w",
+            "-o",
+            "jsonpath={.spec.version}{\"\\n\"}",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    m.kubectl(&[
+        "patch",
+        "kubeadmcontrolplane",
+        "quickstart-control-plane",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"version":"v1.29.10"}}"#,
+    ]);
+    let stdout = watch.stdout.take().unwrap();
+    let seen = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.contains("v1.29.10"))
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !seen.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = watch.kill();
+    assert_eq!(
+        seen.join().unwrap().as_deref(),
+        Some("v1.29.10"),
+        "kubectl get -w saw the patch"
+    );
+
+    m.kubectl(&[
+        "patch",
+        "cluster",
+        "capi-quickstart",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/paused","value":true}]"#,
+    ]);
+    m.kubectl(&["label", "cluster", "capi-quickstart", "env=dev"]);
+    m.kubectl(&["annotate", "cluster", "capi-quickstart", "owner=platform"]);
+    let got = m.kubectl(&["get", "cluster", "-l", "env=dev", "-o", "jsonpath={.items[0].spec.paused} {.items[0].metadata.annotations.owner} {.items[0].metadata.generation}"]);
+    assert_eq!(got, "true platform 2");
+
+    m.kubectl(&["scale", "kcp", "quickstart-control-plane", "--replicas=3"]);
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "kcp",
+            "quickstart-control-plane",
+            "-o",
+            "jsonpath={.spec.replicas}"
+        ]),
+        "3"
+    );
+
+    let deleted = m.kubectl(&["delete", "dockercluster", "quick-start-cluster"]);
+    assert!(deleted.contains("deleted"), "{deleted}");
+    m.kubectl(&[
+        "wait",
+        "--for=delete",
+        "dockercluster/quick-start-cluster",
+        "--timeout=10s",
+    ]);
+    let gone = m
+        .kubectl_command(&["get", "dockercluster", "quick-start-cluster"])
+        .output()
+        .unwrap();
+    assert!(!gone.status.success());
+    assert!(
+        text(&gone.stderr).contains("not found"),
+        "{}",
+        text(&gone.stderr)
+    );
+
+    // Every object is still there after `management down` and `up` on the same directory.
+    let before = m.kubectl(&[
+        "get",
+        "clusters,kcp,dockermachinetemplates,namespaces",
+        "-A",
+        "-o",
+        "name",
+    ]);
+    assert!(m.down().contains("stopped"));
+    let again = m.start();
+    assert!(again.contains("started"), "{again}");
+    let after = m.kubectl(&[
+        "get",
+        "clusters,kcp,dockermachinetemplates,namespaces",
+        "-A",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(before, after);
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "kcp",
+            "quickstart-control-plane",
+            "-o",
+            "jsonpath={.spec.version}"
+        ]),
+        "v1.29.10"
+    );
+}
+
+#[test]
+fn up_twice_says_it_runs_and_status_reports() {
+    let Some(m) = Management::up() else { return };
+    let second = m.start();
+    assert!(second.contains("already running"), "{second}");
+    let status = capictl(&["management", "status", "--dir", &m.state()]);
+    let out = text(&status.stdout);
+    assert!(
+        out.contains("running") && out.contains("https://127.0.0.1:") && out.contains("Objects: 4"),
+        "{out}"
+    );
+    let mode = std::fs::metadata(m.kubeconfig()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        mode.permissions().mode() & 0o777,
+        0o600,
+        "the kubeconfig holds a private key"
+    );
+    m.down();
+    let status = capictl(&["management", "status", "--dir", &m.state()]);
+    assert!(text(&status.stdout).contains("not running"));
+}
+
+#[test]
+fn requests_without_valid_credentials_are_refused() {
+    let Some(m) = Management::up() else { return };
+    let config: serde_json::Value =
+        capictl::yaml::from_str(&std::fs::read_to_string(m.kubeconfig()).unwrap()).unwrap();
+    let server = config["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A bearer token is not a credential this server accepts: only its client certificates are.
+    let refused = Command::new(&m.kubectl)
+        .args([
+            "--kubeconfig",
+            "/dev/null",
+            "--server",
+            &server,
+            "--insecure-skip-tls-verify",
+            "--token",
+            "guess",
+            "get",
+            "namespaces",
+        ])
+        .env("HOME", m.dir.join("home"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("You must be logged in to the server"),
+        "{}",
+        text(&refused.stderr)
+    );
+    // The health and version endpoints answer anyone.
+    let health = Command::new(&m.kubectl)
+        .args([
+            "--kubeconfig",
+            "/dev/null",
+            "--server",
+            &server,
+            "--insecure-skip-tls-verify",
+            "--token",
+            "guess",
+            "get",
+            "--raw",
+            "/healthz",
+        ])
+        .env("HOME", m.dir.join("home"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(text(&health.stdout), "ok", "{}", text(&health.stderr));
+}
+
+#[test]
+fn kubectl_create_sends_protobuf_for_built_in_kinds() {
+    let Some(m) = Management::up() else { return };
+    m.kubectl(&["create", "namespace", "apps"]);
+    m.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "creds",
+        "-n",
+        "apps",
+        "--from-literal=password=s3cret",
+    ]);
+    m.kubectl(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "apps",
+        "--from-literal=mode=fast",
+    ]);
+    m.kubectl(&["create", "serviceaccount", "robot", "-n", "apps"]);
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "secret",
+            "creds",
+            "-n",
+            "apps",
+            "-o",
+            "jsonpath={.type} {.data.password}"
+        ]),
+        "Opaque czNjcmV0"
+    );
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "configmap",
+            "settings",
+            "-n",
+            "apps",
+            "-o",
+            "jsonpath={.data.mode}"
+        ]),
+        "fast"
+    );
+    let table = m.kubectl(&["get", "secrets", "-n", "apps"]);
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .eq(["NAME", "TYPE", "DATA", "AGE"]),
+        "{table}"
+    );
+    m.kubectl(&["delete", "namespace", "apps"]);
+    assert!(
+        !m.kubectl(&["get", "namespaces", "-o", "name"])
+            .contains("namespace/apps")
+    );
+}
