@@ -25,6 +25,13 @@ fn kubectl_binary() -> Option<String> {
     }
 }
 
+/// Every kubectl to test with: the current one and, when scripts/test provides it, 1.20.
+fn all_kubectls() -> Vec<String> {
+    let mut all: Vec<String> = kubectl_binary().into_iter().collect();
+    all.extend(std::env::var("KUBECTL_1_20").ok());
+    all
+}
+
 /// A management cluster started with `capictl management up`, stopped when dropped.
 struct Management {
     dir: PathBuf,
@@ -45,12 +52,15 @@ fn text(bytes: &[u8]) -> String {
 
 impl Management {
     fn up() -> Option<Management> {
-        let kubectl = kubectl_binary()?;
+        Some(Management::up_with(kubectl_binary()?))
+    }
+
+    fn up_with(kubectl: String) -> Management {
         let dir = std::env::temp_dir().join(format!("capictl-kubectl-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(dir.join("home")).unwrap();
         let m = Management { dir, kubectl };
         m.start();
-        Some(m)
+        m
     }
 
     fn state(&self) -> String {
@@ -146,8 +156,13 @@ fn seed_yaml() -> Option<String> {
 
 #[test]
 fn the_quick_start_objects_with_kubectl() {
-    let Some(m) = Management::up() else { return };
     let Some(seed) = seed_yaml() else { return };
+    for kubectl in all_kubectls() {
+        quick_start_with(Management::up_with(kubectl), &seed);
+    }
+}
+
+fn quick_start_with(m: Management, seed: &str) {
     m.kubectl(&["create", "namespace", "team-a"]);
     assert!(m.kubectl(&["get", "namespaces"]).contains("team-a"));
 
@@ -167,7 +182,7 @@ fn the_quick_start_objects_with_kubectl() {
         "--timeout=10s",
     ]);
 
-    let applied = m.kubectl_in(&["apply", "-f", "-"], Some(&seed));
+    let applied = m.kubectl_in(&["apply", "-f", "-"], Some(seed));
     for line in [
         "cluster.cluster.x-k8s.io/capi-quickstart created",
         "dockercluster.infrastructure.cluster.x-k8s.io/quick-start-cluster created",
@@ -177,7 +192,7 @@ fn the_quick_start_objects_with_kubectl() {
         assert!(applied.contains(line), "{applied}");
     }
     // Applying again changes nothing.
-    let again = m.kubectl_in(&["apply", "-f", "-"], Some(&seed));
+    let again = m.kubectl_in(&["apply", "-f", "-"], Some(seed));
     assert!(
         again.contains("cluster.cluster.x-k8s.io/capi-quickstart unchanged"),
         "{again}"
@@ -293,14 +308,62 @@ fn the_quick_start_objects_with_kubectl() {
         "3"
     );
 
-    let deleted = m.kubectl(&["delete", "dockercluster", "quick-start-cluster"]);
-    assert!(deleted.contains("deleted"), "{deleted}");
+    // A finalizer holds the deletion; `kubectl wait --for=delete` sees the object go once the
+    // finalizer is removed.
     m.kubectl(&[
-        "wait",
-        "--for=delete",
-        "dockercluster/quick-start-cluster",
-        "--timeout=10s",
+        "patch",
+        "dockercluster",
+        "quick-start-cluster",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["test.capictl.io/hold"]}}"#,
     ]);
+    let deleted = m.kubectl(&[
+        "delete",
+        "dockercluster",
+        "quick-start-cluster",
+        "--wait=false",
+    ]);
+    assert!(deleted.contains("deleted"), "{deleted}");
+    let stamp = m.kubectl(&[
+        "get",
+        "dockercluster",
+        "quick-start-cluster",
+        "-o",
+        "jsonpath={.metadata.deletionTimestamp}",
+    ]);
+    assert!(
+        !stamp.is_empty(),
+        "a deletionTimestamp while the finalizer holds it"
+    );
+    let waiter = m
+        .kubectl_command(&[
+            "wait",
+            "--for=delete",
+            "dockercluster/quick-start-cluster",
+            "--timeout=20s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    m.kubectl(&[
+        "patch",
+        "dockercluster",
+        "quick-start-cluster",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+    let waited = waiter.wait_with_output().unwrap();
+    assert!(
+        waited.status.success(),
+        "kubectl wait: {}",
+        text(&waited.stderr)
+    );
     let gone = m
         .kubectl_command(&["get", "dockercluster", "quick-start-cluster"])
         .output()
