@@ -276,6 +276,7 @@ fn quick_start_with(m: Management, seed: &str) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = watch.kill();
+    let _ = watch.wait();
     assert_eq!(
         seen.join().unwrap().as_deref(),
         Some("v1.29.10"),

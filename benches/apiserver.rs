@@ -1,0 +1,213 @@
+//! Throughput and latency of the embedded management cluster over HTTPS, as kube-rs clients
+//! see them: creates/s, gets/s, list latency, and watch delivery latency to many watchers.
+//!
+//! `cargo bench --bench apiserver` runs the full measurement (10,000 objects, 100 watchers);
+//! under `cargo test` it runs a small smoke version so that it keeps working.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use capictl::management::{self, ServeOptions, StateDir};
+
+const CONCURRENCY: usize = 64;
+/// Writes made one at a time to time watch delivery.
+const PROBES: usize = 100;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+async fn client_for(options: &ServeOptions) -> Client {
+    let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+async fn run(objects: usize, watchers: usize) {
+    let dir = std::env::temp_dir().join(format!("capictl-bench-{}", uuid::Uuid::new_v4()));
+    let options = ServeOptions {
+        dir: StateDir::new(Some(dir.clone())),
+        listen: "127.0.0.1:0".into(),
+        kubeconfig: None,
+        context: "bench".into(),
+    };
+    let running = management::start(&options).await.unwrap();
+    let client = client_for(&options).await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+
+    // Watchers, each on its own connection, recording when each object reaches it.
+    let start = Instant::now();
+    let mut watcher_tasks = Vec::new();
+    for _ in 0..watchers {
+        let api: Api<ConfigMap> = Api::namespaced(client_for(&options).await, "default");
+        let stream = api
+            .watch(&WatchParams::default().timeout(290), "0")
+            .await
+            .unwrap();
+        watcher_tasks.push(tokio::spawn(async move {
+            let mut seen = HashMap::with_capacity(objects + PROBES);
+            let mut stream = stream.boxed();
+            while seen.len() < objects + PROBES {
+                match stream.try_next().await {
+                    Ok(Some(WatchEvent::Added(cm))) => {
+                        seen.insert(cm.name_any(), start.elapsed());
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            seen
+        }));
+    }
+
+    // Creates, many in flight.
+    let create_started = Instant::now();
+    futures::stream::iter(0..objects)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let cm: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": format!("cm-{i}"), "labels": {"bench": "yes", "shard": (i % 10).to_string()}},
+                    "data": {"payload": "x".repeat(256)}
+                }))
+                .unwrap();
+                api.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect::<()>()
+        .await;
+    let create_elapsed = create_started.elapsed();
+
+    // Watch delivery: single writes, one at a time, timed from the request to each watcher.
+    let mut sent = HashMap::new();
+    for i in 0..PROBES {
+        let name = format!("probe-{i}");
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        sent.insert(name, start.elapsed());
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+
+    // Gets.
+    let get_started = Instant::now();
+    futures::stream::iter(0..objects)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                api.get(&format!("cm-{i}")).await.unwrap();
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect::<()>()
+        .await;
+    let get_elapsed = get_started.elapsed();
+
+    // Lists: everything at once, by page, and by label selector.
+    let mut full = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        let list = api.list(&ListParams::default()).await.unwrap();
+        full.push(t.elapsed());
+        assert_eq!(list.items.len(), objects + PROBES);
+    }
+    full.sort();
+    let t = Instant::now();
+    let page = api.list(&ListParams::default().limit(500)).await.unwrap();
+    let page_latency = t.elapsed();
+    assert!(!page.items.is_empty());
+    let t = Instant::now();
+    let shard = api
+        .list(&ListParams::default().labels("shard=3"))
+        .await
+        .unwrap();
+    let selector_latency = t.elapsed();
+    assert_eq!(
+        shard.items.len(),
+        (0..objects).filter(|i| i % 10 == 3).count()
+    );
+
+    let mut latencies = Vec::with_capacity(PROBES * watchers);
+    for task in watcher_tasks {
+        let seen = tokio::time::timeout(Duration::from_secs(300), task)
+            .await
+            .expect("watchers finish")
+            .unwrap();
+        assert_eq!(
+            seen.len(),
+            objects + PROBES,
+            "every watcher sees every object"
+        );
+        for (name, at) in &sent {
+            latencies.push(seen[name].saturating_sub(*at));
+        }
+    }
+    latencies.sort();
+
+    let store_size = std::fs::metadata(options.dir.store())
+        .map(|m| m.len())
+        .unwrap_or(0);
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+
+    println!(
+        "embedded management cluster over HTTPS (durable redb store), kube-rs clients, {CONCURRENCY} requests in flight"
+    );
+    println!("objects: {objects} ConfigMaps of ~256 bytes; watchers: {watchers}");
+    println!("| measurement | result |");
+    println!("|---|---|");
+    println!(
+        "| creates/s | {:.0} |",
+        objects as f64 / create_elapsed.as_secs_f64()
+    );
+    println!(
+        "| gets/s | {:.0} |",
+        objects as f64 / get_elapsed.as_secs_f64()
+    );
+    println!(
+        "| list of all {} objects, p50 / max of 10 | {} / {} |",
+        objects + PROBES,
+        ms(percentile(&full, 0.5)),
+        ms(percentile(&full, 1.0))
+    );
+    println!("| list, first page of 500 | {} |", ms(page_latency));
+    println!(
+        "| list by label selector ({} matches) | {} |",
+        shard.items.len(),
+        ms(selector_latency)
+    );
+    println!(
+        "| watch delivery of a single write to {watchers} watchers, p50 / p99 / max | {} / {} / {} |",
+        ms(percentile(&latencies, 0.5)),
+        ms(percentile(&latencies, 0.99)),
+        ms(percentile(&latencies, 1.0))
+    );
+    println!(
+        "| store file after the run | {:.1} MiB |",
+        store_size as f64 / (1 << 20) as f64
+    );
+}
+
+fn main() {
+    capictl::install_crypto_provider();
+    let full = std::env::args().any(|a| a == "--bench");
+    let (objects, watchers) = if full { (10_000, 100) } else { (200, 5) };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(run(objects, watchers));
+}
