@@ -5,6 +5,8 @@
 //! under `cargo test` it runs a small smoke version so that it keeps working.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
@@ -55,7 +57,9 @@ async fn run(objects: usize, watchers: usize) {
     // Watchers, each on its own connection, recording when each object reaches it.
     let start = Instant::now();
     let mut watcher_tasks = Vec::new();
+    let caught_up = Arc::new(AtomicUsize::new(0));
     for _ in 0..watchers {
+        let caught_up = caught_up.clone();
         let api: Api<ConfigMap> = Api::namespaced(client_for(&options).await, "default");
         let stream = api
             .watch(&WatchParams::default().timeout(290), "0")
@@ -68,6 +72,9 @@ async fn run(objects: usize, watchers: usize) {
                 match stream.try_next().await {
                     Ok(Some(WatchEvent::Added(cm))) => {
                         seen.insert(cm.name_any(), start.elapsed());
+                        if seen.len() == objects {
+                            caught_up.fetch_add(1, Ordering::SeqCst);
+                        }
                     }
                     Ok(Some(_)) => {}
                     Ok(None) | Err(_) => break,
@@ -96,7 +103,11 @@ async fn run(objects: usize, watchers: usize) {
         .await;
     let create_elapsed = create_started.elapsed();
 
-    // Watch delivery: single writes, one at a time, timed from the request to each watcher.
+    // Watch delivery: once every watcher has caught up with the bulk writes, single writes,
+    // one at a time, timed from the request to each watcher.
+    while caught_up.load(Ordering::SeqCst) < watchers {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let mut sent = HashMap::new();
     for i in 0..PROBES {
         let name = format!("probe-{i}");

@@ -1,5 +1,5 @@
 //! The embedded management cluster as a user meets it: `capictl management up` in the
-//! background, then real kubectl.
+//! background, then real kubectl (current and 1.20) and the Python kubernetes client.
 
 mod common;
 
@@ -543,5 +543,35 @@ fn kubectl_create_sends_protobuf_for_built_in_kinds() {
     assert!(
         !m.kubectl(&["get", "namespaces", "-o", "name"])
             .contains("namespace/apps")
+    );
+}
+
+#[test]
+fn the_python_kubernetes_client() {
+    let Ok(python) = std::env::var("PYTHON_KUBERNETES") else {
+        eprintln!(
+            "skipping: set PYTHON_KUBERNETES to a python with the kubernetes package (scripts/test does)"
+        );
+        return;
+    };
+    let Some(m) = Management::up() else { return };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/client.py");
+    let out = Command::new(python)
+        .arg(script)
+        .env("KUBECONFIG", m.kubeconfig())
+        .env("HOME", m.dir.join("home"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("watch: ok"),
+        "{}",
+        text(&out.stdout)
     );
 }
