@@ -381,3 +381,184 @@ fn tempdir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+fn config_map(name: &str, owner: Option<(&ConfigMap, bool)>, finalizers: &[&str]) -> ConfigMap {
+    let mut meta = json!({"name": name, "finalizers": finalizers});
+    if let Some((o, block)) = owner {
+        meta["ownerReferences"] = json!([{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": o.name_any(), "uid": o.uid().unwrap(),
+            "blockOwnerDeletion": block,
+        }]);
+    }
+    serde_json::from_value(json!({"metadata": meta})).unwrap()
+}
+
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn background_deletion_collects_dependents() {
+    let client = in_process().await;
+    let maps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let owner = maps
+        .create(&PostParams::default(), &config_map("owner", None, &[]))
+        .await
+        .unwrap();
+    maps.create(
+        &PostParams::default(),
+        &config_map("child", Some((&owner, false)), &[]),
+    )
+    .await
+    .unwrap();
+    maps.delete("owner", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually("the child is collected", async || {
+        maps.get_opt("child").await.unwrap().is_none()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn orphan_deletion_frees_dependents() {
+    let client = in_process().await;
+    let maps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let owner = maps
+        .create(&PostParams::default(), &config_map("owner", None, &[]))
+        .await
+        .unwrap();
+    maps.create(
+        &PostParams::default(),
+        &config_map("child", Some((&owner, false)), &[]),
+    )
+    .await
+    .unwrap();
+    maps.delete("owner", &DeleteParams::orphan()).await.unwrap();
+    eventually("the owner is gone", async || {
+        maps.get_opt("owner").await.unwrap().is_none()
+    })
+    .await;
+    let child = maps.get("child").await.unwrap();
+    assert!(
+        child
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty(),
+        "the child no longer points at the owner"
+    );
+}
+
+#[tokio::test]
+async fn foreground_deletion_waits_for_blocking_dependents() {
+    let client = in_process().await;
+    let maps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let owner = maps
+        .create(&PostParams::default(), &config_map("owner", None, &[]))
+        .await
+        .unwrap();
+    maps.create(
+        &PostParams::default(),
+        &config_map("child", Some((&owner, true)), &["test/hold"]),
+    )
+    .await
+    .unwrap();
+    maps.delete("owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    let waiting = maps.get("owner").await.unwrap();
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+    assert_eq!(waiting.finalizers(), ["foregroundDeletion"]);
+    eventually("the child is being deleted", async || {
+        maps.get("child")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    })
+    .await;
+    assert!(
+        maps.get_opt("owner").await.unwrap().is_some(),
+        "the owner waits for its blocking child"
+    );
+    maps.patch(
+        "child",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually("the owner is gone", async || {
+        maps.get_opt("owner").await.unwrap().is_none()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn dependents_of_owners_lost_while_the_server_was_down_are_collected() {
+    capictl::install_crypto_provider();
+    let dir = tempdir();
+    let path = dir.join("state.redb");
+    {
+        let server = ApiServer::start(Store::open(&path).unwrap()).await.unwrap();
+        let maps: Api<ConfigMap> = Api::namespaced(
+            Client::new(apiserver::local_router(server), "default"),
+            "default",
+        );
+        let owner = maps
+            .create(&PostParams::default(), &config_map("owner", None, &[]))
+            .await
+            .unwrap();
+        maps.create(
+            &PostParams::default(),
+            &config_map("child", Some((&owner, false)), &[]),
+        )
+        .await
+        .unwrap();
+        maps.create(&PostParams::default(), &config_map("unrelated", None, &[]))
+            .await
+            .unwrap();
+    }
+    // The owner disappears from the store behind the server's back.
+    {
+        let store = open_when_released(&path).await;
+        store
+            .delete("/registry/core/configmaps/default/owner".into(), None)
+            .await
+            .unwrap();
+    }
+    let server = ApiServer::start(open_when_released(&path).await)
+        .await
+        .unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(
+        Client::new(apiserver::local_router(server), "default"),
+        "default",
+    );
+    eventually("the orphaned child is collected", async || {
+        maps.get_opt("child").await.unwrap().is_none()
+    })
+    .await;
+    assert!(maps.get_opt("unrelated").await.unwrap().is_some());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Opens a store file once the server that had it open (and its client's tasks) let it go.
+async fn open_when_released(path: &std::path::Path) -> Store {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match Store::open(path) {
+            Ok(store) => return store,
+            Err(e) if std::time::Instant::now() > deadline => panic!("{e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}

@@ -575,3 +575,201 @@ fn the_python_kubernetes_client() {
         text(&out.stdout)
     );
 }
+
+const WIDGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [size]
+            properties:
+              size: {type: integer, minimum: 1, maximum: 10}
+              color: {type: string, enum: [red, blue], default: blue}
+"#;
+
+#[test]
+fn schemas_default_validate_and_prune_with_kubectl() {
+    let Some(m) = Management::up() else { return };
+    m.kubectl_in(&["apply", "-f", "-"], Some(WIDGET_CRD));
+    m.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=10s",
+    ]);
+    let widget = |spec: &str| {
+        format!("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec: {spec}\n")
+    };
+
+    // Defaults are applied.
+    m.kubectl_in(&["apply", "-f", "-"], Some(&widget("{size: 3}")));
+    assert_eq!(
+        m.kubectl(&["get", "widget", "w", "-o", "jsonpath={.spec.color}"]),
+        "blue"
+    );
+
+    // Invalid values are refused with 422 naming the field; nothing changes.
+    let refused = m
+        .kubectl_command(&["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = feed(refused, &widget("{size: 30, color: green}"));
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("is invalid") && err.contains("spec.size") && err.contains("spec.color"),
+        "{err}"
+    );
+    assert_eq!(
+        m.kubectl(&["get", "widget", "w", "-o", "jsonpath={.spec.size}"]),
+        "3"
+    );
+
+    // kubectl asks for strict field validation: an unknown field is an error...
+    let strict = m
+        .kubectl_command(&["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = feed(strict, &widget("{size: 4, shape: round}"));
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("unknown field \"spec.shape\""),
+        "{}",
+        text(&out.stderr)
+    );
+    // ...and with --validate=false the field is pruned.
+    m.kubectl_in(
+        &["apply", "--validate=false", "-f", "-"],
+        Some(&widget("{size: 4, shape: round}")),
+    );
+    let spec = m.kubectl(&["get", "widget", "w", "-o", "jsonpath={.spec}"]);
+    assert!(
+        spec.contains("\"size\":4") && !spec.contains("shape"),
+        "{spec}"
+    );
+}
+
+fn feed(mut child: std::process::Child, input: &str) -> Output {
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn cascading_deletion_with_kubectl() {
+    let Some(m) = Management::up() else { return };
+    for cascade in ["background", "foreground", "orphan"] {
+        m.kubectl(&["create", "configmap", "owner"]);
+        let uid = m.kubectl(&[
+            "get",
+            "configmap",
+            "owner",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ]);
+        let child = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: child\n  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: owner\n    uid: {uid}\n    blockOwnerDeletion: true\n"
+        );
+        m.kubectl_in(&["apply", "-f", "-"], Some(&child));
+        m.kubectl(&[
+            "delete",
+            "configmap",
+            "owner",
+            &format!("--cascade={cascade}"),
+        ]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let child_left = loop {
+            let names = m.kubectl(&["get", "configmaps", "-o", "name"]);
+            let settled = match cascade {
+                "orphan" => !names.contains("configmap/owner"),
+                _ => !names.contains("configmap/child"),
+            };
+            if settled || std::time::Instant::now() > deadline {
+                break names.contains("configmap/child");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(child_left, cascade == "orphan", "--cascade={cascade}");
+        assert!(
+            !m.kubectl(&["get", "configmaps", "-o", "name"])
+                .contains("configmap/owner"),
+            "--cascade={cascade}"
+        );
+        if child_left {
+            let refs = m.kubectl(&[
+                "get",
+                "configmap",
+                "child",
+                "-o",
+                "jsonpath={.metadata.ownerReferences}",
+            ]);
+            assert!(
+                refs.is_empty(),
+                "an orphan keeps no reference to its owner: {refs}"
+            );
+            m.kubectl(&["delete", "configmap", "child"]);
+        }
+    }
+}
+
+#[test]
+fn upstream_crds_apply_cleanly() {
+    let Some(dir) = common::upstream("crds") else {
+        return;
+    };
+    let Some(m) = Management::up() else { return };
+    let out = m.kubectl(&["apply", "--server-side", "-f", dir.to_str().unwrap()]);
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.contains("serverside-applied"))
+            .count(),
+        15,
+        "{out}"
+    );
+    m.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--all",
+        "crd",
+        "--timeout=10s",
+    ]);
+    // Upstream's CRDs serve v1beta1 too; the seed's objects are accepted by their schemas.
+    if let Some(seed) = seed_yaml() {
+        let applied = m.kubectl_in(&["apply", "-f", "-"], Some(&seed));
+        assert!(
+            applied.contains(
+                "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/quickstart-control-plane created"
+            ),
+            "{applied}"
+        );
+    }
+    assert!(
+        m.kubectl(&["api-resources", "--api-group=cluster.x-k8s.io"])
+            .contains("machinedeployments")
+    );
+}

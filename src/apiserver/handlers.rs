@@ -11,10 +11,12 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::ApiServer;
+use super::gc::Propagation;
 use super::object::{self, Target};
 use super::patch::{self, PatchType};
 use super::registry::Resource;
 use super::request::ResourcePath;
+use super::schema::{self, FieldValidation};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{ApiError, FieldCause};
 use super::store::{Record, StoreError};
@@ -70,6 +72,8 @@ pub struct Call<'a> {
     pub path: ResourcePath,
     pub query: Query,
     pub representation: Representation,
+    /// Warnings for the client, sent as `Warning` headers.
+    pub warnings: std::sync::Mutex<Vec<String>>,
 }
 
 fn json_response(code: StatusCode, value: Value) -> Response {
@@ -105,8 +109,64 @@ impl Call<'_> {
         object::present(&self.resource, record, record.mod_revision)
     }
 
-    /// One object in the representation the client asked for.
+    /// One object in the representation the client asked for, with any warnings.
     fn respond_object(&self, code: StatusCode, object: Value) -> Response {
+        let mut response = self.render_object(code, object);
+        for warning in self.warnings.lock().unwrap().drain(..) {
+            let value = format!(
+                "299 - {}",
+                serde_json::to_string(&warning).expect("a string")
+            );
+            if let Ok(v) = axum::http::HeaderValue::from_str(&value) {
+                response.headers_mut().append("warning", v);
+            }
+        }
+        response
+    }
+
+    /// Prunes, defaults and validates an object against the resource's schema, as
+    /// `fieldValidation` asks.
+    fn apply_schema(&self, object: &mut Value) -> Result<(), ApiError> {
+        let Some(schema) = self.resource.schema.clone() else {
+            return Ok(());
+        };
+        let field_validation =
+            FieldValidation::parse(self.query.get("fieldValidation").map(String::as_str))
+                .map_err(ApiError::bad_request)?;
+        let unknown = schema::prune(&schema, object);
+        if !unknown.is_empty() {
+            let list: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect();
+            match field_validation {
+                FieldValidation::Strict => {
+                    return Err(ApiError::bad_request(format!(
+                        "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                        list.join(", "),
+                        kind = self.resource.kind,
+                        version = self.resource.version,
+                    )));
+                }
+                FieldValidation::Warn => self.warnings.lock().unwrap().extend(list),
+                FieldValidation::Ignore => {}
+            }
+        }
+        schema::apply_defaults(&schema, object);
+        let causes = schema::validate(&schema, object);
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(
+                &self.resource.kind,
+                &self.resource.group,
+                object::name_of(object),
+                causes,
+            ))
+        }
+    }
+
+    fn render_object(&self, code: StatusCode, object: Value) -> Response {
         match self.representation {
             Representation::Table => {
                 let rv = object["metadata"]["resourceVersion"].clone();
@@ -231,6 +291,7 @@ impl Call<'_> {
     pub async fn create(&self, body: &[u8]) -> Result<Response, ApiError> {
         let mut obj = patch::parse_json_or_yaml(body)?;
         object::prepare_create(&self.resource, &mut obj, self.namespace())?;
+        self.apply_schema(&mut obj)?;
         self.check_namespace()?;
         self.server.admit_create(&self.resource, &mut obj)?;
         let name = object::name_of(&obj).to_string();
@@ -287,7 +348,9 @@ impl Call<'_> {
                 .await
             {
                 Ok(event) => {
-                    self.server.after_write(&self.resource, None);
+                    self.server
+                        .after_delete(&self.resource, &current.value)
+                        .await;
                     let mut gone = new;
                     gone["metadata"]["resourceVersion"] = json!(event.revision.to_string());
                     Ok(Ok(gone))
@@ -340,6 +403,7 @@ impl Call<'_> {
             }
             let mut new = sent.clone();
             object::prepare_update(&self.resource, &current.value, &mut new, target)?;
+            self.apply_schema(&mut new)?;
             self.server
                 .admit_update(&self.resource, &current.value, &mut new)?;
             match self.store_update(&current, new).await? {
@@ -381,6 +445,7 @@ impl Call<'_> {
                 return Err(self.conflict(name));
             }
             object::prepare_update(&self.resource, &current.value, &mut new, target)?;
+            self.apply_schema(&mut new)?;
             self.server
                 .admit_update(&self.resource, &current.value, &mut new)?;
             match self.store_update(&current, new).await? {
@@ -398,6 +463,11 @@ impl Call<'_> {
         } else {
             patch::parse_json_or_yaml(body)?
         };
+        let propagation = Propagation::from_options(
+            &options,
+            self.query.get("propagationPolicy").map(String::as_str),
+        )
+        .map_err(ApiError::bad_request)?;
         for _ in 0..MAX_RETRIES {
             let current = self.get_record(name)?;
             if let Some(uid) = options["preconditions"]["uid"].as_str()
@@ -410,17 +480,29 @@ impl Call<'_> {
             {
                 return Err(self.conflict(name));
             }
-            let finalizers = object::finalizers(&current.value);
+            let mut finalizers = object::finalizers(&current.value);
+            let added = match propagation.finalizer() {
+                Some(f) if !finalizers.iter().any(|x| x == f) => {
+                    finalizers.push(f.to_string());
+                    true
+                }
+                _ => false,
+            };
             let needs_finalizing =
                 !finalizers.is_empty() || self.server.finalizes_on_delete(&self.resource);
             if needs_finalizing {
-                if object::is_deleting(&current.value) {
-                    return Ok(self.respond_object(StatusCode::ACCEPTED, self.present(&current)));
+                if object::is_deleting(&current.value) && !added {
+                    return Ok(self.respond_object(StatusCode::OK, self.present(&current)));
                 }
                 let mut marked = current.value.clone();
-                self.server.mark_deleting(&self.resource, &mut marked);
+                if !finalizers.is_empty() {
+                    marked["metadata"]["finalizers"] = json!(finalizers);
+                }
+                if !object::is_deleting(&marked) {
+                    self.server.mark_deleting(&self.resource, &mut marked);
+                }
                 if self.dry_run() {
-                    return Ok(self.respond_object(StatusCode::ACCEPTED, marked));
+                    return Ok(self.respond_object(StatusCode::OK, marked));
                 }
                 match self
                     .server
@@ -431,9 +513,7 @@ impl Call<'_> {
                     Ok(event) => {
                         self.server
                             .after_write(&self.resource, Some(&event.record.value));
-                        return Ok(
-                            self.respond_object(StatusCode::ACCEPTED, self.present(&event.record))
-                        );
+                        return Ok(self.respond_object(StatusCode::OK, self.present(&event.record)));
                     }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(e) => return Err(e.into()),
@@ -570,6 +650,7 @@ impl Call<'_> {
             let mut new = presented.clone();
             set_path(&mut new, &path, json!(replicas));
             object::prepare_update(&self.resource, &current.value, &mut new, Target::Main)?;
+            self.apply_schema(&mut new)?;
             self.server
                 .admit_update(&self.resource, &current.value, &mut new)?;
             match self.store_update(&current, new).await? {

@@ -6,12 +6,14 @@
 //! [`watch`]es, [`table`] printing, and background loops for namespace deletion.
 
 pub mod discovery;
+pub mod gc;
 pub mod handlers;
 pub mod object;
 pub mod patch;
 pub mod protobuf;
 pub mod registry;
 pub mod request;
+pub mod schema;
 pub mod selector;
 pub mod status;
 pub mod store;
@@ -56,7 +58,9 @@ pub struct User {
 pub struct ApiServer {
     pub store: Store,
     pub registry: Registry,
-    namespace_deletions: Arc<tokio::sync::Notify>,
+    /// Wakes the namespace deleter and the garbage collector after a deletion.
+    namespace_deleter: Arc<tokio::sync::Notify>,
+    garbage_collector: Arc<tokio::sync::Notify>,
     started_at: String,
 }
 
@@ -67,7 +71,8 @@ impl ApiServer {
         let server = Arc::new(ApiServer {
             store,
             registry: Registry::new(),
-            namespace_deletions: Default::default(),
+            namespace_deleter: Default::default(),
+            garbage_collector: Default::default(),
             started_at: object::now(),
         });
         let crds = server.crds();
@@ -86,7 +91,11 @@ impl ApiServer {
         }
         tokio::spawn(namespace_deleter(
             Arc::downgrade(&server),
-            server.namespace_deletions.clone(),
+            server.namespace_deleter.clone(),
+        ));
+        tokio::spawn(gc::run(
+            Arc::downgrade(&server),
+            server.garbage_collector.clone(),
         ));
         Ok(server)
     }
@@ -166,6 +175,12 @@ impl ApiServer {
         }
     }
 
+    /// Tells the background loops that something was deleted or marked for deletion.
+    pub fn wake_collectors(&self) {
+        self.namespace_deleter.notify_one();
+        self.garbage_collector.notify_one();
+    }
+
     /// Keeps derived state in step with a write.
     fn after_write(&self, resource: &Resource, object: Option<&Value>) {
         if Self::is_crd(resource)
@@ -173,12 +188,13 @@ impl ApiServer {
         {
             self.registry.install_crd(crd);
         }
-        if Self::is_namespace(resource) && object.is_some_and(object::is_deleting) {
-            self.namespace_deletions.notify_one();
+        if object.is_none_or(object::is_deleting) {
+            self.wake_collectors();
         }
     }
 
     async fn after_delete(&self, resource: &Resource, object: &Value) {
+        self.wake_collectors();
         if Self::is_crd(resource) {
             let name = object::name_of(object).to_string();
             // The custom resources go with their definition.
@@ -474,6 +490,7 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
         path: resource_path,
         query,
         representation: Representation::from_headers(&headers),
+        warnings: Default::default(),
     };
     handlers::handle(call, &method, &headers, body).await
 }

@@ -110,7 +110,9 @@ pub fn prepare_create(
     match (
         resource.namespaced,
         namespace,
-        meta.get("namespace").and_then(Value::as_str),
+        meta.get("namespace")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty()),
     ) {
         (true, Some(url), Some(body)) if url != body => {
             return Err(ApiError::bad_request(format!(

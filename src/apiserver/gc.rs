@@ -1,0 +1,237 @@
+//! The garbage collector, as kube-controller-manager runs it: dependents whose owners (by uid)
+//! are all gone are deleted; owners deleted in the foreground wait for their blocking
+//! dependents; owners deleted with orphaning let their dependents go free first.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::ApiServer;
+use super::object;
+use super::store::Record;
+
+/// The finalizer that holds an owner until its blocking dependents are gone.
+pub const FOREGROUND: &str = "foregroundDeletion";
+/// The finalizer that holds an owner until its dependents no longer point at it.
+pub const ORPHAN: &str = "orphan";
+
+/// How often the collector looks for dangling owner references without being woken.
+const RESYNC: Duration = Duration::from_secs(30);
+
+/// How a delete treats the object's dependents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Propagation {
+    Background,
+    Foreground,
+    Orphan,
+}
+
+impl Propagation {
+    /// From DeleteOptions (`propagationPolicy`, or the older `orphanDependents`) or the query.
+    pub fn from_options(options: &Value, query: Option<&str>) -> Result<Propagation, String> {
+        let policy = options["propagationPolicy"].as_str().or(query);
+        match policy {
+            Some("Foreground") => Ok(Propagation::Foreground),
+            Some("Orphan") => Ok(Propagation::Orphan),
+            Some("Background") => Ok(Propagation::Background),
+            None if options["orphanDependents"] == Value::Bool(true) => Ok(Propagation::Orphan),
+            None => Ok(Propagation::Background),
+            Some(other) => Err(format!(
+                "propagationPolicy {other:?} is not supported; use Background, Foreground or Orphan"
+            )),
+        }
+    }
+
+    /// The finalizer a delete with this policy puts on the object.
+    pub fn finalizer(self) -> Option<&'static str> {
+        match self {
+            Propagation::Background => None,
+            Propagation::Foreground => Some(FOREGROUND),
+            Propagation::Orphan => Some(ORPHAN),
+        }
+    }
+}
+
+fn owner_uids(object: &Value) -> Vec<(String, bool)> {
+    object["metadata"]["ownerReferences"]
+        .as_array()
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| {
+                    let uid = r["uid"].as_str()?.to_string();
+                    Some((uid, r["blockOwnerDeletion"] == Value::Bool(true)))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn uid(record: &Record) -> &str {
+    record.value["metadata"]["uid"].as_str().unwrap_or_default()
+}
+
+/// Runs the collector until the server is gone.
+pub async fn run(server: Weak<ApiServer>, wake: Arc<tokio::sync::Notify>) {
+    loop {
+        let Some(s) = server.upgrade() else { return };
+        let pending = collect(&s).await;
+        drop(s);
+        let wait = if pending {
+            Duration::from_millis(100)
+        } else {
+            RESYNC
+        };
+        let _ = tokio::time::timeout(wait, wake.notified()).await;
+        // Let a burst of deletions settle into one pass.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One pass over every object; whether an owner is still waiting for its dependents.
+pub async fn collect(server: &ApiServer) -> bool {
+    let (all, _, _) = server.store.list("/registry/", None, None, |_| true);
+    let existing: HashSet<&str> = all.iter().map(|r| uid(r)).collect();
+    let mut dependents: HashMap<&str, Vec<&Arc<Record>>> = HashMap::new();
+    for record in &all {
+        for (owner, _) in owner_uids(&record.value) {
+            if let Some(key) = existing.get(owner.as_str()) {
+                dependents.entry(key).or_default().push(record);
+            }
+        }
+    }
+    let mut pending = false;
+
+    // Owners being deleted with a policy that concerns their dependents.
+    for owner in all.iter().filter(|r| object::is_deleting(&r.value)) {
+        let finalizers = object::finalizers(&owner.value);
+        let owner_uid = uid(owner);
+        let children = dependents.get(owner_uid).cloned().unwrap_or_default();
+        if finalizers.iter().any(|f| f == ORPHAN) {
+            for child in &children {
+                let mut freed = child.value.clone();
+                drop_owner_references(&mut freed, |r| r["uid"] == owner_uid);
+                let _ = server
+                    .store
+                    .update(child.key.clone(), freed, Some(child.mod_revision))
+                    .await;
+            }
+            if children.is_empty() {
+                remove_finalizer(server, owner, ORPHAN).await;
+            } else {
+                pending = true;
+            }
+        }
+        if finalizers.iter().any(|f| f == FOREGROUND) {
+            for child in &children {
+                if !object::is_deleting(&child.value) {
+                    delete(server, child, Propagation::Foreground).await;
+                }
+            }
+            let blocking = children.iter().any(|c| {
+                owner_uids(&c.value)
+                    .iter()
+                    .any(|(u, block)| u == owner_uid && *block)
+            });
+            if blocking {
+                pending = true;
+            } else {
+                remove_finalizer(server, owner, FOREGROUND).await;
+            }
+        }
+    }
+
+    // Dependents whose owners are gone.
+    for record in &all {
+        let owners = owner_uids(&record.value);
+        if owners.is_empty() {
+            continue;
+        }
+        let absent: Vec<&str> = owners
+            .iter()
+            .filter(|(u, _)| !existing.contains(u.as_str()))
+            .map(|(u, _)| u.as_str())
+            .collect();
+        if absent.is_empty() {
+            continue;
+        }
+        if absent.len() == owners.len() {
+            if !object::is_deleting(&record.value) {
+                delete(server, record, Propagation::Background).await;
+            }
+        } else {
+            let mut trimmed = record.value.clone();
+            drop_owner_references(&mut trimmed, |r| {
+                absent.contains(&r["uid"].as_str().unwrap_or_default())
+            });
+            let _ = server
+                .store
+                .update(record.key.clone(), trimmed, Some(record.mod_revision))
+                .await;
+        }
+    }
+    pending
+}
+
+/// Removes the owner references that match; the field goes when none are left, as Kubernetes
+/// omits an empty list.
+fn drop_owner_references(object: &mut Value, matches: impl Fn(&Value) -> bool) {
+    let meta = &mut object["metadata"];
+    if let Some(refs) = meta["ownerReferences"].as_array_mut() {
+        refs.retain(|r| !matches(r));
+        if refs.is_empty()
+            && let Some(m) = meta.as_object_mut()
+        {
+            m.remove("ownerReferences");
+        }
+    }
+}
+
+/// Deletes an object as a DELETE with this policy would: at once when nothing holds it, else
+/// by marking it for deletion.
+async fn delete(server: &ApiServer, record: &Record, propagation: Propagation) {
+    let mut finalizers = object::finalizers(&record.value);
+    if let Some(f) = propagation.finalizer()
+        && !finalizers.iter().any(|x| x == f)
+    {
+        finalizers.push(f.to_string());
+    }
+    if finalizers.is_empty() {
+        let _ = server
+            .store
+            .delete(record.key.clone(), Some(record.mod_revision))
+            .await;
+        server.wake_collectors();
+        return;
+    }
+    let mut marked = record.value.clone();
+    marked["metadata"]["finalizers"] = json!(finalizers);
+    marked["metadata"]["deletionTimestamp"] = json!(object::now());
+    marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+    let _ = server
+        .store
+        .update(record.key.clone(), marked, Some(record.mod_revision))
+        .await;
+}
+
+async fn remove_finalizer(server: &ApiServer, record: &Record, finalizer: &str) {
+    let remaining: Vec<String> = object::finalizers(&record.value)
+        .into_iter()
+        .filter(|f| f != finalizer)
+        .collect();
+    if remaining.is_empty() && object::is_deleting(&record.value) {
+        let _ = server
+            .store
+            .delete(record.key.clone(), Some(record.mod_revision))
+            .await;
+        server.wake_collectors();
+    } else {
+        let mut updated = record.value.clone();
+        updated["metadata"]["finalizers"] = json!(remaining);
+        let _ = server
+            .store
+            .update(record.key.clone(), updated, Some(record.mod_revision))
+            .await;
+    }
+}

@@ -1,0 +1,503 @@
+//! A CRD's OpenAPI v3 schema applied to the objects written to it, in kube-apiserver's order:
+//! unknown fields found (for `fieldValidation`) and pruned, defaults applied, then validation
+//! answered with 422 and the path of every field that is wrong. CEL rules
+//! (`x-kubernetes-validations`) are kept in the schema but not evaluated.
+
+use serde_json::{Map, Value};
+
+use super::status::FieldCause;
+
+/// What `fieldValidation` asks for unknown and duplicate fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldValidation {
+    Strict,
+    Warn,
+    Ignore,
+}
+
+impl FieldValidation {
+    /// The query parameter's value; absent means Warn, as in kube-apiserver.
+    pub fn parse(value: Option<&str>) -> Result<FieldValidation, String> {
+        match value {
+            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some(other) => Err(format!(
+                "fieldValidation {other:?} is not supported; use Strict, Warn or Ignore"
+            )),
+        }
+    }
+}
+
+fn is_true(schema: &Value, key: &str) -> bool {
+    schema.get(key) == Some(&Value::Bool(true))
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Removes the fields the schema does not declare; returns their paths.
+pub fn prune(schema: &Value, value: &mut Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    prune_at(schema, value, "", true, &mut unknown);
+    unknown
+}
+
+fn prune_at(schema: &Value, value: &mut Value, path: &str, root: bool, unknown: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            let preserve = is_true(schema, "x-kubernetes-preserve-unknown-fields");
+            let embedded = is_true(schema, "x-kubernetes-embedded-resource");
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                let keys: Vec<String> = map.keys().cloned().collect();
+                for key in keys {
+                    // apiVersion, kind and metadata are the server's to check at the root and
+                    // in embedded resources.
+                    let meta = (root || embedded)
+                        && matches!(key.as_str(), "apiVersion" | "kind" | "metadata");
+                    match props.get(&key) {
+                        Some(sub) if !meta => prune_at(
+                            sub,
+                            map.get_mut(&key).expect("a key of the map"),
+                            &join(path, &key),
+                            false,
+                            unknown,
+                        ),
+                        Some(_) => {}
+                        None if meta || preserve => {}
+                        None => {
+                            map.remove(&key);
+                            unknown.push(join(path, &key));
+                        }
+                    }
+                }
+            } else if let Some(extra) = schema.get("additionalProperties").filter(|a| a.is_object())
+            {
+                for (key, v) in map.iter_mut() {
+                    prune_at(extra, v, &join(path, key), false, unknown);
+                }
+            } else if !preserve
+                && schema.get("type").and_then(Value::as_str) == Some("object")
+                && !root
+            {
+                // An object without declared fields keeps nothing, unless it preserves them.
+                for key in map.keys() {
+                    unknown.push(join(path, key));
+                }
+                map.clear();
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter_mut().enumerate() {
+                    prune_at(item_schema, item, &format!("{path}[{i}]"), false, unknown);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Fills in the schema's defaults for missing fields, at every level.
+pub fn apply_defaults(schema: &Value, value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (key, sub) in props {
+                    if !map.contains_key(key)
+                        && let Some(default) = sub.get("default")
+                    {
+                        map.insert(key.clone(), default.clone());
+                    }
+                    if let Some(v) = map.get_mut(key) {
+                        apply_defaults(sub, v);
+                    }
+                }
+            } else if let Some(extra) = schema.get("additionalProperties").filter(|a| a.is_object())
+            {
+                for v in map.values_mut() {
+                    apply_defaults(extra, v);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items {
+                    apply_defaults(item_schema, item);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn shown(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}
+
+/// Checks a value against the schema; returns every problem with its field path.
+pub fn validate(schema: &Value, value: &Value) -> Vec<FieldCause> {
+    let mut causes = Vec::new();
+    validate_at(schema, value, "", &mut causes);
+    causes
+}
+
+fn invalid(causes: &mut Vec<FieldCause>, path: &str, value: &Value, message: String) {
+    causes.push(FieldCause::invalid(
+        path,
+        format!("Invalid value: {}: {message}", shown(value)),
+    ));
+}
+
+fn validate_at(schema: &Value, value: &Value, path: &str, causes: &mut Vec<FieldCause>) {
+    if value.is_null() {
+        if !is_true(schema, "nullable") && schema.get("type").is_some() && !path.is_empty() {
+            let want = schema["type"].as_str().unwrap_or_default();
+            invalid(
+                causes,
+                path,
+                value,
+                format!("{path} in body must be of type {want}: \"null\""),
+            );
+        }
+        return;
+    }
+    let actual = type_name(value);
+    if is_true(schema, "x-kubernetes-int-or-string") {
+        if !matches!(actual, "integer" | "string") {
+            invalid(
+                causes,
+                path,
+                value,
+                format!("{path} in body must be of type integer or string: {actual:?}"),
+            );
+        }
+    } else if let Some(want) = schema.get("type").and_then(Value::as_str) {
+        let fits = want == actual || (want == "number" && actual == "integer");
+        if !fits {
+            invalid(
+                causes,
+                path,
+                value,
+                format!("{path} in body must be of type {want}: {actual:?}"),
+            );
+            return;
+        }
+    }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array)
+        && !options.contains(value)
+    {
+        let supported: Vec<String> = options.iter().map(shown).collect();
+        causes.push(FieldCause {
+            reason: "FieldValueNotSupported",
+            field: path.to_string(),
+            message: format!(
+                "Unsupported value: {}: supported values: {}",
+                shown(value),
+                supported.join(", ")
+            ),
+        });
+    }
+    match value {
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or_default();
+            if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
+                let exclusive = is_true(schema, "exclusiveMinimum");
+                if x < min || (exclusive && x == min) {
+                    let op = if exclusive {
+                        "greater than"
+                    } else {
+                        "greater than or equal to"
+                    };
+                    invalid(
+                        causes,
+                        path,
+                        value,
+                        format!("{path} in body should be {op} {min}"),
+                    );
+                }
+            }
+            if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
+                let exclusive = is_true(schema, "exclusiveMaximum");
+                if x > max || (exclusive && x == max) {
+                    let op = if exclusive {
+                        "less than"
+                    } else {
+                        "less than or equal to"
+                    };
+                    invalid(
+                        causes,
+                        path,
+                        value,
+                        format!("{path} in body should be {op} {max}"),
+                    );
+                }
+            }
+        }
+        Value::String(s) => {
+            let len = s.chars().count() as u64;
+            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+                && len < min
+            {
+                invalid(
+                    causes,
+                    path,
+                    value,
+                    format!("{path} in body should be at least {min} chars long"),
+                );
+            }
+            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+                && len > max
+            {
+                causes.push(FieldCause {
+                    reason: "FieldValueTooLong",
+                    field: path.to_string(),
+                    message: format!("Too long: may not be more than {max} bytes"),
+                });
+            }
+            if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
+                && let Ok(re) = regex::Regex::new(pattern)
+                && !re.is_match(s)
+            {
+                invalid(
+                    causes,
+                    path,
+                    value,
+                    format!("{path} in body should match '{pattern}'"),
+                );
+            }
+            if schema.get("format").and_then(Value::as_str) == Some("date-time")
+                && s.parse::<k8s_openapi::jiff::Timestamp>().is_err()
+            {
+                invalid(
+                    causes,
+                    path,
+                    value,
+                    format!("{path} in body must be of type date-time: {s:?}"),
+                );
+            }
+        }
+        Value::Array(items) => {
+            let n = items.len() as u64;
+            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+                && n < min
+            {
+                invalid(
+                    causes,
+                    path,
+                    value,
+                    format!("{path} in body should have at least {min} items"),
+                );
+            }
+            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+                && n > max
+            {
+                causes.push(FieldCause {
+                    reason: "FieldValueTooMany",
+                    field: path.to_string(),
+                    message: format!("Too many: {n}: must have at most {max} items"),
+                });
+            }
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    validate_at(item_schema, item, &format!("{path}[{i}]"), causes);
+                }
+            }
+        }
+        Value::Object(map) => validate_object(schema, map, value, path, causes),
+        _ => {}
+    }
+}
+
+fn validate_object(
+    schema: &Value,
+    map: &Map<String, Value>,
+    value: &Value,
+    path: &str,
+    causes: &mut Vec<FieldCause>,
+) {
+    if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        for field in required.iter().filter_map(Value::as_str) {
+            if !map.contains_key(field) {
+                causes.push(FieldCause::required(join(path, field)));
+            }
+        }
+    }
+    let n = map.len() as u64;
+    if let Some(min) = schema.get("minProperties").and_then(Value::as_u64)
+        && n < min
+    {
+        invalid(
+            causes,
+            path,
+            value,
+            format!("{path} in body should have at least {min} properties"),
+        );
+    }
+    if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64)
+        && n > max
+    {
+        invalid(
+            causes,
+            path,
+            value,
+            format!("{path} in body should have at most {max} properties"),
+        );
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (key, v) in map {
+            if path.is_empty() && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            if let Some(sub) = props.get(key) {
+                validate_at(sub, v, &join(path, key), causes);
+            }
+        }
+    } else if let Some(extra) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        for (key, v) in map {
+            validate_at(extra, v, &join(path, key), causes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1, "maxLength": 5, "pattern": "^[a-z]+$"},
+                        "replicas": {"type": "integer", "minimum": 0, "maximum": 9, "default": 1},
+                        "mode": {"type": "string", "enum": ["Fast", "Slow"], "default": "Fast"},
+                        "ports": {"type": "array", "maxItems": 2, "items": {"type": "integer"}},
+                        "surge": {"x-kubernetes-int-or-string": true},
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "after": {"type": "string", "format": "date-time"},
+                        "strategy": {
+                            "type": "object",
+                            "default": {},
+                            "properties": {"type": {"type": "string", "default": "RollingUpdate"}}
+                        }
+                    }
+                },
+                "status": {"type": "object", "properties": {"phase": {"type": "string"}}}
+            }
+        })
+    }
+
+    #[test]
+    fn unknown_fields_are_pruned_except_where_preserved() {
+        let mut v = json!({
+            "apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"},
+            "spec": {"name": "a", "bogus": 1, "labels": {"x": "y"}, "free": {"anything": {"goes": true}}},
+            "extra": true
+        });
+        let unknown = prune(&schema(), &mut v);
+        assert_eq!(unknown, ["extra", "spec.bogus"]);
+        assert_eq!(v["spec"]["free"], json!({"anything": {"goes": true}}));
+        assert_eq!(v["metadata"], json!({"name": "a"}));
+    }
+
+    #[test]
+    fn defaults_fill_missing_fields_at_every_level() {
+        let mut v = json!({"spec": {"name": "a", "mode": "Slow"}});
+        apply_defaults(&schema(), &mut v);
+        assert_eq!(v["spec"]["replicas"], 1);
+        assert_eq!(v["spec"]["mode"], "Slow", "a value that is there stays");
+        assert_eq!(v["spec"]["strategy"], json!({"type": "RollingUpdate"}));
+    }
+
+    #[test]
+    fn validation_table() {
+        for (spec, field, fragment) in [
+            (json!({}), "spec.name", "Required value"),
+            (json!({"name": ""}), "spec.name", "at least 1 chars long"),
+            (json!({"name": "abcdef"}), "spec.name", "Too long"),
+            (json!({"name": "AB"}), "spec.name", "should match"),
+            (
+                json!({"name": "a", "replicas": "3"}),
+                "spec.replicas",
+                "must be of type integer",
+            ),
+            (
+                json!({"name": "a", "replicas": 10}),
+                "spec.replicas",
+                "less than or equal to 9",
+            ),
+            (
+                json!({"name": "a", "replicas": -1}),
+                "spec.replicas",
+                "greater than or equal to 0",
+            ),
+            (
+                json!({"name": "a", "mode": "Medium"}),
+                "spec.mode",
+                "supported values: \"Fast\", \"Slow\"",
+            ),
+            (
+                json!({"name": "a", "ports": [1, 2, 3]}),
+                "spec.ports",
+                "must have at most 2 items",
+            ),
+            (
+                json!({"name": "a", "ports": ["x"]}),
+                "spec.ports[0]",
+                "must be of type integer",
+            ),
+            (
+                json!({"name": "a", "surge": true}),
+                "spec.surge",
+                "integer or string",
+            ),
+            (
+                json!({"name": "a", "labels": {"k": 1}}),
+                "spec.labels.k",
+                "must be of type string",
+            ),
+            (
+                json!({"name": "a", "after": "yesterday"}),
+                "spec.after",
+                "date-time",
+            ),
+        ] {
+            let causes = validate(&schema(), &json!({"spec": spec}));
+            assert!(
+                causes
+                    .iter()
+                    .any(|c| c.field == field && c.message.contains(fragment)),
+                "{spec}: expected {field}: {fragment}, got {causes:?}"
+            );
+        }
+        let ok = json!({"spec": {"name": "ab", "replicas": 3, "surge": "25%", "ports": [80], "after": "2024-05-01T10:00:00Z"}});
+        assert!(validate(&schema(), &ok).is_empty());
+    }
+}
