@@ -17,6 +17,9 @@ use serde_json::json;
 
 use capictl::management::{self, ServeOptions, StateDir};
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 const CONCURRENCY: usize = 64;
 /// Writes made one at a time to time watch delivery.
 const PROBES: usize = 100;
@@ -42,13 +45,19 @@ async fn client_for(options: &ServeOptions) -> Client {
     Client::try_from(config).unwrap()
 }
 
-async fn run(objects: usize, watchers: usize) {
+/// One run against one storage back end: the rows of the result table.
+async fn run(
+    objects: usize,
+    watchers: usize,
+    etcd_endpoints: Vec<String>,
+) -> Vec<(String, String)> {
     let dir = std::env::temp_dir().join(format!("capictl-bench-{}", uuid::Uuid::new_v4()));
     let options = ServeOptions {
         dir: StateDir::new(Some(dir.clone())),
         listen: "127.0.0.1:0".into(),
         kubeconfig: None,
         context: "bench".into(),
+        etcd_endpoints,
     };
     let running = management::start(&options).await.unwrap();
     let client = client_for(&options).await;
@@ -177,42 +186,42 @@ async fn run(objects: usize, watchers: usize) {
     running.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 
-    println!(
-        "embedded management cluster over HTTPS (durable redb store), kube-rs clients, {CONCURRENCY} requests in flight"
-    );
-    println!("objects: {objects} ConfigMaps of ~256 bytes; watchers: {watchers}");
-    println!("| measurement | result |");
-    println!("|---|---|");
-    println!(
-        "| creates/s | {:.0} |",
-        objects as f64 / create_elapsed.as_secs_f64()
-    );
-    println!(
-        "| gets/s | {:.0} |",
-        objects as f64 / get_elapsed.as_secs_f64()
-    );
-    println!(
-        "| list of all {} objects, p50 / max of 10 | {} / {} |",
-        objects + PROBES,
-        ms(percentile(&full, 0.5)),
-        ms(percentile(&full, 1.0))
-    );
-    println!("| list, first page of 500 | {} |", ms(page_latency));
-    println!(
-        "| list by label selector ({} matches) | {} |",
-        shard.items.len(),
-        ms(selector_latency)
-    );
-    println!(
-        "| watch delivery of a single write to {watchers} watchers, p50 / p99 / max | {} / {} / {} |",
-        ms(percentile(&latencies, 0.5)),
-        ms(percentile(&latencies, 0.99)),
-        ms(percentile(&latencies, 1.0))
-    );
-    println!(
-        "| store file after the run | {:.1} MiB |",
-        store_size as f64 / (1 << 20) as f64
-    );
+    vec![
+        (
+            "creates/s".into(),
+            format!("{:.0}", objects as f64 / create_elapsed.as_secs_f64()),
+        ),
+        (
+            "gets/s".into(),
+            format!("{:.0}", objects as f64 / get_elapsed.as_secs_f64()),
+        ),
+        (
+            format!("list of all {} objects, p50 / max of 10", objects + PROBES),
+            format!(
+                "{} / {}",
+                ms(percentile(&full, 0.5)),
+                ms(percentile(&full, 1.0))
+            ),
+        ),
+        ("list, first page of 500".into(), ms(page_latency)),
+        (
+            format!("list by label selector ({} matches)", shard.items.len()),
+            ms(selector_latency),
+        ),
+        (
+            format!("watch delivery of a single write to {watchers} watchers, p50 / p99 / max"),
+            format!(
+                "{} / {} / {}",
+                ms(percentile(&latencies, 0.5)),
+                ms(percentile(&latencies, 0.99)),
+                ms(percentile(&latencies, 1.0))
+            ),
+        ),
+        (
+            "embedded store file after the run".into(),
+            format!("{:.1} MiB", store_size as f64 / (1 << 20) as f64),
+        ),
+    ]
 }
 
 fn main() {
@@ -220,5 +229,22 @@ fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (objects, watchers) = if full { (10_000, 100) } else { (200, 5) };
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(run(objects, watchers));
+    let embedded = runtime.block_on(run(objects, watchers, Vec::new()));
+    let etcd = common::Etcd::start();
+    let on_etcd = etcd
+        .as_ref()
+        .map(|e| runtime.block_on(run(objects, watchers, vec![e.endpoint.clone()])));
+    drop(etcd);
+    println!("management cluster over HTTPS, kube-rs clients, {CONCURRENCY} requests in flight");
+    println!("{objects} ConfigMaps of ~256 bytes, {watchers} watchers");
+    println!("| measurement | embedded store (redb) | etcd 3.4 on loopback |");
+    println!("|---|---|---|");
+    for (i, (what, value)) in embedded.iter().enumerate() {
+        let other = match &on_etcd {
+            _ if what.starts_with("embedded store file") => "-".to_string(),
+            Some(rows) => rows[i].1.clone(),
+            None => "(no etcd)".to_string(),
+        };
+        println!("| {what} | {value} | {other} |");
+    }
 }

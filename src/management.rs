@@ -32,6 +32,13 @@ pub enum ManagementError {
         path: PathBuf,
         source: apiserver::store::StoreError,
     },
+    #[error(
+        "connecting to etcd at {endpoints}: {source}; check that it runs and the endpoints are right"
+    )]
+    Etcd {
+        endpoints: String,
+        source: apiserver::store::StoreError,
+    },
     #[error("starting the API server: {0}")]
     Start(#[from] apiserver::status::ApiError),
     #[error("cannot listen on {address}: {source}")]
@@ -241,6 +248,8 @@ pub struct ServeOptions {
     /// Where to merge a context for this cluster; `None` writes only the admin kubeconfig.
     pub kubeconfig: Option<PathBuf>,
     pub context: String,
+    /// etcd to keep objects in instead of the embedded store.
+    pub etcd_endpoints: Vec<String>,
 }
 
 /// A running management cluster.
@@ -395,6 +404,11 @@ pub async fn up(
         &options.context,
     ]);
     command.arg("--dir").arg(&options.dir.path);
+    if !options.etcd_endpoints.is_empty() {
+        command
+            .arg("--etcd-endpoints")
+            .arg(options.etcd_endpoints.join(","));
+    }
     match &options.kubeconfig {
         Some(path) => command.arg("--kubeconfig").arg(path),
         None => command.arg("--no-kubeconfig"),

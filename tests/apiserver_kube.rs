@@ -1,5 +1,8 @@
 //! The embedded API server driven by kube-rs, as controllers will drive it: typed CRUD,
-//! conflicts, finalizers, selectors, paging, watches, and a watch that survives a restart.
+//! conflicts, finalizers, selectors, paging, watches, garbage collection, on the embedded store
+//! and on etcd; a watch that survives a restart; two API servers on one etcd.
+
+mod common;
 
 use std::time::Duration;
 
@@ -15,10 +18,48 @@ use capictl::api::{Cluster, CrdSet};
 use capictl::apiserver::{self, ApiServer, store::Store};
 use capictl::management::{self, ServeOptions, StateDir};
 
-async fn in_process() -> Client {
-    let server = ApiServer::start(Store::in_memory()).await.unwrap();
+/// A client of an in-process API server on the given store.
+async fn client_of(store: Store) -> Client {
+    capictl::install_crypto_provider();
+    let server = ApiServer::start(store).await.unwrap();
     Client::new(apiserver::local_router(server), "default")
 }
+
+/// Runs each behaviour test against both storage back ends: the embedded store, and a real
+/// etcd the test starts (skipped, saying so, where there is no etcd binary).
+macro_rules! on_both_back_ends {
+    ($($name:ident),* $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::client_of(capictl::apiserver::store::Store::in_memory()).await).await;
+                }
+            )*
+        }
+        mod etcd {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let Some(etcd) = super::common::Etcd::start() else { return };
+                    let store = capictl::apiserver::store::Store::etcd(&[etcd.endpoint.clone()]).await.unwrap();
+                    super::$name(super::client_of(store).await).await;
+                    drop(etcd);
+                }
+            )*
+        }
+    };
+}
+
+on_both_back_ends!(
+    typed_crud_on_custom_resources,
+    finalizers_hold_deletion_until_removed,
+    deleting_a_namespace_deletes_what_is_in_it,
+    a_watcher_sees_changes_and_selectors_filter_them,
+    background_deletion_collects_dependents,
+    orphan_deletion_frees_dependents,
+    foreground_deletion_waits_for_blocking_dependents,
+);
 
 async fn install_crds(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -45,10 +86,7 @@ fn cluster(name: &str) -> Cluster {
     .unwrap()
 }
 
-#[tokio::test]
-async fn typed_crud_on_custom_resources() {
-    capictl::install_crypto_provider();
-    let client = in_process().await;
+async fn typed_crud_on_custom_resources(client: Client) {
     install_crds(&client).await;
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), "default");
     let created = clusters
@@ -149,10 +187,7 @@ async fn typed_crud_on_custom_resources() {
     );
 }
 
-#[tokio::test]
-async fn finalizers_hold_deletion_until_removed() {
-    capictl::install_crypto_provider();
-    let client = in_process().await;
+async fn finalizers_hold_deletion_until_removed(client: Client) {
     install_crds(&client).await;
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), "default");
     clusters
@@ -204,10 +239,7 @@ async fn finalizers_hold_deletion_until_removed() {
     assert!(clusters.get_opt("c1").await.unwrap().is_none());
 }
 
-#[tokio::test]
-async fn deleting_a_namespace_deletes_what_is_in_it() {
-    capictl::install_crypto_provider();
-    let client = in_process().await;
+async fn deleting_a_namespace_deletes_what_is_in_it(client: Client) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
         .create(
@@ -270,10 +302,7 @@ async fn deleting_a_namespace_deletes_what_is_in_it() {
     );
 }
 
-#[tokio::test]
-async fn a_watcher_sees_changes_and_selectors_filter_them() {
-    capictl::install_crypto_provider();
-    let client = in_process().await;
+async fn a_watcher_sees_changes_and_selectors_filter_them(client: Client) {
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let mut events = watcher(
         maps.clone(),
@@ -322,6 +351,7 @@ async fn a_watch_resumes_across_a_server_restart() {
         listen: "127.0.0.1:0".into(),
         kubeconfig: None,
         context: "test".into(),
+        etcd_endpoints: Vec::new(),
     };
     let running = management::start(&options).await.unwrap();
     let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();
@@ -404,9 +434,7 @@ async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     }
 }
 
-#[tokio::test]
-async fn background_deletion_collects_dependents() {
-    let client = in_process().await;
+async fn background_deletion_collects_dependents(client: Client) {
     let maps: Api<ConfigMap> = Api::namespaced(client, "default");
     let owner = maps
         .create(&PostParams::default(), &config_map("owner", None, &[]))
@@ -427,9 +455,7 @@ async fn background_deletion_collects_dependents() {
     .await;
 }
 
-#[tokio::test]
-async fn orphan_deletion_frees_dependents() {
-    let client = in_process().await;
+async fn orphan_deletion_frees_dependents(client: Client) {
     let maps: Api<ConfigMap> = Api::namespaced(client, "default");
     let owner = maps
         .create(&PostParams::default(), &config_map("owner", None, &[]))
@@ -457,9 +483,7 @@ async fn orphan_deletion_frees_dependents() {
     );
 }
 
-#[tokio::test]
-async fn foreground_deletion_waits_for_blocking_dependents() {
-    let client = in_process().await;
+async fn foreground_deletion_waits_for_blocking_dependents(client: Client) {
     let maps: Api<ConfigMap> = Api::namespaced(client, "default");
     let owner = maps
         .create(&PostParams::default(), &config_map("owner", None, &[]))
@@ -561,4 +585,54 @@ async fn open_when_released(path: &std::path::Path) -> Store {
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
+}
+
+#[tokio::test]
+async fn two_api_servers_on_one_etcd_serve_the_same_objects() {
+    let Some(etcd) = common::Etcd::start() else {
+        return;
+    };
+    let a = client_of(Store::etcd(&[etcd.endpoint.clone()]).await.unwrap()).await;
+    let b = client_of(Store::etcd(&[etcd.endpoint.clone()]).await.unwrap()).await;
+    let maps_a: Api<ConfigMap> = Api::namespaced(a, "default");
+    let maps_b: Api<ConfigMap> = Api::namespaced(b, "default");
+    let mut events = watcher(maps_b.clone(), watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    maps_a
+        .create(&PostParams::default(), &config_map("shared", None, &[]))
+        .await
+        .unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(10), events.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        seen.name_any(),
+        "shared",
+        "a write through one server reaches the other's watchers"
+    );
+    eventually("the other server serves it", async || {
+        maps_b.get_opt("shared").await.unwrap().is_some()
+    })
+    .await;
+    // Optimistic concurrency holds across servers.
+    let via_b = maps_b.get("shared").await.unwrap();
+    maps_a
+        .patch(
+            "shared",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "a"}})),
+        )
+        .await
+        .unwrap();
+    let err = maps_b
+        .replace("shared", &PostParams::default(), &via_b)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409),
+        "{err}"
+    );
 }

@@ -43,6 +43,9 @@ pub struct ServeArgs {
     /// The name of the kubeconfig context (and cluster and user) to write.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_CONTEXT)]
     context: String,
+    /// Keep objects in etcd (comma-separated client URLs) instead of the embedded store.
+    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
+    etcd_endpoints: Vec<String>,
 }
 
 impl ServeArgs {
@@ -53,6 +56,7 @@ impl ServeArgs {
             kubeconfig: (!self.no_kubeconfig)
                 .then(|| management::kubeconfig_path(self.kubeconfig.clone())),
             context: self.context.clone(),
+            etcd_endpoints: self.etcd_endpoints.clone(),
         }
     }
 }

@@ -28,3 +28,77 @@ pub fn read_yaml_docs(path: &std::path::Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap();
     capictl::yaml::from_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// A throwaway etcd on loopback, stopped and removed when dropped. `None` (with a note) when
+/// no etcd binary is there: $ETCD, else `etcd` on PATH (scripts/setup installs Debian's).
+pub struct Etcd {
+    child: std::process::Child,
+    dir: PathBuf,
+    pub endpoint: String,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Etcd {
+    pub fn start() -> Option<Etcd> {
+        let binary = std::env::var("ETCD").unwrap_or_else(|_| "etcd".into());
+        if std::process::Command::new(&binary)
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipping: no etcd (set ETCD or run scripts/setup)");
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!("capictl-etcd-{}", uuid::Uuid::new_v4()));
+        let (client, peer) = (free_port(), free_port());
+        let client_url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = std::process::Command::new(binary)
+            .args(["--name", "test", "--data-dir"])
+            .arg(&dir)
+            .args([
+                "--listen-client-urls",
+                &client_url,
+                "--advertise-client-urls",
+                &client_url,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer_url,
+                "--initial-advertise-peer-urls",
+                &peer_url,
+            ])
+            .args(["--initial-cluster", &format!("test={peer_url}")])
+            .args(["--max-request-bytes", "16777216", "--log-level", "error"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let etcd = Etcd {
+            child,
+            dir,
+            endpoint: client_url,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", client)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "etcd did not start");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Some(etcd)
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

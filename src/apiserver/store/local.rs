@@ -1,0 +1,279 @@
+//! The embedded back end: one writer thread commits writes in batches (group commit) to a redb
+//! file, or to memory only, and publishes them once they are durable. A write is acknowledged
+//! only after its batch is committed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, mpsc};
+
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use tokio::sync::oneshot;
+
+use super::{Backend, Event, EventKind, Op, Record, Shared, Store, StoreError};
+
+const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const REVISION_KEY: &str = "revision";
+
+/// The most writes committed in one transaction.
+const MAX_BATCH: usize = 512;
+
+macro_rules! storage_errors {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(e: $t) -> Self { StoreError::Storage(e.to_string()) }
+        }
+    )*};
+}
+storage_errors!(
+    redb::Error,
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+struct WriteRequest {
+    op: Op,
+    reply: oneshot::Sender<Result<Arc<Event>, StoreError>>,
+}
+
+/// The writer thread. When the last handle goes, the thread finishes what is queued and closes
+/// the file before the drop returns, so the same file can be opened again at once.
+pub struct Writer {
+    tx: Option<mpsc::SyncSender<WriteRequest>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Writer {
+    pub(super) async fn write(&self, op: Op) -> Result<Arc<Event>, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        let writer = self.tx.clone().ok_or(StoreError::Closed)?;
+        // The channel is bounded: a full queue blocks, so send from a blocking-safe thread.
+        tokio::task::spawn_blocking(move || writer.send(WriteRequest { op, reply }))
+            .await
+            .map_err(|_| StoreError::Closed)?
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+/// Opens (or creates) the redb file and loads every object.
+pub(super) fn open(path: &Path) -> Result<Store, StoreError> {
+    let db = redb::Database::create(path)?;
+    let mut objects = BTreeMap::new();
+    let mut revision = 0;
+    {
+        let init = db.begin_write()?;
+        init.open_table(OBJECTS)?;
+        init.open_table(META)?;
+        init.commit()?;
+        let read = db.begin_read()?;
+        let meta = read.open_table(META)?;
+        if let Some(r) = meta.get(REVISION_KEY)? {
+            revision = r.value();
+        }
+        let table = read.open_table(OBJECTS)?;
+        for entry in table.iter()? {
+            let (k, v) = entry?;
+            let record = decode(k.value(), v.value())?;
+            objects.insert(record.key.clone(), Arc::new(record));
+        }
+    }
+    Ok(start(Some(db), objects, revision))
+}
+
+pub(super) fn start(
+    db: Option<redb::Database>,
+    objects: BTreeMap<String, Arc<Record>>,
+    revision: u64,
+) -> Store {
+    let shared = Shared::new(objects, revision);
+    let (tx, rx) = mpsc::sync_channel(4096);
+    let writer_shared = shared.clone();
+    let thread = std::thread::Builder::new()
+        .name("store-writer".into())
+        .spawn(move || writer_loop(db, writer_shared, rx))
+        .expect("spawn the store writer thread");
+    Store {
+        shared,
+        backend: Backend::Local(Arc::new(Writer {
+            tx: Some(tx),
+            thread: Some(thread),
+        })),
+    }
+}
+
+fn encode(record: &Record) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(&record.create_revision.to_le_bytes());
+    out.extend_from_slice(&record.mod_revision.to_le_bytes());
+    serde_json::to_writer(&mut out, &record.value).expect("JSON values serialize");
+    out
+}
+
+fn decode(key: &str, bytes: &[u8]) -> Result<Record, StoreError> {
+    if bytes.len() < 16 {
+        return Err(StoreError::Storage(format!("{key}: truncated record")));
+    }
+    let create_revision = u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes"));
+    let mod_revision = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    let value = serde_json::from_slice(&bytes[16..])
+        .map_err(|e| StoreError::Storage(format!("{key}: {e}")))?;
+    Ok(Record {
+        key: key.to_string(),
+        value,
+        create_revision,
+        mod_revision,
+    })
+}
+
+fn writer_loop(db: Option<redb::Database>, shared: Arc<Shared>, rx: mpsc::Receiver<WriteRequest>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(r) => batch.push(r),
+                Err(_) => break,
+            }
+        }
+        commit_batch(db.as_ref(), &shared, batch);
+    }
+}
+
+/// Applies a batch of writes in order, makes them durable in one transaction, then publishes
+/// them to readers and watchers and answers each writer.
+fn commit_batch(db: Option<&redb::Database>, shared: &Shared, batch: Vec<WriteRequest>) {
+    let mut revision = shared.state.read().unwrap().revision;
+    // Objects as this batch leaves them: None for deleted.
+    let mut overlay: HashMap<String, Option<Arc<Record>>> = HashMap::new();
+    let mut outcomes: Vec<Result<Arc<Event>, StoreError>> = Vec::with_capacity(batch.len());
+    {
+        let state = shared.state.read().unwrap();
+        for request in &batch {
+            let key = request.op.key();
+            let current = match overlay.get(key) {
+                Some(v) => v.clone(),
+                None => state.objects.get(key).cloned(),
+            };
+            let outcome = apply(&request.op, current, revision + 1);
+            if let Ok(event) = &outcome {
+                revision = event.revision;
+                let after = (event.kind != EventKind::Deleted).then(|| event.record.clone());
+                overlay.insert(key.to_string(), after);
+            }
+            outcomes.push(outcome);
+        }
+    }
+
+    if let Some(db) = db
+        && !overlay.is_empty()
+        && let Err(e) = persist(db, &overlay, revision)
+    {
+        tracing::error!(error = %e, "committing writes to the store failed");
+        for request in batch {
+            let _ = request.reply.send(Err(StoreError::Storage(e.to_string())));
+        }
+        return;
+    }
+
+    let committed: Vec<Arc<Event>> = outcomes.iter().flatten().cloned().collect();
+    shared.publish(&committed, revision);
+    for (request, outcome) in batch.into_iter().zip(outcomes) {
+        let _ = request.reply.send(outcome);
+    }
+}
+
+/// The outcome of one write against the object as it stands, at `revision`.
+fn apply(op: &Op, current: Option<Arc<Record>>, revision: u64) -> Result<Arc<Event>, StoreError> {
+    let check = |current: &Arc<Record>, expected: Option<u64>| match expected {
+        Some(rev) if rev != current.mod_revision => Err(StoreError::Conflict {
+            key: current.key.clone(),
+            current: current.clone(),
+        }),
+        _ => Ok(()),
+    };
+    let (kind, record, prev) = match (op, current) {
+        (Op::Create { key, .. }, Some(_)) => return Err(StoreError::AlreadyExists(key.clone())),
+        (Op::Create { key, value }, None) => (
+            EventKind::Created,
+            Record {
+                key: key.clone(),
+                value: value.clone(),
+                create_revision: revision,
+                mod_revision: revision,
+            },
+            None,
+        ),
+        (Op::Update { key, .. } | Op::Delete { key, .. }, None) => {
+            return Err(StoreError::NotFound(key.clone()));
+        }
+        (
+            Op::Update {
+                key,
+                value,
+                expected,
+            },
+            Some(current),
+        ) => {
+            check(&current, *expected)?;
+            let record = Record {
+                key: key.clone(),
+                value: value.clone(),
+                create_revision: current.create_revision,
+                mod_revision: revision,
+            };
+            (EventKind::Updated, record, Some(current))
+        }
+        (Op::Delete { expected, .. }, Some(current)) => {
+            check(&current, *expected)?;
+            return Ok(Arc::new(Event {
+                kind: EventKind::Deleted,
+                revision,
+                record: current,
+                prev: None,
+            }));
+        }
+    };
+    Ok(Arc::new(Event {
+        kind,
+        revision,
+        record: Arc::new(record),
+        prev,
+    }))
+}
+
+fn persist(
+    db: &redb::Database,
+    overlay: &HashMap<String, Option<Arc<Record>>>,
+    revision: u64,
+) -> Result<(), StoreError> {
+    let txn = db.begin_write()?;
+    {
+        let mut objects = txn.open_table(OBJECTS)?;
+        for (key, record) in overlay {
+            match record {
+                Some(r) => {
+                    objects.insert(key.as_str(), encode(r).as_slice())?;
+                }
+                None => {
+                    objects.remove(key.as_str())?;
+                }
+            }
+        }
+        let mut meta = txn.open_table(META)?;
+        meta.insert(REVISION_KEY, revision)?;
+    }
+    txn.commit()?;
+    Ok(())
+}

@@ -1,0 +1,466 @@
+//! Storage in etcd's model: keys `/registry/<group>/<resource>/[<namespace>/]<name>`, one global
+//! revision that becomes every object's resourceVersion, compare-and-swap on an object's last
+//! revision, range reads, and watches from a revision over a bounded event history.
+//!
+//! Every back end feeds the same in-memory cache of committed state, from which reads and
+//! watches are served (kube-apiserver's watch cache): [`local`] commits to a redb file (or to
+//! memory only) and publishes what it committed; [`etcd`] writes to etcd and publishes what
+//! etcd's watch reports, so that several API servers on one etcd see each other's writes.
+
+pub mod etcd;
+pub mod local;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::Value;
+use tokio::sync::{broadcast, watch};
+
+/// How many past events a watch can resume from.
+const HISTORY: usize = 50_000;
+/// How many events a slow watcher may fall behind before it is told to relist.
+const WATCH_BUFFER: usize = 8_192;
+
+/// One stored object and its revisions.
+#[derive(Debug)]
+pub struct Record {
+    pub key: String,
+    /// The object as stored: without `metadata.resourceVersion`, which is `mod_revision`.
+    pub value: Value,
+    pub create_revision: u64,
+    pub mod_revision: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Created,
+    Updated,
+    Deleted,
+}
+
+/// A committed change. For a deletion, `record` is the object as it was last stored.
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub kind: EventKind,
+    pub revision: u64,
+    pub record: Arc<Record>,
+    /// The object before an update, so watchers with selectors see objects enter and leave.
+    pub prev: Option<Arc<Record>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The object changed since the revision the write was based on.
+    #[error("{key} was modified (now at revision {})", current.mod_revision)]
+    Conflict { key: String, current: Arc<Record> },
+    /// The requested revision is older than the history kept.
+    #[error("revision {requested} is too old; the oldest available is {oldest}")]
+    Compacted { requested: u64, oldest: u64 },
+    #[error("storage failure: {0}")]
+    Storage(String),
+    #[error("the store is shut down")]
+    Closed,
+}
+
+/// The committed state, as readers see it.
+struct State {
+    objects: BTreeMap<String, Arc<Record>>,
+    revision: u64,
+    history: VecDeque<Arc<Event>>,
+    /// A watch can start from any revision at or after this one.
+    oldest_watchable: u64,
+}
+
+/// The cache every back end publishes committed changes to.
+struct Shared {
+    state: RwLock<State>,
+    /// One broadcast channel per resource prefix (`/registry/<group>/<resource>/`).
+    channels: Mutex<HashMap<String, broadcast::Sender<Arc<Event>>>>,
+    /// The latest published revision, for writers waiting to read their own writes.
+    published: watch::Sender<u64>,
+}
+
+impl Shared {
+    fn new(objects: BTreeMap<String, Arc<Record>>, revision: u64) -> Arc<Shared> {
+        Arc::new(Shared {
+            state: RwLock::new(State {
+                objects,
+                revision,
+                history: VecDeque::new(),
+                oldest_watchable: revision,
+            }),
+            channels: Mutex::new(HashMap::new()),
+            published: watch::channel(revision).0,
+        })
+    }
+
+    /// Makes committed changes visible to readers and watchers, in revision order.
+    fn publish(&self, events: &[Arc<Event>], revision: u64) {
+        let mut state = self.state.write().unwrap();
+        let channels = self.channels.lock().unwrap();
+        for event in events {
+            let key = &event.record.key;
+            match event.kind {
+                EventKind::Deleted => state.objects.remove(key),
+                _ => state.objects.insert(key.clone(), event.record.clone()),
+            };
+            state.history.push_back(event.clone());
+            if state.history.len() > HISTORY {
+                let dropped = state.history.pop_front().expect("history is not empty");
+                state.oldest_watchable = dropped.revision;
+            }
+            if let Some(tx) = channels.get(&resource_prefix(key)) {
+                let _ = tx.send(event.clone());
+            }
+        }
+        state.revision = state.revision.max(revision);
+        let now = state.revision;
+        drop(channels);
+        drop(state);
+        self.published.send_replace(now);
+    }
+
+    /// Replaces the whole state (after the source of truth could not be followed), telling
+    /// every watcher to start over.
+    fn reset(&self, objects: BTreeMap<String, Arc<Record>>, revision: u64) {
+        let mut state = self.state.write().unwrap();
+        *state = State {
+            objects,
+            revision,
+            history: VecDeque::new(),
+            oldest_watchable: revision,
+        };
+        // Dropping the senders ends every live watch; clients relist.
+        self.channels.lock().unwrap().clear();
+        drop(state);
+        self.published.send_replace(revision);
+    }
+
+    /// The published event of a write at `revision` to `key`.
+    fn event_at(&self, key: &str, revision: u64) -> Option<Arc<Event>> {
+        let state = self.state.read().unwrap();
+        state
+            .history
+            .iter()
+            .rev()
+            .find(|e| e.revision == revision && e.record.key == key)
+            .cloned()
+    }
+}
+
+#[derive(Clone)]
+enum Backend {
+    Local(Arc<local::Writer>),
+    Etcd(etcd::EtcdBackend),
+}
+
+/// A handle to the store; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    shared: Arc<Shared>,
+    backend: Backend,
+}
+
+/// The start of a watch: what to send first, then the live events.
+pub struct WatchStart {
+    /// Events after the requested revision (or the current objects, as `Created`, when no
+    /// revision was given), oldest first.
+    pub backlog: Vec<Arc<Event>>,
+    pub live: broadcast::Receiver<Arc<Event>>,
+    /// The revision the backlog brings the watcher up to.
+    pub revision: u64,
+}
+
+impl Store {
+    /// A store that lives in memory only.
+    pub fn in_memory() -> Store {
+        local::start(None, BTreeMap::new(), 0)
+    }
+
+    /// Opens (or creates) a durable store in the redb file at `path`, loading every object.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        local::open(path)
+    }
+
+    /// Connects to etcd and follows its `/registry/` keys.
+    pub async fn etcd(endpoints: &[String]) -> Result<Store, StoreError> {
+        etcd::connect(endpoints).await
+    }
+
+    /// The latest committed revision.
+    pub fn revision(&self) -> u64 {
+        self.shared.state.read().unwrap().revision
+    }
+
+    /// How many objects are stored.
+    pub fn len(&self) -> usize {
+        self.shared.state.read().unwrap().objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, key: &str) -> Option<Arc<Record>> {
+        self.shared.state.read().unwrap().objects.get(key).cloned()
+    }
+
+    /// Objects whose key starts with `prefix`, from `start_after` on (exclusive), at most
+    /// `limit`; with the revision they were read at and whether more remain.
+    pub fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: Option<usize>,
+        mut keep: impl FnMut(&Record) -> bool,
+    ) -> (Vec<Arc<Record>>, u64, bool) {
+        let state = self.shared.state.read().unwrap();
+        let start = match start_after {
+            Some(after) => Bound::Excluded(after),
+            None => Bound::Included(prefix),
+        };
+        let mut out = Vec::new();
+        let mut more = false;
+        for (key, record) in state.objects.range::<str, _>((start, Bound::Unbounded)) {
+            if !key.starts_with(prefix) {
+                break;
+            }
+            if !keep(record) {
+                continue;
+            }
+            if limit.is_some_and(|l| out.len() >= l) {
+                more = true;
+                break;
+            }
+            out.push(record.clone());
+        }
+        (out, state.revision, more)
+    }
+
+    pub async fn create(&self, key: String, value: Value) -> Result<Arc<Event>, StoreError> {
+        self.write(Op::Create { key, value }).await
+    }
+
+    /// Replaces an object; with `expected`, only if it is still at that revision.
+    pub async fn update(
+        &self,
+        key: String,
+        value: Value,
+        expected: Option<u64>,
+    ) -> Result<Arc<Event>, StoreError> {
+        self.write(Op::Update {
+            key,
+            value,
+            expected,
+        })
+        .await
+    }
+
+    pub async fn delete(
+        &self,
+        key: String,
+        expected: Option<u64>,
+    ) -> Result<Arc<Event>, StoreError> {
+        self.write(Op::Delete { key, expected }).await
+    }
+
+    async fn write(&self, op: Op) -> Result<Arc<Event>, StoreError> {
+        match &self.backend {
+            Backend::Local(writer) => writer.write(op).await,
+            Backend::Etcd(etcd) => etcd.write(&self.shared, op).await,
+        }
+    }
+
+    /// Starts watching the keys under `prefix` (a resource's prefix, ending in `/`). With a
+    /// revision, the backlog holds the events after it; without, the current objects.
+    pub fn watch(&self, prefix: &str, from: Option<u64>) -> Result<WatchStart, StoreError> {
+        let channel = resource_prefix(prefix);
+        let state = self.shared.state.read().unwrap();
+        let live = {
+            let mut channels = self.shared.channels.lock().unwrap();
+            channels
+                .entry(channel)
+                .or_insert_with(|| broadcast::channel(WATCH_BUFFER).0)
+                .subscribe()
+        };
+        let backlog = match from {
+            Some(rv) if rv < state.oldest_watchable => {
+                return Err(StoreError::Compacted {
+                    requested: rv,
+                    oldest: state.oldest_watchable,
+                });
+            }
+            Some(rv) => state
+                .history
+                .iter()
+                .filter(|e| e.revision > rv && e.record.key.starts_with(prefix))
+                .cloned()
+                .collect(),
+            None => state
+                .objects
+                .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+                .take_while(|(k, _)| k.starts_with(prefix))
+                .map(|(_, r)| {
+                    Arc::new(Event {
+                        kind: EventKind::Created,
+                        revision: r.mod_revision,
+                        record: r.clone(),
+                        prev: None,
+                    })
+                })
+                .collect(),
+        };
+        Ok(WatchStart {
+            backlog,
+            live,
+            revision: state.revision,
+        })
+    }
+}
+
+/// A write, as every back end receives it.
+enum Op {
+    Create {
+        key: String,
+        value: Value,
+    },
+    Update {
+        key: String,
+        value: Value,
+        expected: Option<u64>,
+    },
+    Delete {
+        key: String,
+        expected: Option<u64>,
+    },
+}
+
+impl Op {
+    fn key(&self) -> &str {
+        match self {
+            Op::Create { key, .. } | Op::Update { key, .. } | Op::Delete { key, .. } => key,
+        }
+    }
+}
+
+/// The resource part of a key: `/registry/<group>/<resource>/`. Watch channels are per resource.
+fn resource_prefix(key: &str) -> String {
+    let mut end = 0;
+    for (count, (i, _)) in key.match_indices('/').enumerate() {
+        end = i + 1;
+        if count == 3 {
+            break;
+        }
+    }
+    key[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const PREFIX: &str = "/registry/core/configmaps/";
+
+    fn key(name: &str) -> String {
+        format!("{PREFIX}default/{name}")
+    }
+
+    #[tokio::test]
+    async fn revisions_increase_and_compare_and_swap_refuses_stale_writes() {
+        let store = Store::in_memory();
+        let a = store.create(key("a"), json!({"v": 1})).await.unwrap();
+        let b = store.create(key("b"), json!({"v": 1})).await.unwrap();
+        assert!(b.revision > a.revision);
+        assert!(matches!(
+            store.create(key("a"), json!({})).await,
+            Err(StoreError::AlreadyExists(_))
+        ));
+        let a2 = store
+            .update(key("a"), json!({"v": 2}), Some(a.revision))
+            .await
+            .unwrap();
+        assert_eq!(a2.record.create_revision, a.revision);
+        let stale = store
+            .update(key("a"), json!({"v": 3}), Some(a.revision))
+            .await;
+        assert!(matches!(stale, Err(StoreError::Conflict { .. })));
+        assert!(matches!(
+            store.delete(key("zz"), None).await,
+            Err(StoreError::NotFound(_))
+        ));
+        store.delete(key("a"), Some(a2.revision)).await.unwrap();
+        assert!(store.get(&key("a")).is_none());
+        assert_eq!(store.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn list_pages_through_a_prefix() {
+        let store = Store::in_memory();
+        for i in 0..5 {
+            store
+                .create(key(&format!("o{i}")), json!({"i": i}))
+                .await
+                .unwrap();
+        }
+        store
+            .create("/registry/core/secrets/default/s".into(), json!({}))
+            .await
+            .unwrap();
+        let (page, _, more) = store.list(PREFIX, None, Some(2), |_| true);
+        assert_eq!(page.len(), 2);
+        assert!(more);
+        let (rest, _, more) = store.list(PREFIX, Some(&page[1].key), None, |_| true);
+        assert_eq!(rest.len(), 3);
+        assert!(!more);
+        let (odd, _, _) = store.list(PREFIX, None, None, |r| {
+            r.value["i"].as_i64().unwrap() % 2 == 1
+        });
+        assert_eq!(odd.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn watch_resumes_from_a_revision_and_sees_later_writes() {
+        let store = Store::in_memory();
+        let first = store.create(key("a"), json!({})).await.unwrap();
+        store.create(key("b"), json!({})).await.unwrap();
+        let mut start = store.watch(PREFIX, Some(first.revision)).unwrap();
+        assert_eq!(start.backlog.len(), 1);
+        assert_eq!(start.backlog[0].record.key, key("b"));
+        store.delete(key("a"), None).await.unwrap();
+        let event = start.live.recv().await.unwrap();
+        assert_eq!(event.kind, EventKind::Deleted);
+        assert_eq!(event.record.key, key("a"));
+    }
+
+    #[tokio::test]
+    async fn objects_and_revision_survive_a_reopen() {
+        let dir = std::env::temp_dir().join(format!("capictl-store-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.redb");
+        let rev = {
+            let store = Store::open(&path).unwrap();
+            store.create(key("a"), json!({"kept": true})).await.unwrap();
+            store.create(key("b"), json!({})).await.unwrap();
+            store.delete(key("b"), None).await.unwrap().revision
+        };
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.revision(), rev);
+        assert_eq!(store.get(&key("a")).unwrap().value, json!({"kept": true}));
+        assert!(store.get(&key("b")).is_none());
+        // A watch from the last revision before the restart resumes; older ones are gone.
+        assert!(store.watch(PREFIX, Some(rev)).is_ok());
+        assert!(matches!(
+            store.watch(PREFIX, Some(rev - 1)),
+            Err(StoreError::Compacted { .. })
+        ));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
