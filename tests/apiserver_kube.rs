@@ -42,7 +42,7 @@ macro_rules! on_both_back_ends {
                 #[tokio::test]
                 async fn $name() {
                     let Some(etcd) = super::common::Etcd::start() else { return };
-                    let store = capictl::apiserver::store::Store::etcd(&[etcd.endpoint.clone()]).await.unwrap();
+                    let store = capictl::apiserver::store::Store::etcd(std::slice::from_ref(&etcd.endpoint)).await.unwrap();
                     super::$name(super::client_of(store).await).await;
                     drop(etcd);
                 }
@@ -52,6 +52,7 @@ macro_rules! on_both_back_ends {
 }
 
 on_both_back_ends!(
+    dry_run_changes_nothing,
     typed_crud_on_custom_resources,
     finalizers_hold_deletion_until_removed,
     deleting_a_namespace_deletes_what_is_in_it,
@@ -592,8 +593,18 @@ async fn two_api_servers_on_one_etcd_serve_the_same_objects() {
     let Some(etcd) = common::Etcd::start() else {
         return;
     };
-    let a = client_of(Store::etcd(&[etcd.endpoint.clone()]).await.unwrap()).await;
-    let b = client_of(Store::etcd(&[etcd.endpoint.clone()]).await.unwrap()).await;
+    let a = client_of(
+        Store::etcd(std::slice::from_ref(&etcd.endpoint))
+            .await
+            .unwrap(),
+    )
+    .await;
+    let b = client_of(
+        Store::etcd(std::slice::from_ref(&etcd.endpoint))
+            .await
+            .unwrap(),
+    )
+    .await;
     let maps_a: Api<ConfigMap> = Api::namespaced(a, "default");
     let maps_b: Api<ConfigMap> = Api::namespaced(b, "default");
     let mut events = watcher(maps_b.clone(), watcher::Config::default())
@@ -634,5 +645,127 @@ async fn two_api_servers_on_one_etcd_serve_the_same_objects() {
     assert!(
         matches!(err, kube::Error::Api(ref s) if s.code == 409),
         "{err}"
+    );
+}
+
+async fn dry_run_changes_nothing(client: Client) {
+    let maps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let would_be = maps
+        .create(&dry, &config_map("ghost", None, &[]))
+        .await
+        .unwrap();
+    assert_eq!(would_be.name_any(), "ghost");
+    assert!(
+        maps.get_opt("ghost").await.unwrap().is_none(),
+        "a dry-run create stores nothing"
+    );
+
+    maps.create(&PostParams::default(), &config_map("real", None, &[]))
+        .await
+        .unwrap();
+    let patched = maps
+        .patch(
+            "real",
+            &PatchParams::default().dry_run(),
+            &Patch::Merge(json!({"data": {"k": "v"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data.unwrap()["k"], "v");
+    assert!(
+        maps.get("real").await.unwrap().data.is_none(),
+        "a dry-run patch stores nothing"
+    );
+    maps.delete(
+        "real",
+        &DeleteParams {
+            dry_run: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        maps.get_opt("real").await.unwrap().is_some(),
+        "a dry-run delete deletes nothing"
+    );
+}
+
+/// Labels ConfigMaps and refuses those with a `forbidden` key, as provider rules would.
+struct TestRules;
+
+impl capictl::apiserver::admission::Admission for TestRules {
+    fn name(&self) -> &str {
+        "configmaps.test"
+    }
+    fn handles(&self, group: &str, kind: &str) -> bool {
+        group.is_empty() && kind == "ConfigMap"
+    }
+    fn default(
+        &self,
+        _: &capictl::apiserver::admission::Request<'_>,
+        object: &mut serde_json::Value,
+    ) -> Result<(), capictl::apiserver::status::ApiError> {
+        object["metadata"]["labels"]["defaulted"] = json!("yes");
+        Ok(())
+    }
+    fn validate(
+        &self,
+        request: &capictl::apiserver::admission::Request<'_>,
+        object: &serde_json::Value,
+    ) -> Result<Vec<String>, capictl::apiserver::status::ApiError> {
+        if object["data"].get("forbidden").is_some() {
+            return Err(capictl::apiserver::status::ApiError::invalid(
+                "ConfigMap",
+                "",
+                request.name,
+                vec![capictl::apiserver::status::FieldCause::invalid(
+                    "data.forbidden",
+                    "Forbidden: not here",
+                )],
+            ));
+        }
+        Ok(Vec::new())
+    }
+}
+
+#[tokio::test]
+async fn admission_rules_default_and_refuse_before_storage() {
+    capictl::install_crypto_provider();
+    let server = ApiServer::start(Store::in_memory()).await.unwrap();
+    server.admission.register(std::sync::Arc::new(TestRules));
+    let maps: Api<ConfigMap> = Api::namespaced(
+        Client::new(apiserver::local_router(server), "default"),
+        "default",
+    );
+    let created = maps
+        .create(&PostParams::default(), &config_map("ok", None, &[]))
+        .await
+        .unwrap();
+    assert_eq!(created.labels()["defaulted"], "yes");
+    let bad: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "bad"}, "data": {"forbidden": "x"}}))
+            .unwrap();
+    let err = maps.create(&PostParams::default(), &bad).await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 422 && s.message.contains("data.forbidden")),
+        "{err}"
+    );
+    assert!(maps.get_opt("bad").await.unwrap().is_none());
+    let err = maps
+        .patch(
+            "ok",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"forbidden": "y"}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 422),
+        "updates are checked too: {err}"
     );
 }

@@ -11,6 +11,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::ApiServer;
+use super::admission::{self, Operation};
 use super::gc::Propagation;
 use super::object::{self, Target};
 use super::patch::{self, PatchType};
@@ -166,6 +167,29 @@ impl Call<'_> {
         }
     }
 
+    /// Runs the admission chain on an object about to be stored.
+    fn admit(
+        &self,
+        operation: Operation,
+        old: Option<&Value>,
+        object: &mut Value,
+    ) -> Result<(), ApiError> {
+        let name = object::name_of(object).to_string();
+        let request = admission::Request {
+            operation,
+            group: &self.resource.group,
+            version: &self.resource.version,
+            kind: &self.resource.kind,
+            namespace: self.namespace(),
+            name: &name,
+            old,
+            dry_run: self.dry_run(),
+        };
+        let warnings = self.server.admission.admit(&request, object)?;
+        self.warnings.lock().unwrap().extend(warnings);
+        Ok(())
+    }
+
     fn render_object(&self, code: StatusCode, object: Value) -> Response {
         match self.representation {
             Representation::Table => {
@@ -293,7 +317,8 @@ impl Call<'_> {
         object::prepare_create(&self.resource, &mut obj, self.namespace())?;
         self.apply_schema(&mut obj)?;
         self.check_namespace()?;
-        self.server.admit_create(&self.resource, &mut obj)?;
+        self.server.strategy_create(&self.resource, &mut obj)?;
+        self.admit(Operation::Create, None, &mut obj)?;
         let name = object::name_of(&obj).to_string();
         if self.dry_run() {
             return Ok(self.respond_object(StatusCode::CREATED, obj));
@@ -405,7 +430,8 @@ impl Call<'_> {
             object::prepare_update(&self.resource, &current.value, &mut new, target)?;
             self.apply_schema(&mut new)?;
             self.server
-                .admit_update(&self.resource, &current.value, &mut new)?;
+                .strategy_update(&self.resource, &current.value, &mut new)?;
+            self.admit(Operation::Update, Some(&current.value), &mut new)?;
             match self.store_update(&current, new).await? {
                 Ok(out) => return Ok(self.respond_object(StatusCode::OK, out)),
                 Err(()) if sent_rv.is_some() => return Err(self.conflict(name)),
@@ -447,7 +473,8 @@ impl Call<'_> {
             object::prepare_update(&self.resource, &current.value, &mut new, target)?;
             self.apply_schema(&mut new)?;
             self.server
-                .admit_update(&self.resource, &current.value, &mut new)?;
+                .strategy_update(&self.resource, &current.value, &mut new)?;
+            self.admit(Operation::Update, Some(&current.value), &mut new)?;
             match self.store_update(&current, new).await? {
                 Ok(out) => return Ok(self.respond_object(StatusCode::OK, out)),
                 Err(()) if precondition.is_some() => return Err(self.conflict(name)),
@@ -468,6 +495,11 @@ impl Call<'_> {
             self.query.get("propagationPolicy").map(String::as_str),
         )
         .map_err(ApiError::bad_request)?;
+        // DeleteOptions may ask for a dry run in the body as well as in the query.
+        let dry_run = self.dry_run()
+            || options["dryRun"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|v| v == "All"));
         for _ in 0..MAX_RETRIES {
             let current = self.get_record(name)?;
             if let Some(uid) = options["preconditions"]["uid"].as_str()
@@ -480,6 +512,11 @@ impl Call<'_> {
             {
                 return Err(self.conflict(name));
             }
+            self.admit(
+                Operation::Delete,
+                Some(&current.value),
+                &mut current.value.clone(),
+            )?;
             let mut finalizers = object::finalizers(&current.value);
             let added = match propagation.finalizer() {
                 Some(f) if !finalizers.iter().any(|x| x == f) => {
@@ -501,7 +538,7 @@ impl Call<'_> {
                 if !object::is_deleting(&marked) {
                     self.server.mark_deleting(&self.resource, &mut marked);
                 }
-                if self.dry_run() {
+                if dry_run {
                     return Ok(self.respond_object(StatusCode::OK, marked));
                 }
                 match self
@@ -519,7 +556,7 @@ impl Call<'_> {
                     Err(e) => return Err(e.into()),
                 }
             }
-            if self.dry_run() {
+            if dry_run {
                 return Ok(self.respond_object(StatusCode::OK, self.present(&current)));
             }
             match self
@@ -652,7 +689,8 @@ impl Call<'_> {
             object::prepare_update(&self.resource, &current.value, &mut new, Target::Main)?;
             self.apply_schema(&mut new)?;
             self.server
-                .admit_update(&self.resource, &current.value, &mut new)?;
+                .strategy_update(&self.resource, &current.value, &mut new)?;
+            self.admit(Operation::Update, Some(&current.value), &mut new)?;
             match self.store_update(&current, new).await? {
                 Ok(out) => return Ok(json_response(StatusCode::OK, self.scale_of(&out)?)),
                 Err(()) if precondition.is_some() => return Err(self.conflict(name)),

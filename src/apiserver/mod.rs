@@ -5,6 +5,7 @@
 //! (built-ins and CRDs alike), generic [`handlers`] for every verb, [`discovery`] and OpenAPI,
 //! [`watch`]es, [`table`] printing, and background loops for namespace deletion.
 
+pub mod admission;
 pub mod discovery;
 pub mod gc;
 pub mod handlers;
@@ -58,6 +59,8 @@ pub struct User {
 pub struct ApiServer {
     pub store: Store,
     pub registry: Registry,
+    /// Defaulting and validation registered by kind, run before every write is stored.
+    pub admission: admission::Chain,
     /// Wakes the namespace deleter and the garbage collector after a deletion.
     namespace_deleter: Arc<tokio::sync::Notify>,
     garbage_collector: Arc<tokio::sync::Notify>,
@@ -71,6 +74,7 @@ impl ApiServer {
         let server = Arc::new(ApiServer {
             store,
             registry: Registry::new(),
+            admission: Default::default(),
             namespace_deleter: Default::default(),
             garbage_collector: Default::default(),
             started_at: object::now(),
@@ -85,7 +89,7 @@ impl ApiServer {
             if server.store.get(&namespaces.key(None, name)).is_none() {
                 let mut ns = json!({"metadata": {"name": name}});
                 object::prepare_create(&namespaces, &mut ns, None)?;
-                server.admit_create(&namespaces, &mut ns)?;
+                server.strategy_create(&namespaces, &mut ns)?;
                 server.store.create(namespaces.key(None, name), ns).await?;
             }
         }
@@ -120,8 +124,9 @@ impl ApiServer {
         resource.group.is_empty() && resource.plural == "namespaces"
     }
 
-    /// Server-side defaulting and validation before a new object is stored.
-    fn admit_create(&self, resource: &Resource, object: &mut Value) -> Result<(), ApiError> {
+    /// What the server itself fills in and checks on new objects of built-in kinds (as
+    /// kube-apiserver's registry strategies do), before admission runs.
+    fn strategy_create(&self, resource: &Resource, object: &mut Value) -> Result<(), ApiError> {
         if Self::is_crd(resource) {
             validate_crd(object)?;
             object["status"] = crd_status(object, None);
@@ -141,7 +146,7 @@ impl ApiServer {
         Ok(())
     }
 
-    fn admit_update(
+    fn strategy_update(
         &self,
         resource: &Resource,
         old: &Value,

@@ -96,10 +96,10 @@ pub(super) async fn connect(endpoints: &[String]) -> Result<Store, StoreError> {
     ));
     Ok(Store {
         shared,
-        backend: Backend::Etcd(EtcdBackend {
+        backend: Backend::Etcd(Box::new(EtcdBackend {
             client,
             _alive: Arc::new(alive),
-        }),
+        })),
     })
 }
 

@@ -157,7 +157,7 @@ impl Shared {
 #[derive(Clone)]
 enum Backend {
     Local(Arc<local::Writer>),
-    Etcd(etcd::EtcdBackend),
+    Etcd(Box<etcd::EtcdBackend>),
 }
 
 /// A handle to the store; cheap to clone.
