@@ -979,7 +979,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__serve)
-            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --verbose --help --version"
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -998,6 +998,10 @@ _capictl() {
                     return 0
                     ;;
                 --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-endpoints)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1027,7 +1031,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__up)
-            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --verbose --help --version"
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1046,6 +1050,10 @@ _capictl() {
                     return 0
                     ;;
                 --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-endpoints)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -117,6 +117,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l listen -d 'Address to listen on; port 0 reuses this directory\'s last port, else picks a free one' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l kubeconfig -d 'The kubeconfig to add a context to [default: $KUBECONFIG, else ~/.kube/config]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l context -d 'The name of the kubeconfig context (and cluster and user) to write' -r
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l etcd-endpoints -d 'Keep objects in etcd (comma-separated client URLs) instead of the embedded store' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l no-kubeconfig -d 'Write no kubeconfig context (the admin kubeconfig in the state directory is always there)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s h -l help -d 'Print help'
@@ -125,6 +126,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l listen -d 'Address to listen on; port 0 reuses this directory\'s last port, else picks a free one' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l kubeconfig -d 'The kubeconfig to add a context to [default: $KUBECONFIG, else ~/.kube/config]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l context -d 'The name of the kubeconfig context (and cluster and user) to write' -r
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l etcd-endpoints -d 'Keep objects in etcd (comma-separated client URLs) instead of the embedded store' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l no-kubeconfig -d 'Write no kubeconfig context (the admin kubeconfig in the state directory is always there)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s h -l help -d 'Print help'

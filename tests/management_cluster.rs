@@ -773,3 +773,98 @@ fn upstream_crds_apply_cleanly() {
             .contains("machinedeployments")
     );
 }
+
+#[test]
+fn server_side_apply_with_kubectl() {
+    let Some(m) = Management::up() else { return };
+    let manifest = |replicas: u32| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  labels:\n    team: a\ndata:\n  replicas: \"{replicas}\"\n  mode: fast\n"
+        )
+    };
+    let out = m.kubectl_in(
+        &["apply", "--server-side", "--field-manager=alice", "-f", "-"],
+        Some(&manifest(1)),
+    );
+    assert!(
+        out.contains("configmap/settings serverside-applied"),
+        "{out}"
+    );
+    let managers = m.kubectl(&[
+        "get",
+        "configmap",
+        "settings",
+        "--show-managed-fields",
+        "-o",
+        "jsonpath={.metadata.managedFields[*].manager}",
+    ]);
+    assert_eq!(managers, "alice");
+
+    // Another manager changing alice's field conflicts...
+    let conflict = feed(
+        m.kubectl_command(&["apply", "--server-side", "--field-manager=bob", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        &manifest(2),
+    );
+    assert!(!conflict.status.success());
+    let err = text(&conflict.stderr);
+    assert!(
+        err.contains("conflict") && err.contains("alice") && err.contains(".data.replicas"),
+        "{err}"
+    );
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "configmap",
+            "settings",
+            "-o",
+            "jsonpath={.data.replicas}"
+        ]),
+        "1"
+    );
+
+    // ...unless forced.
+    m.kubectl_in(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=bob",
+            "--force-conflicts",
+            "-f",
+            "-",
+        ],
+        Some(&manifest(2)),
+    );
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "configmap",
+            "settings",
+            "-o",
+            "jsonpath={.data.replicas}"
+        ]),
+        "2"
+    );
+
+    // A field alice stops applying goes away; one that bob applies too stays.
+    m.kubectl_in(
+        &["apply", "--server-side", "--field-manager=alice", "-f", "-"],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: fast\n"),
+    );
+    let data = m.kubectl(&["get", "configmap", "settings", "-o", "jsonpath={.data}"]);
+    assert!(!data.contains("note"), "{data}");
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "configmap",
+            "settings",
+            "-o",
+            "jsonpath={.metadata.labels.team}"
+        ]),
+        "a"
+    );
+}

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::ApiServer;
 use super::admission::{self, Operation};
 use super::gc::Propagation;
+use super::managed;
 use super::object::{self, Target};
 use super::patch::{self, PatchType};
 use super::registry::Resource;
@@ -75,6 +76,8 @@ pub struct Call<'a> {
     pub representation: Representation,
     /// Warnings for the client, sent as `Warning` headers.
     pub warnings: std::sync::Mutex<Vec<String>>,
+    /// The client's User-Agent, which names its field manager when it gives none.
+    pub user_agent: String,
 }
 
 fn json_response(code: StatusCode, value: Value) -> Response {
@@ -314,6 +317,35 @@ impl Call<'_> {
 
     pub async fn create(&self, body: &[u8]) -> Result<Response, ApiError> {
         let mut obj = patch::parse_json_or_yaml(body)?;
+        self.track(None, &mut obj);
+        self.create_object(obj).await
+    }
+
+    /// The field manager of this request: `fieldManager`, else the client's name as its
+    /// User-Agent gives it (kube-apiserver's default).
+    fn manager(&self) -> String {
+        match self.query.get("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) => m.clone(),
+            None => self
+                .user_agent
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        }
+    }
+
+    /// Records which fields this request's manager set.
+    fn track(&self, old: Option<&Value>, new: &mut Value) {
+        if new.is_object() {
+            if !new["metadata"].is_object() {
+                new["metadata"] = json!({});
+            }
+            managed::record_update(old, new, &self.manager(), &self.resource.api_version());
+        }
+    }
+
+    async fn create_object(&self, mut obj: Value) -> Result<Response, ApiError> {
         object::prepare_create(&self.resource, &mut obj, self.namespace())?;
         self.apply_schema(&mut obj)?;
         self.check_namespace()?;
@@ -428,6 +460,7 @@ impl Call<'_> {
             }
             let mut new = sent.clone();
             object::prepare_update(&self.resource, &current.value, &mut new, target)?;
+            self.track(Some(&current.value), &mut new);
             self.apply_schema(&mut new)?;
             self.server
                 .strategy_update(&self.resource, &current.value, &mut new)?;
@@ -454,18 +487,45 @@ impl Call<'_> {
                 "strategic merge patch is not supported for custom resources; use --type merge or --type json",
             ));
         }
+        let applied = match kind {
+            PatchType::Apply => Some(self.applied_object(body, name)?),
+            _ => None,
+        };
+        let force = self.query.get("force").is_some_and(|f| f == "true");
         for _ in 0..MAX_RETRIES {
             let current = match self.server.store.get(&self.key(name)) {
                 Some(c) => c,
-                None if kind == PatchType::Apply && target == Target::Main => {
-                    let mut obj = patch::parse_json_or_yaml(body)?;
-                    obj["metadata"]["name"] = json!(name);
-                    return self.create(&serde_json::to_vec(&obj).expect("JSON")).await;
-                }
-                None => return Err(self.not_found(name)),
+                None => match &applied {
+                    Some(a) if target == Target::Main => {
+                        let obj = managed::apply(
+                            None,
+                            a,
+                            &self.manager(),
+                            &self.resource.api_version(),
+                            force,
+                        )
+                        .map_err(|c| ApiError::apply_conflict(c.to_string()))?;
+                        return self.create_object(obj).await;
+                    }
+                    _ => return Err(self.not_found(name)),
+                },
             };
             let presented = self.present(&current);
-            let mut new = patch::apply_patch(kind, &presented, body)?;
+            let mut new = match &applied {
+                Some(a) => managed::apply(
+                    Some(&presented),
+                    a,
+                    &self.manager(),
+                    &self.resource.api_version(),
+                    force,
+                )
+                .map_err(|c| ApiError::apply_conflict(c.to_string()))?,
+                None => {
+                    let mut patched = patch::apply_patch(kind, &presented, body)?;
+                    self.track(Some(&current.value), &mut patched);
+                    patched
+                }
+            };
             let precondition = object::sent_revision(&new)?;
             if precondition.is_some_and(|rv| rv != current.mod_revision) {
                 return Err(self.conflict(name));
@@ -605,6 +665,27 @@ impl Call<'_> {
         ))
     }
 
+    /// The object of a server-side apply: it must say what it is; the name is the URL's.
+    fn applied_object(&self, body: &[u8], name: &str) -> Result<Value, ApiError> {
+        if self.manager().is_empty() {
+            return Err(ApiError::bad_request(
+                "fieldManager is required for apply requests",
+            ));
+        }
+        let mut applied = patch::parse_json_or_yaml(body)?;
+        if applied["apiVersion"].as_str().is_none() || applied["kind"].as_str().is_none() {
+            return Err(ApiError::bad_request(
+                "an applied object must set apiVersion and kind",
+            ));
+        }
+        object::check_type(&self.resource, &applied)?;
+        if !applied["metadata"].is_object() {
+            applied["metadata"] = json!({});
+        }
+        applied["metadata"]["name"] = json!(name);
+        Ok(applied)
+    }
+
     /// GET on the scale subresource.
     pub fn get_scale(&self, name: &str) -> Result<Response, ApiError> {
         let record = self.get_record(name)?;
@@ -686,6 +767,7 @@ impl Call<'_> {
             }
             let mut new = presented.clone();
             set_path(&mut new, &path, json!(replicas));
+            self.track(Some(&current.value), &mut new);
             object::prepare_update(&self.resource, &current.value, &mut new, Target::Main)?;
             self.apply_schema(&mut new)?;
             self.server

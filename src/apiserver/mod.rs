@@ -9,6 +9,7 @@ pub mod admission;
 pub mod discovery;
 pub mod gc;
 pub mod handlers;
+pub mod managed;
 pub mod object;
 pub mod patch;
 pub mod protobuf;
@@ -496,6 +497,11 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
         query,
         representation: Representation::from_headers(&headers),
         warnings: Default::default(),
+        user_agent: headers
+            .get("user-agent")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string(),
     };
     handlers::handle(call, &method, &headers, body).await
 }

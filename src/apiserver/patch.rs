@@ -1,5 +1,5 @@
 //! The PATCH content types: JSON merge patch, JSON patch, strategic merge patch (for built-in
-//! kinds, as kubectl sends it) and server-side apply.
+//! kinds, as kubectl sends it). Server-side apply is in [`super::managed`].
 
 use serde_json::{Map, Value};
 
@@ -37,8 +37,9 @@ pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> Result<Valu
         PatchType::Merge => json_patch::merge(&mut out, &parse_json(body)?),
         PatchType::Strategic => strategic_merge(&mut out, &parse_json(body)?),
         PatchType::Apply => {
-            let applied: Value = parse_json_or_yaml(body)?;
-            apply_merge(&mut out, &applied);
+            return Err(ApiError::internal(
+                "server-side apply is not a patch document; managed::apply applies it",
+            ));
         }
         PatchType::Json => {
             let ops: Vec<Value> = serde_json::from_slice(body).map_err(|e| {
@@ -84,29 +85,6 @@ pub fn parse_json_or_yaml(body: &[u8]) -> Result<Value, ApiError> {
     crate::yaml::from_str(text).map_err(|e| {
         ApiError::bad_request(format!("the request body is neither JSON nor YAML: {e}"))
     })
-}
-
-/// Server-side apply, merging the applied fields into the object: maps merge, everything else
-/// is replaced by the applied value. (Field managers and conflicts are not tracked yet.)
-fn apply_merge(target: &mut Value, applied: &Value) {
-    match (target, applied) {
-        (Value::Object(t), Value::Object(a)) => {
-            for (k, v) in a {
-                if k == "managedFields" {
-                    continue;
-                }
-                match t.get_mut(k) {
-                    Some(existing) if existing.is_object() && v.is_object() => {
-                        apply_merge(existing, v)
-                    }
-                    _ => {
-                        t.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (t, a) => *t = a.clone(),
-    }
 }
 
 /// The merge key of list fields that strategic merge patch merges item by item.
@@ -236,19 +214,6 @@ mod tests {
             json!([{"name": "a", "image": "x:2"}])
         );
         assert!(out.get("$setElementOrder/containers").is_none());
-    }
-
-    #[test]
-    fn apply_merges_maps_and_replaces_the_rest() {
-        let current = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"list": [1, 2], "keep": true}});
-        let out = apply_patch(
-            PatchType::Apply,
-            &current,
-            b"metadata:\n  labels:\n    y: '2'\nspec:\n  list: [3]\n",
-        )
-        .unwrap();
-        assert_eq!(out["metadata"]["labels"], json!({"x": "1", "y": "2"}));
-        assert_eq!(out["spec"], json!({"list": [3], "keep": true}));
     }
 
     #[test]

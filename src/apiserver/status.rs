@@ -89,6 +89,11 @@ impl ApiError {
         .with_details(group, resource, name)
     }
 
+    /// A server-side apply that would take fields other managers own.
+    pub fn apply_conflict(message: String) -> Self {
+        ApiError::new(409, "Conflict", message)
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         ApiError::new(410, "Expired", message)
     }
