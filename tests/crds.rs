@@ -24,61 +24,6 @@ fn generated_crds_match_their_snapshots() {
     }
 }
 
-/// Collects where a schema breaks Kubernetes' structural-schema rules: every node has a type
-/// (unless it is int-or-string or preserves unknown fields), logical junctors carry no types,
-/// properties or defaults, and `properties` and `additionalProperties` are not mixed.
-fn structural_violations(schema: &Value, path: &str, out: &mut Vec<String>) {
-    let Some(node) = schema.as_object() else {
-        out.push(format!("{path}: not an object"));
-        return;
-    };
-    let typed = node.contains_key("type")
-        || node.get("x-kubernetes-int-or-string") == Some(&json!(true))
-        || node.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true));
-    if !typed {
-        out.push(format!("{path}: no type"));
-    }
-    if node.contains_key("$ref") {
-        out.push(format!("{path}: $ref is not allowed"));
-    }
-    if node.contains_key("properties") && node.contains_key("additionalProperties") {
-        out.push(format!("{path}: both properties and additionalProperties"));
-    }
-    for junctor in ["allOf", "anyOf", "oneOf", "not"] {
-        let branches = match node.get(junctor) {
-            Some(Value::Array(b)) => b.clone(),
-            Some(v) => vec![v.clone()],
-            None => continue,
-        };
-        for b in branches {
-            for forbidden in [
-                "type",
-                "properties",
-                "additionalProperties",
-                "items",
-                "default",
-                "description",
-                "nullable",
-            ] {
-                if b.get(forbidden).is_some() {
-                    out.push(format!("{path}: {forbidden} inside {junctor}"));
-                }
-            }
-        }
-    }
-    if let Some(props) = node.get("properties").and_then(Value::as_object) {
-        for (k, v) in props {
-            structural_violations(v, &format!("{path}.{k}"), out);
-        }
-    }
-    if let Some(extra) = node.get("additionalProperties").filter(|a| a.is_object()) {
-        structural_violations(extra, &format!("{path}.*"), out);
-    }
-    if let Some(items) = node.get("items") {
-        structural_violations(items, &format!("{path}[]"), out);
-    }
-}
-
 #[test]
 fn schemas_are_structural() {
     let mut violations = Vec::new();
@@ -89,11 +34,11 @@ fn schemas_are_structural() {
                 crd["metadata"]["name"].as_str().unwrap(),
                 version["name"]
             );
-            structural_violations(
+            for problem in capictl::apiserver::schema::structural_problems(
                 &version["schema"]["openAPIV3Schema"],
-                &name,
-                &mut violations,
-            );
+            ) {
+                violations.push(format!("{name}: {problem}"));
+            }
         }
     }
     assert!(violations.is_empty(), "{}", violations.join("\n"));

@@ -255,6 +255,16 @@ fn validate_crd(crd: &Value) -> Result<(), ApiError> {
         .iter()
         .filter(|v| v["storage"] == Value::Bool(true))
         .count();
+    for (i, v) in versions.iter().enumerate() {
+        if let Some(schema) = v["schema"].get("openAPIV3Schema") {
+            for problem in schema::structural_problems(schema) {
+                causes.push(FieldCause::invalid(
+                    format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    problem,
+                ));
+            }
+        }
+    }
     if !versions.is_empty() && storage != 1 {
         causes.push(FieldCause::invalid(
             "spec.versions",

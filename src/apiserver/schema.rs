@@ -380,6 +380,77 @@ fn validate_object(
     }
 }
 
+/// Where a CRD schema breaks Kubernetes' structural-schema rules, which kube-apiserver enforces
+/// before it serves a CRD: every node has a type (unless it is int-or-string or preserves
+/// unknown fields), logical junctors carry no types, properties or defaults, there are no
+/// `$ref`s, and `properties` and `additionalProperties` are not mixed.
+pub fn structural_problems(schema: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    structural_at(schema, "", &mut out);
+    out
+}
+
+fn structural_at(schema: &Value, path: &str, out: &mut Vec<String>) {
+    let at = if path.is_empty() { "<root>" } else { path };
+    let Some(node) = schema.as_object() else {
+        out.push(format!("{at}: not an object"));
+        return;
+    };
+    let typed = node.contains_key("type")
+        || is_true(schema, "x-kubernetes-int-or-string")
+        || is_true(schema, "x-kubernetes-preserve-unknown-fields");
+    if !typed {
+        out.push(format!(
+            "{at}: type: Required value: must not be empty for specified object fields"
+        ));
+    }
+    if node.contains_key("$ref") {
+        out.push(format!("{at}: $ref: Forbidden: $ref is not supported"));
+    }
+    if node.contains_key("properties")
+        && node
+            .get("additionalProperties")
+            .is_some_and(Value::is_object)
+    {
+        out.push(format!(
+            "{at}: additionalProperties and properties are mutually exclusive"
+        ));
+    }
+    for junctor in ["allOf", "anyOf", "oneOf", "not"] {
+        let branches = match node.get(junctor) {
+            Some(Value::Array(b)) => b.clone(),
+            Some(v) => vec![v.clone()],
+            None => continue,
+        };
+        for b in branches {
+            for forbidden in [
+                "type",
+                "properties",
+                "additionalProperties",
+                "items",
+                "default",
+                "description",
+                "nullable",
+            ] {
+                if b.get(forbidden).is_some() {
+                    out.push(format!("{at}.{junctor}.{forbidden}: Forbidden: must not be specified in a logical junctor"));
+                }
+            }
+        }
+    }
+    if let Some(props) = node.get("properties").and_then(Value::as_object) {
+        for (k, v) in props {
+            structural_at(v, &join(path, k), out);
+        }
+    }
+    if let Some(extra) = node.get("additionalProperties").filter(|a| a.is_object()) {
+        structural_at(extra, &format!("{path}.additionalProperties"), out);
+    }
+    if let Some(items) = node.get("items") {
+        structural_at(items, &format!("{path}.items"), out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -434,6 +505,25 @@ mod tests {
         assert_eq!(v["spec"]["replicas"], 1);
         assert_eq!(v["spec"]["mode"], "Slow", "a value that is there stays");
         assert_eq!(v["spec"]["strategy"], json!({"type": "RollingUpdate"}));
+    }
+
+    #[test]
+    fn non_structural_schemas_are_named() {
+        assert!(structural_problems(&schema()).is_empty());
+        let bad = json!({"type": "object", "properties": {
+            "untyped": {"description": "no type"},
+            "junctor": {"type": "string", "anyOf": [{"type": "integer"}]},
+        }});
+        let problems = structural_problems(&bad);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].starts_with("junctor.anyOf.type"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].starts_with("untyped: type: Required"),
+            "{problems:?}"
+        );
     }
 
     #[test]
