@@ -422,6 +422,8 @@ fn structural_at(schema: &Value, path: &str, out: &mut Vec<String>) {
             Some(v) => vec![v.clone()],
             None => continue,
         };
+        // The one exception: int-or-string fields may spell out their two types.
+        let int_or_string = is_true(schema, "x-kubernetes-int-or-string");
         for b in branches {
             for forbidden in [
                 "type",
@@ -432,7 +434,7 @@ fn structural_at(schema: &Value, path: &str, out: &mut Vec<String>) {
                 "description",
                 "nullable",
             ] {
-                if b.get(forbidden).is_some() {
+                if b.get(forbidden).is_some() && !(int_or_string && forbidden == "type") {
                     out.push(format!("{at}.{junctor}.{forbidden}: Forbidden: must not be specified in a logical junctor"));
                 }
             }
@@ -513,6 +515,7 @@ mod tests {
         let bad = json!({"type": "object", "properties": {
             "untyped": {"description": "no type"},
             "junctor": {"type": "string", "anyOf": [{"type": "integer"}]},
+            "surge": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]},
         }});
         let problems = structural_problems(&bad);
         assert_eq!(problems.len(), 2, "{problems:?}");
