@@ -8,7 +8,10 @@ pub mod api;
 pub mod apiserver;
 pub mod cli;
 pub mod conditions;
+pub mod controllers;
+pub mod kubeadm;
 pub mod management;
+pub mod providers;
 pub mod yaml;
 
 /// Build facts recorded by build.rs, shown by `capictl version`.

@@ -157,13 +157,32 @@ pub fn kubeconfig_path(flag: Option<PathBuf>) -> PathBuf {
     .unwrap_or_else(|| home().join(".kube/config"))
 }
 
-/// A kubeconfig with one cluster, user and context.
+/// A kubeconfig with one cluster, user and context, all named after the context.
 pub fn kubeconfig(context: &str, server: &str, ca_pem: &str, client: &KeyPairPem) -> Kubeconfig {
+    kubeconfig_for(
+        context,
+        &format!("{context}-admin"),
+        context,
+        server,
+        ca_pem,
+        client,
+    )
+}
+
+/// A kubeconfig with one cluster, user and context, named as given; the context is current.
+pub fn kubeconfig_for(
+    cluster: &str,
+    user: &str,
+    context: &str,
+    server: &str,
+    ca_pem: &str,
+    client: &KeyPairPem,
+) -> Kubeconfig {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let user = format!("{context}-admin");
+    let user = user.to_string();
     Kubeconfig {
         clusters: vec![NamedCluster {
-            name: context.to_string(),
+            name: cluster.to_string(),
             cluster: Some(Cluster {
                 server: Some(server.to_string()),
                 certificate_authority_data: Some(b64(ca_pem)),
@@ -183,7 +202,7 @@ pub fn kubeconfig(context: &str, server: &str, ca_pem: &str, client: &KeyPairPem
         contexts: vec![NamedContext {
             name: context.to_string(),
             context: Some(Context {
-                cluster: context.to_string(),
+                cluster: cluster.to_string(),
                 user: Some(user),
                 ..Default::default()
             }),

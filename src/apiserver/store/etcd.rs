@@ -156,11 +156,11 @@ async fn follow(
                             Err(err) => tracing::warn!(error = %err, "skipping an etcd event"),
                         }
                     }
-                    let at = response
-                        .header()
-                        .map(|h| h.revision() as u64)
-                        .unwrap_or(revision);
-                    revision = revision.max(at);
+                    // Only events move the cache's revision: the response that confirms the
+                    // watch carries etcd's current revision before the events up to it.
+                    if let Some(last) = events.last() {
+                        revision = revision.max(last.revision);
+                    }
                     shared.publish(&events, revision);
                 }
                 Ok(None) | Err(_) => {

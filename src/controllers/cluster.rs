@@ -1,0 +1,634 @@
+//! The Cluster controller: follows the infrastructure cluster and the control plane, counts the
+//! Machines, writes the admin kubeconfig when there is no control-plane provider, and tears
+//! everything down in order when the Cluster is deleted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use super::external::{self, condition, initialization_flag};
+use super::{Context, Result};
+use crate::api::cluster::ReplicasSummary;
+use crate::api::common::{ApiEndpoint, ContractVersionedObjectReference};
+use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
+use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status, SummaryOptions};
+use crate::kubeadm::certs;
+
+pub const FINALIZER: &str = "cluster.cluster.x-k8s.io";
+
+/// The objects of a Cluster, listed by its cluster-name label.
+struct Descendants {
+    deployments: Vec<MachineDeployment>,
+    sets: Vec<MachineSet>,
+    control_plane: Vec<Machine>,
+    workers: Vec<Machine>,
+}
+
+async fn descendants(ctx: &Context, cluster: &Cluster) -> Result<Descendants> {
+    let ns = cluster.namespace().unwrap_or_default();
+    let selector =
+        ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={}", cluster.name_any()));
+    let deployments = Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
+        .list(&selector)
+        .await?
+        .items;
+    let sets = Api::<MachineSet>::namespaced(ctx.client.clone(), &ns)
+        .list(&selector)
+        .await?
+        .items;
+    let (control_plane, workers) = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+        .list(&selector)
+        .await?
+        .items
+        .into_iter()
+        .partition(|m| m.labels().contains_key(CONTROL_PLANE_LABEL));
+    Ok(Descendants {
+        deployments,
+        sets,
+        control_plane,
+        workers,
+    })
+}
+
+/// The Cluster's phase, as upstream computes it.
+pub fn phase(cluster: &Cluster) -> &'static str {
+    let init = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.initialization.clone())
+        .unwrap_or_default();
+    if common::deleting(cluster) {
+        "Deleting"
+    } else if init.infrastructure_provisioned == Some(true)
+        && cluster
+            .spec
+            .control_plane_endpoint
+            .as_ref()
+            .is_some_and(ApiEndpoint::is_valid)
+    {
+        "Provisioned"
+    } else if cluster.spec.infrastructure_ref.is_some() || cluster.spec.control_plane_ref.is_some()
+    {
+        "Provisioning"
+    } else {
+        "Pending"
+    }
+}
+
+fn is_true(m: &Machine, t: &str) -> bool {
+    m.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .is_some_and(|c| conditions::is_true(c, t))
+}
+
+/// Counts Machines into a replicas summary (control plane without a provider).
+fn count_machines(machines: &[Machine]) -> ReplicasSummary {
+    let n = |t: &str| machines.iter().filter(|m| is_true(m, t)).count() as i32;
+    ReplicasSummary {
+        desired_replicas: Some(machines.len() as i32),
+        replicas: Some(machines.len() as i32),
+        ready_replicas: Some(n("Ready")),
+        available_replicas: Some(n("Available")),
+        up_to_date_replicas: Some(n("UpToDate")),
+        ..Default::default()
+    }
+}
+
+/// Sums the workers: MachineDeployments, stand-alone MachineSets and Machines.
+fn count_workers(d: &Descendants) -> ReplicasSummary {
+    let mut sum = ReplicasSummary::default();
+    let mut add = |desired: Option<i32>,
+                   replicas: Option<i32>,
+                   ready: Option<i32>,
+                   available: Option<i32>,
+                   up: Option<i32>| {
+        let plus = |a: &mut Option<i32>, b: Option<i32>| *a = Some(a.unwrap_or(0) + b.unwrap_or(0));
+        plus(&mut sum.desired_replicas, desired);
+        plus(&mut sum.replicas, replicas);
+        plus(&mut sum.ready_replicas, ready);
+        plus(&mut sum.available_replicas, available);
+        plus(&mut sum.up_to_date_replicas, up);
+    };
+    for md in &d.deployments {
+        let s = md.status.clone().unwrap_or_default();
+        add(
+            md.spec.replicas,
+            s.replicas,
+            s.ready_replicas,
+            s.available_replicas,
+            s.up_to_date_replicas,
+        );
+    }
+    let standalone_sets = d
+        .sets
+        .iter()
+        .filter(|ms| !ms.labels().contains_key(common::DEPLOYMENT_NAME_LABEL));
+    for ms in standalone_sets {
+        let s = ms.status.clone().unwrap_or_default();
+        add(
+            ms.spec.replicas,
+            s.replicas,
+            s.ready_replicas,
+            s.available_replicas,
+            s.up_to_date_replicas,
+        );
+    }
+    let standalone_machines = d
+        .workers
+        .iter()
+        .filter(|m| common::controller_of(m.owner_references()).is_none());
+    for m in standalone_machines {
+        let one = |t: &str| Some(i32::from(is_true(m, t)));
+        add(
+            Some(1),
+            Some(1),
+            one("Ready"),
+            one("Available"),
+            one("UpToDate"),
+        );
+    }
+    sum
+}
+
+/// The kubeconfig Secret of a Cluster without a control-plane provider; whether it waits for
+/// the cluster CA.
+async fn reconcile_kubeconfig(ctx: &Context, cluster: &Cluster) -> Result<bool> {
+    let Some(endpoint) = cluster
+        .spec
+        .control_plane_endpoint
+        .as_ref()
+        .filter(|e| e.is_valid())
+    else {
+        return Ok(false);
+    };
+    let ns = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    if secrets
+        .get_opt(&certs::kubeconfig_secret_name(&name))
+        .await?
+        .is_some()
+    {
+        return Ok(false);
+    }
+    let Some(ca) = secrets.get_opt(&certs::ca_secret_name(&name)).await? else {
+        // The CA comes from the bootstrap or infrastructure provider, or the user.
+        return Ok(true);
+    };
+    let pki = certs::ca_from_secret(&ca)?;
+    let secret = certs::kubeconfig_secret(
+        &name,
+        &ns,
+        &format!("https://{endpoint}"),
+        &pki,
+        common::owner_reference(cluster, true),
+    )?;
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(false),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Adopts a provider object: a Cluster owner reference and the cluster-name label.
+async fn adopt(
+    ctx: &Context,
+    cluster: &Cluster,
+    reference: &ContractVersionedObjectReference,
+    object: &DynamicObject,
+) -> Result<()> {
+    let uid = cluster.uid().unwrap_or_default();
+    let labelled = object.labels().get(CLUSTER_NAME_LABEL) == Some(&cluster.name_any());
+    if common::has_owner(object.owner_references(), &uid) && labelled {
+        return Ok(());
+    }
+    let mut refs = object.owner_references().to_vec();
+    if !common::has_owner(&refs, &uid) {
+        refs.push(common::owner_reference(cluster, false));
+    }
+    let api = ctx
+        .external
+        .api(&cluster.namespace().unwrap_or_default(), reference)
+        .await?;
+    common::patch_merge(
+        &api,
+        &object.name_any(),
+        json!({"metadata": {"ownerReferences": refs, "labels": {CLUSTER_NAME_LABEL: cluster.name_any()}}}),
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = cluster.namespace().unwrap_or_default();
+    let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &ns);
+    if common::deleting(cluster.as_ref()) {
+        return reconcile_delete(&ctx, &api, &cluster).await;
+    }
+    if common::ensure_finalizer(&api, cluster.as_ref(), FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    let mut status = cluster.status.clone().unwrap_or_default();
+    let generation = cluster.meta().generation;
+    let (is_paused, paused) = common::paused(Some(&cluster), "Cluster", cluster.annotations());
+    if is_paused {
+        common::set_conditions(&mut status.conditions, generation, vec![paused]);
+        common::patch_status(&api, &cluster.name_any(), &status).await?;
+        return Ok(Action::await_change());
+    }
+    let mut new_conditions = vec![
+        paused,
+        NewCondition::new("Deleting", Status::False, "NotDeleting"),
+    ];
+    let mut init = status.initialization.clone().unwrap_or_default();
+    let mut endpoint_patch = None;
+    let mut requeue = Duration::from_secs(10);
+
+    // Infrastructure.
+    match &cluster.spec.infrastructure_ref {
+        None => {
+            init.infrastructure_provisioned = Some(true);
+            new_conditions.push(NewCondition::new(
+                "InfrastructureReady",
+                Status::True,
+                "NoInfrastructure",
+            ));
+        }
+        Some(reference) => match ctx.external.get(&ns, reference).await? {
+            None => {
+                requeue = Duration::from_secs(2);
+                new_conditions.push(
+                    NewCondition::new("InfrastructureReady", Status::False, "ObjectDoesNotExist")
+                        .message(format!(
+                            "{} {} does not exist",
+                            reference.kind, reference.name
+                        )),
+                );
+            }
+            Some(infra) => {
+                adopt(&ctx, &cluster, reference, &infra).await?;
+                let provisioned = initialization_flag(&infra, "provisioned");
+                if provisioned {
+                    init.infrastructure_provisioned = Some(true);
+                    if !cluster
+                        .spec
+                        .control_plane_endpoint
+                        .as_ref()
+                        .is_some_and(ApiEndpoint::is_valid)
+                        && let Some(e) = external::field(&infra, &["spec", "controlPlaneEndpoint"])
+                    {
+                        endpoint_patch = Some(e.clone());
+                    }
+                    let domains = external::field(&infra, &["status", "failureDomains"]).cloned();
+                    status.failure_domains = domains.and_then(|d| serde_json::from_value(d).ok());
+                } else {
+                    requeue = Duration::from_secs(2);
+                }
+                let fallback = if provisioned {
+                    NewCondition::new("", Status::True, "Ready")
+                } else {
+                    NewCondition::new("", Status::False, "NotReady").message(format!(
+                        "{} status.initialization.provisioned is false",
+                        reference.kind
+                    ))
+                };
+                new_conditions.push(conditions::mirror(
+                    condition(&infra, "Ready").as_ref(),
+                    "Ready",
+                    "InfrastructureReady",
+                    Some(fallback),
+                ));
+            }
+        },
+    }
+
+    // Control plane.
+    let d = descendants(&ctx, &cluster).await?;
+    match &cluster.spec.control_plane_ref {
+        None => {
+            let initialized = d.control_plane.iter().any(|m| {
+                m.status
+                    .as_ref()
+                    .and_then(|s| s.node_ref.as_ref())
+                    .is_some()
+            });
+            if initialized {
+                init.control_plane_initialized = Some(true);
+            }
+            new_conditions.push(if init.control_plane_initialized == Some(true) {
+                NewCondition::new("ControlPlaneInitialized", Status::True, "Initialized")
+            } else {
+                requeue = Duration::from_secs(2);
+                NewCondition::new("ControlPlaneInitialized", Status::False, "NotInitialized")
+                    .message(
+                        "Waiting for the first control plane machine to have status.nodeRef set",
+                    )
+            });
+            status.control_plane = Some(count_machines(&d.control_plane));
+            let available = d.control_plane.iter().any(|m| is_true(m, "Available"));
+            new_conditions.push(if available {
+                NewCondition::new("ControlPlaneAvailable", Status::True, "Available")
+            } else {
+                NewCondition::new("ControlPlaneAvailable", Status::False, "NotAvailable")
+                    .message("Waiting for a control plane Machine to be Available")
+            });
+        }
+        Some(reference) => match ctx.external.get(&ns, reference).await? {
+            None => {
+                requeue = Duration::from_secs(2);
+                new_conditions.push(
+                    NewCondition::new(
+                        "ControlPlaneInitialized",
+                        Status::Unknown,
+                        "ObjectDoesNotExist",
+                    )
+                    .message(format!("{} does not exist", reference.kind)),
+                );
+                status.control_plane = None;
+            }
+            Some(cp) => {
+                adopt(&ctx, &cluster, reference, &cp).await?;
+                if initialization_flag(&cp, "controlPlaneInitialized") {
+                    init.control_plane_initialized = Some(true);
+                    if endpoint_patch.is_none()
+                        && !cluster
+                            .spec
+                            .control_plane_endpoint
+                            .as_ref()
+                            .is_some_and(ApiEndpoint::is_valid)
+                        && let Some(e) = external::field(&cp, &["spec", "controlPlaneEndpoint"])
+                    {
+                        endpoint_patch = Some(e.clone());
+                    }
+                }
+                new_conditions.push(if init.control_plane_initialized == Some(true) {
+                    NewCondition::new("ControlPlaneInitialized", Status::True, "Initialized")
+                } else {
+                    requeue = Duration::from_secs(2);
+                    NewCondition::new("ControlPlaneInitialized", Status::False, "NotInitialized")
+                        .message("Control plane not yet initialized")
+                });
+                let num = |path: &[&str]| {
+                    external::field(&cp, path)
+                        .and_then(|v| v.as_i64())
+                        .map(|v| v as i32)
+                };
+                status.control_plane = Some(ReplicasSummary {
+                    desired_replicas: num(&["spec", "replicas"]),
+                    replicas: num(&["status", "replicas"]),
+                    ready_replicas: num(&["status", "readyReplicas"]),
+                    available_replicas: num(&["status", "availableReplicas"]),
+                    up_to_date_replicas: num(&["status", "upToDateReplicas"]),
+                    versions: external::field(&cp, &["status", "versions"])
+                        .and_then(|v| serde_json::from_value(v.clone()).ok()),
+                    upgrade_plan: None,
+                });
+                let fallback = NewCondition::new("", Status::Unknown, "NotYetReported")
+                    .message(format!("{} has not reported Available", reference.kind));
+                new_conditions.push(conditions::mirror(
+                    condition(&cp, "Available").as_ref(),
+                    "Available",
+                    "ControlPlaneAvailable",
+                    Some(fallback),
+                ));
+            }
+        },
+    }
+
+    // Workers.
+    status.workers = Some(count_workers(&d));
+    let md_conditions: Vec<Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> = d
+        .deployments
+        .iter()
+        .map(|md| {
+            md.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_deref())
+                .and_then(|c| conditions::get(c, "Available"))
+                .cloned()
+        })
+        .collect();
+    let md_names: Vec<String> = d.deployments.iter().map(|m| m.name_any()).collect();
+    new_conditions.push(if d.deployments.is_empty() {
+        NewCondition::new("WorkersAvailable", Status::True, "NoWorkers")
+    } else {
+        let inputs: Vec<AggregateInput<'_>> = md_names
+            .iter()
+            .zip(&md_conditions)
+            .map(|(name, c)| AggregateInput {
+                kind: "MachineDeployment",
+                name,
+                control_plane: false,
+                condition: c.as_ref(),
+            })
+            .collect();
+        conditions::aggregate(
+            &inputs,
+            "Available",
+            "WorkersAvailable",
+            &MergeReasons::new("NotAvailable", "AvailableUnknown", "Available"),
+        )
+    });
+
+    if cluster.spec.control_plane_ref.is_none() && reconcile_kubeconfig(&ctx, &cluster).await? {
+        requeue = requeue.min(Duration::from_secs(2));
+    }
+
+    // Can the workload cluster be reached?
+    if init.control_plane_initialized == Some(true) {
+        new_conditions.push(probe(&ctx, &cluster).await);
+    }
+
+    if let Some(e) = endpoint_patch {
+        common::patch_merge(
+            &api,
+            &cluster.name_any(),
+            json!({"spec": {"controlPlaneEndpoint": e}}),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    }
+
+    status.initialization = Some(init);
+    common::set_conditions(&mut status.conditions, generation, new_conditions);
+    let available = {
+        let list = status.conditions.clone().unwrap_or_default();
+        let options = SummaryOptions {
+            ignore_if_missing: &["RemoteConnectionProbe"],
+            reasons: MergeReasons::new("NotAvailable", "AvailableUnknown", "Available"),
+            ..Default::default()
+        };
+        conditions::summary(
+            &list,
+            "Available",
+            &[
+                "Deleting",
+                "RemoteConnectionProbe",
+                "InfrastructureReady",
+                "ControlPlaneAvailable",
+                "WorkersAvailable",
+            ],
+            &options,
+        )
+    };
+    common::set_conditions(&mut status.conditions, generation, vec![available]);
+    let mut with_phase = (*cluster).clone();
+    with_phase.status = Some(status.clone());
+    status.phase = Some(phase(&with_phase).to_string());
+    status.observed_generation = generation;
+    common::patch_status(&api, &cluster.name_any(), &status).await?;
+    Ok(Action::requeue(requeue))
+}
+
+/// RemoteConnectionProbe: whether the workload cluster's API answers.
+async fn probe(ctx: &Context, cluster: &Cluster) -> NewCondition {
+    let ns = cluster.namespace().unwrap_or_default();
+    match ctx.remote.client(&ns, &cluster.name_any()).await {
+        Ok(Some(client)) => match Api::<Namespace>::all(client)
+            .list(&ListParams::default().limit(1))
+            .await
+        {
+            Ok(_) => NewCondition::new("RemoteConnectionProbe", Status::True, "ProbeSucceeded"),
+            Err(e) => NewCondition::new("RemoteConnectionProbe", Status::False, "ProbeFailed")
+                .message(format!("Remote connection probe failed: {e}")),
+        },
+        Ok(None) => NewCondition::new("RemoteConnectionProbe", Status::False, "ProbeFailed")
+            .message("Remote connection not established yet: the kubeconfig Secret does not exist"),
+        Err(e) => NewCondition::new("RemoteConnectionProbe", Status::False, "ProbeFailed")
+            .message(e.to_string()),
+    }
+}
+
+/// Deletes what the Cluster owns in order: workers, then the control plane, then the
+/// infrastructure; the finalizer goes last.
+async fn reconcile_delete(ctx: &Context, api: &Api<Cluster>, cluster: &Cluster) -> Result<Action> {
+    let ns = cluster.namespace().unwrap_or_default();
+    let uid = cluster.uid().unwrap_or_default();
+    let d = descendants(ctx, cluster).await?;
+    let owned = |refs: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference]| {
+        common::has_owner(refs, &uid)
+    };
+    let mut waiting = Vec::new();
+    for md in &d.deployments {
+        waiting.push(format!("MachineDeployment {}", md.name_any()));
+        if owned(md.owner_references()) && !common::deleting(md) {
+            Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
+                .delete(&md.name_any(), &DeleteParams::background())
+                .await?;
+        }
+    }
+    for ms in &d.sets {
+        waiting.push(format!("MachineSet {}", ms.name_any()));
+        if owned(ms.owner_references()) && !common::deleting(ms) {
+            Api::<MachineSet>::namespaced(ctx.client.clone(), &ns)
+                .delete(&ms.name_any(), &DeleteParams::background())
+                .await?;
+        }
+    }
+    let machines = Api::<Machine>::namespaced(ctx.client.clone(), &ns);
+    let standalone_cp = if cluster.spec.control_plane_ref.is_none() {
+        d.control_plane.clone()
+    } else {
+        Vec::new()
+    };
+    for m in d.workers.iter().chain(&standalone_cp) {
+        waiting.push(format!("Machine {}", m.name_any()));
+        let independent =
+            common::controller_of(m.owner_references()).is_none() || owned(m.owner_references());
+        if independent && !common::deleting(m) {
+            machines
+                .delete(&m.name_any(), &DeleteParams::background())
+                .await?;
+        }
+    }
+    let mut status = cluster.status.clone().unwrap_or_default();
+    let generation = cluster.meta().generation;
+    status.phase = Some("Deleting".into());
+    if !waiting.is_empty() {
+        let message = format!("* Waiting for {} to be deleted", waiting.join(", "));
+        common::set_conditions(
+            &mut status.conditions,
+            generation,
+            vec![
+                NewCondition::new("Deleting", Status::True, "WaitingForWorkersDeletion")
+                    .message(message),
+            ],
+        );
+        common::patch_status(api, &cluster.name_any(), &status).await?;
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+    for (reference, reason) in [
+        (
+            &cluster.spec.control_plane_ref,
+            "WaitingForControlPlaneDeletion",
+        ),
+        (
+            &cluster.spec.infrastructure_ref,
+            "WaitingForInfrastructureDeletion",
+        ),
+    ] {
+        let Some(reference) = reference else { continue };
+        if let Some(object) = ctx.external.get(&ns, reference).await? {
+            if object.meta().deletion_timestamp.is_none() {
+                ctx.external
+                    .api(&ns, reference)
+                    .await?
+                    .delete(&reference.name, &DeleteParams::background())
+                    .await?;
+            }
+            common::set_conditions(
+                &mut status.conditions,
+                generation,
+                vec![
+                    NewCondition::new("Deleting", Status::True, reason)
+                        .message(format!("Waiting for {} to be deleted", reference.kind)),
+                ],
+            );
+            common::patch_status(api, &cluster.name_any(), &status).await?;
+            return Ok(Action::requeue(Duration::from_secs(2)));
+        }
+    }
+    ctx.remote.forget(&ns, &cluster.name_any());
+    common::remove_finalizer(api, cluster, FINALIZER).await?;
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(spec: serde_json::Value, status: serde_json::Value, deleting: bool) -> Cluster {
+        let mut meta = json!({"name": "c"});
+        if deleting {
+            meta["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        }
+        serde_json::from_value(json!({"metadata": meta, "spec": spec, "status": status})).unwrap()
+    }
+
+    #[test]
+    fn phase_table() {
+        let infra = json!({"infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "n"}});
+        let endpoint = json!({"infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "n"}, "controlPlaneEndpoint": {"host": "h", "port": 6443}});
+        let provisioned = json!({"initialization": {"infrastructureProvisioned": true}});
+        for (spec, status, deleting, want) in [
+            (json!({}), json!({}), false, "Pending"),
+            (infra.clone(), json!({}), false, "Provisioning"),
+            (infra, provisioned.clone(), false, "Provisioning"),
+            (endpoint.clone(), provisioned.clone(), false, "Provisioned"),
+            (endpoint, provisioned, true, "Deleting"),
+        ] {
+            assert_eq!(
+                phase(&cluster(spec.clone(), status.clone(), deleting)),
+                want,
+                "{spec} {status}"
+            );
+        }
+    }
+}

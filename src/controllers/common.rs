@@ -1,0 +1,201 @@
+//! The steps every reconciler shares, written once: finalizers, the pause check, owner
+//! references and labels, and patching status with conditions.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::Result;
+use crate::api::Cluster;
+use crate::conditions::{self, NewCondition, Status};
+
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+pub const SET_NAME_LABEL: &str = "cluster.x-k8s.io/set-name";
+pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+
+/// The field manager capictl's controllers write as.
+pub const MANAGER: &str = "capictl";
+
+/// Adds a finalizer; returns whether it was missing (the caller then waits for the change).
+pub async fn ensure_finalizer<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<bool>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    if object.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(false);
+    }
+    let mut finalizers = object.finalizers().to_vec();
+    finalizers.push(finalizer.to_string());
+    // The resourceVersion makes this a compare-and-swap: a stale view gets a conflict.
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.resource_version()}});
+    api.patch(
+        &object.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Removes a finalizer if it is there.
+pub async fn remove_finalizer<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    if !object.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    let finalizers: Vec<&String> = object
+        .finalizers()
+        .iter()
+        .filter(|f| *f != finalizer)
+        .collect();
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.resource_version()}});
+    match api
+        .patch(
+            &object.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether an object is paused (its Cluster's `spec.paused`, or its own paused annotation), and
+/// the Paused condition that says so.
+pub fn paused(
+    cluster: Option<&Cluster>,
+    kind: &str,
+    annotations: &BTreeMap<String, String>,
+) -> (bool, NewCondition) {
+    let mut reasons = Vec::new();
+    if cluster.is_some_and(|c| c.spec.paused == Some(true)) {
+        reasons.push("Cluster spec.paused is set to true".to_string());
+    }
+    if annotations.contains_key(PAUSED_ANNOTATION) {
+        reasons.push(format!("{kind} has the {PAUSED_ANNOTATION} annotation"));
+    }
+    if reasons.is_empty() {
+        (
+            false,
+            NewCondition::new(conditions::types::PAUSED, Status::False, "NotPaused"),
+        )
+    } else {
+        (
+            true,
+            NewCondition::new(conditions::types::PAUSED, Status::True, "Paused")
+                .message(reasons.join(", ")),
+        )
+    }
+}
+
+/// An owner reference to `owner`; a controller reference when `controller`.
+pub fn owner_reference<K: Resource<DynamicType = ()>>(
+    owner: &K,
+    controller: bool,
+) -> OwnerReference {
+    OwnerReference {
+        api_version: K::api_version(&()).to_string(),
+        kind: K::kind(&()).to_string(),
+        name: owner.name_any(),
+        uid: owner.uid().unwrap_or_default(),
+        controller: controller.then_some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Whether `refs` already has a reference to the owner with this uid.
+pub fn has_owner(refs: &[OwnerReference], uid: &str) -> bool {
+    refs.iter().any(|r| r.uid == uid)
+}
+
+/// The controller reference among owner references.
+pub fn controller_of(refs: &[OwnerReference]) -> Option<&OwnerReference> {
+    refs.iter().find(|r| r.controller == Some(true))
+}
+
+/// Sets conditions on a condition list, stamped with the object's generation.
+pub fn set_conditions(
+    list: &mut Option<Vec<Condition>>,
+    generation: Option<i64>,
+    new: Vec<NewCondition>,
+) {
+    let list = list.get_or_insert_with(Vec::new);
+    let now = Timestamp::now();
+    for c in new {
+        conditions::set(list, generation.unwrap_or_default(), c, now);
+    }
+}
+
+/// Writes an object's status with a merge patch on the status subresource.
+pub async fn patch_status<K, S>(api: &Api<K>, name: &str, status: &S) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    S: Serialize,
+{
+    let patch = json!({"status": status});
+    api.patch_status(name, &PatchParams::apply(MANAGER), &Patch::Merge(patch))
+        .await?;
+    Ok(())
+}
+
+/// A merge patch of an object's spec or metadata.
+pub async fn patch_merge<K>(api: &Api<K>, name: &str, patch: Value) -> Result<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    Ok(api
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?)
+}
+
+/// Whether an object is being deleted.
+pub fn deleting<K: Resource>(object: &K) -> bool {
+    object.meta().deletion_timestamp.is_some()
+}
+
+/// Seconds since a time, for durations like minReadySeconds.
+pub fn seconds_since(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> i64 {
+    Timestamp::now().as_second() - t.0.as_second()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paused_table() {
+        let mut cluster: Cluster =
+            serde_json::from_value(json!({"metadata": {"name": "c"}, "spec": {}})).unwrap();
+        let none = BTreeMap::new();
+        let annotated = BTreeMap::from([(PAUSED_ANNOTATION.to_string(), String::new())]);
+        assert!(!paused(Some(&cluster), "Machine", &none).0);
+        let (is, c) = paused(Some(&cluster), "Machine", &annotated);
+        assert!(is);
+        assert_eq!(
+            c.message,
+            "Machine has the cluster.x-k8s.io/paused annotation"
+        );
+        cluster.spec.paused = Some(true);
+        let (is, c) = paused(Some(&cluster), "Machine", &annotated);
+        assert!(is);
+        assert_eq!(
+            c.message,
+            "Cluster spec.paused is set to true, Machine has the cluster.x-k8s.io/paused annotation"
+        );
+        assert_eq!(c.reason, "Paused");
+    }
+}

@@ -1,0 +1,154 @@
+//! Provider objects (infrastructure clusters and machines, bootstrap configs, control planes)
+//! reached through their contract: the CRD's `cluster.x-k8s.io/v1beta2` label says which API
+//! version to use, so core controllers handle any provider as unstructured objects.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+use super::{Error, Result};
+use crate::api::common::ContractVersionedObjectReference;
+use crate::api::{CONTRACT_LABEL, CONTRACT_VERSION};
+
+/// The plural of a kind, as upstream (flect) forms CRD names.
+pub fn plural(kind: &str) -> String {
+    let lower = kind.to_lowercase();
+    if lower.ends_with('s')
+        || lower.ends_with('x')
+        || lower.ends_with("ch")
+        || lower.ends_with("sh")
+    {
+        format!("{lower}es")
+    } else if lower.ends_with('y')
+        && !lower.ends_with("ay")
+        && !lower.ends_with("ey")
+        && !lower.ends_with("oy")
+    {
+        format!("{}ies", &lower[..lower.len() - 1])
+    } else {
+        format!("{lower}s")
+    }
+}
+
+/// Finds the API version of provider kinds through their CRDs, and caches it.
+pub struct Resolver {
+    client: Client,
+    cache: Mutex<HashMap<(String, String), ApiResource>>,
+}
+
+impl Resolver {
+    pub fn new(client: Client) -> Resolver {
+        Resolver {
+            client,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The API resource of a kind in a group, at the newest version implementing the contract.
+    pub async fn resource(&self, group: &str, kind: &str) -> Result<ApiResource> {
+        let key = (group.to_string(), kind.to_string());
+        if let Some(r) = self.cache.lock().unwrap().get(&key) {
+            return Ok(r.clone());
+        }
+        let crd_name = format!("{}.{group}", plural(kind));
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let crd = crds.get_opt(&crd_name).await?.ok_or_else(|| {
+            Error::Invalid(format!(
+                "{kind}.{group} is not installed (no CRD {crd_name}); install its provider"
+            ))
+        })?;
+        let versions = crd
+            .labels()
+            .get(CONTRACT_LABEL)
+            .cloned()
+            .unwrap_or_default();
+        let version = versions
+            .split('_')
+            .filter(|v| !v.is_empty())
+            .max_by_key(|v| crate::apiserver::registry::version_priority(v))
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "CRD {crd_name} has no {CONTRACT_LABEL} label: it does not say which version implements the {CONTRACT_VERSION} contract"
+                ))
+            })?
+            .to_string();
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, &version, &crd.spec.names.kind),
+            &crd.spec.names.plural,
+        );
+        self.cache.lock().unwrap().insert(key, resource.clone());
+        Ok(resource)
+    }
+
+    /// The API for the objects of a reference, in a namespace.
+    pub async fn api(
+        &self,
+        namespace: &str,
+        reference: &ContractVersionedObjectReference,
+    ) -> Result<Api<DynamicObject>> {
+        let resource = self.resource(&reference.api_group, &reference.kind).await?;
+        Ok(Api::namespaced_with(
+            self.client.clone(),
+            namespace,
+            &resource,
+        ))
+    }
+
+    /// The object a reference names, if it exists.
+    pub async fn get(
+        &self,
+        namespace: &str,
+        reference: &ContractVersionedObjectReference,
+    ) -> Result<Option<DynamicObject>> {
+        Ok(self
+            .api(namespace, reference)
+            .await?
+            .get_opt(&reference.name)
+            .await?)
+    }
+}
+
+/// A field of an unstructured object, by path.
+pub fn field<'a>(object: &'a DynamicObject, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(&object.data, |v, k| v.get(*k))
+}
+
+/// `status.initialization.<flag>` (the v1beta2 contract), false when missing.
+pub fn initialization_flag(object: &DynamicObject, flag: &str) -> bool {
+    field(object, &["status", "initialization", flag])
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// A provider object's condition of a type.
+pub fn condition(object: &DynamicObject, type_: &str) -> Option<Condition> {
+    let list = field(object, &["status", "conditions"])?.as_array()?;
+    list.iter()
+        .find(|c| c["type"] == type_)
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plurals_as_upstream_names_crds() {
+        for (kind, want) in [
+            ("DockerMachine", "dockermachines"),
+            ("InMemoryMachineTemplate", "inmemorymachinetemplates"),
+            ("KubeadmConfig", "kubeadmconfigs"),
+            ("ClusterClass", "clusterclasses"),
+            ("KubeadmControlPlane", "kubeadmcontrolplanes"),
+            ("Policy", "policies"),
+            ("Gateway", "gateways"),
+        ] {
+            assert_eq!(plural(kind), want, "{kind}");
+        }
+    }
+}

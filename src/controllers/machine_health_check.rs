@@ -1,0 +1,455 @@
+//! The MachineHealthCheck controller: checks the Nodes of the Machines it selects against
+//! unhealthy conditions and a start-up timeout, and remediates unhealthy Machines by deleting
+//! them (their MachineSet or control plane replaces them) unless too many are unhealthy.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::common::{self, CLUSTER_NAME_LABEL};
+use super::machine_deployment::scaled;
+use super::{Context, Error, Result};
+use crate::api::health_check::HealthChecks;
+use crate::api::{Cluster, Machine, MachineHealthCheck};
+use crate::conditions::{NewCondition, Status};
+
+pub const SKIP_REMEDIATION: &str = "cluster.x-k8s.io/skip-remediation";
+pub const REMEDIATE_MACHINE: &str = "cluster.x-k8s.io/remediate-machine";
+
+/// The outcome of checking one Machine.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Health {
+    Healthy,
+    Unhealthy {
+        reason: &'static str,
+        message: String,
+    },
+    /// Not decided yet; look again after this long.
+    Pending(Duration),
+}
+
+/// Checks a Machine and its Node (None: not found yet) at `now`.
+pub fn check(
+    checks: &HealthChecks,
+    machine: &Machine,
+    node: Option<&Node>,
+    started: Timestamp,
+    now: Timestamp,
+) -> Health {
+    if machine.annotations().contains_key(REMEDIATE_MACHINE) {
+        return Health::Unhealthy {
+            reason: "HasRemediateAnnotation",
+            message: "Health check failed: marked for remediation via cluster.x-k8s.io/remediate-machine annotation".into(),
+        };
+    }
+    let mut next: Option<Duration> = None;
+    let mut wait = |remaining: i64| {
+        let d = Duration::from_secs(remaining.max(0) as u64 + 1);
+        next = Some(next.map_or(d, |n| n.min(d)));
+    };
+    let Some(node) = node else {
+        let timeout = i64::from(checks.node_startup_timeout_seconds.unwrap_or(600));
+        if timeout == 0 {
+            return Health::Healthy;
+        }
+        let elapsed = now.as_second() - started.as_second();
+        if elapsed > timeout {
+            return Health::Unhealthy {
+                reason: "NodeStartupTimeout",
+                message: format!(
+                    "Health check failed: Node failed to report startup in {timeout}s"
+                ),
+            };
+        }
+        return Health::Pending(Duration::from_secs((timeout - elapsed) as u64 + 1));
+    };
+    let node_conditions = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    for rule in checks.unhealthy_node_conditions.iter().flatten() {
+        let Some(c) = node_conditions
+            .iter()
+            .find(|c| c.type_ == rule.type_ && c.status == rule.status)
+        else {
+            continue;
+        };
+        let since = c
+            .last_transition_time
+            .as_ref()
+            .map(|t| now.as_second() - t.0.as_second())
+            .unwrap_or(0);
+        if since > i64::from(rule.timeout_seconds) {
+            return Health::Unhealthy {
+                reason: "UnhealthyNode",
+                message: format!(
+                    "Health check failed: Condition {} on Node is reporting status {} for more than {}s",
+                    rule.type_, rule.status, rule.timeout_seconds
+                ),
+            };
+        }
+        wait(i64::from(rule.timeout_seconds) - since);
+    }
+    match next {
+        Some(d) => Health::Pending(d),
+        None => Health::Healthy,
+    }
+}
+
+/// How many unhealthy Machines allow remediation, per `triggerIf`.
+pub fn remediation_allowed(
+    mhc: &MachineHealthCheck,
+    expected: i32,
+    unhealthy: i32,
+) -> (bool, String) {
+    let trigger = mhc
+        .spec
+        .remediation
+        .as_ref()
+        .and_then(|r| r.trigger_if.clone())
+        .unwrap_or_default();
+    if let Some(range) = trigger.unhealthy_in_range.as_deref() {
+        let bounds: Vec<i32> = range
+            .trim_matches(['[', ']'])
+            .split('-')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect();
+        if let [min, max] = bounds[..] {
+            let ok = unhealthy >= min && unhealthy <= max;
+            return (
+                ok,
+                format!(
+                    "Remediation is not allowed, the number of not started or unhealthy machines does not fall within the range (total: {expected}, unhealthy: {unhealthy}, unhealthyRange: {range})"
+                ),
+            );
+        }
+    }
+    let default = k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("100%".into());
+    let max = scaled(
+        Some(
+            trigger
+                .unhealthy_less_than_or_equal_to
+                .as_ref()
+                .unwrap_or(&default),
+        ),
+        expected,
+        false,
+        expected,
+    );
+    (
+        unhealthy <= max,
+        format!(
+            "Remediation is not allowed, the number of not started or unhealthy machines exceeds maxUnhealthy (total: {expected}, unhealthy: {unhealthy}, maxUnhealthy: {max})"
+        ),
+    )
+}
+
+pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = mhc.namespace().unwrap_or_default();
+    let api: Api<MachineHealthCheck> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(cluster) = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(&mhc.spec.cluster_name)
+        .await?
+    else {
+        return Err(Error::Invalid(format!(
+            "Cluster {} of MachineHealthCheck {} does not exist",
+            mhc.spec.cluster_name,
+            mhc.name_any()
+        )));
+    };
+    let generation = mhc.meta().generation;
+    let mut status = mhc.status.clone().unwrap_or_default();
+    let (is_paused, paused) =
+        common::paused(Some(&cluster), "MachineHealthCheck", mhc.annotations());
+    if is_paused {
+        common::set_conditions(&mut status.conditions, generation, vec![paused]);
+        common::patch_status(&api, &mhc.name_any(), &status).await?;
+        return Ok(Action::await_change());
+    }
+    if !common::has_owner(mhc.owner_references(), &cluster.uid().unwrap_or_default()) {
+        let mut refs = mhc.owner_references().to_vec();
+        refs.push(common::owner_reference(&cluster, false));
+        common::patch_merge(&api, &mhc.name_any(), json!({"metadata": {"ownerReferences": refs, "labels": {CLUSTER_NAME_LABEL: mhc.spec.cluster_name}}})).await?;
+        return Ok(Action::await_change());
+    }
+
+    let mut selector: BTreeMap<String, String> =
+        mhc.spec.selector.match_labels.clone().unwrap_or_default();
+    selector.insert(CLUSTER_NAME_LABEL.into(), mhc.spec.cluster_name.clone());
+    let label_selector = selector
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+    let targets: Vec<Machine> = machines_api
+        .list(&ListParams::default().labels(&label_selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|m| {
+            !m.annotations().contains_key(SKIP_REMEDIATION)
+                && !m.annotations().contains_key(common::PAUSED_ANNOTATION)
+        })
+        .collect();
+    let remote = ctx
+        .remote
+        .client(&ns, &cluster.name_any())
+        .await
+        .unwrap_or(None);
+    let checks = mhc.spec.checks.clone().unwrap_or_default();
+    let now = Timestamp::now();
+    let mut healthy = 0;
+    let mut unhealthy = Vec::new();
+    let mut next: Option<Duration> = None;
+    for machine in &targets {
+        let node = match (
+            &remote,
+            machine.status.as_ref().and_then(|s| s.node_ref.as_ref()),
+        ) {
+            (Some(client), Some(node_ref)) => Api::<Node>::all(client.clone())
+                .get_opt(&node_ref.name)
+                .await
+                .ok()
+                .flatten(),
+            _ => None,
+        };
+        let started = machine
+            .meta()
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or(now);
+        let node_deleted = node.is_none()
+            && machine
+                .status
+                .as_ref()
+                .and_then(|s| s.node_ref.as_ref())
+                .is_some()
+            && remote.is_some();
+        let health = if node_deleted {
+            Health::Unhealthy {
+                reason: "NodeDeleted",
+                message: "Health check failed: Node has been deleted".into(),
+            }
+        } else {
+            check(&checks, machine, node.as_ref(), started, now)
+        };
+        let condition = match &health {
+            Health::Healthy => {
+                healthy += 1;
+                Some(NewCondition::new(
+                    "HealthCheckSucceeded",
+                    Status::True,
+                    "HealthCheckSucceeded",
+                ))
+            }
+            Health::Unhealthy { reason, message } => {
+                unhealthy.push(machine);
+                Some(
+                    NewCondition::new("HealthCheckSucceeded", Status::False, reason)
+                        .message(message.clone()),
+                )
+            }
+            Health::Pending(d) => {
+                next = Some(next.map_or(*d, |n| n.min(*d)));
+                None
+            }
+        };
+        if let Some(c) = condition {
+            set_machine_condition(&machines_api, machine, c).await?;
+        }
+    }
+    let expected = targets.len() as i32;
+    let unhealthy_count = expected - healthy;
+    let (allowed, refusal) = remediation_allowed(&mhc, expected, unhealthy_count);
+    let mut conds = vec![paused];
+    if allowed {
+        conds.push(NewCondition::new(
+            "RemediationAllowed",
+            Status::True,
+            "RemediationAllowed",
+        ));
+        for m in unhealthy.iter().filter(|m| !common::deleting(**m)) {
+            tracing::info!(machine = %m.name_any(), "remediating an unhealthy Machine by deleting it");
+            machines_api
+                .delete(&m.name_any(), &DeleteParams::background())
+                .await?;
+        }
+    } else {
+        conds.push(
+            NewCondition::new("RemediationAllowed", Status::False, "TooManyUnhealthy")
+                .message(refusal),
+        );
+    }
+    status.expected_machines = Some(expected);
+    status.current_healthy = Some(healthy);
+    status.remediations_allowed = Some(if allowed {
+        (expected - unhealthy_count).max(0)
+    } else {
+        0
+    });
+    let mut names: Vec<String> = targets.iter().map(|m| m.name_any()).collect();
+    names.sort();
+    status.targets = Some(names);
+    common::set_conditions(&mut status.conditions, generation, conds);
+    status.observed_generation = generation;
+    if mhc.status.as_ref() != Some(&status) {
+        common::patch_status(&api, &mhc.name_any(), &status).await?;
+    }
+    Ok(Action::requeue(
+        next.unwrap_or(Duration::from_secs(5))
+            .min(Duration::from_secs(5)),
+    ))
+}
+
+/// Sets one condition on a Machine, based on its latest version (a conflict means someone
+/// else wrote first; the next reconcile sets it again).
+async fn set_machine_condition(
+    api: &Api<Machine>,
+    machine: &Machine,
+    condition: NewCondition,
+) -> Result<()> {
+    let mut status = machine.status.clone().unwrap_or_default();
+    let before = status.conditions.clone();
+    common::set_conditions(
+        &mut status.conditions,
+        machine.meta().generation,
+        vec![condition],
+    );
+    if status.conditions == before {
+        return Ok(());
+    }
+    let patch = json!({"metadata": {"resourceVersion": machine.resource_version()}, "status": {"conditions": status.conditions}});
+    match api
+        .patch_status(
+            &machine.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checks() -> HealthChecks {
+        serde_json::from_value(json!({
+            "nodeStartupTimeoutSeconds": 60,
+            "unhealthyNodeConditions": [{"type": "Ready", "status": "False", "timeoutSeconds": 30}]
+        }))
+        .unwrap()
+    }
+
+    fn machine(annotations: serde_json::Value) -> Machine {
+        serde_json::from_value(json!({
+            "metadata": {"name": "m", "annotations": annotations},
+            "spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "m"}}
+        }))
+        .unwrap()
+    }
+
+    fn node(ready: &str, seconds_ago: i64, now: Timestamp) -> Node {
+        let t = Timestamp::from_second(now.as_second() - seconds_ago).unwrap();
+        serde_json::from_value(json!({"metadata": {"name": "n"}, "status": {"conditions": [
+            {"type": "Ready", "status": ready, "lastTransitionTime": t.to_string()}
+        ]}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn health_table() {
+        let now = Timestamp::from_second(1_700_000_000).unwrap();
+        let started = |ago: i64| Timestamp::from_second(now.as_second() - ago).unwrap();
+        let m = machine(json!({}));
+        assert_eq!(
+            check(
+                &checks(),
+                &m,
+                Some(&node("True", 100, now)),
+                started(200),
+                now
+            ),
+            Health::Healthy
+        );
+        assert!(matches!(
+            check(
+                &checks(),
+                &m,
+                Some(&node("False", 100, now)),
+                started(200),
+                now
+            ),
+            Health::Unhealthy {
+                reason: "UnhealthyNode",
+                ..
+            }
+        ));
+        assert_eq!(
+            check(
+                &checks(),
+                &m,
+                Some(&node("False", 10, now)),
+                started(200),
+                now
+            ),
+            Health::Pending(Duration::from_secs(21))
+        );
+        assert!(matches!(
+            check(&checks(), &m, None, started(100), now),
+            Health::Unhealthy {
+                reason: "NodeStartupTimeout",
+                ..
+            }
+        ));
+        assert_eq!(
+            check(&checks(), &m, None, started(10), now),
+            Health::Pending(Duration::from_secs(51))
+        );
+        let marked = machine(json!({REMEDIATE_MACHINE: ""}));
+        assert!(matches!(
+            check(
+                &checks(),
+                &marked,
+                Some(&node("True", 100, now)),
+                started(200),
+                now
+            ),
+            Health::Unhealthy {
+                reason: "HasRemediateAnnotation",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn short_circuit_table() {
+        let mhc = |trigger: serde_json::Value| -> MachineHealthCheck {
+            serde_json::from_value(json!({"metadata": {"name": "h"}, "spec": {"clusterName": "c", "selector": {}, "remediation": {"triggerIf": trigger}}})).unwrap()
+        };
+        assert!(
+            remediation_allowed(&mhc(json!({})), 3, 3).0,
+            "100% by default"
+        );
+        assert!(remediation_allowed(&mhc(json!({"unhealthyLessThanOrEqualTo": "40%"})), 5, 2).0);
+        assert!(!remediation_allowed(&mhc(json!({"unhealthyLessThanOrEqualTo": "40%"})), 5, 3).0);
+        assert!(remediation_allowed(&mhc(json!({"unhealthyInRange": "[1-2]"})), 5, 2).0);
+        let (ok, message) = remediation_allowed(&mhc(json!({"unhealthyInRange": "[1-2]"})), 5, 3);
+        assert!(!ok);
+        assert!(message.contains("unhealthyRange: [1-2]"), "{message}");
+    }
+}

@@ -1,0 +1,489 @@
+//! The MachineSet controller: keeps `spec.replicas` Machines made from the template (cloning
+//! the bootstrap and infrastructure templates for each), adopts matching orphans, and picks
+//! which Machines go first when scaling down.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::common::{self, CLUSTER_NAME_LABEL, DEPLOYMENT_NAME_LABEL, SET_NAME_LABEL};
+use super::{Context, Error, Result};
+use crate::api::common::{ContractVersionedObjectReference, DeletionOrder};
+use crate::api::machine::MachineSpec;
+use crate::api::machine_set::MachineSetStatus;
+use crate::api::{Cluster, Machine, MachineSet};
+use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status};
+
+pub const FINALIZER: &str = "cluster.x-k8s.io/machineset";
+pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
+pub const DISABLE_CREATE_ANNOTATION: &str = "cluster.x-k8s.io/disable-machine-create";
+
+fn condition_of<'a>(m: &'a Machine, t: &str) -> Option<&'a Condition> {
+    m.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| conditions::get(c, t))
+}
+
+/// How much a Machine should go first when scaling down (upstream's priorities): deleting
+/// 100, annotated for deletion 80, unhealthy 50, then by the set's deletion order.
+pub fn deletion_priority(machine: &Machine, order: DeletionOrder, now: Timestamp) -> f64 {
+    if common::deleting(machine) {
+        return 100.0;
+    }
+    if machine
+        .annotations()
+        .contains_key(DELETE_MACHINE_ANNOTATION)
+    {
+        return 80.0;
+    }
+    let no_node = machine
+        .status
+        .as_ref()
+        .and_then(|s| s.node_ref.as_ref())
+        .is_none();
+    let unhealthy = |t: &str| condition_of(machine, t).is_some_and(|c| c.status == "False");
+    if no_node || unhealthy("NodeHealthy") || unhealthy("HealthCheckSucceeded") {
+        return 50.0;
+    }
+    let age_days = machine
+        .meta()
+        .creation_timestamp
+        .as_ref()
+        .map(|t| (now.as_second() - t.0.as_second()) as f64 / 86_400.0)
+        .unwrap_or(0.0);
+    let oldest = 50.0 * (1.0 - (-age_days / 10.0).exp());
+    match order {
+        DeletionOrder::Random => 20.0,
+        DeletionOrder::Oldest => oldest,
+        DeletionOrder::Newest => 50.0 - oldest,
+    }
+}
+
+/// The `n` Machines to delete: highest priority first, ties by name.
+pub fn machines_to_delete(
+    machines: &[Machine],
+    n: usize,
+    order: DeletionOrder,
+    now: Timestamp,
+) -> Vec<String> {
+    let mut ranked: Vec<(f64, String)> = machines
+        .iter()
+        .map(|m| (deletion_priority(m, order, now), m.name_any()))
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.0.partial_cmp(&a.0)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.1.cmp(&b.1))
+    });
+    ranked.into_iter().take(n).map(|(_, name)| name).collect()
+}
+
+/// A label selector in string form, for the scale subresource.
+pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn matches(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
+    !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// Creates an object from a template's `spec.template` (kind without `Template`), named after
+/// the Machine, owned by the MachineSet until the Machine takes it over.
+async fn clone_template(
+    ctx: &Context,
+    namespace: &str,
+    template: &ContractVersionedObjectReference,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    owner: OwnerReference,
+) -> Result<ContractVersionedObjectReference> {
+    let source = ctx
+        .external
+        .get(namespace, template)
+        .await?
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{} {} does not exist; the MachineSet cannot create Machines from it",
+                template.kind, template.name
+            ))
+        })?;
+    let kind = template
+        .kind
+        .strip_suffix("Template")
+        .unwrap_or(&template.kind)
+        .to_string();
+    let resource = ctx.external.resource(&template.api_group, &kind).await?;
+    let spec = super::external::field(&source, &["spec", "template", "spec"])
+        .cloned()
+        .unwrap_or(json!({}));
+    let mut annotations = BTreeMap::from([
+        (
+            "cluster.x-k8s.io/cloned-from-name".to_string(),
+            template.name.clone(),
+        ),
+        (
+            "cluster.x-k8s.io/cloned-from-groupkind".to_string(),
+            format!("{}.{}", template.kind, template.api_group),
+        ),
+    ]);
+    if let Some(a) =
+        super::external::field(&source, &["spec", "template", "metadata", "annotations"])
+            .and_then(Value::as_object)
+    {
+        for (k, v) in a {
+            annotations.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+        }
+    }
+    let mut object = DynamicObject::new(name, &resource).within(namespace);
+    object.metadata = ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some(namespace.to_string()),
+        labels: Some(labels.clone()),
+        annotations: Some(annotations),
+        owner_references: Some(vec![owner]),
+        ..Default::default()
+    };
+    object.data = json!({"spec": spec});
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(ContractVersionedObjectReference {
+        kind,
+        name: name.to_string(),
+        api_group: template.api_group.clone(),
+    })
+}
+
+/// Creates one Machine with its bootstrap config and infrastructure machine.
+async fn create_machine(ctx: &Context, ms: &MachineSet) -> Result<()> {
+    let ns = ms.namespace().unwrap_or_default();
+    let name = format!(
+        "{}-{}",
+        truncate(&ms.name_any(), 58),
+        crate::apiserver::object::random_suffix()
+    );
+    let template = &ms.spec.template;
+    let mut labels = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    labels.insert(SET_NAME_LABEL.into(), ms.name_any());
+    labels.insert(CLUSTER_NAME_LABEL.into(), ms.spec.cluster_name.clone());
+    if let Some(md) = ms.labels().get(DEPLOYMENT_NAME_LABEL) {
+        labels.insert(DEPLOYMENT_NAME_LABEL.into(), md.clone());
+    }
+    let owner = common::owner_reference(ms, false);
+    let mut spec: MachineSpec = template.spec.clone();
+    spec.cluster_name = ms.spec.cluster_name.clone();
+    spec.provider_id = None;
+    if let Some(config_template) = &template.spec.bootstrap.config_ref {
+        spec.bootstrap.config_ref =
+            Some(clone_template(ctx, &ns, config_template, &name, &labels, owner.clone()).await?);
+    }
+    spec.infrastructure_ref = clone_template(
+        ctx,
+        &ns,
+        &template.spec.infrastructure_ref,
+        &name,
+        &labels,
+        owner,
+    )
+    .await?;
+    let machine = Machine {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(ns.clone()),
+            labels: Some(labels),
+            annotations: template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.annotations.clone()),
+            owner_references: Some(vec![common::owner_reference(ms, true)]),
+            finalizers: Some(vec![super::machine::FINALIZER.to_string()]),
+            ..Default::default()
+        },
+        spec,
+        status: None,
+    };
+    Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+        .create(&PostParams::default(), &machine)
+        .await?;
+    Ok(())
+}
+
+fn truncate(name: &str, max: usize) -> &str {
+    &name[..name.len().min(max)]
+}
+
+pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = ms.namespace().unwrap_or_default();
+    let api: Api<MachineSet> = Api::namespaced(ctx.client.clone(), &ns);
+    let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+    let selector = ms.spec.selector.match_labels.clone().unwrap_or_default();
+    let uid = ms.uid().unwrap_or_default();
+
+    // The Machines of this set: controlled by it, or orphans it adopts.
+    let mut machines = Vec::new();
+    for m in machines_api.list(&ListParams::default()).await?.items {
+        match common::controller_of(m.owner_references()) {
+            Some(c) if c.uid == uid => machines.push(m),
+            None if matches(&selector, m.labels()) && !common::deleting(ms.as_ref()) => {
+                let mut refs = m.owner_references().to_vec();
+                refs.push(common::owner_reference(ms.as_ref(), true));
+                machines.push(
+                    common::patch_merge(
+                        &machines_api,
+                        &m.name_any(),
+                        json!({"metadata": {"ownerReferences": refs}}),
+                    )
+                    .await?,
+                );
+            }
+            _ => {}
+        }
+    }
+
+    if common::deleting(ms.as_ref()) {
+        for m in machines.iter().filter(|m| !common::deleting(*m)) {
+            machines_api
+                .delete(&m.name_any(), &DeleteParams::background())
+                .await?;
+        }
+        if machines.is_empty() {
+            common::remove_finalizer(&api, ms.as_ref(), FINALIZER).await?;
+            return Ok(Action::await_change());
+        }
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    let cluster = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(&ms.spec.cluster_name)
+        .await?;
+    let Some(cluster) = cluster else {
+        return Err(Error::Invalid(format!(
+            "Cluster {} of MachineSet {} does not exist",
+            ms.spec.cluster_name,
+            ms.name_any()
+        )));
+    };
+    if common::ensure_finalizer(&api, ms.as_ref(), FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    let generation = ms.meta().generation;
+    let mut status = ms.status.clone().unwrap_or_default();
+    let (is_paused, paused) = common::paused(Some(&cluster), "MachineSet", ms.annotations());
+    if is_paused {
+        common::set_conditions(&mut status.conditions, generation, vec![paused]);
+        common::patch_status(&api, &ms.name_any(), &status).await?;
+        return Ok(Action::await_change());
+    }
+    // Labels, and a Cluster owner for stand-alone sets.
+    let standalone = !ms.labels().contains_key(DEPLOYMENT_NAME_LABEL)
+        && common::controller_of(ms.owner_references()).is_none();
+    let needs_owner =
+        standalone && !common::has_owner(ms.owner_references(), &cluster.uid().unwrap_or_default());
+    if ms.labels().get(CLUSTER_NAME_LABEL) != Some(&ms.spec.cluster_name) || needs_owner {
+        let mut refs = ms.owner_references().to_vec();
+        if needs_owner {
+            refs.push(common::owner_reference(&cluster, false));
+        }
+        common::patch_merge(&api, &ms.name_any(), json!({"metadata": {"labels": {CLUSTER_NAME_LABEL: ms.spec.cluster_name}, "ownerReferences": refs}})).await?;
+        return Ok(Action::await_change());
+    }
+
+    let desired = ms.spec.replicas.unwrap_or(1).max(0) as usize;
+    let live: Vec<&Machine> = machines.iter().filter(|m| !common::deleting(*m)).collect();
+    let mut conds = vec![
+        paused,
+        NewCondition::new("Deleting", Status::False, "NotDeleting"),
+    ];
+    if live.len() < desired {
+        let disabled = ms
+            .annotations()
+            .get(DISABLE_CREATE_ANNOTATION)
+            .is_some_and(|v| v == "true");
+        if !disabled {
+            for _ in live.len()..desired {
+                create_machine(&ctx, &ms).await?;
+            }
+        }
+        conds.push(
+            NewCondition::new("ScalingUp", Status::True, "ScalingUp").message(format!(
+                "Scaling up from {} to {desired} replicas",
+                live.len()
+            )),
+        );
+    } else {
+        conds.push(NewCondition::new(
+            "ScalingUp",
+            Status::False,
+            "NotScalingUp",
+        ));
+    }
+    if live.len() > desired {
+        let order = ms
+            .spec
+            .deletion
+            .as_ref()
+            .and_then(|d| d.order)
+            .unwrap_or_default();
+        let live_owned: Vec<Machine> = live.iter().map(|m| (*m).clone()).collect();
+        for name in machines_to_delete(&live_owned, live.len() - desired, order, Timestamp::now()) {
+            machines_api
+                .delete(&name, &DeleteParams::background())
+                .await?;
+        }
+        conds.push(
+            NewCondition::new("ScalingDown", Status::True, "ScalingDown").message(format!(
+                "Scaling down from {} to {desired} replicas",
+                live.len()
+            )),
+        );
+    } else {
+        conds.push(NewCondition::new(
+            "ScalingDown",
+            Status::False,
+            "NotScalingDown",
+        ));
+    }
+
+    // Status.
+    let count = |t: &str| {
+        machines
+            .iter()
+            .filter(|m| condition_of(m, t).is_some_and(|c| c.status == "True"))
+            .count() as i32
+    };
+    status.replicas = Some(machines.len() as i32);
+    status.ready_replicas = Some(count("Ready"));
+    status.available_replicas = Some(count("Available"));
+    status.up_to_date_replicas = Some(count("UpToDate"));
+    status.selector = Some(selector_string(&selector));
+    status.versions = Some(super::versions(
+        machines.iter().filter_map(|m| m.spec.version.clone()),
+    ));
+    conds.push(aggregate(
+        &machines,
+        "Ready",
+        "MachinesReady",
+        MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
+    ));
+    conds.push(aggregate(
+        &machines,
+        "UpToDate",
+        "MachinesUpToDate",
+        MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate"),
+    ));
+    common::set_conditions(&mut status.conditions, generation, conds);
+    status.observed_generation = generation;
+    write_status(&api, &ms, status).await?;
+    let settled = machines.len() == desired
+        && machines
+            .iter()
+            .all(|m| condition_of(m, "Available").is_some_and(|c| c.status == "True"));
+    Ok(Action::requeue(if settled {
+        Duration::from_secs(10)
+    } else {
+        Duration::from_secs(1)
+    }))
+}
+
+async fn write_status(
+    api: &Api<MachineSet>,
+    ms: &MachineSet,
+    status: MachineSetStatus,
+) -> Result<()> {
+    if ms.status.as_ref() != Some(&status) {
+        common::patch_status(api, &ms.name_any(), &status).await?;
+    }
+    Ok(())
+}
+
+/// A condition of many Machines as one, or True/NoReplicas without Machines.
+pub fn aggregate(
+    machines: &[Machine],
+    source: &str,
+    target: &str,
+    reasons: MergeReasons,
+) -> NewCondition {
+    if machines.is_empty() {
+        return NewCondition::new(target, Status::True, "NoReplicas");
+    }
+    let names: Vec<String> = machines.iter().map(|m| m.name_any()).collect();
+    let inputs: Vec<AggregateInput<'_>> = machines
+        .iter()
+        .zip(&names)
+        .map(|(m, name)| AggregateInput {
+            kind: "Machine",
+            name,
+            control_plane: m.labels().contains_key(common::CONTROL_PLANE_LABEL),
+            condition: condition_of(m, source),
+        })
+        .collect();
+    conditions::aggregate(&inputs, source, target, &reasons)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(name: &str, age_days: i64, annotations: Value, node: bool) -> Machine {
+        let created = Timestamp::from_second(1_700_000_000 - age_days * 86_400).unwrap();
+        let status = if node {
+            json!({"nodeRef": {"name": name}})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "creationTimestamp": created.to_string(), "annotations": annotations},
+            "spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": name}},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn scale_down_picks_by_priority_then_policy() {
+        let now = Timestamp::from_second(1_700_000_000).unwrap();
+        let machines = vec![
+            machine("a-old", 30, json!({}), true),
+            machine("b-new", 1, json!({}), true),
+            machine(
+                "c-marked",
+                5,
+                json!({DELETE_MACHINE_ANNOTATION: "yes"}),
+                true,
+            ),
+            machine("d-nonode", 2, json!({}), false),
+        ];
+        // Marked first, then Machines without a Node, then by policy.
+        assert_eq!(
+            machines_to_delete(&machines, 3, DeletionOrder::Oldest, now),
+            ["c-marked", "d-nonode", "a-old"]
+        );
+        assert_eq!(
+            machines_to_delete(&machines, 3, DeletionOrder::Newest, now),
+            ["c-marked", "d-nonode", "b-new"]
+        );
+        // Random treats the healthy ones alike; names break the tie.
+        assert_eq!(
+            machines_to_delete(&machines, 3, DeletionOrder::Random, now),
+            ["c-marked", "d-nonode", "a-old"]
+        );
+    }
+}

@@ -1,0 +1,467 @@
+//! The in-memory infrastructure provider: InMemoryClusters get a real workload API server in
+//! this process; InMemoryMachines "boot" after their configured start-up durations and
+//! register a Node there. Nothing is run; everything a Cluster API controller looks at is real.
+
+pub mod workload;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use crate::api::in_memory::{InMemoryMachineBehaviour, InMemoryStartup};
+use crate::api::{Cluster, InMemoryCluster, InMemoryMachine, Machine};
+use crate::conditions::{NewCondition, Status};
+use crate::controllers::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use crate::controllers::{Error, Result};
+use crate::kubeadm::certs;
+use workload::Workloads;
+
+pub const CLUSTER_FINALIZER: &str = "inmemorycluster.infrastructure.cluster.x-k8s.io";
+pub const MACHINE_FINALIZER: &str = "inmemorymachine.infrastructure.cluster.x-k8s.io";
+
+/// What the in-memory reconcilers share.
+pub struct InMemory {
+    pub client: Client,
+    pub workloads: Workloads,
+}
+
+impl InMemory {
+    pub fn new(client: Client) -> Arc<InMemory> {
+        Arc::new(InMemory {
+            client,
+            workloads: Workloads::default(),
+        })
+    }
+}
+
+fn key(namespace: &str, cluster: &str) -> String {
+    format!("{namespace}/{cluster}")
+}
+
+/// A Go-style duration (`2s`, `1m30s`, `500ms`, `1h`) in seconds.
+pub fn parse_duration(text: &str) -> Option<f64> {
+    let mut total = 0.0;
+    let mut number = String::new();
+    let mut chars = text.trim().chars().peekable();
+    if text.trim().is_empty() {
+        return None;
+    }
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() || c == '.' {
+            number.push(c);
+            continue;
+        }
+        let value: f64 = number.parse().ok()?;
+        number.clear();
+        let unit = match (c, chars.peek()) {
+            ('m', Some('s')) => {
+                chars.next();
+                0.001
+            }
+            ('h', _) => 3600.0,
+            ('m', _) => 60.0,
+            ('s', _) => 1.0,
+            _ => return None,
+        };
+        total += value * unit;
+    }
+    if !number.is_empty() {
+        // A bare number is seconds.
+        total += number.parse::<f64>().ok()?;
+    }
+    Some(total)
+}
+
+/// How long one part of a machine takes to start: its duration, stretched by up to `jitter`.
+fn startup(part: Option<&InMemoryStartup>, seed: f64) -> f64 {
+    let Some(p) = part.and_then(|p| p.provisioning.as_ref()) else {
+        return 0.0;
+    };
+    let d = p
+        .startup_duration
+        .as_deref()
+        .and_then(parse_duration)
+        .unwrap_or(0.0);
+    let jitter: f64 = p
+        .startup_jitter
+        .as_deref()
+        .and_then(|j| j.parse().ok())
+        .unwrap_or(0.0);
+    d + seed * jitter * d
+}
+
+/// Seconds from creation until a machine is up: VM, then Node, then (control plane) the API
+/// server and etcd member.
+pub fn boot_seconds(
+    behaviour: Option<&InMemoryMachineBehaviour>,
+    control_plane: bool,
+    seed: f64,
+) -> f64 {
+    let Some(b) = behaviour else { return 0.0 };
+    let mut total = startup(b.vm.as_ref(), seed) + startup(b.node.as_ref(), seed);
+    if control_plane {
+        total += startup(b.api_server.as_ref(), seed).max(startup(b.etcd.as_ref(), seed));
+    }
+    total
+}
+
+/// The Cluster an infrastructure object belongs to, by its label.
+async fn owner_cluster<K: Resource>(client: &Client, object: &K) -> Result<Option<Cluster>> {
+    let Some(name) = object
+        .meta()
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(CLUSTER_NAME_LABEL))
+    else {
+        return Ok(None);
+    };
+    Ok(Api::<Cluster>::namespaced(
+        client.clone(),
+        object.meta().namespace.as_deref().unwrap_or_default(),
+    )
+    .get_opt(name)
+    .await?)
+}
+
+/// The cluster CA, made when nobody brought one: workload API servers need it to serve.
+async fn cluster_ca(client: &Client, cluster: &Cluster) -> Result<crate::apiserver::tls::Pki> {
+    let ns = cluster.namespace().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let name = cluster.name_any();
+    if let Some(secret) = secrets.get_opt(&certs::ca_secret_name(&name)).await? {
+        return Ok(certs::ca_from_secret(&secret)?);
+    }
+    let (secret, pki) = certs::new_ca_secret(&name, &ns, common::owner_reference(cluster, true))?;
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(pki),
+        // Someone else made it first: use theirs.
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let existing = secrets.get(&certs::ca_secret_name(&name)).await?;
+            Ok(certs::ca_from_secret(&existing)?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> Result<Action> {
+    let ns = ic.namespace().unwrap_or_default();
+    let api: Api<InMemoryCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    let cluster = owner_cluster(&ctx.client, ic.as_ref()).await?;
+    if common::deleting(ic.as_ref()) {
+        if let Some(name) = ic.labels().get(CLUSTER_NAME_LABEL) {
+            ctx.workloads.stop(&key(&ns, name));
+        }
+        common::remove_finalizer(&api, ic.as_ref(), CLUSTER_FINALIZER).await?;
+        return Ok(Action::await_change());
+    }
+    let Some(cluster) = cluster else {
+        // The Cluster controller labels the InMemoryCluster once the Cluster refers to it.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    };
+    if common::ensure_finalizer(&api, ic.as_ref(), CLUSTER_FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    let generation = ic.meta().generation;
+    let mut status = ic.status.clone().unwrap_or_default();
+    let (is_paused, paused) = common::paused(Some(&cluster), "InMemoryCluster", ic.annotations());
+    if is_paused {
+        common::set_conditions(&mut status.conditions, generation, vec![paused]);
+        common::patch_status(&api, &ic.name_any(), &status).await?;
+        return Ok(Action::await_change());
+    }
+    let ca = cluster_ca(&ctx.client, &cluster).await?;
+    let port = ic
+        .spec
+        .control_plane_endpoint
+        .as_ref()
+        .and_then(|e| e.port)
+        .map(|p| p as u16);
+    let workload = ctx
+        .workloads
+        .ensure(&key(&ns, &cluster.name_any()), &ca, port)
+        .await
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    let endpoint = json!({"host": "127.0.0.1", "port": workload.address.port()});
+    if ic.spec.control_plane_endpoint.as_ref().and_then(|e| e.port)
+        != Some(i32::from(workload.address.port()))
+    {
+        common::patch_merge(
+            &api,
+            &ic.name_any(),
+            json!({"spec": {"controlPlaneEndpoint": endpoint}}),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    }
+    status.initialization = Some(crate::api::docker::ProvisionedStatus {
+        provisioned: Some(true),
+    });
+    status.failure_domains = ic.spec.failure_domains.clone();
+    common::set_conditions(
+        &mut status.conditions,
+        generation,
+        vec![paused, NewCondition::new("Ready", Status::True, "Ready")],
+    );
+    if ic.status.as_ref() != Some(&status) {
+        common::patch_status(&api, &ic.name_any(), &status).await?;
+    }
+    Ok(Action::requeue(Duration::from_secs(30)))
+}
+
+/// A stable number in [0, 1) per machine, so that its jitter does not change between reconciles.
+fn seed(uid: &str) -> f64 {
+    let h = uid.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    f64::from(h) / f64::from(u32::MAX)
+}
+
+pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> Result<Action> {
+    let ns = im.namespace().unwrap_or_default();
+    let api: Api<InMemoryMachine> = Api::namespaced(ctx.client.clone(), &ns);
+    let machine_ref = im
+        .owner_references()
+        .iter()
+        .find(|r| r.kind == "Machine")
+        .cloned();
+    let cluster = owner_cluster(&ctx.client, im.as_ref()).await?;
+    let workload = cluster
+        .as_ref()
+        .and_then(|c| ctx.workloads.get(&key(&ns, &c.name_any())));
+    if common::deleting(im.as_ref()) {
+        if let Some(w) = &workload {
+            w.etcd.lock().unwrap().remove(&im.name_any());
+        }
+        common::remove_finalizer(&api, im.as_ref(), MACHINE_FINALIZER).await?;
+        return Ok(Action::await_change());
+    }
+    let (Some(machine_ref), Some(cluster)) = (machine_ref, cluster) else {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    };
+    let Some(machine) = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(&machine_ref.name)
+        .await?
+    else {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    };
+    if common::ensure_finalizer(&api, im.as_ref(), MACHINE_FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    let generation = im.meta().generation;
+    let mut status = im.status.clone().unwrap_or_default();
+    let (is_paused, paused) = common::paused(Some(&cluster), "InMemoryMachine", im.annotations());
+    let mut conds = vec![paused];
+    let wait = |reason: &str, message: &str| {
+        NewCondition::new("Ready", Status::False, reason).message(message)
+    };
+    let init = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.initialization.clone())
+        .unwrap_or_default();
+    let control_plane = machine.labels().contains_key(CONTROL_PLANE_LABEL);
+    let pending = if is_paused {
+        Some((wait("Paused", "Reconciliation is paused"), None))
+    } else if init.infrastructure_provisioned != Some(true) {
+        Some((
+            wait(
+                "WaitingForClusterInfrastructureReady",
+                "Waiting for Cluster status.initialization.infrastructureProvisioned",
+            ),
+            None,
+        ))
+    } else if !control_plane && init.control_plane_initialized != Some(true) {
+        Some((
+            wait(
+                "WaitingForControlPlaneInitialized",
+                "Waiting for the control plane to be initialized",
+            ),
+            None,
+        ))
+    } else if machine.spec.bootstrap.data_secret_name.is_none() {
+        Some((
+            wait(
+                "WaitingForBootstrapData",
+                "Waiting for Machine spec.bootstrap.dataSecretName",
+            ),
+            None,
+        ))
+    } else if workload.is_none() {
+        Some((
+            wait(
+                "WaitingForClusterInfrastructureReady",
+                "Waiting for the workload API server of the InMemoryCluster",
+            ),
+            Some(Duration::from_secs(1)),
+        ))
+    } else {
+        let created = im
+            .meta()
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or_else(Timestamp::now);
+        let boot = boot_seconds(
+            im.spec.behaviour.as_ref(),
+            control_plane,
+            seed(&im.uid().unwrap_or_default()),
+        );
+        let elapsed = (Timestamp::now().as_second() - created.as_second()) as f64;
+        (elapsed < boot).then(|| {
+            (
+                wait(
+                    "Provisioning",
+                    &format!(
+                        "The machine is booting ({:.0}s of {boot:.0}s)",
+                        elapsed.max(0.0)
+                    ),
+                ),
+                Some(Duration::from_secs_f64(boot - elapsed)),
+            )
+        })
+    };
+    if let Some((condition, requeue)) = pending {
+        conds.push(condition);
+        common::set_conditions(&mut status.conditions, generation, conds);
+        if im.status.as_ref() != Some(&status) {
+            common::patch_status(&api, &im.name_any(), &status).await?;
+        }
+        return Ok(requeue.map_or_else(|| Action::requeue(Duration::from_secs(2)), Action::requeue));
+    }
+    let workload = workload.expect("checked above");
+    let provider_id = format!("in-memory://{ns}/{}", im.name_any());
+    ensure_node(
+        &workload.client,
+        &im.name_any(),
+        &provider_id,
+        machine.spec.version.as_deref().unwrap_or_default(),
+        control_plane,
+    )
+    .await?;
+    if control_plane {
+        workload.etcd.lock().unwrap().join(&im.name_any());
+    }
+    if im.spec.provider_id.as_deref() != Some(provider_id.as_str()) {
+        common::patch_merge(
+            &api,
+            &im.name_any(),
+            json!({"spec": {"providerID": provider_id}}),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    }
+    status.initialization = Some(crate::api::docker::ProvisionedStatus {
+        provisioned: Some(true),
+    });
+    status.addresses = Some(
+        serde_json::from_value(json!([
+            {"type": "Hostname", "address": im.name_any()},
+            {"type": "InternalIP", "address": "127.0.0.1"},
+        ]))
+        .expect("addresses"),
+    );
+    status.failure_domain = machine.spec.failure_domain.clone();
+    conds.push(NewCondition::new("Ready", Status::True, "Ready"));
+    common::set_conditions(&mut status.conditions, generation, conds);
+    if im.status.as_ref() != Some(&status) {
+        common::patch_status(&api, &im.name_any(), &status).await?;
+    }
+    // The workload cluster lives in memory: look again now and then, and make the Node again
+    // if this process restarted.
+    Ok(Action::requeue(Duration::from_secs(30)))
+}
+
+/// Registers the machine's Node in its workload cluster: Ready, with the kubelet version.
+async fn ensure_node(
+    client: &Client,
+    name: &str,
+    provider_id: &str,
+    version: &str,
+    control_plane: bool,
+) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    if nodes.get_opt(name).await?.is_some() {
+        return Ok(());
+    }
+    let now = crate::apiserver::object::now();
+    let mut labels = BTreeMap::from([("kubernetes.io/hostname".to_string(), name.to_string())]);
+    let mut taints = Vec::new();
+    if control_plane {
+        labels.insert(
+            "node-role.kubernetes.io/control-plane".into(),
+            String::new(),
+        );
+        taints
+            .push(json!({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}));
+    }
+    let condition = |t: &str, s: &str, reason: &str| json!({"type": t, "status": s, "reason": reason, "lastTransitionTime": now, "lastHeartbeatTime": now});
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"providerID": provider_id, "taints": taints},
+        "status": {
+            "conditions": [
+                condition("Ready", "True", "KubeletReady"),
+                condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+                condition("PIDPressure", "False", "KubeletHasSufficientPID"),
+            ],
+            "nodeInfo": {
+                "kubeletVersion": version, "kubeProxyVersion": version, "architecture": "amd64", "operatingSystem": "linux",
+                "osImage": "capictl in-memory", "kernelVersion": "", "containerRuntimeVersion": "in-memory://", "bootID": "", "machineID": "", "systemUUID": ""
+            },
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+        }
+    }))
+    .expect("a Node");
+    match nodes.create(&PostParams::default(), &node).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_as_go_writes_them() {
+        for (text, want) in [
+            ("2s", Some(2.0)),
+            ("1m30s", Some(90.0)),
+            ("500ms", Some(0.5)),
+            ("1h", Some(3600.0)),
+            ("0s", Some(0.0)),
+            ("", None),
+            ("2x", None),
+        ] {
+            assert_eq!(parse_duration(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn boot_time_adds_the_parts_a_machine_has() {
+        let behaviour: InMemoryMachineBehaviour = serde_json::from_value(json!({
+            "vm": {"provisioning": {"startupDuration": "10s", "startupJitter": "0.2"}},
+            "node": {"provisioning": {"startupDuration": "2s"}},
+            "apiServer": {"provisioning": {"startupDuration": "2s"}},
+            "etcd": {"provisioning": {"startupDuration": "3s"}},
+        }))
+        .unwrap();
+        assert_eq!(boot_seconds(Some(&behaviour), false, 0.0), 12.0);
+        assert_eq!(boot_seconds(Some(&behaviour), true, 0.0), 15.0);
+        assert_eq!(
+            boot_seconds(Some(&behaviour), false, 1.0),
+            14.0,
+            "jitter stretches the VM by up to 20%"
+        );
+        assert_eq!(boot_seconds(None, true, 0.5), 0.0);
+    }
+}

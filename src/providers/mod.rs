@@ -1,0 +1,5 @@
+//! Infrastructure providers: what turns infrastructure clusters and machines into something
+//! real. `in_memory` simulates them with real workload API servers; `docker` (to come) runs
+//! containers.
+
+pub mod in_memory;
