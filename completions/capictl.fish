@@ -144,6 +144,15 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "down" -d 'Stop the management cluster'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "status" -d 'Say whether the management cluster runs, where, since when, and what it holds'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: in-cluster, else $KUBECONFIG, else ~/.kube/config]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l context -d 'The kubeconfig context to use' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-elect -d 'Elect a leader among managers on a Lease, so that only one reconciles at a time' -r -f -a "true\t''
+false\t''"
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-election-namespace -d 'The namespace of the leader election Lease' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-elect-lease-duration -d 'How long a leader\'s Lease lasts without renewal' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l concurrency -d 'How many objects of one kind are reconciled at once' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kube-api-qps -d 'Average requests per second to the API server' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kube-api-burst -d 'Requests allowed at once above the average' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s V -l version -d 'Print version'

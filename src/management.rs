@@ -277,12 +277,17 @@ pub struct Running {
     pub address: SocketAddr,
     shutdown: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
+    stop_controllers: tokio::sync::oneshot::Sender<()>,
+    controllers: tokio::task::JoinHandle<()>,
     dir: StateDir,
 }
 
 impl Running {
-    /// Stops serving, finishes the writes in flight and releases the store.
+    /// Stops the controllers, then serving; finishes the writes in flight and releases the
+    /// store.
     pub async fn stop(self) {
+        let _ = self.stop_controllers.send(());
+        let _ = self.controllers.await;
         let _ = self.shutdown.send(());
         let _ = self.task.await;
         let _ = std::fs::remove_file(self.dir.run_info_path());
@@ -367,6 +372,16 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
     let task = tokio::spawn(tls::serve(listener, router, config, async {
         let _ = rx.await;
     }));
+    // The controllers of the providers installed here run in this process.
+    let (stop_controllers, controllers_stopped) = tokio::sync::oneshot::channel();
+    let local = kube::Client::new(apiserver::local_router(server.clone()), "default");
+    let controllers = tokio::spawn(crate::controllers::manager::run(
+        local,
+        Default::default(),
+        async {
+            let _ = controllers_stopped.await;
+        },
+    ));
     let info = RunInfo {
         pid: std::process::id(),
         address: url,
@@ -382,6 +397,8 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
         address,
         shutdown: tx,
         task,
+        stop_controllers,
+        controllers,
         dir: dir.clone(),
     })
 }

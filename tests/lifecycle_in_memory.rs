@@ -323,3 +323,31 @@ async fn a_cluster_lifecycle_on_the_in_memory_provider() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn one_manager_leads_at_a_time() {
+    use capictl::controllers::leader::LeaderElection;
+    capictl::install_crypto_provider();
+    let server = ApiServer::start(Store::in_memory()).await.unwrap();
+    let client = Client::new(apiserver::local_router(server), NS);
+    let lease = Duration::from_secs(1);
+    let a = LeaderElection::new(client.clone(), NS, "leader", "a", lease);
+    let b = LeaderElection::new(client.clone(), NS, "leader", "b", lease);
+    assert!(a.try_acquire().await.unwrap());
+    assert!(
+        !b.try_acquire().await.unwrap(),
+        "b waits while a holds the Lease"
+    );
+    assert!(a.try_acquire().await.unwrap(), "a renews");
+    // a stops renewing: once the Lease expires, b takes over.
+    tokio::time::timeout(Duration::from_secs(5), b.acquire())
+        .await
+        .expect("b leads after the Lease expires");
+    assert!(!a.try_acquire().await.unwrap(), "a has lost the lead");
+    // Releasing hands over at once.
+    b.release().await;
+    assert!(a.try_acquire().await.unwrap());
+    let lease: k8s_openapi::api::coordination::v1::Lease =
+        Api::namespaced(client, NS).get("leader").await.unwrap();
+    assert_eq!(lease.spec.unwrap().lease_transitions, Some(2));
+}

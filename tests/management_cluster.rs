@@ -868,3 +868,112 @@ fn server_side_apply_with_kubectl() {
         "a"
     );
 }
+
+const IN_MEMORY_CLUSTER: &str = r#"
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata: {name: sim}
+spec:
+  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: InMemoryCluster, name: sim}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: InMemoryCluster
+metadata: {name: sim}
+spec: {}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: InMemoryMachine
+metadata: {name: sim-cp-0}
+spec: {}
+---
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Machine
+metadata:
+  name: sim-cp-0
+  labels: {cluster.x-k8s.io/control-plane: ""}
+spec:
+  clusterName: sim
+  version: v1.30.4
+  bootstrap: {dataSecretName: sim-bootstrap}
+  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: InMemoryMachine, name: sim-cp-0}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: InMemoryMachineTemplate
+metadata: {name: sim-workers}
+spec: {template: {spec: {}}}
+---
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineDeployment
+metadata: {name: sim-md-0}
+spec:
+  clusterName: sim
+  replicas: 2
+  selector: {matchLabels: {pool: sim-md-0}}
+  template:
+    metadata: {labels: {pool: sim-md-0}}
+    spec:
+      clusterName: sim
+      version: v1.30.4
+      bootstrap: {dataSecretName: sim-bootstrap}
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: InMemoryMachineTemplate, name: sim-workers}
+"#;
+
+#[test]
+fn an_in_memory_cluster_on_the_embedded_management_cluster() {
+    let Some(m) = Management::up() else { return };
+    let crds = capictl(&["generate", "crds", "--provider", "core,in-memory"]);
+    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+    m.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--all",
+        "crd",
+        "--timeout=10s",
+    ]);
+    m.kubectl_in(&["apply", "-f", "-"], Some(IN_MEMORY_CLUSTER));
+    // The controllers run inside the embedded management cluster.
+    m.kubectl(&[
+        "wait",
+        "--for=condition=Available",
+        "cluster/sim",
+        "--timeout=60s",
+    ]);
+    let clusters = m.kubectl(&["get", "clusters"]);
+    assert!(clusters.contains("Provisioned"), "{clusters}");
+    let kubeconfig = m.kubectl(&[
+        "get",
+        "secret",
+        "sim-kubeconfig",
+        "-o",
+        "jsonpath={.data.value}",
+    ]);
+    use base64::Engine;
+    let workload = m.dir.join("sim.kubeconfig");
+    std::fs::write(
+        &workload,
+        base64::engine::general_purpose::STANDARD
+            .decode(kubeconfig.trim())
+            .unwrap(),
+    )
+    .unwrap();
+    let nodes = m.kubectl(&["--kubeconfig", workload.to_str().unwrap(), "get", "nodes"]);
+    assert_eq!(
+        nodes
+            .lines()
+            .filter(|l| l.contains("Ready") && l.contains("v1.30.4"))
+            .count(),
+        3,
+        "{nodes}"
+    );
+    assert!(nodes.contains("control-plane"), "{nodes}");
+    m.kubectl(&["delete", "cluster", "sim", "--timeout=60s"]);
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "machines,inmemorymachines,inmemoryclusters",
+            "-o",
+            "name"
+        ]),
+        ""
+    );
+}

@@ -3,6 +3,7 @@
 mod completion;
 mod generate;
 mod management;
+mod manager;
 mod version;
 
 use std::process::ExitCode;
@@ -50,7 +51,7 @@ pub enum Command {
     #[command(subcommand)]
     Management(management::Management),
     /// Run the controllers of the providers installed in a management cluster.
-    Manager(NotBuilt),
+    Manager(manager::Args),
     /// Print the version, git commit, build date and Cluster API contract.
     Version(version::Args),
     /// Print a shell completion script (bash, zsh or fish).
@@ -116,6 +117,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Version(args) => version::run(&args),
         Command::Completion(args) => completion::run(&args),
         Command::Management(cmd) => cmd.run(),
+        Command::Manager(args) => manager::run(args),
         _ => Err(not_built(name)),
     };
     match result {

@@ -9,12 +9,14 @@
 pub mod cluster;
 pub mod common;
 pub mod external;
+pub mod leader;
 pub mod machine;
 pub mod machine_deployment;
 pub mod machine_health_check;
 pub mod machine_set;
 pub mod manager;
 pub mod remote;
+pub mod throttle;
 
 use std::sync::Arc;
 use std::time::Duration;

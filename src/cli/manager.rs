@@ -1,0 +1,110 @@
+//! `capictl manager`: runs the controllers of the providers installed in the management
+//! cluster a kubeconfig points at (what the Deployments `capictl init` installs run).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::controllers::leader::LeaderElection;
+use crate::controllers::manager::{self, Options};
+use crate::controllers::throttle::Throttle;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The management cluster's kubeconfig [default: in-cluster, else $KUBECONFIG, else ~/.kube/config]
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    /// Elect a leader among managers on a Lease, so that only one reconciles at a time.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    leader_elect: bool,
+    /// The namespace of the leader election Lease.
+    #[arg(long, default_value = "capi-system", value_name = "NS")]
+    leader_election_namespace: String,
+    /// How long a leader's Lease lasts without renewal.
+    #[arg(long, default_value_t = 15, value_name = "SECONDS")]
+    leader_elect_lease_duration: u64,
+    /// How many objects of one kind are reconciled at once.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    concurrency: u16,
+    /// Average requests per second to the API server.
+    #[arg(long, default_value_t = 20.0, value_name = "QPS")]
+    kube_api_qps: f64,
+    /// Requests allowed at once above the average.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    kube_api_burst: u32,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let config = match &args.kubeconfig {
+            Some(path) => {
+                let kubeconfig = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+                let options = KubeConfigOptions { context: args.context.clone(), ..Default::default() };
+                kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?
+            }
+            None if args.context.is_some() => {
+                let options = KubeConfigOptions { context: args.context.clone(), ..Default::default() };
+                kube::Config::from_kubeconfig(&options).await?
+            }
+            None => kube::Config::infer().await.context("no management cluster: pass --kubeconfig, or run `capictl management up`")?,
+        };
+        let client = ClientBuilder::try_from(config)?
+            .with_layer(&Throttle::new(args.kube_api_qps, args.kube_api_burst))
+            .build();
+        let options = Options { concurrency: args.concurrency };
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let signalled = async move {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        };
+        if !args.leader_elect {
+            eprintln!("Running the controllers");
+            manager::run(client, options, signalled).await;
+            return Ok(());
+        }
+        let identity = format!("{}_{}", hostname(), uuid::Uuid::new_v4());
+        let election = LeaderElection::new(
+            client.clone(),
+            &args.leader_election_namespace,
+            "controller-leader-election-capictl",
+            &identity,
+            Duration::from_secs(args.leader_elect_lease_duration.max(1)),
+        );
+        eprintln!("Waiting to lead (Lease {}/controller-leader-election-capictl)", args.leader_election_namespace);
+        tokio::pin!(signalled);
+        tokio::select! {
+            _ = election.acquire() => {}
+            _ = &mut signalled => return Ok(()),
+        }
+        eprintln!("Leading as {identity}; running the controllers");
+        let holder = election.clone();
+        let lost = async move { holder.hold().await };
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let run = tokio::spawn(manager::run(client, options, async {
+            let _ = stop_rx.await;
+        }));
+        let outcome = tokio::select! {
+            _ = lost => Err(anyhow::anyhow!("lost the leader Lease; stopping so that another manager takes over")),
+            _ = &mut signalled => Ok(()),
+        };
+        let _ = stop_tx.send(());
+        let _ = run.await;
+        election.release().await;
+        outcome
+    })
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "capictl".into())
+}
