@@ -111,14 +111,22 @@ pub async fn run(
                     )
                     .with_config(cfg.clone())
                     .graceful_shutdown_on(stopped())
-                    .run(super::cluster::reconcile, error_policy, ctx.clone()),
+                    .run(
+                        |o, c| tracked(o, c, super::cluster::reconcile),
+                        error_policy,
+                        ctx.clone(),
+                    ),
             ));
             running.spawn(drive(
                 "machine",
                 Controller::new(Api::<Machine>::all(c.clone()), watcher::Config::default())
                     .with_config(cfg.clone())
                     .graceful_shutdown_on(stopped())
-                    .run(super::machine::reconcile, error_policy, ctx.clone()),
+                    .run(
+                        |o, c| tracked(o, c, super::machine::reconcile),
+                        error_policy,
+                        ctx.clone(),
+                    ),
             ));
             running.spawn(drive(
                 "machineset",
@@ -129,7 +137,11 @@ pub async fn run(
                 .owns(Api::<Machine>::all(c.clone()), watcher::Config::default())
                 .with_config(cfg.clone())
                 .graceful_shutdown_on(stopped())
-                .run(super::machine_set::reconcile, error_policy, ctx.clone()),
+                .run(
+                    |o, c| tracked(o, c, super::machine_set::reconcile),
+                    error_policy,
+                    ctx.clone(),
+                ),
             ));
             running.spawn(drive(
                 "machinedeployment",
@@ -144,7 +156,7 @@ pub async fn run(
                 .with_config(cfg.clone())
                 .graceful_shutdown_on(stopped())
                 .run(
-                    super::machine_deployment::reconcile,
+                    |o, c| tracked(o, c, super::machine_deployment::reconcile),
                     error_policy,
                     ctx.clone(),
                 ),
@@ -158,7 +170,7 @@ pub async fn run(
                 .with_config(cfg)
                 .graceful_shutdown_on(stopped())
                 .run(
-                    super::machine_health_check::reconcile,
+                    |o, c| tracked(o, c, super::machine_health_check::reconcile),
                     error_policy,
                     ctx.clone(),
                 ),
@@ -218,6 +230,25 @@ pub async fn run(
     }
     let _ = stop_tx.send(true);
     while running.join_next().await.is_some() {}
+}
+
+/// Runs a reconcile and clears the object's failure backoff when it succeeds.
+async fn tracked<K, F, Fut>(
+    object: Arc<K>,
+    ctx: Arc<Context>,
+    reconcile: F,
+) -> Result<kube::runtime::controller::Action, super::Error>
+where
+    K: Resource<DynamicType = ()>,
+    F: FnOnce(Arc<K>, Arc<Context>) -> Fut,
+    Fut: Future<Output = Result<kube::runtime::controller::Action, super::Error>>,
+{
+    let key = super::object_key(object.as_ref());
+    let result = reconcile(object, ctx.clone()).await;
+    if result.is_ok() {
+        ctx.backoff.succeeded(&key);
+    }
+    result
 }
 
 fn cluster_of<K: Resource>(object: &K, cluster: &str) -> Option<ObjectRef<Cluster>> {

@@ -32,6 +32,8 @@ pub struct Context {
     pub external: external::Resolver,
     /// The workload clusters.
     pub remote: remote::RemoteClusters,
+    /// How long each failing object waits before its next try.
+    pub backoff: Backoff,
 }
 
 impl Context {
@@ -39,9 +41,46 @@ impl Context {
         Arc::new(Context {
             external: external::Resolver::new(client.clone()),
             remote: remote::RemoteClusters::new(client.clone()),
+            backoff: Backoff::default(),
             client,
         })
     }
+}
+
+/// Per-object rate limiting of failures: each consecutive failure of an object doubles its wait,
+/// from 100ms up to a minute; a success starts it over. One failing object never slows the
+/// others.
+#[derive(Default)]
+pub struct Backoff {
+    failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+}
+
+impl Backoff {
+    const BASE: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(60);
+
+    /// The wait after one more failure of `key`.
+    pub fn failed(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap();
+        let n = failures.entry(key.to_string()).or_insert(0);
+        let wait = Self::BASE.saturating_mul(2u32.saturating_pow((*n).min(20)));
+        *n += 1;
+        wait.min(Self::MAX)
+    }
+
+    pub fn succeeded(&self, key: &str) {
+        self.failures.lock().unwrap().remove(key);
+    }
+}
+
+/// The key an object's failures are counted under.
+pub fn object_key<K: kube::Resource<DynamicType = ()>>(object: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        K::kind(&()),
+        object.meta().namespace.as_deref().unwrap_or_default(),
+        kube::ResourceExt::name_any(object)
+    )
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,15 +100,16 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Reconcile failures are retried with a short delay; the message is in the controller's log
-/// (and, for people, in the object's conditions).
+/// Reconcile failures are retried after the object's backoff; the message is in the
+/// controller's log (and, for people, in the object's conditions).
 pub fn error_policy<K: kube::Resource<DynamicType = ()>>(
     object: Arc<K>,
     error: &Error,
-    _: Arc<Context>,
+    ctx: Arc<Context>,
 ) -> Action {
-    tracing::warn!(kind = %K::kind(&()), name = %kube::ResourceExt::name_any(object.as_ref()), %error, "reconcile failed");
-    Action::requeue(Duration::from_secs(2))
+    let wait = ctx.backoff.failed(&object_key(object.as_ref()));
+    tracing::warn!(kind = %K::kind(&()), name = %kube::ResourceExt::name_any(object.as_ref()), %error, retry_in = ?wait, "reconcile failed");
+    Action::requeue(wait)
 }
 
 /// Kubernetes versions and how many Machines run each, oldest first.
@@ -85,4 +125,27 @@ pub fn versions(versions: impl Iterator<Item = String>) -> Vec<crate::api::commo
             replicas: Some(n),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_per_object_and_resets_on_success() {
+        let b = Backoff::default();
+        let waits: Vec<Duration> = (0..4).map(|_| b.failed("a")).collect();
+        assert_eq!(waits, [100, 200, 400, 800].map(Duration::from_millis));
+        assert_eq!(
+            b.failed("other"),
+            Duration::from_millis(100),
+            "objects back off on their own"
+        );
+        for _ in 0..30 {
+            b.failed("a");
+        }
+        assert_eq!(b.failed("a"), Duration::from_secs(60));
+        b.succeeded("a");
+        assert_eq!(b.failed("a"), Duration::from_millis(100));
+    }
 }
