@@ -46,7 +46,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -f -a "crds" -d 'The CustomResourceDefinitions of one or more providers, ready for `kubectl apply -f -`'
-complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -f -a "cluster" -d 'A workload cluster\'s objects from a flavor template'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -f -a "cluster" -d 'A workload cluster\'s objects from a flavor template (or any clusterctl template)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -f -a "provider" -d 'A provider\'s components, as `init` would install them'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from crds" -l provider -d 'Which provider\'s CRDs; repeat or separate with commas' -r -f -a "core\t''
@@ -59,6 +59,16 @@ all\t''"
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from crds" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from crds" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from crds" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s f -l flavor -d 'The flavor: `cluster-template-<flavor>.yaml` of the provider' -r
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s i -l infrastructure -d 'The infrastructure provider whose templates to use: docker or in-memory[:version]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l kubernetes-version -d '`${KUBERNETES_VERSION}`, e.g. v1.30.4' -r
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l control-plane-machine-count -d '`${CONTROL_PLANE_MACHINE_COUNT}` [default: from the environment, else 1]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l worker-machine-count -d '`${WORKER_MACHINE_COUNT}` [default: from the environment, else 0]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s n -l target-namespace -d 'The namespace of the objects (`${NAMESPACE}`) [default: the kubeconfig context\'s, else default]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l from -d 'A template file to use instead of a flavor (`-` reads stdin)' -r
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l write-to -d 'Write to this file (mode 0600) instead of stdout' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l config -d 'The clusterctl configuration file with variable values [default: $XDG_CONFIG_HOME/cluster-api/clusterctl.yaml, else ~/.cluster-api/clusterctl.yaml]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l list-variables -d 'List the template\'s variables instead of rendering it'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s V -l version -d 'Print version'
@@ -66,7 +76,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_see
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "crds" -d 'The CustomResourceDefinitions of one or more providers, ready for `kubectl apply -f -`'
-complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "cluster" -d 'A workload cluster\'s objects from a flavor template'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "cluster" -d 'A workload cluster\'s objects from a flavor template (or any clusterctl template)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "provider" -d 'A provider\'s components, as `init` would install them'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
@@ -179,7 +189,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_see
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "completion" -d 'Print a shell completion script (bash, zsh or fish)'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "crds" -d 'The CustomResourceDefinitions of one or more providers, ready for `kubectl apply -f -`'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "cluster" -d 'A workload cluster\'s objects from a flavor template'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "cluster" -d 'A workload cluster\'s objects from a flavor template (or any clusterctl template)'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "provider" -d 'A provider\'s components, as `init` would install them'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from describe" -f -a "cluster" -d 'The tree of a Cluster\'s objects with their conditions'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from get" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, ready to use from this machine'

@@ -9,6 +9,8 @@ pub mod apiserver;
 pub mod cli;
 pub mod conditions;
 pub mod controllers;
+pub mod envsubst;
+pub mod generate;
 pub mod kubeadm;
 pub mod management;
 pub mod providers;

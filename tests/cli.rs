@@ -61,7 +61,6 @@ fn commands_not_built_yet_say_so_and_exit_2() {
         &["get", "kubeconfig", "capi-quickstart"],
         &["move", "--to-kubeconfig", "other.kubeconfig"],
         &["upgrade", "plan"],
-        &["generate", "cluster", "capi-quickstart"],
     ] {
         let out = capictl(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -156,4 +155,193 @@ fn generate_crds_prints_one_provider_or_all() {
     ])))
     .unwrap();
     assert_eq!(two.len(), 7);
+}
+
+mod common;
+
+fn capictl_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_capictl"));
+    c.args(args)
+        .env_remove("KUBERNETES_VERSION")
+        .env("HOME", std::env::temp_dir().join("capictl-cli-test-home"));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn generate_cluster_renders_the_flavors() {
+    for (flavor, args) in [
+        ("docker-development", vec!["--flavor", "development"]),
+        ("docker-default", vec![]),
+        ("in-memory", vec!["--infrastructure", "in-memory"]),
+    ] {
+        let mut all = vec![
+            "generate",
+            "cluster",
+            "capi-quickstart",
+            "--kubernetes-version",
+            "v1.28.13",
+        ];
+        all.extend([
+            "--control-plane-machine-count",
+            "3",
+            "--worker-machine-count",
+            "3",
+            "-n",
+            "team-a",
+        ]);
+        all.extend(args);
+        let out = capictl_env(&all, &[]);
+        assert!(out.status.success(), "{flavor}: {}", stderr(&out));
+        insta::assert_snapshot!(format!("generate-cluster-{flavor}"), stdout(&out));
+    }
+}
+
+#[test]
+fn generate_cluster_lists_variables_as_clusterctl_does() {
+    let Some(template) = common::upstream("templates/cluster-template-development.yaml") else {
+        return;
+    };
+    let out = capictl_env(
+        &[
+            "generate",
+            "cluster",
+            "capi-quickstart",
+            "--from",
+            template.to_str().unwrap(),
+            "--list-variables",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "Required Variables:\n  - KUBERNETES_VERSION\n\nOptional Variables:\n  - CLUSTER_NAME                   (defaults to capi-quickstart)\n  - CONTROL_PLANE_MACHINE_COUNT    (defaults to 1)\n  - NAMESPACE                      (defaults to current Namespace in the KubeConfig file)\n  - POD_CIDR                       (defaults to \"[\\\"192.168.0.0/16\\\"]\")\n  - POD_SECURITY_STANDARD_ENABLED  (defaults to \"true\")\n  - SERVICE_CIDR                   (defaults to \"[\\\"10.128.0.0/12\\\"]\")\n  - SERVICE_DOMAIN                 (defaults to \"cluster.local\")\n  - WORKER_MACHINE_COUNT           (defaults to 0)\n\n"
+    );
+}
+
+#[test]
+fn generate_cluster_renders_upstreams_templates_and_takes_values_from_the_environment() {
+    let Some(template) = common::upstream("templates/cluster-template-in-memory.yaml") else {
+        return;
+    };
+    let out = capictl_env(
+        &[
+            "generate",
+            "cluster",
+            "sim",
+            "--from",
+            template.to_str().unwrap(),
+            "-n",
+            "ns1",
+            "--worker-machine-count",
+            "5",
+        ],
+        &[
+            ("KUBERNETES_VERSION", "v1.30.4"),
+            ("POD_CIDR", "[\"10.0.0.0/16\"]"),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let docs: Vec<serde_json::Value> = capictl::yaml::from_multiple(&stdout(&out)).unwrap();
+    let cluster = &docs[0];
+    assert_eq!(
+        cluster["metadata"],
+        serde_json::json!({"name": "sim", "namespace": "ns1"})
+    );
+    assert_eq!(cluster["spec"]["topology"]["version"], "v1.30.4");
+    assert_eq!(
+        cluster["spec"]["topology"]["workers"]["machineDeployments"][0]["replicas"],
+        5
+    );
+    assert_eq!(cluster["spec"]["topology"]["controlPlane"]["replicas"], 1);
+    assert_eq!(
+        cluster["spec"]["clusterNetwork"]["pods"]["cidrBlocks"],
+        serde_json::json!(["10.0.0.0/16"])
+    );
+    assert_eq!(
+        cluster["spec"]["clusterNetwork"]["serviceDomain"],
+        "cluster.local"
+    );
+}
+
+#[test]
+fn generate_cluster_errors_say_what_to_do() {
+    for (args, code, message) in [
+        (
+            vec!["generate", "cluster", "demo"],
+            1,
+            "value for variables [KUBERNETES_VERSION] is not set. Please set the value using os environment variables or the clusterctl config file",
+        ),
+        (
+            vec![
+                "generate",
+                "cluster",
+                "Demo_1",
+                "--kubernetes-version",
+                "v1.30.0",
+            ],
+            2,
+            "invalid cluster name \"Demo_1\"",
+        ),
+        (
+            vec![
+                "generate",
+                "cluster",
+                "demo",
+                "--kubernetes-version",
+                "1.30",
+            ],
+            2,
+            "invalid --kubernetes-version \"1.30\": use a semantic version such as v1.30.4",
+        ),
+        (
+            vec![
+                "generate",
+                "cluster",
+                "demo",
+                "--flavor",
+                "nope",
+                "--kubernetes-version",
+                "v1.30.0",
+            ],
+            2,
+            "the docker provider has no flavor \"nope\"; it has: (default), development",
+        ),
+        (
+            vec![
+                "generate",
+                "cluster",
+                "demo",
+                "--infrastructure",
+                "aws",
+                "--kubernetes-version",
+                "v1.30.0",
+            ],
+            2,
+            "unknown infrastructure provider \"aws\"; use docker or in-memory",
+        ),
+        (
+            vec![
+                "generate",
+                "cluster",
+                "demo",
+                "--worker-machine-count",
+                "-1",
+                "--kubernetes-version",
+                "v1.30.0",
+            ],
+            2,
+            "--worker-machine-count must be 0 or more",
+        ),
+    ] {
+        let out = capictl_env(&args, &[]);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(message), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(stdout(&out).is_empty());
+    }
 }

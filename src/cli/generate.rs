@@ -11,8 +11,8 @@ use crate::api::{self, CrdSet};
 pub enum Generate {
     /// The CustomResourceDefinitions of one or more providers, ready for `kubectl apply -f -`.
     Crds(CrdsArgs),
-    /// A workload cluster's objects from a flavor template.
-    Cluster(NotBuilt),
+    /// A workload cluster's objects from a flavor template (or any clusterctl template).
+    Cluster(Box<ClusterArgs>),
     /// A provider's components, as `init` would install them.
     Provider(NotBuilt),
 }
@@ -60,8 +60,218 @@ impl Generate {
                 std::io::stdout().lock().write_all(text.as_bytes())?;
                 Ok(())
             }
-            Generate::Cluster(_) => Err(super::not_built("generate cluster")),
+            Generate::Cluster(args) => generate_cluster(*args),
             Generate::Provider(_) => Err(super::not_built("generate provider")),
         }
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ClusterArgs {
+    /// The name of the cluster (`${CLUSTER_NAME}`).
+    name: String,
+    /// The flavor: `cluster-template-<flavor>.yaml` of the provider.
+    #[arg(short, long)]
+    flavor: Option<String>,
+    /// The infrastructure provider whose templates to use: docker or in-memory[:version].
+    #[arg(short, long, value_name = "NAME[:VERSION]")]
+    infrastructure: Option<String>,
+    /// `${KUBERNETES_VERSION}`, e.g. v1.30.4.
+    #[arg(long, value_name = "VERSION")]
+    kubernetes_version: Option<String>,
+    /// `${CONTROL_PLANE_MACHINE_COUNT}` [default: from the environment, else 1]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    control_plane_machine_count: Option<i64>,
+    /// `${WORKER_MACHINE_COUNT}` [default: from the environment, else 0]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    worker_machine_count: Option<i64>,
+    /// The namespace of the objects (`${NAMESPACE}`) [default: the kubeconfig context's, else default]
+    #[arg(short = 'n', long, value_name = "NS")]
+    target_namespace: Option<String>,
+    /// A template file to use instead of a flavor (`-` reads stdin).
+    #[arg(long, value_name = "FILE")]
+    from: Option<String>,
+    /// List the template's variables instead of rendering it.
+    #[arg(long)]
+    list_variables: bool,
+    /// Write to this file (mode 0600) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    write_to: Option<std::path::PathBuf>,
+    /// The clusterctl configuration file with variable values [default: $XDG_CONFIG_HOME/cluster-api/clusterctl.yaml, else ~/.cluster-api/clusterctl.yaml]
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
+}
+
+/// Variable values from the clusterctl configuration file (keys are case-insensitive).
+fn config_variables(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let home = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_default();
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| home.join(".config"));
+    let candidates = match path {
+        Some(p) => vec![p.to_path_buf()],
+        None => vec![
+            xdg.join("cluster-api/clusterctl.yaml"),
+            home.join(".cluster-api/clusterctl.yaml"),
+        ],
+    };
+    let Some(file) = candidates.into_iter().find(|p| p.exists()) else {
+        if let Some(p) = path {
+            return Err(
+                super::UsageError(format!("--config {}: no such file", p.display())).into(),
+            );
+        }
+        return Ok(Default::default());
+    };
+    let text = std::fs::read_to_string(&file)?;
+    let value: serde_json::Value =
+        crate::yaml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    Ok(value
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| {
+                    let text = match v {
+                        serde_json::Value::String(s) => s.clone(),
+                        serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
+                        _ => return None,
+                    };
+                    Some((k.to_uppercase().replace('-', "_"), text))
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// The namespace of the current kubeconfig context, if there is one.
+fn kubeconfig_namespace() -> Option<String> {
+    let config = kube::config::Kubeconfig::read().ok()?;
+    let current = config.current_context.clone()?;
+    config
+        .contexts
+        .into_iter()
+        .find(|c| c.name == current)?
+        .context?
+        .namespace
+}
+
+fn is_semver(v: &str) -> bool {
+    let v = v.strip_prefix('v').unwrap_or(v);
+    let core = v.split(['-', '+']).next().unwrap_or_default();
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+}
+
+fn generate_cluster(args: ClusterArgs) -> anyhow::Result<()> {
+    use super::UsageError;
+    if let Some(problem) = crate::apiserver::object::name_problem(&args.name) {
+        return Err(UsageError(format!("invalid cluster name {:?}: {problem}", args.name)).into());
+    }
+    if args.from.is_some() && (args.flavor.is_some() || args.infrastructure.is_some()) {
+        return Err(UsageError("invalid cluster template source: only one template can be used at time; drop --from or --flavor/--infrastructure".into()).into());
+    }
+    if let Some(v) = &args.kubernetes_version
+        && !is_semver(v)
+    {
+        return Err(UsageError(format!(
+            "invalid --kubernetes-version {v:?}: use a semantic version such as v1.30.4"
+        ))
+        .into());
+    }
+    if args.control_plane_machine_count.is_some_and(|n| n < 1) {
+        return Err(UsageError("--control-plane-machine-count must be at least 1".into()).into());
+    }
+    if args.worker_machine_count.is_some_and(|n| n < 0) {
+        return Err(UsageError("--worker-machine-count must be 0 or more".into()).into());
+    }
+    let namespace = match &args.target_namespace {
+        Some(ns) => {
+            if let Some(problem) = crate::apiserver::object::name_problem(ns)
+                .or_else(|| ns.contains('.').then(|| "must not contain dots".into()))
+            {
+                return Err(
+                    UsageError(format!("invalid --target-namespace {ns:?}: {problem}")).into(),
+                );
+            }
+            ns.clone()
+        }
+        None => kubeconfig_namespace().unwrap_or_else(|| "default".into()),
+    };
+    let template = match &args.from {
+        Some(path) if path == "-" => std::io::read_to_string(std::io::stdin())?,
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("reading the template {path}: {e}"))?,
+        None => {
+            let provider = args.infrastructure.as_deref().unwrap_or("docker");
+            let name = provider.split(':').next().unwrap_or(provider);
+            crate::generate::flavor(name, args.flavor.as_deref().unwrap_or_default())
+                .map_err(|e| UsageError(e.to_string()))?
+                .to_string()
+        }
+    };
+    let config = config_variables(args.config.as_deref())?;
+    let env_or_config = |key: &str| std::env::var(key).ok().or_else(|| config.get(key).cloned());
+    let mut builtins = std::collections::BTreeMap::new();
+    builtins.insert("CLUSTER_NAME".to_string(), args.name.clone());
+    builtins.insert("NAMESPACE".to_string(), namespace.clone());
+    if let Some(v) = &args.kubernetes_version {
+        builtins.insert("KUBERNETES_VERSION".to_string(), v.clone());
+    }
+    for (key, flag, default) in [
+        (
+            "CONTROL_PLANE_MACHINE_COUNT",
+            args.control_plane_machine_count,
+            1,
+        ),
+        ("WORKER_MACHINE_COUNT", args.worker_machine_count, 0),
+    ] {
+        let value = match flag {
+            Some(n) => n.to_string(),
+            None => match env_or_config(key) {
+                Some(v) if v.parse::<i64>().is_ok() => v,
+                Some(_) => return Err(UsageError(format!("invalid value for {key} set")).into()),
+                None => default.to_string(),
+            },
+        };
+        builtins.insert(key.to_string(), value);
+    }
+    let output = if args.list_variables {
+        let mut overrides = builtins.clone();
+        if args.target_namespace.is_none() {
+            overrides.insert(
+                "NAMESPACE".into(),
+                "current Namespace in the KubeConfig file".into(),
+            );
+        }
+        if args.kubernetes_version.is_none() {
+            overrides.remove("KUBERNETES_VERSION");
+            if let Ok(v) = std::env::var("KUBERNETES_VERSION") {
+                overrides.insert("KUBERNETES_VERSION".into(), v);
+            }
+        }
+        crate::generate::list_variables(&template, &overrides)?
+    } else {
+        let lookup = |name: &str| {
+            let key = name.to_uppercase().replace('-', "_");
+            builtins.get(&key).cloned().or_else(|| env_or_config(&key))
+        };
+        // One final newline, as clusterctl writes it.
+        format!(
+            "{}\n",
+            crate::generate::render(&template, &namespace, &lookup)?.trim_end_matches('\n')
+        )
+    };
+    match args.write_to.as_deref().filter(|p| p.as_os_str() != "-") {
+        Some(path) => crate::apiserver::tls::write_private(path, output.as_bytes())
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?,
+        None => print!("{output}"),
+    }
+    Ok(())
 }
