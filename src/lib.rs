@@ -14,6 +14,7 @@ pub mod generate;
 pub mod kubeadm;
 pub mod management;
 pub mod providers;
+pub mod webhooks;
 pub mod yaml;
 
 /// Build facts recorded by build.rs, shown by `capictl version`.

@@ -335,6 +335,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
         source,
     })?;
     let server = ApiServer::start(store).await?;
+    crate::webhooks::register(&server.admission);
     let listener = bind(dir, &options.listen).await?;
     let address = listener.local_addr().map_err(io(&dir.path))?;
     std::fs::write(dir.last_address(), address.to_string()).map_err(io(&dir.last_address()))?;

@@ -2,91 +2,17 @@
 //! creation up to Available, scaling, a rolling template change, remediation by a
 //! MachineHealthCheck, and deletion that removes everything.
 
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::discovery::ApiResource;
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use capictl::api::{self, Cluster, CrdSet, Machine, MachineDeployment, MachineSet};
-use capictl::apiserver::{self, ApiServer, store::Store};
-use capictl::conditions;
-use capictl::controllers::manager;
-
-const NS: &str = "default";
-
-async fn management() -> Client {
-    capictl::install_crypto_provider();
-    let server = ApiServer::start(Store::in_memory()).await.unwrap();
-    let client = Client::new(apiserver::local_router(server), NS);
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in api::crds(&[CrdSet::Core, CrdSet::InMemory]) {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    let c = client.clone();
-    tokio::spawn(async move {
-        manager::run(c, manager::Options::default(), std::future::pending()).await
-    });
-    client
-}
-
-async fn apply(client: &Client, object: Value) {
-    let api_version = object["apiVersion"].as_str().unwrap();
-    let (group, version) = api_version.rsplit_once('/').unwrap();
-    let kind = object["kind"].as_str().unwrap();
-    let resource = ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk(group, version, kind),
-        &capictl::controllers::external::plural(kind),
-    );
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &resource);
-    let object: DynamicObject = serde_json::from_value(object).unwrap();
-    api.create(&PostParams::default(), &object).await.unwrap();
-}
-
-/// Waits until `check` holds, saying what it waited for on timeout.
-async fn until<T>(what: &str, seconds: u64, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {seconds}s waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn condition_true(
-    conditions: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>,
-    t: &str,
-) -> bool {
-    conditions.is_some_and(|c| conditions::is_true(c, t))
-}
-
-fn machine_available(m: &Machine) -> bool {
-    condition_true(
-        m.status.as_ref().and_then(|s| s.conditions.as_ref()),
-        "Available",
-    )
-}
-
-async fn workload(client: &Client) -> Client {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    let secret = secrets.get("c1-kubeconfig").await.unwrap();
-    let text = String::from_utf8(secret.data.unwrap()["value"].0.clone()).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::from_yaml(&text).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
-    Client::try_from(config).unwrap()
-}
+use capictl::api::{Cluster, CrdSet, Machine, MachineDeployment, MachineSet};
+use common::lifecycle::*;
 
 fn machine_template(name: &str) -> Value {
     json!({
@@ -98,7 +24,7 @@ fn machine_template(name: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_lifecycle_on_the_in_memory_provider() {
-    let client = management().await;
+    let client = management(&[CrdSet::Core, CrdSet::InMemory]).await;
     apply(&client, json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "c1"},
         "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "InMemoryCluster", "name": "c1"}}
@@ -152,7 +78,7 @@ async fn a_cluster_lifecycle_on_the_in_memory_provider() {
     assert_eq!(endpoint.host.as_deref(), Some("127.0.0.1"));
 
     // The workload cluster answers with the Cluster's kubeconfig, and has the Nodes.
-    let nodes: Api<Node> = Api::all(workload(&client).await);
+    let nodes: Api<Node> = Api::all(workload(&client, "c1").await);
     let names = until("3 Nodes are registered", 20, async || {
         let list = nodes.list(&ListParams::default()).await.ok()?;
         (list.items.len() == 3).then(|| list.items.iter().map(|n| n.name_any()).collect::<Vec<_>>())
@@ -327,9 +253,7 @@ async fn a_cluster_lifecycle_on_the_in_memory_provider() {
 #[tokio::test]
 async fn one_manager_leads_at_a_time() {
     use capictl::controllers::leader::LeaderElection;
-    capictl::install_crypto_provider();
-    let server = ApiServer::start(Store::in_memory()).await.unwrap();
-    let client = Client::new(apiserver::local_router(server), NS);
+    let client = api_server().await;
     let lease = Duration::from_secs(1);
     let a = LeaderElection::new(client.clone(), NS, "leader", "a", lease);
     let b = LeaderElection::new(client.clone(), NS, "leader", "b", lease);

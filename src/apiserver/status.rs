@@ -175,6 +175,15 @@ impl FieldCause {
         }
     }
 
+    /// A value the field may not take, given the rest of the object or its old value.
+    pub fn forbidden(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldCause {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            message: format!("Forbidden: {}", message.into()),
+        }
+    }
+
     pub fn required(field: impl Into<String>) -> Self {
         FieldCause {
             reason: "FieldValueRequired",

@@ -152,6 +152,19 @@ where
     Ok(())
 }
 
+/// Creates an object unless one of its name exists; whether this call created it. Creating
+/// what an earlier, interrupted reconcile already made is how reconcilers stay idempotent.
+pub async fn create_if_absent<K>(api: &Api<K>, object: &K) -> Result<bool>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    match api.create(&kube::api::PostParams::default(), object).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A merge patch of an object's spec or metadata.
 pub async fn patch_merge<K>(api: &Api<K>, name: &str, patch: Value) -> Result<K>
 where

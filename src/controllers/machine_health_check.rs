@@ -313,7 +313,7 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
 
 /// Sets one condition on a Machine, based on its latest version (a conflict means someone
 /// else wrote first; the next reconcile sets it again).
-async fn set_machine_condition(
+pub(super) async fn set_machine_condition(
     api: &Api<Machine>,
     machine: &Machine,
     condition: NewCondition,

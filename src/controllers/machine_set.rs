@@ -101,7 +101,7 @@ fn matches(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String
 
 /// Creates an object from a template's `spec.template` (kind without `Template`), named after
 /// the Machine, owned by the MachineSet until the Machine takes it over.
-async fn clone_template(
+pub(super) async fn clone_template(
     ctx: &Context,
     namespace: &str,
     template: &ContractVersionedObjectReference,
@@ -157,11 +157,7 @@ async fn clone_template(
     };
     object.data = json!({"spec": spec});
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
-    match api.create(&PostParams::default(), &object).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => return Err(e.into()),
-    }
+    common::create_if_absent(&api, &object).await?;
     Ok(ContractVersionedObjectReference {
         kind,
         name: name.to_string(),

@@ -14,8 +14,8 @@ use kube::{Client, CustomResourceExt, Resource, ResourceExt};
 
 use super::{Context, error_policy};
 use crate::api::{
-    Cluster, InMemoryCluster, InMemoryMachine, Machine, MachineDeployment, MachineHealthCheck,
-    MachineSet,
+    Cluster, InMemoryCluster, InMemoryMachine, KubeadmConfig, KubeadmControlPlane, Machine,
+    MachineDeployment, MachineHealthCheck, MachineSet,
 };
 use crate::providers::in_memory::{self, InMemory};
 
@@ -74,8 +74,13 @@ pub async fn run(
     options: Options,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let ctx = Context::new(client.clone());
-    let in_memory = InMemory::new(client.clone());
+    // The in-memory provider's workload clusters, whose etcd the control plane provider reaches.
+    let workloads = Arc::new(in_memory::workload::Workloads::default());
+    let ctx = Context::new(
+        client.clone(),
+        Some(Arc::new(super::etcd::InMemoryEtcd(workloads.clone()))),
+    );
+    let in_memory = InMemory::new(client.clone(), workloads);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = move || {
         let mut rx = stop_rx.clone();
@@ -86,6 +91,8 @@ pub async fn run(
     let mut running = tokio::task::JoinSet::new();
     let mut core_started = false;
     let mut in_memory_started = false;
+    let mut kubeadm_bootstrap_started = false;
+    let mut kubeadm_control_plane_started = false;
     tokio::pin!(shutdown);
     loop {
         if !core_started
@@ -171,6 +178,48 @@ pub async fn run(
                 .graceful_shutdown_on(stopped())
                 .run(
                     |o, c| tracked(o, c, super::machine_health_check::reconcile),
+                    error_policy,
+                    ctx.clone(),
+                ),
+            ));
+        }
+        if core_started && !kubeadm_bootstrap_started && installed::<KubeadmConfig>(&client).await {
+            kubeadm_bootstrap_started = true;
+            tracing::info!("starting the kubeadm bootstrap controller");
+            let c = client.clone();
+            running.spawn(drive(
+                "kubeadmconfig",
+                Controller::new(
+                    Api::<KubeadmConfig>::all(c.clone()),
+                    watcher::Config::default(),
+                )
+                .with_config(config(&options))
+                .graceful_shutdown_on(stopped())
+                .run(
+                    |o, c| tracked(o, c, super::kubeadm_config::reconcile),
+                    error_policy,
+                    ctx.clone(),
+                ),
+            ));
+        }
+        if core_started
+            && !kubeadm_control_plane_started
+            && installed::<KubeadmControlPlane>(&client).await
+        {
+            kubeadm_control_plane_started = true;
+            tracing::info!("starting the kubeadm control plane controller");
+            let c = client.clone();
+            running.spawn(drive(
+                "kubeadmcontrolplane",
+                Controller::new(
+                    Api::<KubeadmControlPlane>::all(c.clone()),
+                    watcher::Config::default(),
+                )
+                .owns(Api::<Machine>::all(c.clone()), watcher::Config::default())
+                .with_config(config(&options))
+                .graceful_shutdown_on(stopped())
+                .run(
+                    |o, c| tracked(o, c, super::kubeadm_control_plane::reconcile),
                     error_policy,
                     ctx.clone(),
                 ),

@@ -8,7 +8,10 @@
 
 pub mod cluster;
 pub mod common;
+pub mod etcd;
 pub mod external;
+pub mod kubeadm_config;
+pub mod kubeadm_control_plane;
 pub mod leader;
 pub mod machine;
 pub mod machine_deployment;
@@ -34,11 +37,15 @@ pub struct Context {
     pub remote: remote::RemoteClusters,
     /// How long each failing object waits before its next try.
     pub backoff: Backoff,
+    /// The workload clusters' etcd, for the control plane provider; None when no
+    /// infrastructure provider can reach it.
+    pub etcd: Option<Arc<dyn etcd::EtcdCluster>>,
 }
 
 impl Context {
-    pub fn new(client: Client) -> Arc<Context> {
+    pub fn new(client: Client, etcd: Option<Arc<dyn etcd::EtcdCluster>>) -> Arc<Context> {
         Arc::new(Context {
+            etcd,
             external: external::Resolver::new(client.clone()),
             remote: remote::RemoteClusters::new(client.clone()),
             backoff: Backoff::default(),

@@ -129,3 +129,124 @@ pub fn kubeconfig_secret(
         data,
     ))
 }
+
+/// The four certificate Secrets of a kubeadm cluster and what they hold.
+pub const CERTIFICATES: [(&str, &str); 4] = [
+    ("ca", "kubernetes"),
+    ("etcd", "etcd-ca"),
+    ("proxy", "front-proxy-ca"),
+    ("sa", "service-account"),
+];
+
+/// A new certificate Secret (`<cluster>-<purpose>`): a CA for ca/etcd/proxy, a key pair (the
+/// public key in `tls.crt`) for sa.
+pub fn new_certificate_secret(
+    cluster: &str,
+    namespace: &str,
+    purpose: &str,
+    common_name: &str,
+    owner: OwnerReference,
+) -> Result<Secret, CertsError> {
+    let (cert, key) = if purpose == "sa" {
+        let key = rcgen::KeyPair::generate().map_err(TlsError::from)?;
+        (key.public_key_pem(), key.serialize_pem())
+    } else {
+        let pki = Pki::generate(common_name)?;
+        (pki.ca.cert, pki.ca.key)
+    };
+    let data = BTreeMap::from([
+        ("tls.crt".to_string(), ByteString(cert.into_bytes())),
+        ("tls.key".to_string(), ByteString(key.into_bytes())),
+    ]);
+    Ok(secret(
+        format!("{cluster}-{purpose}"),
+        namespace,
+        cluster,
+        owner,
+        data,
+    ))
+}
+
+/// A Secret's `tls.crt` and `tls.key`.
+pub fn pem_pair(secret: &Secret) -> Result<KeyPairPem, CertsError> {
+    Ok(ca_from_secret(secret)?.ca)
+}
+
+/// kubeadm's discovery hash of a CA: `sha256:` and the hex SHA-256 of its public key info.
+pub fn ca_cert_hash(ca_cert_pem: &str) -> Result<String, CertsError> {
+    use rustls::pki_types::pem::PemObject;
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(ca_cert_pem.as_bytes())
+        .map_err(|_| CertsError::NotPem("cluster CA".into(), "tls.crt"))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref())
+        .map_err(|_| CertsError::NotPem("cluster CA".into(), "tls.crt"))?;
+    let digest = ring::digest::digest(&ring::digest::SHA256, cert.tbs_certificate.subject_pki.raw);
+    Ok(format!(
+        "sha256:{}",
+        digest
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner() -> OwnerReference {
+        OwnerReference {
+            api_version: "v1".into(),
+            kind: "Cluster".into(),
+            name: "c".into(),
+            uid: "u".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn certificate_secrets_as_upstream_writes_them() {
+        for (purpose, cn) in CERTIFICATES {
+            let s = new_certificate_secret("c", "ns", purpose, cn, owner()).unwrap();
+            assert_eq!(
+                s.metadata.name.as_deref(),
+                Some(format!("c-{purpose}").as_str())
+            );
+            assert_eq!(s.type_.as_deref(), Some(SECRET_TYPE));
+            assert_eq!(s.metadata.labels.as_ref().unwrap()[CLUSTER_NAME_LABEL], "c");
+            let pair = pem_pair(&s).unwrap();
+            let want = if purpose == "sa" {
+                "PUBLIC KEY"
+            } else {
+                "CERTIFICATE"
+            };
+            assert!(pair.cert.contains(want), "{purpose}: {}", pair.cert);
+            assert!(pair.key.contains("PRIVATE KEY"));
+        }
+    }
+
+    #[test]
+    fn the_ca_hash_is_stable_and_kubeadm_shaped() {
+        let (secret, pki) = new_ca_secret("c", "ns", owner()).unwrap();
+        let hash = ca_cert_hash(&pki.ca.cert).unwrap();
+        assert!(hash.starts_with("sha256:") && hash.len() == 71, "{hash}");
+        assert_eq!(
+            hash,
+            ca_cert_hash(&ca_from_secret(&secret).unwrap().ca.cert).unwrap()
+        );
+    }
+
+    #[test]
+    fn kubeconfig_secrets_carry_an_admin_certificate_for_the_endpoint() {
+        let (_, pki) = new_ca_secret("c", "ns", owner()).unwrap();
+        let s = kubeconfig_secret("c", "ns", "https://127.0.0.1:6443", &pki, owner()).unwrap();
+        let text = String::from_utf8(s.data.unwrap()["value"].0.clone()).unwrap();
+        let config: serde_json::Value = crate::yaml::from_str(&text).unwrap();
+        assert_eq!(
+            config["clusters"][0]["cluster"]["server"],
+            "https://127.0.0.1:6443"
+        );
+        assert_eq!(config["current-context"], "c-admin@c");
+        assert_eq!(config["users"][0]["name"], "c-admin");
+    }
+}

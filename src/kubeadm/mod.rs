@@ -2,3 +2,5 @@
 //! authorities and the admin kubeconfig, kept in Secrets as upstream keeps them.
 
 pub mod certs;
+pub mod cloudinit;
+pub mod config;

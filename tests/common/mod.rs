@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+pub mod lifecycle;
+
 /// `../shared/reference/upstream/<rel>` beside the checkout, where upstream's CRDs and
 /// templates live as test data. `None` (with a note on stderr) when it is absent, so the tests
 /// that need it skip rather than fail on a machine without it.

@@ -29,15 +29,12 @@ pub const MACHINE_FINALIZER: &str = "inmemorymachine.infrastructure.cluster.x-k8
 /// What the in-memory reconcilers share.
 pub struct InMemory {
     pub client: Client,
-    pub workloads: Workloads,
+    pub workloads: Arc<Workloads>,
 }
 
 impl InMemory {
-    pub fn new(client: Client) -> Arc<InMemory> {
-        Arc::new(InMemory {
-            client,
-            workloads: Workloads::default(),
-        })
+    pub fn new(client: Client, workloads: Arc<Workloads>) -> Arc<InMemory> {
+        Arc::new(InMemory { client, workloads })
     }
 }
 

@@ -1,0 +1,422 @@
+//! The kubeadm bootstrap provider's controller: turns a Machine's KubeadmConfig into bootstrap
+//! data (a cloud-config running `kubeadm init` or `kubeadm join`) in a Secret, with the cluster
+//! certificates, the init lock (exactly one machine initializes the cluster), and bootstrap
+//! tokens for the machines that join.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Client, Resource, ResourceExt};
+use rand::Rng;
+
+use super::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use super::{Context, Error, Result};
+use crate::api::kubeadm_config::{
+    KubeadmConfigInitializationStatus, KubeadmConfigSpec, KubeadmConfigStatus,
+};
+use crate::api::{Cluster, KubeadmConfig, Machine};
+use crate::conditions::{NewCondition, Status};
+use crate::kubeadm::certs::{self, CERTIFICATES};
+use crate::kubeadm::cloudinit::{self, WriteFile};
+use crate::kubeadm::config;
+
+/// Where each certificate Secret goes on a control-plane machine.
+const CERTIFICATE_FILES: [(&str, &str, &str); 4] = [
+    (
+        "ca",
+        "/etc/kubernetes/pki/ca.crt",
+        "/etc/kubernetes/pki/ca.key",
+    ),
+    (
+        "etcd",
+        "/etc/kubernetes/pki/etcd/ca.crt",
+        "/etc/kubernetes/pki/etcd/ca.key",
+    ),
+    (
+        "proxy",
+        "/etc/kubernetes/pki/front-proxy-ca.crt",
+        "/etc/kubernetes/pki/front-proxy-ca.key",
+    ),
+    (
+        "sa",
+        "/etc/kubernetes/pki/sa.pub",
+        "/etc/kubernetes/pki/sa.key",
+    ),
+];
+
+/// How long a bootstrap token lives.
+const TOKEN_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// The cluster certificates (`<cluster>-ca`, `-etcd`, `-proxy`, `-sa`), by purpose; those
+/// missing are made, owned by `owner`, when an owner is given, else the answer is None.
+pub(super) async fn cluster_certificates(
+    client: &Client,
+    cluster: &Cluster,
+    owner: Option<OwnerReference>,
+) -> Result<Option<BTreeMap<String, Secret>>> {
+    let ns = cluster.namespace().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let mut found = BTreeMap::new();
+    for (purpose, common_name) in CERTIFICATES {
+        let name = format!("{}-{purpose}", cluster.name_any());
+        let secret = match (secrets.get_opt(&name).await?, &owner) {
+            (Some(s), _) => s,
+            (None, Some(owner)) => {
+                let s = certs::new_certificate_secret(
+                    &cluster.name_any(),
+                    &ns,
+                    purpose,
+                    common_name,
+                    owner.clone(),
+                )?;
+                common::create_if_absent(&secrets, &s).await?;
+                secrets.get(&name).await?
+            }
+            (None, None) => return Ok(None),
+        };
+        found.insert(purpose.to_string(), secret);
+    }
+    Ok(Some(found))
+}
+
+/// Takes the cluster's init lock for a machine; whether it holds it.
+async fn init_lock(client: &Client, cluster: &Cluster, machine: &str) -> Result<bool> {
+    let maps: Api<ConfigMap> =
+        Api::namespaced(client.clone(), &cluster.namespace().unwrap_or_default());
+    let name = format!("{}-lock", cluster.name_any());
+    let lock = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(BTreeMap::from([(
+                CLUSTER_NAME_LABEL.to_string(),
+                cluster.name_any(),
+            )])),
+            owner_references: Some(vec![common::owner_reference(cluster, false)]),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "lock-information".to_string(),
+            format!("{{\"machineName\":\"{machine}\"}}"),
+        )])),
+        ..Default::default()
+    };
+    match maps.create(&PostParams::default(), &lock).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let held = maps.get(&name).await?;
+            Ok(held
+                .data
+                .and_then(|d| d.get("lock-information").cloned())
+                .is_some_and(|i| i.contains(&format!("\"{machine}\""))))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A kubeadm bootstrap token (`[a-z0-9]{6}.[a-z0-9]{16}`) created in the workload cluster.
+async fn bootstrap_token(workload: &Client) -> Result<String> {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    // The thread-local generator is not Send: done with it before the first await.
+    let (id, secret) = {
+        let mut rng = rand::rng();
+        let mut pick = |n: usize| -> String {
+            (0..n)
+                .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+                .collect()
+        };
+        (pick(6), pick(16))
+    };
+    let expiration =
+        Timestamp::from_second(Timestamp::now().as_second() + TOKEN_TTL.as_secs() as i64)
+            .expect("a valid time")
+            .to_string();
+    let data: BTreeMap<String, ByteString> = [
+        ("token-id", id.as_str()),
+        ("token-secret", secret.as_str()),
+        ("expiration", expiration.as_str()),
+        ("usage-bootstrap-authentication", "true"),
+        ("usage-bootstrap-signing", "true"),
+        (
+            "auth-extra-groups",
+            "system:bootstrappers:kubeadm:default-node-token",
+        ),
+        ("description", "token generated by capictl"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+    .collect();
+    let token = Secret {
+        metadata: ObjectMeta {
+            name: Some(format!("bootstrap-token-{id}")),
+            ..Default::default()
+        },
+        type_: Some("bootstrap.kubernetes.io/token".into()),
+        data: Some(data),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(workload.clone(), "kube-system")
+        .create(&PostParams::default(), &token)
+        .await?;
+    Ok(format!("{id}.{secret}"))
+}
+
+/// The spec's own files, with contents from Secrets resolved.
+async fn spec_files(
+    client: &Client,
+    namespace: &str,
+    spec: &KubeadmConfigSpec,
+) -> Result<Vec<WriteFile>> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut out = Vec::new();
+    for f in spec.files.iter().flatten() {
+        let content = match (&f.content, &f.content_from) {
+            (_, Some(from)) => {
+                let secret = secrets.get_opt(&from.secret.name).await?.ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "Failed to prepare spec.files: Secret {} for {} does not exist",
+                        from.secret.name, f.path
+                    ))
+                })?;
+                let bytes = secret
+                    .data
+                    .and_then(|d| d.get(&from.secret.key).cloned())
+                    .ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "Failed to prepare spec.files: Secret {} has no key {}",
+                            from.secret.name, from.secret.key
+                        ))
+                    })?;
+                String::from_utf8_lossy(&bytes.0).into_owned()
+            }
+            (Some(c), None) => c.clone(),
+            (None, None) => String::new(),
+        };
+        out.push(WriteFile {
+            path: f.path.clone(),
+            owner: f.owner.clone().unwrap_or_else(|| "root:root".into()),
+            permissions: f.permissions.clone().unwrap_or_else(|| "0644".into()),
+            content,
+            encoding: f
+                .encoding
+                .and_then(|e| serde_json::to_value(e).ok())
+                .and_then(|v| v.as_str().map(String::from)),
+            append: f.append.unwrap_or(false),
+        });
+    }
+    Ok(out)
+}
+
+fn data_secret_pending(message: &str) -> NewCondition {
+    NewCondition::new("DataSecretAvailable", Status::False, "NotAvailable").message(message)
+}
+
+/// Records what the config waits for, and looks again shortly.
+async fn waiting(
+    api: &Api<KubeadmConfig>,
+    kc: &KubeadmConfig,
+    mut status: KubeadmConfigStatus,
+    paused: NewCondition,
+    waiting_for: NewCondition,
+) -> Result<Action> {
+    common::set_conditions(
+        &mut status.conditions,
+        kc.meta().generation,
+        vec![paused, waiting_for],
+    );
+    if kc.status.as_ref() != Some(&status) {
+        common::patch_status(api, &kc.name_any(), &status).await?;
+    }
+    Ok(Action::requeue(Duration::from_secs(2)))
+}
+
+pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Action> {
+    if common::deleting(kc.as_ref()) {
+        return Ok(Action::await_change());
+    }
+    let ns = kc.namespace().unwrap_or_default();
+    let api: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(owner) = kc.owner_references().iter().find(|r| r.kind == "Machine") else {
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    };
+    let Some(machine) = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(&owner.name)
+        .await?
+    else {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    };
+    let Some(cluster) = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(&machine.spec.cluster_name)
+        .await?
+    else {
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    };
+    let generation = kc.meta().generation;
+    let mut status = kc.status.clone().unwrap_or_default();
+    let (is_paused, paused) = common::paused(Some(&cluster), "KubeadmConfig", kc.annotations());
+    let init_done = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(|i| i.control_plane_initialized)
+        == Some(true);
+    if init_done {
+        // The cluster is up: the init lock has served its purpose.
+        let _ = Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
+            .delete(
+                &format!("{}-lock", cluster.name_any()),
+                &DeleteParams::default(),
+            )
+            .await;
+    }
+    if is_paused
+        || status
+            .initialization
+            .as_ref()
+            .and_then(|i| i.data_secret_created)
+            == Some(true)
+    {
+        common::set_conditions(&mut status.conditions, generation, vec![paused]);
+        if kc.status.as_ref() != Some(&status) {
+            common::patch_status(&api, &kc.name_any(), &status).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    let infra = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(|i| i.infrastructure_provisioned)
+        == Some(true);
+    let endpoint = cluster
+        .spec
+        .control_plane_endpoint
+        .clone()
+        .filter(|e| e.is_valid());
+    let control_plane = machine.labels().contains_key(CONTROL_PLANE_LABEL);
+    let version = machine.spec.version.clone().unwrap_or_default();
+    let pending = if !infra {
+        Some(data_secret_pending(
+            "Waiting for Cluster status.infrastructureReady to be true",
+        ))
+    } else if endpoint.is_none() {
+        Some(data_secret_pending(
+            "Waiting for Cluster spec.controlPlaneEndpoint to be set",
+        ))
+    } else if !control_plane && !init_done {
+        Some(data_secret_pending(
+            "Waiting for Cluster control plane to be initialized",
+        ))
+    } else {
+        None
+    };
+    if let Some(condition) = pending {
+        return waiting(&api, &kc, status, paused, condition).await;
+    }
+    let endpoint = endpoint.expect("checked above").to_string();
+    let init = control_plane && !init_done;
+    // Certificates: made for the first control-plane machine when nobody made them yet.
+    let generate = init && cluster.spec.control_plane_ref.is_none();
+    let owner = generate.then(|| common::owner_reference(&cluster, true));
+    let Some(certificates) = cluster_certificates(&ctx.client, &cluster, owner).await? else {
+        return waiting(
+            &api,
+            &kc,
+            status,
+            paused,
+            NewCondition::new("CertificatesAvailable", Status::False, "NotAvailable")
+                .message("Waiting for the cluster certificates"),
+        )
+        .await;
+    };
+    if init && !init_lock(&ctx.client, &cluster, &machine.name_any()).await? {
+        return waiting(
+            &api,
+            &kc,
+            status,
+            paused,
+            data_secret_pending(
+                "Waiting for the first control plane machine to initialize the cluster",
+            ),
+        )
+        .await;
+    }
+    let spec = &kc.spec;
+    let mut files = Vec::new();
+    if control_plane {
+        for (purpose, cert_path, key_path) in CERTIFICATE_FILES {
+            let pair = certs::pem_pair(&certificates[purpose])?;
+            files.push(WriteFile::new(cert_path, "0640", &pair.cert));
+            files.push(WriteFile::new(key_path, "0600", &pair.key));
+        }
+    }
+    files.extend(spec_files(&ctx.client, &ns, spec).await?);
+    let (action, kubeadm) = if init {
+        (
+            cloudinit::Action::Init,
+            config::init_config(spec, &version, &cluster.name_any(), &endpoint),
+        )
+    } else {
+        let Some(workload) = ctx.remote.client(&ns, &cluster.name_any()).await? else {
+            return waiting(
+                &api,
+                &kc,
+                status,
+                paused,
+                data_secret_pending(
+                    "Waiting for the Cluster's kubeconfig to create a bootstrap token",
+                ),
+            )
+            .await;
+        };
+        let token = bootstrap_token(&workload).await?;
+        let hash = certs::ca_cert_hash(&certs::pem_pair(&certificates["ca"])?.cert)?;
+        (
+            cloudinit::Action::Join,
+            config::join_config(spec, &version, &endpoint, &token, &hash, control_plane),
+        )
+    };
+    let data = cloudinit::cloud_config(spec, action, &kubeadm, files);
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(kc.name_any()),
+            namespace: Some(ns.clone()),
+            labels: Some(BTreeMap::from([(
+                CLUSTER_NAME_LABEL.to_string(),
+                cluster.name_any(),
+            )])),
+            owner_references: Some(vec![common::owner_reference(kc.as_ref(), true)]),
+            ..Default::default()
+        },
+        type_: Some(certs::SECRET_TYPE.into()),
+        data: Some(BTreeMap::from([
+            ("value".to_string(), ByteString(data.into_bytes())),
+            ("format".to_string(), ByteString(b"cloud-config".to_vec())),
+        ])),
+        ..Default::default()
+    };
+    common::create_if_absent(&Api::<Secret>::namespaced(ctx.client.clone(), &ns), &secret).await?;
+    status.data_secret_name = Some(kc.name_any());
+    status.initialization = Some(KubeadmConfigInitializationStatus {
+        data_secret_created: Some(true),
+    });
+    status.observed_generation = generation;
+    common::set_conditions(
+        &mut status.conditions,
+        generation,
+        vec![
+            paused,
+            NewCondition::new("DataSecretAvailable", Status::True, "Available"),
+            NewCondition::new("CertificatesAvailable", Status::True, "Available"),
+            NewCondition::new("Ready", Status::True, "Ready"),
+        ],
+    );
+    common::patch_status(&api, &kc.name_any(), &status).await?;
+    Ok(Action::await_change())
+}

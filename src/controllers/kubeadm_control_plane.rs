@@ -1,0 +1,616 @@
+//! The KubeadmControlPlane controller: the cluster certificates and admin kubeconfig, and
+//! control-plane Machines created, scaled, upgraded and removed one at a time, moving etcd
+//! leadership off a machine and removing its etcd member before it goes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+
+use super::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use super::{Context, Result};
+use crate::api::common::ContractVersionedObjectReference;
+use crate::api::kubeadm_control_plane::{
+    KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus,
+};
+use crate::api::machine::{Bootstrap, MachineSpec};
+use crate::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine, MachineDeployment};
+use crate::conditions::{self, MergeReasons, NewCondition, Status};
+use crate::kubeadm::certs;
+
+pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
+pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
+
+fn is_true(m: &Machine, t: &str) -> bool {
+    m.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .is_some_and(|c| conditions::is_true(c, t))
+}
+
+/// Why a control-plane Machine is not what the KubeadmControlPlane asks for; empty when it is.
+pub fn outdated_reasons(
+    kcp: &KubeadmControlPlane,
+    machine: &Machine,
+    infra_template: Option<&str>,
+) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if machine.spec.version.as_deref() != Some(kcp.spec.version.as_str()) {
+        reasons.push(format!("* Version {} required", kcp.spec.version));
+    }
+    let wanted = &kcp.spec.machine_template.spec.infrastructure_ref.name;
+    if infra_template.is_some_and(|t| t != wanted) {
+        reasons.push(format!(
+            "* {} is not up-to-date",
+            kcp.spec
+                .machine_template
+                .spec
+                .infrastructure_ref
+                .kind
+                .trim_end_matches("Template")
+        ));
+    }
+    if kcp
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.after.as_ref())
+        .is_some_and(|after| {
+            machine
+                .meta()
+                .creation_timestamp
+                .as_ref()
+                .is_some_and(|c| c.0 < after.0)
+                && after.0 <= k8s_openapi::jiff::Timestamp::now()
+        })
+    {
+        reasons.push("* KubeadmControlPlane spec.rolloutAfter expired".into());
+    }
+    reasons
+}
+
+/// Which Machine goes when scaling down: from the failure domain with the most Machines, the
+/// oldest (outdated Machines first during a rollout).
+pub fn pick_for_removal<'a>(
+    machines: &[&'a Machine],
+    prefer: &BTreeSet<String>,
+) -> Option<&'a Machine> {
+    let candidates: Vec<&&Machine> = if machines.iter().any(|m| prefer.contains(&m.name_any())) {
+        machines
+            .iter()
+            .filter(|m| prefer.contains(&m.name_any()))
+            .collect()
+    } else {
+        machines.iter().collect()
+    };
+    let mut per_domain: BTreeMap<Option<String>, usize> = BTreeMap::new();
+    for m in &candidates {
+        *per_domain.entry(m.spec.failure_domain.clone()).or_default() += 1;
+    }
+    let busiest = per_domain
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(d, _)| d.clone())?;
+    candidates
+        .into_iter()
+        .filter(|m| m.spec.failure_domain == busiest)
+        .min_by(|a, b| {
+            a.meta()
+                .creation_timestamp
+                .cmp(&b.meta().creation_timestamp)
+                .then_with(|| a.name_any().cmp(&b.name_any()))
+        })
+        .copied()
+}
+
+async fn ensure_certificates(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+) -> Result<()> {
+    let ns = kcp.namespace().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    super::kubeadm_config::cluster_certificates(
+        &ctx.client,
+        cluster,
+        Some(common::owner_reference(kcp, true)),
+    )
+    .await?;
+    let kubeconfig = certs::kubeconfig_secret_name(&cluster.name_any());
+    if secrets.get_opt(&kubeconfig).await?.is_none()
+        && let Some(endpoint) = cluster
+            .spec
+            .control_plane_endpoint
+            .as_ref()
+            .filter(|e| e.is_valid())
+    {
+        let ca = certs::ca_from_secret(
+            &secrets
+                .get(&certs::ca_secret_name(&cluster.name_any()))
+                .await?,
+        )?;
+        let secret = certs::kubeconfig_secret(
+            &cluster.name_any(),
+            &ns,
+            &format!("https://{endpoint}"),
+            &ca,
+            common::owner_reference(kcp, true),
+        )?;
+        common::create_if_absent(&secrets, &secret).await?;
+    }
+    Ok(())
+}
+
+/// Creates one control-plane Machine with its KubeadmConfig and infrastructure machine.
+async fn create_machine(ctx: &Context, kcp: &KubeadmControlPlane, cluster: &Cluster) -> Result<()> {
+    let ns = kcp.namespace().unwrap_or_default();
+    let name = format!(
+        "{}-{}",
+        &kcp.name_any()[..kcp.name_any().len().min(58)],
+        crate::apiserver::object::random_suffix()
+    );
+    let mut labels = kcp
+        .spec
+        .machine_template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    labels.insert(CLUSTER_NAME_LABEL.into(), cluster.name_any());
+    labels.insert(CONTROL_PLANE_LABEL.into(), String::new());
+    labels.insert(CONTROL_PLANE_NAME_LABEL.into(), kcp.name_any());
+    let owner = common::owner_reference(kcp, true);
+    let template = &kcp.spec.machine_template.spec;
+    let infrastructure_ref = super::machine_set::clone_template(
+        ctx,
+        &ns,
+        &template.infrastructure_ref,
+        &name,
+        &labels,
+        owner.clone(),
+    )
+    .await?;
+    let config = KubeadmConfig {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(ns.clone()),
+            labels: Some(labels.clone()),
+            owner_references: Some(vec![owner.clone()]),
+            ..Default::default()
+        },
+        spec: kcp.spec.kubeadm_config_spec.clone().unwrap_or_default(),
+        status: None,
+    };
+    Api::<KubeadmConfig>::namespaced(ctx.client.clone(), &ns)
+        .create(&PostParams::default(), &config)
+        .await?;
+    let machine = Machine {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(ns.clone()),
+            labels: Some(labels),
+            annotations: kcp
+                .spec
+                .machine_template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.annotations.clone()),
+            owner_references: Some(vec![owner]),
+            finalizers: Some(vec![super::machine::FINALIZER.to_string()]),
+            ..Default::default()
+        },
+        spec: MachineSpec {
+            cluster_name: cluster.name_any(),
+            version: Some(kcp.spec.version.clone()),
+            bootstrap: Bootstrap {
+                config_ref: Some(ContractVersionedObjectReference {
+                    api_group: "bootstrap.cluster.x-k8s.io".into(),
+                    kind: "KubeadmConfig".into(),
+                    name: name.clone(),
+                }),
+                data_secret_name: None,
+            },
+            infrastructure_ref,
+            readiness_gates: template.readiness_gates.clone(),
+            deletion: template.deletion.clone(),
+            taints: template.taints.clone(),
+            ..Default::default()
+        },
+        status: None,
+    };
+    Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+        .create(&PostParams::default(), &machine)
+        .await?;
+    Ok(())
+}
+
+/// Removes a control-plane Machine: leadership moves off its etcd member, the member goes,
+/// then the Machine.
+async fn remove_machine(
+    ctx: &Context,
+    cluster: &Cluster,
+    machine: &Machine,
+    keep: &[&Machine],
+) -> Result<()> {
+    let ns = cluster.namespace().unwrap_or_default();
+    if let Some(etcd) = &ctx.etcd {
+        let member = machine.spec.infrastructure_ref.name.clone();
+        if etcd.leader(&ns, &cluster.name_any()).as_deref() == Some(member.as_str())
+            && let Some(next) = keep.iter().find(|m| is_true(m, "Ready"))
+        {
+            etcd.move_leader(&ns, &cluster.name_any(), &next.spec.infrastructure_ref.name);
+        }
+        etcd.remove_member(&ns, &cluster.name_any(), &member);
+    }
+    Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+        .delete(&machine.name_any(), &DeleteParams::background())
+        .await?;
+    Ok(())
+}
+
+pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = kcp.namespace().unwrap_or_default();
+    let api: Api<KubeadmControlPlane> = Api::namespaced(ctx.client.clone(), &ns);
+    let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+    let cluster_name = kcp.labels().get(CLUSTER_NAME_LABEL).cloned();
+    let cluster = match &cluster_name {
+        Some(name) => {
+            Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(name)
+                .await?
+        }
+        None => None,
+    };
+    let machines: Vec<Machine> = machines_api
+        .list(
+            &ListParams::default()
+                .labels(&format!("{CONTROL_PLANE_NAME_LABEL}={}", kcp.name_any())),
+        )
+        .await?
+        .items;
+    if common::deleting(kcp.as_ref()) {
+        return reconcile_delete(&ctx, &api, &kcp, cluster_name.as_deref(), &machines).await;
+    }
+    let Some(cluster) = cluster else {
+        // The Cluster controller labels the control plane once the Cluster refers to it.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    };
+    if common::ensure_finalizer(&api, kcp.as_ref(), FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    let generation = kcp.meta().generation;
+    let mut status = kcp.status.clone().unwrap_or_default();
+    let (is_paused, paused) =
+        common::paused(Some(&cluster), "KubeadmControlPlane", kcp.annotations());
+    if is_paused {
+        common::set_conditions(&mut status.conditions, generation, vec![paused]);
+        common::patch_status(&api, &kcp.name_any(), &status).await?;
+        return Ok(Action::await_change());
+    }
+    let init = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.initialization.clone())
+        .unwrap_or_default();
+    let mut conds = vec![
+        paused,
+        NewCondition::new("Deleting", Status::False, "NotDeleting"),
+    ];
+    if init.infrastructure_provisioned != Some(true)
+        || !cluster
+            .spec
+            .control_plane_endpoint
+            .as_ref()
+            .is_some_and(|e| e.is_valid())
+    {
+        conds.push(
+            NewCondition::new("Available", Status::False, "NotAvailable")
+                .message("Waiting for the Cluster's infrastructure and control plane endpoint"),
+        );
+        common::set_conditions(&mut status.conditions, generation, conds);
+        common::patch_status(&api, &kcp.name_any(), &status).await?;
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    ensure_certificates(&ctx, &kcp, &cluster).await?;
+    conds.push(NewCondition::new(
+        "CertificatesAvailable",
+        Status::True,
+        "Available",
+    ));
+
+    // Which Machines are up to date.
+    let mut outdated: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for m in &machines {
+        let template = ctx
+            .external
+            .get(&ns, &m.spec.infrastructure_ref)
+            .await?
+            .and_then(|i| {
+                i.annotations()
+                    .get("cluster.x-k8s.io/cloned-from-name")
+                    .cloned()
+            });
+        let reasons = outdated_reasons(&kcp, m, template.as_deref());
+        let condition = if reasons.is_empty() {
+            NewCondition::new("UpToDate", Status::True, "UpToDate")
+        } else {
+            NewCondition::new("UpToDate", Status::False, "NotUpToDate").message(reasons.join("\n"))
+        };
+        super::machine_health_check::set_machine_condition(&machines_api, m, condition).await?;
+        if !reasons.is_empty() {
+            outdated.insert(m.name_any(), reasons);
+        }
+    }
+
+    // One step at a time.
+    let desired = kcp.spec.replicas.unwrap_or(1).max(0) as usize;
+    let max_surge = match kcp
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.strategy.as_ref())
+        .and_then(|s| s.rolling_update.as_ref())
+        .and_then(|r| r.max_surge.as_ref())
+    {
+        Some(IntOrString::Int(n)) => *n as usize,
+        _ => 1,
+    };
+    let live: Vec<&Machine> = machines.iter().filter(|m| !common::deleting(*m)).collect();
+    let settling =
+        machines.iter().any(common::deleting) || live.iter().any(|m| !is_true(m, "Ready"));
+    let outdated_names: BTreeSet<String> = outdated.keys().cloned().collect();
+    let (scaling_up, scaling_down) = (live.len() < desired, live.len() > desired);
+    let rolling = !outdated.is_empty();
+    if !settling || live.is_empty() {
+        if live.len() < desired || (rolling && live.len() < desired + max_surge && max_surge > 0) {
+            create_machine(&ctx, &kcp, &cluster).await?;
+        } else if (live.len() > desired || rolling)
+            && let Some(victim) = pick_for_removal(&live, &outdated_names)
+        {
+            let keep: Vec<&Machine> = live
+                .iter()
+                .copied()
+                .filter(|m| m.name_any() != victim.name_any())
+                .collect();
+            remove_machine(&ctx, &cluster, victim, &keep).await?;
+        }
+    }
+
+    // Status.
+    let count = |t: &str| machines.iter().filter(|m| is_true(m, t)).count() as i32;
+    status.replicas = Some(machines.len() as i32);
+    status.ready_replicas = Some(count("Ready"));
+    status.available_replicas = Some(count("Available"));
+    status.up_to_date_replicas = Some((machines.len() - outdated.len()) as i32);
+    let versions = super::versions(machines.iter().filter_map(|m| m.spec.version.clone()));
+    status.version = versions.first().map(|v| v.version.clone());
+    status.versions = Some(versions);
+    status.selector = Some(format!(
+        "{CLUSTER_NAME_LABEL}={},{CONTROL_PLANE_LABEL}",
+        cluster.name_any()
+    ));
+    if machines.iter().any(|m| {
+        m.status
+            .as_ref()
+            .and_then(|s| s.node_ref.as_ref())
+            .is_some()
+    }) || status.initialization.is_some()
+    {
+        status.initialization = Some(KubeadmControlPlaneInitializationStatus {
+            control_plane_initialized: Some(true),
+        });
+    }
+    let members = ctx
+        .etcd
+        .as_ref()
+        .and_then(|e| e.members(&ns, &cluster.name_any()));
+    conds.push(match &members {
+        None => NewCondition::new("EtcdClusterHealthy", Status::Unknown, "HealthUnknown")
+            .message("Etcd cannot be reached yet"),
+        Some(m) if m.len() == machines.iter().filter(|m| is_true(m, "Ready")).count() => {
+            NewCondition::new("EtcdClusterHealthy", Status::True, "Healthy")
+        }
+        Some(m) => {
+            NewCondition::new("EtcdClusterHealthy", Status::False, "NotHealthy").message(format!(
+                "{} etcd members for {} ready control plane Machines",
+                m.len(),
+                count("Ready")
+            ))
+        }
+    });
+    conds.push(NewCondition::new(
+        "ControlPlaneComponentsHealthy",
+        if count("Ready") == machines.len() as i32 {
+            Status::True
+        } else {
+            Status::False
+        },
+        if count("Ready") == machines.len() as i32 {
+            "Healthy"
+        } else {
+            "NotHealthy"
+        },
+    ));
+    conds.push(
+        if status.available_replicas.unwrap_or(0) > 0 && status.initialization.is_some() {
+            NewCondition::new("Available", Status::True, "Available")
+        } else {
+            NewCondition::new("Available", Status::False, "NotAvailable")
+                .message("Waiting for a control plane Machine to be Available")
+        },
+    );
+    conds.push(super::machine_set::aggregate(
+        &machines,
+        "Ready",
+        "MachinesReady",
+        MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
+    ));
+    conds.push(super::machine_set::aggregate(
+        &machines,
+        "UpToDate",
+        "MachinesUpToDate",
+        MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate"),
+    ));
+    conds.push(flag("RollingOut", rolling, || {
+        format!("Rolling out {} not up-to-date replicas", outdated.len())
+    }));
+    conds.push(flag("ScalingUp", scaling_up, || {
+        format!("Scaling up from {} to {desired} replicas", live.len())
+    }));
+    conds.push(flag("ScalingDown", scaling_down, || {
+        format!("Scaling down from {} to {desired} replicas", live.len())
+    }));
+    conds.push(NewCondition::new(
+        "Remediating",
+        Status::False,
+        "NotRemediating",
+    ));
+    common::set_conditions(&mut status.conditions, generation, conds);
+    status.observed_generation = generation;
+    write_status(&api, &kcp, status).await?;
+    let stable = !rolling && !settling && live.len() == desired;
+    Ok(Action::requeue(if stable {
+        Duration::from_secs(10)
+    } else {
+        Duration::from_secs(1)
+    }))
+}
+
+/// A condition saying whether something is going on (`RollingOut`/`NotRollingOut`), and what.
+fn flag(condition: &str, on: bool, message: impl FnOnce() -> String) -> NewCondition {
+    if on {
+        NewCondition::new(condition, Status::True, condition).message(message())
+    } else {
+        NewCondition::new(condition, Status::False, &format!("Not{condition}"))
+    }
+}
+
+async fn write_status(
+    api: &Api<KubeadmControlPlane>,
+    kcp: &KubeadmControlPlane,
+    status: KubeadmControlPlaneStatus,
+) -> Result<()> {
+    if kcp.status.as_ref() != Some(&status) {
+        common::patch_status(api, &kcp.name_any(), &status).await?;
+    }
+    Ok(())
+}
+
+/// Deletion waits for the workers to go first, then removes every control-plane Machine.
+async fn reconcile_delete(
+    ctx: &Context,
+    api: &Api<KubeadmControlPlane>,
+    kcp: &KubeadmControlPlane,
+    cluster: Option<&str>,
+    machines: &[Machine],
+) -> Result<Action> {
+    let ns = kcp.namespace().unwrap_or_default();
+    let mut status = kcp.status.clone().unwrap_or_default();
+    if let Some(cluster) = cluster {
+        let selector = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}"));
+        let workers = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+            .list(&selector)
+            .await?
+            .items
+            .into_iter()
+            .filter(|m| !m.labels().contains_key(CONTROL_PLANE_LABEL))
+            .count();
+        let deployments = Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
+            .list(&selector)
+            .await?
+            .items
+            .len();
+        if workers > 0 || deployments > 0 {
+            common::set_conditions(
+                &mut status.conditions,
+                kcp.meta().generation,
+                vec![NewCondition::new("Deleting", Status::True, "WaitingForWorkersDeletion")
+                    .message(format!("Waiting for worker nodes to be deleted: {deployments} MachineDeployments, {workers} worker Machines"))],
+            );
+            write_status(api, kcp, status).await?;
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
+    }
+    if machines.is_empty() {
+        common::remove_finalizer(api, kcp, FINALIZER).await?;
+        return Ok(Action::await_change());
+    }
+    let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+    for m in machines.iter().filter(|m| !common::deleting(*m)) {
+        machines_api
+            .delete(&m.name_any(), &DeleteParams::background())
+            .await?;
+    }
+    common::set_conditions(
+        &mut status.conditions,
+        kcp.meta().generation,
+        vec![
+            NewCondition::new("Deleting", Status::True, "WaitingForMachineDeletion")
+                .message(format!("Deleting {} Machines", machines.len())),
+        ],
+    );
+    write_status(api, kcp, status).await?;
+    Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn machine(name: &str, created: i64, domain: Option<&str>, version: &str) -> Machine {
+        let t = k8s_openapi::jiff::Timestamp::from_second(created).unwrap();
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "creationTimestamp": t.to_string()},
+            "spec": {"clusterName": "c", "version": version, "failureDomain": domain, "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": name}}
+        }))
+        .unwrap()
+    }
+
+    fn kcp(version: &str) -> KubeadmControlPlane {
+        serde_json::from_value(json!({
+            "metadata": {"name": "cp"},
+            "spec": {"version": version, "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": "g", "kind": "InMemoryMachineTemplate", "name": "t2"}}}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn outdated_machines_say_why() {
+        let m = machine("a", 100, None, "v1.28.13");
+        assert!(outdated_reasons(&kcp("v1.28.13"), &m, Some("t2")).is_empty());
+        assert_eq!(
+            outdated_reasons(&kcp("v1.29.10"), &m, Some("t1")),
+            [
+                "* Version v1.29.10 required",
+                "* InMemoryMachine is not up-to-date"
+            ]
+        );
+    }
+
+    #[test]
+    fn scale_down_takes_the_oldest_of_the_busiest_failure_domain() {
+        let (a, b, c) = (
+            machine("a", 100, Some("fd1"), "v1"),
+            machine("b", 50, Some("fd2"), "v1"),
+            machine("c", 200, Some("fd1"), "v1"),
+        );
+        let all = [&a, &b, &c];
+        assert_eq!(
+            pick_for_removal(&all, &BTreeSet::new()).unwrap().name_any(),
+            "a"
+        );
+        let prefer = BTreeSet::from(["b".to_string()]);
+        assert_eq!(
+            pick_for_removal(&all, &prefer).unwrap().name_any(),
+            "b",
+            "outdated Machines go first"
+        );
+    }
+}

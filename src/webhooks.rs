@@ -1,0 +1,258 @@
+//! Cluster API's admission rules, as upstream's webhooks apply them: version defaulting on the
+//! kinds that carry a Kubernetes version, and the KubeadmControlPlane's checks on replicas, the
+//! rollout strategy and version upgrades (one minor at a time). The embedded management
+//! cluster runs them in-process; [`crate::apiserver::admission::webhook_router`] serves them.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::apiserver::admission::{Admission, Chain, Operation, Request};
+use crate::apiserver::status::{ApiError, FieldCause};
+
+/// Registers every rule with a management cluster's admission chain.
+pub fn register(chain: &Chain) {
+    chain.register(Arc::new(VersionDefaults));
+    chain.register(Arc::new(KubeadmControlPlaneRules));
+}
+
+/// A Kubernetes version as `(major, minor, patch)`, with or without the "v".
+fn parse_version(version: &str) -> Option<(u64, u64, u64)> {
+    let core = version.strip_prefix('v').unwrap_or(version);
+    let core = core.split(['-', '+']).next()?;
+    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+    let version = (parts.next()??, parts.next()??, parts.next()??);
+    parts.next().is_none().then_some(version)
+}
+
+/// Puts the "v" on a version that lacks it, as upstream's defaulting webhooks do.
+fn prefix_v(value: &mut Value) {
+    if let Some(v) = value
+        .as_str()
+        .filter(|v| !v.is_empty() && !v.starts_with('v'))
+    {
+        *value = json!(format!("v{v}"));
+    }
+}
+
+/// Where each kind keeps its Kubernetes version.
+fn version_path(kind: &str) -> Option<&'static [&'static str]> {
+    match kind {
+        "Machine" => Some(&["spec", "version"]),
+        "MachineSet" | "MachineDeployment" => Some(&["spec", "template", "spec", "version"]),
+        "KubeadmControlPlane" => Some(&["spec", "version"]),
+        _ => None,
+    }
+}
+
+fn at_mut<'a>(object: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
+    path.iter().try_fold(object, |v, k| v.get_mut(*k))
+}
+
+fn at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(object, |v, k| v.get(*k))
+}
+
+/// `v1.30.4` for `1.30.4` on Machines, MachineSets, MachineDeployments and control planes.
+struct VersionDefaults;
+
+impl Admission for VersionDefaults {
+    fn name(&self) -> &str {
+        "versions.cluster.x-k8s.io"
+    }
+
+    fn handles(&self, group: &str, kind: &str) -> bool {
+        matches!(group, "cluster.x-k8s.io" | "controlplane.cluster.x-k8s.io")
+            && version_path(kind).is_some()
+    }
+
+    fn default(&self, request: &Request<'_>, object: &mut Value) -> Result<(), ApiError> {
+        if let Some(version) = version_path(request.kind).and_then(|p| at_mut(object, p)) {
+            prefix_v(version);
+        }
+        Ok(())
+    }
+
+    fn validate(&self, request: &Request<'_>, object: &Value) -> Result<Vec<String>, ApiError> {
+        let path = version_path(request.kind).expect("handled kinds have a version");
+        match at(object, path).and_then(Value::as_str) {
+            Some(v) if parse_version(v).is_none() => Err(ApiError::invalid(
+                request.kind,
+                request.group,
+                request.name,
+                vec![FieldCause::invalid(
+                    path.join("."),
+                    format!("{v:?} is not a Kubernetes version; use the form v1.30.4"),
+                )],
+            )),
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+/// upstream's KubeadmControlPlane webhook checks.
+struct KubeadmControlPlaneRules;
+
+/// What is wrong with a KubeadmControlPlane, given its old self on updates.
+pub fn kubeadm_control_plane_causes(object: &Value, old: Option<&Value>) -> Vec<FieldCause> {
+    let spec = &object["spec"];
+    let mut causes = Vec::new();
+    let stacked_etcd = spec["kubeadmConfigSpec"]["clusterConfiguration"]["etcd"]
+        .get("external")
+        .is_none();
+    let replicas = spec["replicas"].as_i64();
+    match replicas {
+        Some(n) if n <= 0 => causes.push(FieldCause::forbidden(
+            "spec.replicas",
+            "replicas must be greater than 0; delete the Cluster to remove its control plane",
+        )),
+        Some(n) if stacked_etcd && n % 2 == 0 => causes.push(FieldCause::forbidden(
+            "spec.replicas",
+            format!(
+                "cannot be an even number when etcd is stacked: {n} members tolerate no more failures than {}; use {} or {}",
+                n - 1,
+                n - 1,
+                n + 1
+            ),
+        )),
+        _ => {}
+    }
+    let surge = &spec["rollout"]["strategy"]["rollingUpdate"]["maxSurge"];
+    match surge {
+        Value::Null => {}
+        Value::Number(n) if n.as_i64() == Some(1) => {}
+        Value::Number(n) if n.as_i64() == Some(0) => {
+            if replicas.is_some_and(|r| r < 3) {
+                causes.push(FieldCause::forbidden(
+                    "spec.rollout.strategy.rollingUpdate.maxSurge",
+                    "0 needs at least 3 replicas, since a rollout then removes a Machine before creating its replacement",
+                ));
+            }
+        }
+        other => causes.push(FieldCause::invalid(
+            "spec.rollout.strategy.rollingUpdate.maxSurge",
+            format!("{other} is not supported; use 0 or 1"),
+        )),
+    }
+    let new_version = spec["version"].as_str().and_then(parse_version);
+    let old_version = old
+        .and_then(|o| o["spec"]["version"].as_str())
+        .and_then(parse_version);
+    if let (Some(from), Some(to)) = (old_version, new_version)
+        && (to.0 > from.0 || (to.0 == from.0 && to.1 > from.1 + 1))
+    {
+        let (major, minor, patch) = from;
+        causes.push(FieldCause::forbidden(
+            "spec.version",
+            format!(
+                "cannot upgrade from v{major}.{minor}.{patch} to v{}.{}.{} in one step: Kubernetes upgrades go one minor version at a time; upgrade to v{major}.{}.x first",
+                to.0,
+                to.1,
+                to.2,
+                minor + 1
+            ),
+        ));
+    }
+    causes
+}
+
+impl Admission for KubeadmControlPlaneRules {
+    fn name(&self) -> &str {
+        "kubeadmcontrolplane.controlplane.cluster.x-k8s.io"
+    }
+
+    fn handles(&self, group: &str, kind: &str) -> bool {
+        group == "controlplane.cluster.x-k8s.io" && kind == "KubeadmControlPlane"
+    }
+
+    fn validate(&self, request: &Request<'_>, object: &Value) -> Result<Vec<String>, ApiError> {
+        if request.operation == Operation::Delete {
+            return Ok(Vec::new());
+        }
+        let causes = kubeadm_control_plane_causes(object, request.old);
+        if causes.is_empty() {
+            Ok(Vec::new())
+        } else {
+            Err(ApiError::invalid(
+                request.kind,
+                request.group,
+                request.name,
+                causes,
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kcp(replicas: i64, version: &str) -> Value {
+        json!({"spec": {"replicas": replicas, "version": version}})
+    }
+
+    fn messages(object: &Value, old: Option<&Value>) -> Vec<String> {
+        kubeadm_control_plane_causes(object, old)
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect()
+    }
+
+    #[test]
+    fn versions_parse_with_or_without_the_v() {
+        assert_eq!(parse_version("v1.30.4"), Some((1, 30, 4)));
+        assert_eq!(parse_version("1.30.4"), Some((1, 30, 4)));
+        assert_eq!(parse_version("v1.31.0-rc.1"), Some((1, 31, 0)));
+        for bad in ["v1.30", "latest", "v1.30.x", "v1.30.4.1"] {
+            assert_eq!(parse_version(bad), None, "{bad}");
+        }
+        let mut v = json!("1.29.10");
+        prefix_v(&mut v);
+        assert_eq!(v, "v1.29.10");
+    }
+
+    #[test]
+    fn kubeadm_control_plane_rules() {
+        let table: [(Value, Option<Value>, &[&str]); 8] = [
+            (kcp(3, "v1.29.10"), None, &[]),
+            (kcp(3, "v1.29.10"), Some(kcp(3, "v1.28.13")), &[]),
+            (kcp(3, "v1.28.15"), Some(kcp(3, "v1.28.13")), &[]),
+            (kcp(3, "v1.28.13"), Some(kcp(3, "v1.29.10")), &[]),
+            (
+                kcp(3, "v1.30.4"),
+                Some(kcp(3, "v1.28.13")),
+                &["spec.version"],
+            ),
+            (kcp(2, "v1.30.4"), None, &["spec.replicas"]),
+            (kcp(0, "v1.30.4"), None, &["spec.replicas"]),
+            (
+                json!({"spec": {"replicas": 1, "version": "v1.30.4", "rollout": {"strategy": {"rollingUpdate": {"maxSurge": 0}}}}}),
+                None,
+                &["spec.rollout.strategy.rollingUpdate.maxSurge"],
+            ),
+        ];
+        for (object, old, fields) in table {
+            let got: Vec<String> = kubeadm_control_plane_causes(&object, old.as_ref())
+                .into_iter()
+                .map(|c| c.field)
+                .collect();
+            assert_eq!(got, fields, "{object} after {old:?}");
+        }
+    }
+
+    #[test]
+    fn a_skipped_minor_names_the_version_to_go_to_first() {
+        assert_eq!(
+            messages(&kcp(3, "v1.30.4"), Some(&kcp(3, "v1.28.13"))),
+            [
+                "spec.version: Forbidden: cannot upgrade from v1.28.13 to v1.30.4 in one step: Kubernetes upgrades go one minor version at a time; upgrade to v1.29.x first"
+            ]
+        );
+    }
+
+    #[test]
+    fn even_replicas_with_external_etcd_are_fine() {
+        let object = json!({"spec": {"replicas": 2, "version": "v1.30.4", "kubeadmConfigSpec": {"clusterConfiguration": {"etcd": {"external": {"endpoints": ["https://e:2379"]}}}}}});
+        assert!(messages(&object, None).is_empty());
+    }
+}
