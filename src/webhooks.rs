@@ -1,6 +1,6 @@
 //! Cluster API's admission rules, as upstream's webhooks apply them: version defaulting on the
 //! kinds that carry a Kubernetes version, and the KubeadmControlPlane's checks on replicas, the
-//! rollout strategy and version upgrades (one minor at a time). The embedded management
+//! rollout strategy and version upgrades (one minor at a time, never down). The embedded management
 //! cluster runs them in-process; [`crate::apiserver::admission::webhook_router`] serves them.
 
 use std::sync::Arc;
@@ -139,6 +139,17 @@ pub fn kubeadm_control_plane_causes(object: &Value, old: Option<&Value>) -> Vec<
         .and_then(|o| o["spec"]["version"].as_str())
         .and_then(parse_version);
     if let (Some(from), Some(to)) = (old_version, new_version)
+        && to < from
+    {
+        causes.push(FieldCause::forbidden(
+            "spec.version",
+            format!(
+                "cannot downgrade from v{}.{}.{} to v{}.{}.{}: kubeadm upgrades only; keep v{}.{}.{} or move forward",
+                from.0, from.1, from.2, to.0, to.1, to.2, from.0, from.1, from.2
+            ),
+        ));
+    }
+    if let (Some(from), Some(to)) = (old_version, new_version)
         && (to.0 > from.0 || (to.0 == from.0 && to.1 > from.1 + 1))
     {
         let (major, minor, patch) = from;
@@ -213,11 +224,16 @@ mod tests {
 
     #[test]
     fn kubeadm_control_plane_rules() {
-        let table: [(Value, Option<Value>, &[&str]); 8] = [
+        let table: [(Value, Option<Value>, &[&str]); 9] = [
+            (kcp(5, "v1.29.10"), Some(kcp(3, "v1.29.10")), &[]),
             (kcp(3, "v1.29.10"), None, &[]),
             (kcp(3, "v1.29.10"), Some(kcp(3, "v1.28.13")), &[]),
             (kcp(3, "v1.28.15"), Some(kcp(3, "v1.28.13")), &[]),
-            (kcp(3, "v1.28.13"), Some(kcp(3, "v1.29.10")), &[]),
+            (
+                kcp(3, "v1.28.13"),
+                Some(kcp(3, "v1.29.10")),
+                &["spec.version"],
+            ),
             (
                 kcp(3, "v1.30.4"),
                 Some(kcp(3, "v1.28.13")),

@@ -27,7 +27,7 @@ async fn apply_generated(client: &Client, cluster: &str, version: &str) {
             "CLUSTER_NAME" => Some(cluster.into()),
             "NAMESPACE" => Some(NS.into()),
             "KUBERNETES_VERSION" => Some(version.into()),
-            "CONTROL_PLANE_MACHINE_COUNT" => Some("3".into()),
+            "CONTROL_PLANE_MACHINE_COUNT" => Some("1".into()),
             "WORKER_MACHINE_COUNT" => Some("2".into()),
             "VM_STARTUP_DURATION" | "NODE_STARTUP_DURATION" => Some("0s".into()),
             _ => None,
@@ -65,25 +65,35 @@ async fn create_upgrade_and_delete_a_kubeadm_cluster() {
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
 
-    // Creation: three control-plane Machines and two workers, all Ready; the Cluster Available.
+    // Creation: one control-plane Machine and two workers; the Cluster Available.
     until("the Cluster is Available", 120, async || {
         let c = clusters.get("k1").await.ok()?;
         condition_true(c.status.as_ref()?.conditions.as_ref(), "Available").then_some(())
     })
     .await;
+    // Even counts are refused (stacked etcd); three control-plane Machines join one at a time.
+    let even = kcps
+        .patch(
+            "k1-control-plane",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(even.to_string().contains("spec.replicas"), "{even}");
+    kcps.patch(
+        "k1-control-plane",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .unwrap();
     let status = until("three control-plane Machines are Ready", 60, async || {
         let s = kcps.get("k1-control-plane").await.ok()?.status?;
-        (s.ready_replicas == Some(3)).then_some(s)
+        (s.ready_replicas == Some(3) && s.replicas == Some(3)).then_some(s)
     })
     .await;
-    assert_eq!(
-        (
-            status.replicas,
-            status.ready_replicas,
-            status.up_to_date_replicas
-        ),
-        (Some(3), Some(3), Some(3))
-    );
+    assert_eq!(status.up_to_date_replicas, Some(3));
     assert_eq!(status.version.as_deref(), Some("v1.28.13"));
     assert!(condition_true(
         status.conditions.as_ref(),
@@ -165,6 +175,29 @@ async fn create_upgrade_and_delete_a_kubeadm_cluster() {
         assert!(condition_true(s.conditions.as_ref(), "DataSecretAvailable"));
     }
 
+    // Skipping a minor version is refused, naming the version to go to first, and changes
+    // nothing.
+    let refused = kcps
+        .patch(
+            "k1-control-plane",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"version": "v1.30.4"}})),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("{refused}")
+    };
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.contains("spec.version")
+            && status.message.contains("upgrade to v1.29.x first"),
+        "{}",
+        status.message
+    );
+    let kcp = kcps.get("k1-control-plane").await.unwrap();
+    assert_eq!(kcp.spec.version, "v1.28.13");
+
     // Upgrade: one control-plane Machine at a time, never fewer Ready than desired.
     kcps.patch(
         "k1-control-plane",
@@ -214,28 +247,18 @@ async fn create_upgrade_and_delete_a_kubeadm_cluster() {
     )
     .await;
 
-    // Skipping a minor version is refused, naming the version to go to first, and changes
-    // nothing.
-    let refused = kcps
+    let downgrade = kcps
         .patch(
             "k1-control-plane",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"version": "v1.31.0"}})),
+            &Patch::Merge(json!({"spec": {"version": "v1.28.13"}})),
         )
         .await
         .unwrap_err();
-    let kube::Error::Api(status) = refused else {
-        panic!("{refused}")
-    };
-    assert_eq!(status.code, 422);
     assert!(
-        status.message.contains("spec.version")
-            && status.message.contains("upgrade to v1.30.x first"),
-        "{}",
-        status.message
+        downgrade.to_string().contains("cannot downgrade"),
+        "{downgrade}"
     );
-    let kcp = kcps.get("k1-control-plane").await.unwrap();
-    assert_eq!(kcp.spec.version, "v1.29.10");
 
     // Workers follow when the MachineDeployment's version changes; "1.29.10" gets its "v".
     let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), NS);
@@ -290,13 +313,17 @@ async fn create_upgrade_and_delete_a_kubeadm_cluster() {
         (left == 0).then_some(())
     })
     .await;
-    let left: Vec<String> = secrets
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|s| s.name_any())
-        .collect();
-    assert!(left.is_empty(), "Secrets left behind: {left:?}");
+    // The Secrets (certificates, kubeconfig, bootstrap data) go with their owners.
+    until("the cluster's Secrets are gone", 30, async || {
+        let left: Vec<String> = secrets
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|s| s.name_any())
+            .collect();
+        left.is_empty().then_some(())
+    })
+    .await;
 }
