@@ -149,6 +149,13 @@ async fn create_upgrade_and_delete_a_kubeadm_cluster() {
                 .as_str()
                 .unwrap();
             tokens.insert(token.split('.').next().unwrap().to_string());
+            // Kept in the config's spec, as upstream keeps it, to be refreshed until the Node joins.
+            let config = Api::<KubeadmConfig>::namespaced(client.clone(), NS)
+                .get(&m.spec.bootstrap.config_ref.as_ref().unwrap().name)
+                .await
+                .unwrap();
+            let kept = config.spec.join_configuration.unwrap().discovery.unwrap();
+            assert_eq!(kept.bootstrap_token.unwrap().token.as_deref(), Some(token));
         }
     }
     assert_eq!(inits, 1, "one Machine initializes the cluster");

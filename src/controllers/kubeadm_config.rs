@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
 use rand::Rng;
+use serde_json::json;
 
 use super::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
 use super::{Context, Error, Result};
@@ -120,26 +121,46 @@ async fn init_lock(client: &Client, cluster: &Cluster, machine: &str) -> Result<
     }
 }
 
-/// A kubeadm bootstrap token (`[a-z0-9]{6}.[a-z0-9]{16}`) created in the workload cluster.
-async fn bootstrap_token(workload: &Client) -> Result<String> {
+/// A new kubeadm bootstrap token, `[a-z0-9]{6}.[a-z0-9]{16}`.
+fn new_token() -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    // The thread-local generator is not Send: done with it before the first await.
-    let (id, secret) = {
-        let mut rng = rand::rng();
-        let mut pick = |n: usize| -> String {
-            (0..n)
-                .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-                .collect()
-        };
-        (pick(6), pick(16))
+    let mut rng = rand::rng();
+    let mut pick = |n: usize| -> String {
+        (0..n)
+            .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+            .collect()
     };
+    format!("{}.{}", pick(6), pick(16))
+}
+
+/// The token a joining machine uses, as upstream keeps it: in the KubeadmConfig's
+/// `spec.joinConfiguration.discovery.bootstrapToken.token`.
+fn spec_token(spec: &KubeadmConfigSpec) -> Option<&str> {
+    spec.join_configuration
+        .as_ref()?
+        .discovery
+        .as_ref()?
+        .bootstrap_token
+        .as_ref()?
+        .token
+        .as_deref()
+}
+
+/// Creates a bootstrap token in the workload cluster, or pushes its expiration another
+/// [`TOKEN_TTL`] out, so that a machine still booting can join.
+async fn ensure_bootstrap_token(workload: &Client, token: &str) -> Result<()> {
+    let (id, secret) = token.split_once('.').ok_or_else(|| {
+        Error::Invalid("a bootstrap token has the form abcdef.0123456789abcdef".into())
+    })?;
     let expiration =
         Timestamp::from_second(Timestamp::now().as_second() + TOKEN_TTL.as_secs() as i64)
             .expect("a valid time")
             .to_string();
+    let api = Api::<Secret>::namespaced(workload.clone(), "kube-system");
+    let name = format!("bootstrap-token-{id}");
     let data: BTreeMap<String, ByteString> = [
-        ("token-id", id.as_str()),
-        ("token-secret", secret.as_str()),
+        ("token-id", id),
+        ("token-secret", secret),
         ("expiration", expiration.as_str()),
         ("usage-bootstrap-authentication", "true"),
         ("usage-bootstrap-signing", "true"),
@@ -152,19 +173,20 @@ async fn bootstrap_token(workload: &Client) -> Result<String> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
     .collect();
-    let token = Secret {
+    let object = Secret {
         metadata: ObjectMeta {
-            name: Some(format!("bootstrap-token-{id}")),
+            name: Some(name.clone()),
             ..Default::default()
         },
         type_: Some("bootstrap.kubernetes.io/token".into()),
         data: Some(data),
         ..Default::default()
     };
-    Api::<Secret>::namespaced(workload.clone(), "kube-system")
-        .create(&PostParams::default(), &token)
-        .await?;
-    Ok(format!("{id}.{secret}"))
+    if !common::create_if_absent(&api, &object).await? {
+        let expiration = ByteString(expiration.into_bytes());
+        common::patch_merge(&api, &name, json!({"data": {"expiration": expiration}})).await?;
+    }
+    Ok(())
 }
 
 /// The spec's own files, with contents from Secrets resolved.
@@ -286,6 +308,18 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
         if kc.status.as_ref() != Some(&status) {
             common::patch_status(&api, &kc.name_any(), &status).await?;
         }
+        // Until its Node shows up, a joining machine's token must stay valid.
+        let joined = machine
+            .status
+            .as_ref()
+            .and_then(|s| s.node_ref.as_ref())
+            .is_some();
+        if let Some(token) = spec_token(&kc.spec).filter(|_| !joined && !is_paused)
+            && let Some(workload) = ctx.remote.client(&ns, &cluster.name_any()).await?
+        {
+            ensure_bootstrap_token(&workload, token).await?;
+            return Ok(Action::requeue(TOKEN_TTL / 3));
+        }
         return Ok(Action::await_change());
     }
     let infra = cluster
@@ -375,7 +409,21 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
             )
             .await;
         };
-        let token = bootstrap_token(&workload).await?;
+        let token = match spec_token(spec) {
+            Some(t) => t.to_string(),
+            None => {
+                // Kept in the spec first, so a crash before the Secret is written reuses it.
+                let token = new_token();
+                common::patch_merge(
+                    &api,
+                    &kc.name_any(),
+                    json!({"spec": {"joinConfiguration": {"discovery": {"bootstrapToken": {"token": token}}}}}),
+                )
+                .await?;
+                token
+            }
+        };
+        ensure_bootstrap_token(&workload, &token).await?;
         let hash = certs::ca_cert_hash(&certs::pem_pair(&certificates["ca"])?.cert)?;
         (
             cloudinit::Action::Join,

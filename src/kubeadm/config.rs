@@ -104,9 +104,22 @@ pub fn join_config(
     if !discovery.is_object() {
         *discovery = json!({});
     }
-    if discovery.get("bootstrapToken").is_none() && discovery.get("file").is_none() {
-        discovery["bootstrapToken"] =
-            json!({"apiServerEndpoint": endpoint, "token": token, "caCertHashes": [ca_cert_hash]});
+    // What the user left out of bootstrap-token discovery is filled in, as upstream does.
+    if discovery.get("file").is_none() {
+        let bootstrap = discovery
+            .as_object_mut()
+            .expect("made an object above")
+            .entry("bootstrapToken")
+            .or_insert_with(|| json!({}));
+        for (field, value) in [
+            ("apiServerEndpoint", json!(endpoint)),
+            ("token", json!(token)),
+            ("caCertHashes", json!([ca_cert_hash])),
+        ] {
+            if bootstrap.get(field).is_none() {
+                bootstrap[field] = value;
+            }
+        }
     }
     if control_plane && join.get("controlPlane").is_none() {
         join["controlPlane"] = json!({});
@@ -179,5 +192,25 @@ mod tests {
             json!(["sha256:00"])
         );
         assert_eq!(join["controlPlane"], json!({}));
+        let mut with_token = spec();
+        with_token.join_configuration.as_mut().unwrap().discovery =
+            serde_json::from_value(json!({"bootstrapToken": {"token": "kept00.0123456789abcdef"}}))
+                .unwrap();
+        let docs: Vec<Value> = crate::yaml::from_multiple(&join_config(
+            &with_token,
+            "v1.29.10",
+            "10.0.0.1:6443",
+            "abcdef.0123456789abcdef",
+            "sha256:00",
+            false,
+        ))
+        .unwrap();
+        let bootstrap = &docs[0]["discovery"]["bootstrapToken"];
+        assert_eq!(
+            bootstrap["token"], "kept00.0123456789abcdef",
+            "the spec's token is kept"
+        );
+        assert_eq!(bootstrap["apiServerEndpoint"], "10.0.0.1:6443");
+        assert!(docs[0].get("controlPlane").is_none());
     }
 }
