@@ -292,6 +292,44 @@ async fn create_upgrade_and_delete_a_kubeadm_cluster() {
     })
     .await;
 
+    // A control-plane Machine whose Node goes NotReady is remediated by the control plane,
+    // which keeps etcd's quorum: the Machine and its etcd member go, a new Machine replaces it.
+    apply(&client, json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck", "metadata": {"name": "k1-control-plane"},
+        "spec": {
+            "clusterName": "k1", "selector": {"matchLabels": {CONTROL_PLANE: ""}},
+            "checks": {"unhealthyNodeConditions": [{"type": "Ready", "status": "False", "timeoutSeconds": 1}]}
+        }
+    }))
+    .await;
+    let control_plane = ListParams::default().labels(CONTROL_PLANE);
+    let victim = machines.list(&control_plane).await.unwrap().items[0].name_any();
+    let now = capictl::apiserver::object::now();
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(workload(&client, "k1").await);
+    nodes
+        .patch_status(&victim, &PatchParams::default(), &Patch::Merge(json!({"status": {"conditions": [
+            {"type": "Ready", "status": "False", "reason": "KubeletDown", "message": "kubelet stopped posting", "lastTransitionTime": now, "lastHeartbeatTime": now}
+        ]}})))
+        .await
+        .unwrap();
+    until(
+        "the unhealthy control-plane Machine is replaced",
+        90,
+        async || {
+            let list = machines.list(&control_plane).await.ok()?.items;
+            let ready_count = list.iter().filter(|m| ready(m)).count();
+            (!list.iter().any(|m| m.name_any() == victim) && list.len() == 3 && ready_count == 3)
+                .then_some(())
+        },
+    )
+    .await;
+    let status = until("etcd is healthy again", 30, async || {
+        let s = kcps.get("k1-control-plane").await.ok()?.status?;
+        condition_true(s.conditions.as_ref(), "EtcdClusterHealthy").then_some(s)
+    })
+    .await;
+    assert_eq!(status.last_remediation.unwrap().machine, victim);
+
     // Deletion removes everything the cluster had.
     clusters
         .delete("k1", &DeleteParams::default())

@@ -14,10 +14,11 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use super::machine_health_check::OWNER_REMEDIATED;
 use super::{Context, Result};
 use crate::api::common::ContractVersionedObjectReference;
 use crate::api::kubeadm_control_plane::{
-    KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus,
+    KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus, LastRemediationStatus,
 };
 use crate::api::machine::{Bootstrap, MachineSpec};
 use crate::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine, MachineDeployment};
@@ -107,6 +108,107 @@ pub fn pick_for_removal<'a>(
                 .then_with(|| a.name_any().cmp(&b.name_any()))
         })
         .copied()
+}
+
+/// Why removing one etcd member now would cost etcd its quorum; None when it is safe. After the
+/// removal the cluster has `members - 1` members and needs a majority of them healthy.
+pub fn quorum_refusal(members: usize, healthy_others: usize) -> Option<String> {
+    let remaining = members.saturating_sub(1);
+    let quorum = remaining / 2 + 1;
+    (healthy_others < quorum).then(|| {
+        if members <= 1 {
+            "cannot remediate the only control-plane Machine: etcd would lose its last member; scale the control plane up first".to_string()
+        } else {
+            format!(
+                "cannot remediate: etcd would keep {healthy_others} healthy of {remaining} members, below its quorum of {quorum}; waiting for other control-plane Machines to become healthy"
+            )
+        }
+    })
+}
+
+fn owner_remediation_requested(m: &Machine) -> bool {
+    m.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| c.iter().find(|c| c.type_ == OWNER_REMEDIATED))
+        .is_some_and(|c| c.status == "False")
+}
+
+/// Remediates the control-plane Machine a MachineHealthCheck marked, when etcd can spare it:
+/// one at a time, the Machine goes (its etcd member first) and scaling up replaces it.
+async fn remediate(
+    ctx: &Context,
+    cluster: &Cluster,
+    machines: &[&Machine],
+    status: &mut KubeadmControlPlaneStatus,
+) -> Result<Option<NewCondition>> {
+    let Some(victim) = machines
+        .iter()
+        .copied()
+        .find(|m| owner_remediation_requested(m))
+    else {
+        return Ok(None);
+    };
+    let ns = cluster.namespace().unwrap_or_default();
+    let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+    let others: Vec<&Machine> = machines
+        .iter()
+        .copied()
+        .filter(|m| m.name_any() != victim.name_any())
+        .collect();
+    let healthy_others = others
+        .iter()
+        .filter(|m| is_true(m, "Ready") && !owner_remediation_requested(m))
+        .count();
+    let members = ctx
+        .etcd
+        .as_ref()
+        .and_then(|e| e.members(&ns, &cluster.name_any()))
+        .map_or(machines.len(), |m| m.len());
+    if let Some(refusal) = quorum_refusal(members, healthy_others) {
+        super::machine_health_check::set_machine_condition(
+            &machines_api,
+            victim,
+            NewCondition::new(OWNER_REMEDIATED, Status::False, "RemediationNotAllowed")
+                .message(refusal.clone()),
+        )
+        .await?;
+        return Ok(Some(
+            NewCondition::new("Remediating", Status::True, "RemediationNotAllowed").message(
+                format!(
+                    "Machine {} needs remediation, but {refusal}",
+                    victim.name_any()
+                ),
+            ),
+        ));
+    }
+    tracing::info!(machine = %victim.name_any(), "remediating an unhealthy control-plane Machine");
+    super::machine_health_check::set_machine_condition(
+        &machines_api,
+        victim,
+        NewCondition::new(OWNER_REMEDIATED, Status::False, "MachineDeletionInProgress")
+            .message("Machine is being deleted; a new one replaces it"),
+    )
+    .await?;
+    remove_machine(ctx, cluster, victim, &others).await?;
+    let retry_count = status
+        .last_remediation
+        .as_ref()
+        .filter(|r| r.machine == victim.name_any())
+        .map_or(0, |r| r.retry_count + 1);
+    status.last_remediation = Some(LastRemediationStatus {
+        machine: victim.name_any(),
+        time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        ),
+        retry_count,
+    });
+    Ok(Some(
+        NewCondition::new("Remediating", Status::True, "RemediationInProgress").message(format!(
+            "Deleting unhealthy Machine {}; a new one replaces it",
+            victim.name_any()
+        )),
+    ))
 }
 
 async fn ensure_certificates(
@@ -367,7 +469,13 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     let outdated_names: BTreeSet<String> = outdated.keys().cloned().collect();
     let (scaling_up, scaling_down) = (live.len() < desired, live.len() > desired);
     let rolling = !outdated.is_empty();
-    if !settling || live.is_empty() {
+    // Remediation first, one Machine at a time: nothing else moves while it runs.
+    let remediating = if machines.iter().any(common::deleting) {
+        None
+    } else {
+        remediate(&ctx, &cluster, &live, &mut status).await?
+    };
+    if remediating.is_none() && (!settling || live.is_empty()) {
         if live.len() < desired || (rolling && live.len() < desired + max_surge && max_surge > 0) {
             create_machine(&ctx, &kcp, &cluster).await?;
         } else if (live.len() > desired || rolling)
@@ -466,11 +574,10 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     conds.push(flag("ScalingDown", scaling_down, || {
         format!("Scaling down from {} to {desired} replicas", live.len())
     }));
-    conds.push(NewCondition::new(
-        "Remediating",
-        Status::False,
-        "NotRemediating",
-    ));
+    conds.push(
+        remediating
+            .unwrap_or_else(|| NewCondition::new("Remediating", Status::False, "NotRemediating")),
+    );
     common::set_conditions(&mut status.conditions, generation, conds);
     status.observed_generation = generation;
     write_status(&api, &kcp, status).await?;
@@ -591,6 +698,36 @@ mod tests {
                 "* Version v1.29.10 required",
                 "* InMemoryMachine is not up-to-date"
             ]
+        );
+    }
+
+    #[test]
+    fn remediation_keeps_etcd_quorum() {
+        // (members, healthy others) → allowed
+        let table = [
+            (3, 2, true),
+            (3, 1, false),
+            (5, 3, true),
+            (5, 2, false),
+            (1, 0, false),
+            (2, 1, true),
+        ];
+        for (members, healthy, allowed) in table {
+            assert_eq!(
+                quorum_refusal(members, healthy).is_none(),
+                allowed,
+                "{members} members, {healthy} healthy others"
+            );
+        }
+        assert!(
+            quorum_refusal(1, 0)
+                .unwrap()
+                .contains("scale the control plane up first")
+        );
+        assert!(
+            quorum_refusal(3, 1)
+                .unwrap()
+                .contains("below its quorum of 2")
         );
     }
 

@@ -279,6 +279,20 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
             "RemediationAllowed",
         ));
         for m in unhealthy.iter().filter(|m| !common::deleting(**m)) {
+            // A control plane remediates its own Machines, keeping etcd quorum; others are
+            // replaced by their MachineSet once deleted.
+            let owner_remediates = common::controller_of(m.owner_references())
+                .is_some_and(|o| o.kind == "KubeadmControlPlane");
+            if owner_remediates {
+                set_machine_condition(
+                    &machines_api,
+                    m,
+                    NewCondition::new(OWNER_REMEDIATED, Status::False, "WaitingForRemediation")
+                        .message("Waiting for the control plane to remediate this Machine"),
+                )
+                .await?;
+                continue;
+            }
             tracing::info!(machine = %m.name_any(), "remediating an unhealthy Machine by deleting it");
             machines_api
                 .delete(&m.name_any(), &DeleteParams::background())
@@ -310,6 +324,10 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
             .min(Duration::from_secs(5)),
     ))
 }
+
+/// The Machine condition through which a MachineHealthCheck asks a Machine's owner to
+/// remediate it.
+pub const OWNER_REMEDIATED: &str = "OwnerRemediated";
 
 /// Sets one condition on a Machine, based on its latest version (a conflict means someone
 /// else wrote first; the next reconcile sets it again).
