@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -157,9 +157,15 @@ fn count_workers(d: &Descendants) -> ReplicasSummary {
     sum
 }
 
-/// The kubeconfig Secret of a Cluster without a control-plane provider; whether it waits for
-/// the cluster CA.
-async fn reconcile_kubeconfig(ctx: &Context, cluster: &Cluster) -> Result<bool> {
+/// Writes the `<cluster>-kubeconfig` Secret (admin client certificate signed by `<cluster>-ca`)
+/// when it is missing, and again when its certificate has less than half of its year left, as
+/// upstream rotates it. `owner` owns it: the control plane, or the Cluster when there is none.
+/// Whether it waits for the cluster CA.
+pub(super) async fn reconcile_kubeconfig(
+    client: &kube::Client,
+    cluster: &Cluster,
+    owner: k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+) -> Result<bool> {
     let Some(endpoint) = cluster
         .spec
         .control_plane_endpoint
@@ -170,11 +176,15 @@ async fn reconcile_kubeconfig(ctx: &Context, cluster: &Cluster) -> Result<bool> 
     };
     let ns = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    if secrets
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let existing = secrets
         .get_opt(&certs::kubeconfig_secret_name(&name))
-        .await?
-        .is_some()
+        .await?;
+    let renew_before = k8s_openapi::jiff::Timestamp::now().as_second()
+        + certs::CLIENT_CERT_RENEWAL.as_secs() as i64;
+    if existing
+        .as_ref()
+        .is_some_and(|s| !certs::kubeconfig_expires_before(s, renew_before))
     {
         return Ok(false);
     }
@@ -183,18 +193,22 @@ async fn reconcile_kubeconfig(ctx: &Context, cluster: &Cluster) -> Result<bool> 
         return Ok(true);
     };
     let pki = certs::ca_from_secret(&ca)?;
-    let secret = certs::kubeconfig_secret(
-        &name,
-        &ns,
-        &format!("https://{endpoint}"),
-        &pki,
-        common::owner_reference(cluster, true),
-    )?;
-    match secrets.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(false),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-        Err(e) => Err(e.into()),
+    let secret = certs::kubeconfig_secret(&name, &ns, &format!("https://{endpoint}"), &pki, owner)?;
+    match existing {
+        None => {
+            common::create_if_absent(&secrets, &secret).await?;
+        }
+        Some(old) => {
+            tracing::info!(cluster = %name, "rotating the admin kubeconfig's client certificate");
+            common::patch_merge(
+                &secrets,
+                &old.name_any(),
+                json!({"metadata": {"resourceVersion": old.resource_version()}, "data": secret.data}),
+            )
+            .await?;
+        }
     }
+    Ok(false)
 }
 
 /// Adopts a provider object: a Cluster owner reference and the cluster-name label.
@@ -437,7 +451,14 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
         )
     });
 
-    if cluster.spec.control_plane_ref.is_none() && reconcile_kubeconfig(&ctx, &cluster).await? {
+    if cluster.spec.control_plane_ref.is_none()
+        && reconcile_kubeconfig(
+            &ctx.client,
+            &cluster,
+            common::owner_reference(cluster.as_ref(), true),
+        )
+        .await?
+    {
         requeue = requeue.min(Duration::from_secs(2));
     }
 

@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -23,7 +22,6 @@ use crate::api::kubeadm_control_plane::{
 use crate::api::machine::{Bootstrap, MachineSpec};
 use crate::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine, MachineDeployment};
 use crate::conditions::{self, MergeReasons, NewCondition, Status};
-use crate::kubeadm::certs;
 
 pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
 pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
@@ -211,41 +209,20 @@ async fn remediate(
     ))
 }
 
+/// The cluster certificates and the admin kubeconfig, owned by the control plane.
 async fn ensure_certificates(
     ctx: &Context,
     kcp: &KubeadmControlPlane,
     cluster: &Cluster,
 ) -> Result<()> {
-    let ns = kcp.namespace().unwrap_or_default();
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     super::kubeadm_config::cluster_certificates(
         &ctx.client,
         cluster,
         Some(common::owner_reference(kcp, true)),
     )
     .await?;
-    let kubeconfig = certs::kubeconfig_secret_name(&cluster.name_any());
-    if secrets.get_opt(&kubeconfig).await?.is_none()
-        && let Some(endpoint) = cluster
-            .spec
-            .control_plane_endpoint
-            .as_ref()
-            .filter(|e| e.is_valid())
-    {
-        let ca = certs::ca_from_secret(
-            &secrets
-                .get(&certs::ca_secret_name(&cluster.name_any()))
-                .await?,
-        )?;
-        let secret = certs::kubeconfig_secret(
-            &cluster.name_any(),
-            &ns,
-            &format!("https://{endpoint}"),
-            &ca,
-            common::owner_reference(kcp, true),
-        )?;
-        common::create_if_absent(&secrets, &secret).await?;
-    }
+    super::cluster::reconcile_kubeconfig(&ctx.client, cluster, common::owner_reference(kcp, true))
+        .await?;
     Ok(())
 }
 

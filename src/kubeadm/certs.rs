@@ -130,6 +130,37 @@ pub fn kubeconfig_secret(
     ))
 }
 
+/// How long before its client certificate expires a kubeconfig is written again: half of the
+/// year it is valid for, as upstream does.
+pub const CLIENT_CERT_RENEWAL: std::time::Duration =
+    std::time::Duration::from_secs(365 * 24 * 3600 / 2);
+
+/// Whether the client certificate of a `<cluster>-kubeconfig` Secret expires before `deadline`
+/// (Unix seconds); a kubeconfig that cannot be read counts as expiring, so it is written anew.
+pub fn kubeconfig_expires_before(secret: &Secret, deadline: i64) -> bool {
+    use base64::Engine;
+    use rustls::pki_types::pem::PemObject;
+    let not_after = || -> Option<i64> {
+        let text = secret.data.as_ref()?.get("value")?;
+        let config =
+            kube::config::Kubeconfig::from_yaml(std::str::from_utf8(&text.0).ok()?).ok()?;
+        let data = config
+            .auth_infos
+            .first()?
+            .auth_info
+            .as_ref()?
+            .client_certificate_data
+            .clone()?;
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .ok()?;
+        let der = rustls::pki_types::CertificateDer::from_pem_slice(&pem).ok()?;
+        let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+        Some(cert.validity().not_after.timestamp())
+    };
+    not_after().is_none_or(|t| t < deadline)
+}
+
 /// The four certificate Secrets of a kubeadm cluster and what they hold.
 pub const CERTIFICATES: [(&str, &str); 4] = [
     ("ca", "kubernetes"),
@@ -202,6 +233,26 @@ mod tests {
             uid: "u".into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn kubeconfigs_are_renewed_in_the_second_half_of_their_year() {
+        let ca = new_ca_secret("c", "ns", owner()).unwrap().1;
+        let secret = kubeconfig_secret("c", "ns", "https://10.0.0.1:6443", &ca, owner()).unwrap();
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        let day = 24 * 3600;
+        assert!(!kubeconfig_expires_before(
+            &secret,
+            now + CLIENT_CERT_RENEWAL.as_secs() as i64
+        ));
+        assert!(kubeconfig_expires_before(&secret, now + 366 * day));
+        let mut broken = secret.clone();
+        broken
+            .data
+            .as_mut()
+            .unwrap()
+            .insert("value".into(), ByteString(b"not a kubeconfig".to_vec()));
+        assert!(kubeconfig_expires_before(&broken, now));
     }
 
     #[test]
