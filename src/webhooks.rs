@@ -93,6 +93,65 @@ impl Admission for VersionDefaults {
 /// upstream's KubeadmControlPlane webhook checks.
 struct KubeadmControlPlaneRules;
 
+/// What a running control plane cannot change: where its certificates and etcd data live,
+/// stacked versus external etcd, how machines find and announce the API server, and the kind of
+/// its infrastructure machines.
+const KUBEADM_CONTROL_PLANE_IMMUTABLE: &[&[&str]] = &[
+    &[
+        "spec",
+        "kubeadmConfigSpec",
+        "clusterConfiguration",
+        "certificatesDir",
+    ],
+    &[
+        "spec",
+        "kubeadmConfigSpec",
+        "clusterConfiguration",
+        "etcd",
+        "local",
+        "dataDir",
+    ],
+    &[
+        "spec",
+        "kubeadmConfigSpec",
+        "clusterConfiguration",
+        "etcd",
+        "external",
+    ],
+    &[
+        "spec",
+        "kubeadmConfigSpec",
+        "initConfiguration",
+        "localAPIEndpoint",
+    ],
+    &[
+        "spec",
+        "kubeadmConfigSpec",
+        "initConfiguration",
+        "bootstrapTokens",
+    ],
+    &[
+        "spec",
+        "kubeadmConfigSpec",
+        "joinConfiguration",
+        "discovery",
+    ],
+    &[
+        "spec",
+        "machineTemplate",
+        "spec",
+        "infrastructureRef",
+        "apiGroup",
+    ],
+    &[
+        "spec",
+        "machineTemplate",
+        "spec",
+        "infrastructureRef",
+        "kind",
+    ],
+];
+
 /// What is wrong with a KubeadmControlPlane, given its old self on updates.
 pub fn kubeadm_control_plane_causes(object: &Value, old: Option<&Value>) -> Vec<FieldCause> {
     let spec = &object["spec"];
@@ -133,6 +192,16 @@ pub fn kubeadm_control_plane_causes(object: &Value, old: Option<&Value>) -> Vec<
             "spec.rollout.strategy.rollingUpdate.maxSurge",
             format!("{other} is not supported; use 0 or 1"),
         )),
+    }
+    if let Some(old) = old {
+        for path in KUBEADM_CONTROL_PLANE_IMMUTABLE {
+            if at(object, path) != at(old, path) {
+                causes.push(FieldCause::forbidden(
+                    path.join("."),
+                    "cannot be changed once the control plane exists; create a new cluster to change it",
+                ));
+            }
+        }
     }
     let new_version = spec["version"].as_str().and_then(parse_version);
     let old_version = old
@@ -262,6 +331,21 @@ mod tests {
             messages(&kcp(3, "v1.30.4"), Some(&kcp(3, "v1.28.13"))),
             [
                 "spec.version: Forbidden: cannot upgrade from v1.28.13 to v1.30.4 in one step: Kubernetes upgrades go one minor version at a time; upgrade to v1.29.x first"
+            ]
+        );
+    }
+
+    #[test]
+    fn immutable_fields_stay() {
+        let old = json!({"spec": {"replicas": 3, "version": "v1.30.4", "kubeadmConfigSpec": {"clusterConfiguration": {"certificatesDir": "/etc/kubernetes/pki"}}}});
+        let mut new = old.clone();
+        new["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["certificatesDir"] = json!("/pki");
+        new["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["apiServer"] =
+            json!({"certSANs": ["a"]});
+        assert_eq!(
+            messages(&new, Some(&old)),
+            [
+                "spec.kubeadmConfigSpec.clusterConfiguration.certificatesDir: Forbidden: cannot be changed once the control plane exists; create a new cluster to change it"
             ]
         );
     }
