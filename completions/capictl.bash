@@ -561,12 +561,32 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__get__subcmd__kubeconfig)
-            opts="-v -h -V --verbose --help --version"
+            opts="-n -v -h -V --namespace --write-to --kubeconfig --kubeconfig-context --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --write-to)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig-context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1113,7 +1133,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__manager)
-            opts="-v -h -V --kubeconfig --context --leader-elect --leader-election-namespace --leader-elect-lease-duration --concurrency --kube-api-qps --kube-api-burst --verbose --help --version"
+            opts="-v -h -V --kubeconfig --kubeconfig-context --leader-elect --leader-election-namespace --leader-elect-lease-duration --concurrency --kube-api-qps --kube-api-burst --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1123,7 +1143,7 @@ _capictl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --context)
+                --kubeconfig-context)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -92,12 +92,16 @@ complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_see
 complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, ready to use from this machine'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, from its `<cluster>-kubeconfig` Secret'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -s n -l namespace -d 'The namespace of the Cluster [default: the kubeconfig context\'s, else default]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -l write-to -d 'Write to this file (mode 0600) instead of stdout' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from help" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, ready to use from this machine'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from help" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, from its `<cluster>-kubeconfig` Secret'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -s h -l help -d 'Print help'
@@ -154,8 +158,8 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "down" -d 'Stop the management cluster'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "status" -d 'Say whether the management cluster runs, where, since when, and what it holds'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: in-cluster, else $KUBECONFIG, else ~/.kube/config]' -r -F
-complete -c capictl -n "__fish_capictl_using_subcommand manager" -l context -d 'The kubeconfig context to use' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-elect -d 'Elect a leader among managers on a Lease, so that only one reconciles at a time' -r -f -a "true\t''
 false\t''"
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-election-namespace -d 'The namespace of the leader election Lease' -r
@@ -192,7 +196,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_su
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "cluster" -d 'A workload cluster\'s objects from a flavor template (or any clusterctl template)'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "provider" -d 'A provider\'s components, as `init` would install them'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from describe" -f -a "cluster" -d 'The tree of a Cluster\'s objects with their conditions'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from get" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, ready to use from this machine'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from get" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, from its `<cluster>-kubeconfig` Secret'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from upgrade" -f -a "plan" -d 'Which provider versions the management cluster can move to'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "serve" -d 'Run the management cluster in the foreground (what `up` starts)'

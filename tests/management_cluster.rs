@@ -940,22 +940,41 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
     ]);
     let clusters = m.kubectl(&["get", "clusters"]);
     assert!(clusters.contains("Provisioned"), "{clusters}");
-    let kubeconfig = m.kubectl(&[
-        "get",
-        "secret",
-        "sim-kubeconfig",
-        "-o",
-        "jsonpath={.data.value}",
-    ]);
-    use base64::Engine;
+    // `capictl get kubeconfig` prints the workload kubeconfig, or writes it 0600.
+    let kubeconfig_flag = m.kubeconfig().display().to_string();
+    let printed = capictl(&["get", "kubeconfig", "sim", "--kubeconfig", &kubeconfig_flag]);
+    assert!(printed.status.success(), "{}", text(&printed.stderr));
+    assert!(text(&printed.stdout).contains("current-context: sim-admin@sim"));
     let workload = m.dir.join("sim.kubeconfig");
-    std::fs::write(
-        &workload,
-        base64::engine::general_purpose::STANDARD
-            .decode(kubeconfig.trim())
-            .unwrap(),
-    )
-    .unwrap();
+    let written = capictl(&[
+        "get",
+        "kubeconfig",
+        "sim",
+        "-n",
+        "default",
+        "--kubeconfig",
+        &kubeconfig_flag,
+        "--write-to",
+        workload.to_str().unwrap(),
+    ]);
+    assert!(written.status.success(), "{}", text(&written.stderr));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&workload).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let unknown = capictl(&[
+        "get",
+        "kubeconfig",
+        "nope",
+        "--kubeconfig",
+        &kubeconfig_flag,
+    ]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert_eq!(
+        text(&unknown.stderr),
+        "Error: \"nope-kubeconfig\" not found in namespace \"default\": is there a Cluster \"nope\" there, and has its control plane written the kubeconfig yet? `kubectl get clusters -A` lists the clusters\n"
+    );
     let nodes = m.kubectl(&["--kubeconfig", workload.to_str().unwrap(), "get", "nodes"]);
     assert_eq!(
         nodes

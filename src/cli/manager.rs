@@ -1,12 +1,9 @@
 //! `capictl manager`: runs the controllers of the providers installed in the management
 //! cluster a kubeconfig points at (what the Deployments `capictl init` installs run).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use kube::client::ClientBuilder;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::controllers::leader::LeaderElection;
 use crate::controllers::manager::{self, Options};
@@ -14,12 +11,8 @@ use crate::controllers::throttle::Throttle;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The management cluster's kubeconfig [default: in-cluster, else $KUBECONFIG, else ~/.kube/config]
-    #[arg(long, value_name = "PATH")]
-    kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use.
-    #[arg(long, value_name = "NAME")]
-    context: Option<String>,
+    #[command(flatten)]
+    cluster: super::connect::ClusterArgs,
     /// Elect a leader among managers on a Lease, so that only one reconciles at a time.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     leader_elect: bool,
@@ -43,18 +36,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
-        let config = match &args.kubeconfig {
-            Some(path) => {
-                let kubeconfig = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
-                let options = KubeConfigOptions { context: args.context.clone(), ..Default::default() };
-                kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?
-            }
-            None if args.context.is_some() => {
-                let options = KubeConfigOptions { context: args.context.clone(), ..Default::default() };
-                kube::Config::from_kubeconfig(&options).await?
-            }
-            None => kube::Config::infer().await.context("no management cluster: pass --kubeconfig, or run `capictl management up`")?,
-        };
+        let config = args.cluster.config().await?;
         let client = ClientBuilder::try_from(config)?
             .with_layer(&Throttle::new(args.kube_api_qps, args.kube_api_burst))
             .build();

@@ -1,7 +1,9 @@
 //! The command line: one file per subcommand, each an `Args` struct and a `run()`.
 
 mod completion;
+mod connect;
 mod generate;
+mod get;
 mod management;
 mod manager;
 mod version;
@@ -39,7 +41,7 @@ pub enum Command {
     Describe(DescribeCommand),
     /// Get things out of the management cluster, e.g. a workload cluster's kubeconfig.
     #[command(subcommand)]
-    Get(GetCommand),
+    Get(get::Get),
     /// Move clusters and their objects to another management cluster.
     Move(NotBuilt),
     /// Plan and apply provider upgrades.
@@ -62,12 +64,6 @@ pub enum Command {
 pub enum DescribeCommand {
     /// The tree of a Cluster's objects with their conditions.
     Cluster(NotBuilt),
-}
-
-#[derive(Debug, Subcommand)]
-pub enum GetCommand {
-    /// A workload cluster's kubeconfig, ready to use from this machine.
-    Kubeconfig(NotBuilt),
 }
 
 #[derive(Debug, Subcommand)]
@@ -118,6 +114,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Completion(args) => completion::run(&args),
         Command::Management(cmd) => cmd.run(),
         Command::Manager(args) => manager::run(args),
+        Command::Get(cmd) => cmd.run(),
         _ => Err(not_built(name)),
     };
     match result {

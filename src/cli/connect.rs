@@ -1,0 +1,55 @@
+//! How commands reach a management cluster: `--kubeconfig` and `--kubeconfig-context` as
+//! clusterctl takes them, else $KUBECONFIG or ~/.kube/config, else in-cluster config, else the
+//! embedded management cluster when it runs.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::management::StateDir;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// The management cluster's kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use [default: the current one]
+    #[arg(long, alias = "context", value_name = "NAME")]
+    pub kubeconfig_context: Option<String>,
+}
+
+impl ClusterArgs {
+    /// The client configuration, with its default namespace from the context.
+    pub async fn config(&self) -> anyhow::Result<kube::Config> {
+        let options = KubeConfigOptions {
+            context: self.kubeconfig_context.clone(),
+            ..Default::default()
+        };
+        if let Some(path) = &self.kubeconfig {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
+            return Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?);
+        }
+        if self.kubeconfig_context.is_some() {
+            return Ok(kube::Config::from_kubeconfig(&options).await?);
+        }
+        if let Ok(config) = kube::Config::infer().await {
+            return Ok(config);
+        }
+        let embedded = StateDir::new(None);
+        if embedded.running().is_some() {
+            let kubeconfig = Kubeconfig::read_from(embedded.admin_kubeconfig())?;
+            return Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?);
+        }
+        anyhow::bail!(
+            "no management cluster: pass --kubeconfig, set $KUBECONFIG, or start the embedded one with `capictl management up`"
+        )
+    }
+
+    pub async fn client(&self) -> anyhow::Result<(kube::Client, String)> {
+        let config = self.config().await?;
+        let namespace = config.default_namespace.clone();
+        Ok((kube::Client::try_from(config)?, namespace))
+    }
+}
