@@ -84,6 +84,14 @@ complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -f -a "cluster" -d 'The tree of a Cluster\'s objects with their conditions'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s n -l namespace -d 'The namespace of the Cluster [default: the kubeconfig context\'s, else default]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l show-conditions -d 'A row per condition for these objects: all, KIND or KIND/NAME, comma-separated; a `+` suffix keeps only the conditions that say something' -r
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l grouping -d 'Fold sibling Machines in the same state into one row' -r -f -a "true\t''
+false\t''"
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l show-machinesets -d 'Show the MachineSets between MachineDeployments and their Machines'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l echo -d 'Always show Machines\' infrastructure machines and bootstrap configs'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s V -l version -d 'Print version'

@@ -9,6 +9,7 @@ pub mod apiserver;
 pub mod cli;
 pub mod conditions;
 pub mod controllers;
+pub mod describe;
 pub mod envsubst;
 pub mod generate;
 pub mod kubeadm;

@@ -69,16 +69,25 @@ fn without_a_management_cluster_commands_say_how_to_get_one() {
 }
 
 #[test]
+fn a_bad_show_conditions_value_is_a_usage_error() {
+    let out = capictl(&[
+        "describe",
+        "cluster",
+        "c1",
+        "--show-conditions",
+        "all, Machine",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "Error: invalid --show-conditions value \"all, Machine\": whitespace is not allowed\n"
+    );
+}
+
+#[test]
 fn commands_not_built_yet_say_so_and_exit_2() {
     for args in [
         &["init", "--infrastructure", "docker"][..],
-        &[
-            "describe",
-            "cluster",
-            "capi-quickstart",
-            "--show-conditions",
-            "all",
-        ],
         &["move", "--to-kubeconfig", "other.kubeconfig"],
         &["upgrade", "plan"],
     ] {

@@ -940,6 +940,23 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
     ]);
     let clusters = m.kubectl(&["get", "clusters"]);
     assert!(clusters.contains("Provisioned"), "{clusters}");
+    // `capictl describe cluster` shows the tree with the Cluster Available.
+    let described = capictl(&[
+        "describe",
+        "cluster",
+        "sim",
+        "--kubeconfig",
+        m.kubeconfig().to_str().unwrap(),
+    ]);
+    assert!(described.status.success(), "{}", text(&described.stderr));
+    let tree = text(&described.stdout);
+    assert!(tree.starts_with("NAME "), "{tree}");
+    let cluster_row = tree.lines().nth(1).unwrap();
+    assert!(
+        cluster_row.starts_with("Cluster default/sim") && cluster_row.contains("True    Available"),
+        "{tree}"
+    );
+    assert!(tree.contains("└─Workers"), "{tree}");
     // `capictl get kubeconfig` prints the workload kubeconfig, or writes it 0600.
     let kubeconfig_flag = m.kubeconfig().display().to_string();
     let printed = capictl(&["get", "kubeconfig", "sim", "--kubeconfig", &kubeconfig_flag]);

@@ -2,6 +2,7 @@
 
 mod completion;
 mod connect;
+mod describe;
 mod generate;
 mod get;
 mod management;
@@ -38,7 +39,7 @@ pub enum Command {
     Generate(generate::Generate),
     /// Show a cluster's objects and their conditions as a tree.
     #[command(subcommand)]
-    Describe(DescribeCommand),
+    Describe(describe::Describe),
     /// Get things out of the management cluster, e.g. a workload cluster's kubeconfig.
     #[command(subcommand)]
     Get(get::Get),
@@ -58,12 +59,6 @@ pub enum Command {
     Version(version::Args),
     /// Print a shell completion script (bash, zsh or fish).
     Completion(completion::Args),
-}
-
-#[derive(Debug, Subcommand)]
-pub enum DescribeCommand {
-    /// The tree of a Cluster's objects with their conditions.
-    Cluster(NotBuilt),
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,6 +110,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Management(cmd) => cmd.run(),
         Command::Manager(args) => manager::run(args),
         Command::Get(cmd) => cmd.run(),
+        Command::Describe(cmd) => cmd.run(),
         _ => Err(not_built(name)),
     };
     match result {

@@ -1,0 +1,162 @@
+//! `capictl describe cluster`: a Cluster's objects and their state as a tree.
+
+use std::collections::BTreeMap;
+
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+use super::UsageError;
+use super::connect::ClusterArgs;
+use crate::api::common::ContractVersionedObjectReference;
+use crate::api::{Cluster, Machine, MachineDeployment, MachineHealthCheck, MachineSet};
+use crate::controllers::external::Resolver;
+use crate::describe::{self, ConditionFilter, Objects, Options};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Describe {
+    /// The tree of a Cluster's objects with their conditions.
+    Cluster(DescribeClusterArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DescribeClusterArgs {
+    /// The Cluster's name.
+    name: String,
+    /// The namespace of the Cluster [default: the kubeconfig context's, else default]
+    #[arg(short, long, value_name = "NS")]
+    namespace: Option<String>,
+    /// A row per condition for these objects: all, KIND or KIND/NAME, comma-separated; a `+`
+    /// suffix keeps only the conditions that say something.
+    #[arg(long, value_name = "LIST")]
+    show_conditions: Option<String>,
+    /// Show the MachineSets between MachineDeployments and their Machines.
+    #[arg(long)]
+    show_machinesets: bool,
+    /// Always show Machines' infrastructure machines and bootstrap configs.
+    #[arg(long)]
+    echo: bool,
+    /// Fold sibling Machines in the same state into one row.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    grouping: bool,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+impl Describe {
+    pub fn run(self) -> anyhow::Result<()> {
+        match self {
+            Describe::Cluster(args) => tokio::runtime::Runtime::new()?.block_on(cluster(args)),
+        }
+    }
+}
+
+fn to_value<T: serde::Serialize>(object: &T) -> Value {
+    serde_json::to_value(object).expect("API objects serialize")
+}
+
+/// The objects of a kind that carry the Cluster's label, as JSON.
+async fn list<K>(client: &Client, ns: &str, selector: &ListParams) -> anyhow::Result<Vec<Value>>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    Ok(Api::<K>::namespaced(client.clone(), ns)
+        .list(selector)
+        .await?
+        .items
+        .iter()
+        .map(to_value)
+        .collect())
+}
+
+async fn referenced(
+    resolver: &Resolver,
+    namespace: &str,
+    reference: &ContractVersionedObjectReference,
+) -> Option<Value> {
+    // An object that cannot be read is left out of the tree, as clusterctl leaves it.
+    resolver
+        .get(namespace, reference)
+        .await
+        .ok()
+        .flatten()
+        .map(|o| to_value(&o))
+}
+
+async fn cluster(args: DescribeClusterArgs) -> anyhow::Result<()> {
+    let show_conditions = match &args.show_conditions {
+        Some(v) => ConditionFilter::parse_list(v).map_err(UsageError)?,
+        None => Vec::new(),
+    };
+    let (client, default_namespace) = args.cluster.client().await?;
+    let ns = args.namespace.clone().unwrap_or(default_namespace);
+    let objects = read(&client, &ns, &args.name).await?;
+    let options = Options {
+        show_conditions,
+        show_machine_sets: args.show_machinesets,
+        echo: args.echo,
+        grouping: args.grouping,
+        now: k8s_openapi::jiff::Timestamp::now(),
+    };
+    print!("{}", describe::render(&objects, &options));
+    Ok(())
+}
+
+async fn read(client: &Client, ns: &str, name: &str) -> anyhow::Result<Objects> {
+    let cluster = Api::<Cluster>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "there is no Cluster {name:?} in namespace {ns:?}; `kubectl get clusters -A` lists the clusters"
+            )
+        })?;
+    let resolver = Resolver::new(client.clone());
+    let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={name}"));
+    let machines = Api::<Machine>::namespaced(client.clone(), ns)
+        .list(&selector)
+        .await?
+        .items;
+    let mut referenced_objects = BTreeMap::new();
+    for m in &machines {
+        let refs = [
+            Some(&m.spec.infrastructure_ref),
+            m.spec.bootstrap.config_ref.as_ref(),
+        ];
+        for r in refs.into_iter().flatten() {
+            if let Some(o) = referenced(&resolver, ns, r).await {
+                referenced_objects.insert((r.kind.clone(), r.name.clone()), o);
+            }
+        }
+    }
+    let infrastructure = match &cluster.spec.infrastructure_ref {
+        Some(r) => referenced(&resolver, ns, r).await,
+        None => None,
+    };
+    let control_plane = match &cluster.spec.control_plane_ref {
+        Some(r) => referenced(&resolver, ns, r).await,
+        None => None,
+    };
+    let machine_health_checks = Api::<MachineHealthCheck>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|m| m.spec.cluster_name == cluster.name_any())
+        .map(|m| to_value(&m))
+        .collect();
+    Ok(Objects {
+        infrastructure,
+        control_plane,
+        machine_deployments: list::<MachineDeployment>(client, ns, &selector).await?,
+        machine_sets: list::<MachineSet>(client, ns, &selector).await?,
+        machines: machines.iter().map(to_value).collect(),
+        machine_health_checks,
+        referenced: referenced_objects,
+        cluster: to_value(&cluster),
+    })
+}
