@@ -39,6 +39,15 @@ complete -c capictl -n "__fish_capictl_needs_command" -f -a "manager" -d 'Run th
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "version" -d 'Print the version, git commit, build date and Cluster API contract'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "completion" -d 'Print a shell completion script (bash, zsh or fish)'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand init" -l core -d 'The core provider [default: cluster-api on the first run]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand init" -s b -l bootstrap -d 'Bootstrap providers [default: kubeadm on the first run]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand init" -s c -l control-plane -d 'Control plane providers [default: kubeadm on the first run]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand init" -s i -l infrastructure -d 'Infrastructure providers: docker, in-memory' -r
+complete -c capictl -n "__fish_capictl_using_subcommand init" -s n -l target-namespace -d 'One namespace for every provider installed by this run [default: each provider\'s own]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand init" -l image -d 'The image the providers\' controller Deployments run' -r
+complete -c capictl -n "__fish_capictl_using_subcommand init" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand init" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand init" -s y -l yes -d 'Start the embedded management cluster if none is reachable, without asking'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s V -l version -d 'Print version'
@@ -72,6 +81,12 @@ complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_see
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -l core -d 'The core provider: cluster-api' -r
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s b -l bootstrap -d 'A bootstrap provider: kubeadm' -r
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s c -l control-plane -d 'A control plane provider: kubeadm' -r
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s i -l infrastructure -d 'An infrastructure provider: docker, in-memory' -r
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s n -l target-namespace -d 'The namespace to install into [default: the provider\'s own]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -l image -d 'The image the controller Deployment runs' -r
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s V -l version -d 'Print version'
@@ -172,6 +187,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-elect
 false\t''"
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-election-namespace -d 'The namespace of the leader election Lease' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-elect-lease-duration -d 'How long a leader\'s Lease lasts without renewal' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l providers -d 'Run only these providers\' controllers (comma-separated labels: cluster-api, bootstrap-kubeadm, control-plane-kubeadm, infrastructure-in-memory) [default: all installed]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l concurrency -d 'How many objects of one kind are reconciled at once' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kube-api-qps -d 'Average requests per second to the API server' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kube-api-burst -d 'Requests allowed at once above the average' -r

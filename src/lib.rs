@@ -12,6 +12,7 @@ pub mod controllers;
 pub mod describe;
 pub mod envsubst;
 pub mod generate;
+pub mod init;
 pub mod kubeadm;
 pub mod management;
 pub mod providers;

@@ -85,10 +85,39 @@ fn a_bad_show_conditions_value_is_a_usage_error() {
 }
 
 #[test]
+fn generate_provider_prints_what_init_installs() {
+    let out = capictl(&["generate", "provider", "--infrastructure", "docker"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let docs: Vec<serde_json::Value> = capictl::yaml::from_multiple(&stdout(&out)).unwrap();
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds[0], "Namespace");
+    assert_eq!(docs[0]["metadata"]["name"], "capd-system");
+    for kind in [
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} missing: {kinds:?}");
+    }
+    assert!(
+        docs.iter().all(
+            |d| d["metadata"]["labels"]["cluster.x-k8s.io/provider"] == "infrastructure-docker"
+        )
+    );
+    let unknown = capictl(&["generate", "provider", "--infrastructure", "aws"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert_eq!(
+        stderr(&unknown),
+        "Error: there is no InfrastructureProvider named \"aws\"; capictl has docker, in-memory\n"
+    );
+}
+
+#[test]
 fn commands_not_built_yet_say_so_and_exit_2() {
     for args in [
-        &["init", "--infrastructure", "docker"][..],
-        &["move", "--to-kubeconfig", "other.kubeconfig"],
+        &["move", "--to-kubeconfig", "other.kubeconfig"][..],
         &["upgrade", "plan"],
     ] {
         let out = capictl(args);

@@ -921,15 +921,38 @@ spec:
 #[test]
 fn an_in_memory_cluster_on_the_embedded_management_cluster() {
     let Some(m) = Management::up() else { return };
-    let crds = capictl(&["generate", "crds", "--provider", "core,in-memory"]);
-    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
-    m.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--all",
-        "crd",
-        "--timeout=10s",
+    let kubeconfig_flag = m.kubeconfig().display().to_string();
+    let init = capictl(&[
+        "init",
+        "--infrastructure",
+        "in-memory",
+        "--kubeconfig",
+        &kubeconfig_flag,
     ]);
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    let said = text(&init.stderr);
+    for line in [
+        "Fetching providers",
+        "Installing provider=\"cluster-api\"",
+        "Installing provider=\"bootstrap-kubeadm\"",
+        "Installing provider=\"control-plane-kubeadm\"",
+        "Installing provider=\"infrastructure-in-memory\"",
+        "Your management cluster has been initialized successfully!",
+    ] {
+        assert!(said.contains(line), "{said}");
+    }
+    let providers = m.kubectl(&["get", "providers", "-A", "-o", "name"]);
+    assert_eq!(providers.lines().count(), 4, "{providers}");
+    // Running init again changes nothing and says no more than that.
+    let again = capictl(&[
+        "init",
+        "--infrastructure",
+        "in-memory",
+        "--kubeconfig",
+        &kubeconfig_flag,
+    ]);
+    assert!(again.status.success());
+    assert_eq!(text(&again.stderr), "Fetching providers\n");
     m.kubectl_in(&["apply", "-f", "-"], Some(IN_MEMORY_CLUSTER));
     // The controllers run inside the embedded management cluster.
     m.kubectl(&[
@@ -958,7 +981,6 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
     );
     assert!(tree.contains("└─Workers"), "{tree}");
     // `capictl get kubeconfig` prints the workload kubeconfig, or writes it 0600.
-    let kubeconfig_flag = m.kubeconfig().display().to_string();
     let printed = capictl(&["get", "kubeconfig", "sim", "--kubeconfig", &kubeconfig_flag]);
     assert!(printed.status.success(), "{}", text(&printed.stderr));
     assert!(text(&printed.stdout).contains("current-context: sim-admin@sim"));

@@ -4,7 +4,6 @@ use std::io::Write;
 
 use clap::Subcommand;
 
-use super::NotBuilt;
 use crate::api::{self, CrdSet};
 
 #[derive(Debug, Subcommand)]
@@ -14,7 +13,51 @@ pub enum Generate {
     /// A workload cluster's objects from a flavor template (or any clusterctl template).
     Cluster(Box<ClusterArgs>),
     /// A provider's components, as `init` would install them.
-    Provider(NotBuilt),
+    Provider(ProviderArgs),
+}
+
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false, id = "kind")]
+pub struct ProviderArgs {
+    /// The core provider: cluster-api.
+    #[arg(long, value_name = "NAME", group = "kind")]
+    core: Option<String>,
+    /// A bootstrap provider: kubeadm.
+    #[arg(short, long, value_name = "NAME", group = "kind")]
+    bootstrap: Option<String>,
+    /// A control plane provider: kubeadm.
+    #[arg(short, long, value_name = "NAME", group = "kind")]
+    control_plane: Option<String>,
+    /// An infrastructure provider: docker, in-memory.
+    #[arg(short, long, value_name = "NAME", group = "kind")]
+    infrastructure: Option<String>,
+    /// The namespace to install into [default: the provider's own]
+    #[arg(short = 'n', long, value_name = "NS")]
+    target_namespace: Option<String>,
+    /// The image the controller Deployment runs.
+    #[arg(long, value_name = "IMAGE", default_value_t = format!("capictl:v{}", crate::build_info::VERSION))]
+    image: String,
+}
+
+fn generate_provider(args: &ProviderArgs) -> anyhow::Result<()> {
+    let (type_, name) = [
+        ("CoreProvider", &args.core),
+        ("BootstrapProvider", &args.bootstrap),
+        ("ControlPlaneProvider", &args.control_plane),
+        ("InfrastructureProvider", &args.infrastructure),
+    ]
+    .into_iter()
+    .find_map(|(t, n)| n.as_ref().map(|n| (t, n)))
+    .expect("clap requires one");
+    let provider = crate::init::find(type_, name).map_err(super::UsageError)?;
+    let namespace = args
+        .target_namespace
+        .as_deref()
+        .unwrap_or(provider.namespace);
+    let objects = crate::init::components(&provider, &args.image, namespace, true);
+    let text = crate::yaml::to_multiple(&objects)?;
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(())
 }
 
 #[derive(Debug, clap::Args)]
@@ -61,7 +104,7 @@ impl Generate {
                 Ok(())
             }
             Generate::Cluster(args) => generate_cluster(*args),
-            Generate::Provider(_) => Err(super::not_built("generate provider")),
+            Generate::Provider(args) => generate_provider(&args),
         }
     }
 }

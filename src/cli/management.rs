@@ -82,7 +82,7 @@ fn where_to(options: &ServeOptions) -> String {
     }
 }
 
-async fn up(options: &ServeOptions) -> anyhow::Result<()> {
+pub(super) async fn up(options: &ServeOptions) -> anyhow::Result<()> {
     let spinner =
         indicatif::ProgressBar::new_spinner().with_message("Starting the management cluster");
     spinner.set_draw_target(indicatif::ProgressDrawTarget::stderr());

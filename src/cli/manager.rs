@@ -22,6 +22,10 @@ pub struct Args {
     /// How long a leader's Lease lasts without renewal.
     #[arg(long, default_value_t = 15, value_name = "SECONDS")]
     leader_elect_lease_duration: u64,
+    /// Run only these providers' controllers (comma-separated labels: cluster-api,
+    /// bootstrap-kubeadm, control-plane-kubeadm, infrastructure-in-memory) [default: all installed]
+    #[arg(long, value_name = "LABELS", value_delimiter = ',')]
+    providers: Vec<String>,
     /// How many objects of one kind are reconciled at once.
     #[arg(long, default_value_t = 10, value_name = "N")]
     concurrency: u16,
@@ -40,7 +44,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let client = ClientBuilder::try_from(config)?
             .with_layer(&Throttle::new(args.kube_api_qps, args.kube_api_burst))
             .build();
-        let options = Options { concurrency: args.concurrency };
+        let options = Options {
+            concurrency: args.concurrency,
+            providers: args.providers.clone(),
+        };
         let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let signalled = async move {
             tokio::select! {

@@ -5,6 +5,7 @@ mod connect;
 mod describe;
 mod generate;
 mod get;
+mod init;
 mod management;
 mod manager;
 mod version;
@@ -33,7 +34,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Install Cluster API providers into a management cluster (the embedded one by default).
-    Init(NotBuilt),
+    Init(init::Args),
     /// Print YAML: cluster templates, provider components, CRDs.
     #[command(subcommand)]
     Generate(generate::Generate),
@@ -111,6 +112,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Manager(args) => manager::run(args),
         Command::Get(cmd) => cmd.run(),
         Command::Describe(cmd) => cmd.run(),
+        Command::Init(args) => init::run(args),
         _ => Err(not_built(name)),
     };
     match result {

@@ -14,7 +14,7 @@ use kube::{Client, CustomResourceExt, Resource, ResourceExt};
 
 use super::{Context, error_policy};
 use crate::api::{
-    Cluster, InMemoryCluster, InMemoryMachine, KubeadmConfig, KubeadmControlPlane, Machine,
+    Cluster, CrdSet, InMemoryCluster, InMemoryMachine, KubeadmConfig, KubeadmControlPlane, Machine,
     MachineDeployment, MachineHealthCheck, MachineSet,
 };
 use crate::providers::in_memory::{self, InMemory};
@@ -24,11 +24,23 @@ use crate::providers::in_memory::{self, InMemory};
 pub struct Options {
     /// Reconciles of one controller at a time.
     pub concurrency: u16,
+    /// Run only these providers' controllers (by provider label, e.g. `cluster-api`,
+    /// `bootstrap-kubeadm`); all installed ones when empty.
+    pub providers: Vec<String>,
+}
+
+impl Options {
+    fn runs(&self, set: crate::api::CrdSet) -> bool {
+        self.providers.is_empty() || self.providers.iter().any(|p| p == set.provider_label())
+    }
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { concurrency: 10 }
+        Options {
+            concurrency: 10,
+            providers: Vec::new(),
+        }
     }
 }
 
@@ -96,6 +108,7 @@ pub async fn run(
     tokio::pin!(shutdown);
     loop {
         if !core_started
+            && options.runs(CrdSet::Core)
             && installed::<Cluster>(&client).await
             && installed::<Machine>(&client).await
         {
@@ -183,7 +196,10 @@ pub async fn run(
                 ),
             ));
         }
-        if core_started && !kubeadm_bootstrap_started && installed::<KubeadmConfig>(&client).await {
+        if !kubeadm_bootstrap_started
+            && options.runs(CrdSet::KubeadmBootstrap)
+            && installed::<KubeadmConfig>(&client).await
+        {
             kubeadm_bootstrap_started = true;
             tracing::info!("starting the kubeadm bootstrap controller");
             let c = client.clone();
@@ -202,8 +218,8 @@ pub async fn run(
                 ),
             ));
         }
-        if core_started
-            && !kubeadm_control_plane_started
+        if !kubeadm_control_plane_started
+            && options.runs(CrdSet::KubeadmControlPlane)
             && installed::<KubeadmControlPlane>(&client).await
         {
             kubeadm_control_plane_started = true;
@@ -226,6 +242,7 @@ pub async fn run(
             ));
         }
         if !in_memory_started
+            && options.runs(CrdSet::InMemory)
             && installed::<InMemoryCluster>(&client).await
             && installed::<InMemoryMachine>(&client).await
         {
