@@ -135,15 +135,40 @@ async fn create_upgrade_and_delete_a_kubeadm_cluster() {
                 .into_iter()
                 .next()
         };
+        // kubeadm runs from runcmd and leaves the sentinel the infrastructure provider waits for.
+        let runcmd = cloud_config["runcmd"].as_array().unwrap();
+        let kubeadm = if file("/run/kubeadm/kubeadm.yaml").is_some() {
+            "kubeadm init --config /run/kubeadm/kubeadm.yaml"
+        } else {
+            "kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml"
+        };
+        assert!(
+            runcmd.iter().any(|c| c.as_str()
+                == Some(&format!(
+                    "{kubeadm} && echo success > /run/cluster-api/bootstrap-success.complete"
+                ))),
+            "{runcmd:?}"
+        );
         if let Some(init) = file("/run/kubeadm/kubeadm.yaml") {
             inits += 1;
             assert!(control_plane);
             assert_eq!(init["kind"], "ClusterConfiguration");
             assert_eq!(init["kubernetesVersion"], "v1.28.13");
+            assert_eq!(
+                init["apiVersion"], "kubeadm.k8s.io/v1beta3",
+                "kubeadm 1.28 reads v1beta3"
+            );
+            assert_eq!(
+                init["controlPlaneEndpoint"]
+                    .as_str()
+                    .map(|e| e.contains(':')),
+                Some(true)
+            );
         } else {
             let join = file("/run/kubeadm/kubeadm-join-config.yaml")
                 .unwrap_or_else(|| panic!("neither init nor join in {data}"));
             assert_eq!(join["kind"], "JoinConfiguration");
+            assert_eq!(join["apiVersion"], "kubeadm.k8s.io/v1beta3");
             assert_eq!(join.get("controlPlane").is_some(), control_plane);
             let token = join["discovery"]["bootstrapToken"]["token"]
                 .as_str()

@@ -20,7 +20,7 @@ use serde_json::json;
 use super::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
 use super::{Context, Error, Result};
 use crate::api::kubeadm_config::{
-    KubeadmConfigInitializationStatus, KubeadmConfigSpec, KubeadmConfigStatus,
+    Format, KubeadmConfigInitializationStatus, KubeadmConfigSpec, KubeadmConfigStatus,
 };
 use crate::api::{Cluster, KubeadmConfig, Machine};
 use crate::conditions::{NewCondition, Status};
@@ -335,7 +335,13 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
         .filter(|e| e.is_valid());
     let control_plane = machine.labels().contains_key(CONTROL_PLANE_LABEL);
     let version = machine.spec.version.clone().unwrap_or_default();
-    let pending = if !infra {
+    let pending = if kc.spec.format == Some(Format::Ignition) {
+        Some(
+            NewCondition::new("DataSecretAvailable", Status::False, "NotSupported").message(
+                "spec.format ignition is not supported by capictl yet; use cloud-config (the default)",
+            ),
+        )
+    } else if !infra {
         Some(data_secret_pending(
             "Waiting for Cluster status.infrastructureReady to be true",
         ))
