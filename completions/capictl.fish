@@ -139,6 +139,15 @@ complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "plan" -d 'Which provider versions the management cluster can move to'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand delete" -l core -d 'The core provider: cluster-api' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete" -s b -l bootstrap -d 'Bootstrap providers' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete" -s c -l control-plane -d 'Control plane providers' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete" -s i -l infrastructure -d 'Infrastructure providers' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand delete" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete" -l all -d 'Every installed provider'
+complete -c capictl -n "__fish_capictl_using_subcommand delete" -l include-crd -d 'Also delete the providers\' CRDs (refused while objects of them exist)'
+complete -c capictl -n "__fish_capictl_using_subcommand delete" -l include-namespace -d 'Also delete the providers\' namespaces'
 complete -c capictl -n "__fish_capictl_using_subcommand delete" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand delete" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand delete" -s V -l version -d 'Print version'

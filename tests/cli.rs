@@ -115,6 +115,21 @@ fn generate_provider_prints_what_init_installs() {
 }
 
 #[test]
+fn delete_wants_all_or_named_providers() {
+    for args in [
+        &["delete"][..],
+        &["delete", "--all", "--infrastructure", "docker"],
+    ] {
+        let out = capictl(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            stderr(&out),
+            "Error: say which providers to delete: --all, or --core, --bootstrap, --control-plane and --infrastructure with their names (not both)\n"
+        );
+    }
+}
+
+#[test]
 fn commands_not_built_yet_say_so_and_exit_2() {
     for args in [
         &["move", "--to-kubeconfig", "other.kubeconfig"][..],

@@ -869,66 +869,19 @@ fn server_side_apply_with_kubectl() {
     );
 }
 
-const IN_MEMORY_CLUSTER: &str = r#"
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: Cluster
-metadata: {name: sim}
-spec:
-  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: InMemoryCluster, name: sim}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
-kind: InMemoryCluster
-metadata: {name: sim}
-spec: {}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
-kind: InMemoryMachine
-metadata: {name: sim-cp-0}
-spec: {}
----
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: Machine
-metadata:
-  name: sim-cp-0
-  labels: {cluster.x-k8s.io/control-plane: ""}
-spec:
-  clusterName: sim
-  version: v1.30.4
-  bootstrap: {dataSecretName: sim-bootstrap}
-  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: InMemoryMachine, name: sim-cp-0}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
-kind: InMemoryMachineTemplate
-metadata: {name: sim-workers}
-spec: {template: {spec: {}}}
----
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: MachineDeployment
-metadata: {name: sim-md-0}
-spec:
-  clusterName: sim
-  replicas: 2
-  selector: {matchLabels: {pool: sim-md-0}}
-  template:
-    metadata: {labels: {pool: sim-md-0}}
-    spec:
-      clusterName: sim
-      version: v1.30.4
-      bootstrap: {dataSecretName: sim-bootstrap}
-      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: InMemoryMachineTemplate, name: sim-workers}
-"#;
-
+/// The user's flow, command by command: init, generate cluster | kubectl apply, describe until
+/// Available, get kubeconfig, kubectl on the workload cluster, delete the cluster, delete the
+/// providers.
 #[test]
 fn an_in_memory_cluster_on_the_embedded_management_cluster() {
     let Some(m) = Management::up() else { return };
     let kubeconfig_flag = m.kubeconfig().display().to_string();
-    let init = capictl(&[
-        "init",
-        "--infrastructure",
-        "in-memory",
-        "--kubeconfig",
-        &kubeconfig_flag,
-    ]);
+    let with_kubeconfig = |args: &[&str]| -> Output {
+        let mut all = args.to_vec();
+        all.extend(["--kubeconfig", &kubeconfig_flag]);
+        capictl(&all)
+    };
+    let init = with_kubeconfig(&["init", "--infrastructure", "in-memory"]);
     assert!(init.status.success(), "{}", text(&init.stderr));
     let said = text(&init.stderr);
     for line in [
@@ -944,55 +897,65 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
     let providers = m.kubectl(&["get", "providers", "-A", "-o", "name"]);
     assert_eq!(providers.lines().count(), 4, "{providers}");
     // Running init again changes nothing and says no more than that.
-    let again = capictl(&[
-        "init",
-        "--infrastructure",
-        "in-memory",
-        "--kubeconfig",
-        &kubeconfig_flag,
-    ]);
+    let again = with_kubeconfig(&["init", "--infrastructure", "in-memory"]);
     assert!(again.status.success());
     assert_eq!(text(&again.stderr), "Fetching providers\n");
-    m.kubectl_in(&["apply", "-f", "-"], Some(IN_MEMORY_CLUSTER));
-    // The controllers run inside the embedded management cluster.
-    m.kubectl(&[
-        "wait",
-        "--for=condition=Available",
-        "cluster/sim",
-        "--timeout=60s",
-    ]);
-    let clusters = m.kubectl(&["get", "clusters"]);
-    assert!(clusters.contains("Provisioned"), "{clusters}");
-    // `capictl describe cluster` shows the tree with the Cluster Available.
-    let described = capictl(&[
-        "describe",
+
+    let generated = capictl(&[
+        "generate",
         "cluster",
         "sim",
-        "--kubeconfig",
-        m.kubeconfig().to_str().unwrap(),
+        "--infrastructure",
+        "in-memory",
+        "--kubernetes-version",
+        "v1.30.4",
+        "--control-plane-machine-count",
+        "1",
+        "--worker-machine-count",
+        "2",
+        "--target-namespace",
+        "default",
     ]);
-    assert!(described.status.success(), "{}", text(&described.stderr));
-    let tree = text(&described.stdout);
+    assert!(generated.status.success(), "{}", text(&generated.stderr));
+    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&generated.stdout)));
+
+    // `capictl describe cluster` until the Cluster is Available; the controllers run inside the
+    // embedded management cluster.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let tree = loop {
+        let described = with_kubeconfig(&["describe", "cluster", "sim"]);
+        assert!(described.status.success(), "{}", text(&described.stderr));
+        let tree = text(&described.stdout);
+        let cluster_row = tree.lines().nth(1).unwrap_or_default().to_string();
+        if cluster_row.starts_with("Cluster default/sim")
+            && cluster_row.contains("True    Available")
+        {
+            break tree;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not Available in time:\n{tree}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
     assert!(tree.starts_with("NAME "), "{tree}");
-    let cluster_row = tree.lines().nth(1).unwrap();
     assert!(
-        cluster_row.starts_with("Cluster default/sim") && cluster_row.contains("True    Available"),
+        tree.contains("KubeadmControlPlane default/sim-control-plane, v1.30.4"),
         "{tree}"
     );
     assert!(tree.contains("└─Workers"), "{tree}");
+
     // `capictl get kubeconfig` prints the workload kubeconfig, or writes it 0600.
-    let printed = capictl(&["get", "kubeconfig", "sim", "--kubeconfig", &kubeconfig_flag]);
+    let printed = with_kubeconfig(&["get", "kubeconfig", "sim"]);
     assert!(printed.status.success(), "{}", text(&printed.stderr));
     assert!(text(&printed.stdout).contains("current-context: sim-admin@sim"));
     let workload = m.dir.join("sim.kubeconfig");
-    let written = capictl(&[
+    let written = with_kubeconfig(&[
         "get",
         "kubeconfig",
         "sim",
         "-n",
         "default",
-        "--kubeconfig",
-        &kubeconfig_flag,
         "--write-to",
         workload.to_str().unwrap(),
     ]);
@@ -1002,13 +965,7 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
         std::fs::metadata(&workload).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    let unknown = capictl(&[
-        "get",
-        "kubeconfig",
-        "nope",
-        "--kubeconfig",
-        &kubeconfig_flag,
-    ]);
+    let unknown = with_kubeconfig(&["get", "kubeconfig", "nope"]);
     assert_eq!(unknown.status.code(), Some(1));
     assert_eq!(
         text(&unknown.stderr),
@@ -1024,14 +981,57 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
         "{nodes}"
     );
     assert!(nodes.contains("control-plane"), "{nodes}");
-    m.kubectl(&["delete", "cluster", "sim", "--timeout=60s"]);
+
+    // The providers' CRDs cannot go while a Cluster still uses them.
+    let refused = with_kubeconfig(&["delete", "--all", "--include-crd"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains("Cluster default/sim"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert_eq!(
+        m.kubectl(&["get", "providers", "-A", "-o", "name"])
+            .lines()
+            .count(),
+        4
+    );
+
+    m.kubectl(&["delete", "cluster", "sim", "--timeout=90s"]);
     assert_eq!(
         m.kubectl(&[
             "get",
-            "machines,inmemorymachines,inmemoryclusters",
+            "machines,inmemorymachines,inmemoryclusters,kubeadmcontrolplanes",
             "-o",
             "name"
         ]),
         ""
+    );
+    // Templates belong to no Cluster (several may share them): they stay until deleted.
+    let left = with_kubeconfig(&["delete", "--all", "--include-crd"]);
+    assert!(
+        text(&left.stderr).contains("InMemoryMachineTemplate default/sim-md-0"),
+        "{}",
+        text(&left.stderr)
+    );
+    m.kubectl(&[
+        "delete",
+        "kubeadmconfigtemplates,inmemorymachinetemplates",
+        "--all",
+    ]);
+    let deleted = with_kubeconfig(&["delete", "--all", "--include-crd", "--include-namespace"]);
+    assert!(deleted.status.success(), "{}", text(&deleted.stderr));
+    assert!(
+        text(&deleted.stderr)
+            .contains("Deleting Provider={\"name\":\"cluster-api\",\"namespace\":\"capi-system\"}"),
+        "{}",
+        text(&deleted.stderr)
+    );
+    assert_eq!(m.kubectl(&["get", "providers", "-A", "-o", "name"]), "");
+    let crds = m.kubectl(&["get", "crds", "-o", "name"]);
+    assert!(!crds.contains("clusters.cluster.x-k8s.io"), "{crds}");
+    assert!(
+        crds.contains("providers.clusterctl.cluster.x-k8s.io"),
+        "the inventory stays: {crds}"
     );
 }

@@ -53,3 +53,23 @@ impl ClusterArgs {
         Ok((kube::Client::try_from(config)?, namespace))
     }
 }
+
+/// The API of any object given as JSON (`apiVersion`, `kind`, `metadata.namespace`), for the
+/// built-in and provider kinds whose plural is the lowercase kind plus `s`.
+pub fn api_for(
+    client: &kube::Client,
+    object: &serde_json::Value,
+) -> kube::Api<kube::api::DynamicObject> {
+    use kube::api::{ApiResource, GroupVersionKind};
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, kind),
+        &format!("{}s", kind.to_lowercase()),
+    );
+    match object["metadata"]["namespace"].as_str() {
+        Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &resource),
+        None => kube::Api::all_with(client.clone(), &resource),
+    }
+}

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
@@ -49,30 +49,9 @@ const MANAGER: &str = "capictl";
 
 /// Server-side applies an object, whatever its kind.
 async fn apply(client: &Client, object: &Value) -> anyhow::Result<()> {
-    let (group, version) = match object["apiVersion"]
-        .as_str()
-        .unwrap_or_default()
-        .rsplit_once('/')
-    {
-        Some((g, v)) => (g.to_string(), v.to_string()),
-        None => (
-            String::new(),
-            object["apiVersion"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        ),
-    };
     let kind = object["kind"].as_str().unwrap_or_default();
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(&group, &version, kind),
-        &format!("{}s", kind.to_lowercase()),
-    );
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
+    let api = super::connect::api_for(client, object);
     api.patch(
         name,
         &PatchParams::apply(MANAGER).force(),

@@ -2,6 +2,7 @@
 
 mod completion;
 mod connect;
+mod delete;
 mod describe;
 mod generate;
 mod get;
@@ -50,7 +51,7 @@ pub enum Command {
     #[command(subcommand)]
     Upgrade(UpgradeCommand),
     /// Remove providers from the management cluster.
-    Delete(NotBuilt),
+    Delete(delete::Args),
     /// Run the embedded management cluster: up, serve, down, status.
     #[command(subcommand)]
     Management(management::Management),
@@ -113,6 +114,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Get(cmd) => cmd.run(),
         Command::Describe(cmd) => cmd.run(),
         Command::Init(args) => init::run(args),
+        Command::Delete(args) => delete::run(args),
         _ => Err(not_built(name)),
     };
     match result {
