@@ -307,7 +307,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__describe__subcmd__cluster)
-            opts="-n -v -h -V --namespace --show-conditions --show-machinesets --echo --grouping --kubeconfig --kubeconfig-context --verbose --help --version"
+            opts="-n -c -o -v -h -V --namespace --show-conditions --show-machinesets --echo --color --output --grouping --kubeconfig --kubeconfig-context --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -323,6 +323,22 @@ _capictl() {
                     ;;
                 --show-conditions)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "true false" -- "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -W "true false" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "tree json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "tree json yaml" -- "${cur}"))
                     return 0
                     ;;
                 --grouping)

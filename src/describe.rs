@@ -85,6 +85,54 @@ pub struct Options {
     pub grouping: bool,
     /// The time SINCE counts from.
     pub now: Timestamp,
+    /// Colour STATUS by the condition's polarity (green when good, red when bad, yellow when
+    /// unknown) and condition names in cyan.
+    pub color: bool,
+}
+
+const GREEN: &str = "\x1b[32m";
+const RED: &str = "\x1b[31m";
+const YELLOW: &str = "\x1b[33m";
+const CYAN: &str = "\x1b[36m";
+const RESET: &str = "\x1b[0m";
+
+fn paint(text: &str, color: &str, on: bool) -> String {
+    if on && !text.is_empty() {
+        format!("{color}{text}{RESET}")
+    } else {
+        text.to_string()
+    }
+}
+
+/// A condition's status, coloured by whether it is good news for its polarity.
+fn status_cell(condition: &Value, on: bool) -> String {
+    let t = condition["type"].as_str().unwrap_or_default();
+    let status = condition["status"].as_str().unwrap_or_default();
+    let good = match polarity(t) {
+        Polarity::Positive => "True",
+        Polarity::Negative => "False",
+    };
+    let color = match status {
+        "Unknown" => YELLOW,
+        s if s == good => GREEN,
+        _ => RED,
+    };
+    paint(status, color, on)
+}
+
+/// The width a cell takes on screen, colour codes left out.
+fn visible_len(text: &str) -> usize {
+    let mut len = 0;
+    let mut escape = false;
+    for c in text.chars() {
+        match (escape, c) {
+            (false, '\x1b') => escape = true,
+            (true, 'm') => escape = false,
+            (true, _) => {}
+            (false, _) => len += 1,
+        }
+    }
+    len
 }
 
 /// One row of the tree: a real object, a group of alike Machines, or a heading (`Workers`).
@@ -558,7 +606,7 @@ fn condition_rows(
     counters: [String; 4],
     condition: Option<&Value>,
     continuation: &str,
-    now: Timestamp,
+    options: &Options,
     rows: &mut Vec<Row>,
 ) {
     let Some(c) = condition else {
@@ -585,9 +633,9 @@ fn condition_rows(
         b,
         c2,
         d,
-        c["status"].as_str().unwrap_or_default().into(),
+        status_cell(c, options.color),
         c["reason"].as_str().unwrap_or_default().into(),
-        since(c, now),
+        since(c, options.now),
         lines.first().cloned().unwrap_or_default(),
     ]));
     for line in lines.iter().skip(1) {
@@ -655,7 +703,7 @@ fn walk(
     };
     match (filter, &node.object) {
         (Some(filter), Some(o)) => {
-            condition_rows(name, counters, None, "", options.now, rows);
+            condition_rows(name, counters, None, "", options, rows);
             let list: Vec<&Value> = o["status"]["conditions"]
                 .as_array()
                 .map(|l| {
@@ -672,12 +720,13 @@ fn walk(
                 let last = i + 1 == list.len();
                 let glyph = if last { "└─" } else { "├─" };
                 let more = format!("{base}{}", if last { "  " } else { "│ " });
+                let type_ = paint(c["type"].as_str().unwrap_or_default(), CYAN, options.color);
                 condition_rows(
-                    format!("{base}{glyph}{}", c["type"].as_str().unwrap_or_default()),
+                    format!("{base}{glyph}{type_}"),
                     Default::default(),
                     Some(c),
                     &more,
-                    options.now,
+                    options,
                     rows,
                 );
             }
@@ -687,7 +736,7 @@ fn walk(
             counters,
             cells.condition.as_ref(),
             &continuation,
-            options.now,
+            options,
             rows,
         ),
     }
@@ -702,6 +751,36 @@ fn walk(
             rows,
         );
     }
+}
+
+/// The tree as data (`-o json|yaml`): each node with the columns of its row, its conditions
+/// and its children, in the order the text shows them.
+pub fn data(objects: &Objects, options: &Options) -> Value {
+    fn node_data(node: &Node, options: &Options) -> Value {
+        let cells = cells(node);
+        let mut children: Vec<&Node> = node.children.iter().collect();
+        children.sort_by_key(|c| row_name(c));
+        let mut v = serde_json::json!({
+            "name": row_name(node),
+            "replicas": cells.replicas,
+            "available": cells.available,
+            "ready": cells.ready,
+            "upToDate": cells.up_to_date,
+            "condition": cells.condition,
+            "children": children.iter().map(|c| node_data(c, options)).collect::<Vec<_>>(),
+        });
+        if let Some(o) = &node.object {
+            v["object"] = serde_json::json!({"kind": kind_of(o), "namespace": o["metadata"]["namespace"], "name": name_of(o)});
+            v["conditions"] = o["status"]["conditions"].clone();
+        }
+        if !node.group.is_empty() {
+            let mut names: Vec<&str> = node.group.iter().map(name_of).collect();
+            names.sort();
+            v["members"] = serde_json::json!(names);
+        }
+        v
+    }
+    node_data(&tree(objects, options), options)
 }
 
 /// The tree as text: a header and one row per object, columns two spaces apart.
@@ -723,7 +802,7 @@ pub fn render(objects: &Objects, options: &Options) -> String {
     let mut widths = [0usize; 9];
     for Row(cells) in &rows {
         for (w, c) in widths.iter_mut().zip(cells) {
-            *w = (*w).max(c.chars().count());
+            *w = (*w).max(visible_len(c));
         }
     }
     let mut out = String::new();
@@ -732,7 +811,7 @@ pub fn render(objects: &Objects, options: &Options) -> String {
         for (i, c) in cells.iter().enumerate() {
             line.push_str(c);
             if i + 1 < cells.len() {
-                line.push_str(&" ".repeat(widths[i] - c.chars().count() + 2));
+                line.push_str(&" ".repeat(widths[i] - visible_len(c) + 2));
             }
         }
         out.push_str(line.trim_end());
@@ -863,6 +942,7 @@ mod tests {
             echo: false,
             grouping,
             now: NOW.parse().unwrap(),
+            color: false,
         }
     }
 
@@ -882,6 +962,55 @@ mod tests {
             &objects(),
             &options("KubeadmControlPlane,Cluster+", true, false)
         ));
+    }
+
+    #[test]
+    fn colours_follow_polarity_and_keep_columns_aligned() {
+        let mut o = options("KubeadmControlPlane", true, false);
+        o.color = true;
+        let text = render(&objects(), &o);
+        assert!(text.contains("\x1b[31mFalse\x1b[0m"), "NotAvailable in red");
+        assert!(
+            text.contains("\x1b[32mFalse\x1b[0m"),
+            "RollingOut False is good news: green"
+        );
+        assert!(text.contains("\x1b[36mEtcdClusterHealthy\x1b[0m"));
+        let plain: String = render(&objects(), &options("KubeadmControlPlane", true, false));
+        let strip = |t: &str| {
+            t.replace("\x1b[31m", "")
+                .replace("\x1b[32m", "")
+                .replace("\x1b[33m", "")
+                .replace("\x1b[36m", "")
+                .replace("\x1b[0m", "")
+        };
+        assert_eq!(strip(&text), plain);
+    }
+
+    #[test]
+    fn the_tree_as_data() {
+        let d = data(&objects(), &options("", true, false));
+        assert_eq!(d["object"]["kind"], "Cluster");
+        assert_eq!(d["replicas"], "3/3");
+        let names: Vec<&str> = d["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "InMemoryCluster default/c1",
+                "KubeadmControlPlane default/c1-cp, v1.30.4",
+                "MachineHealthChecks",
+                "Workers"
+            ]
+        );
+        let group = &d["children"][3]["children"][0]["children"][0];
+        assert_eq!(
+            group["members"],
+            serde_json::json!(["c1-md-0-x-1", "c1-md-0-x-2"])
+        );
     }
 
     #[test]

@@ -36,11 +36,24 @@ pub struct DescribeClusterArgs {
     /// Always show Machines' infrastructure machines and bootstrap configs.
     #[arg(long)]
     echo: bool,
+    /// Colour the output [default: when stdout is a terminal and NO_COLOR is unset]
+    #[arg(short, long, action = clap::ArgAction::Set, value_name = "BOOL")]
+    color: Option<bool>,
+    /// The output: the tree as text, or the same tree as JSON or YAML.
+    #[arg(short, long, value_enum, default_value = "tree")]
+    output: Output,
     /// Fold sibling Machines in the same state into one row.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     grouping: bool,
     #[command(flatten)]
     cluster: ClusterArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Output {
+    Tree,
+    Json,
+    Yaml,
 }
 
 impl Describe {
@@ -101,8 +114,22 @@ async fn cluster(args: DescribeClusterArgs) -> anyhow::Result<()> {
         echo: args.echo,
         grouping: args.grouping,
         now: k8s_openapi::jiff::Timestamp::now(),
+        color: args.color.unwrap_or_else(|| {
+            use std::io::IsTerminal;
+            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+        }),
     };
-    print!("{}", describe::render(&objects, &options));
+    match args.output {
+        Output::Tree => print!("{}", describe::render(&objects, &options)),
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&describe::data(&objects, &options))?
+        ),
+        Output::Yaml => print!(
+            "{}",
+            crate::yaml::to_string(&describe::data(&objects, &options))?
+        ),
+    }
     Ok(())
 }
 
