@@ -756,7 +756,7 @@ fn walk(
 /// The tree as data (`-o json|yaml`): each node with the columns of its row, its conditions
 /// and its children, in the order the text shows them.
 pub fn data(objects: &Objects, options: &Options) -> Value {
-    fn node_data(node: &Node, options: &Options) -> Value {
+    fn node_data(node: &Node) -> Value {
         let cells = cells(node);
         let mut children: Vec<&Node> = node.children.iter().collect();
         children.sort_by_key(|c| row_name(c));
@@ -767,7 +767,7 @@ pub fn data(objects: &Objects, options: &Options) -> Value {
             "ready": cells.ready,
             "upToDate": cells.up_to_date,
             "condition": cells.condition,
-            "children": children.iter().map(|c| node_data(c, options)).collect::<Vec<_>>(),
+            "children": children.iter().map(|c| node_data(c)).collect::<Vec<_>>(),
         });
         if let Some(o) = &node.object {
             v["object"] = serde_json::json!({"kind": kind_of(o), "namespace": o["metadata"]["namespace"], "name": name_of(o)});
@@ -780,7 +780,7 @@ pub fn data(objects: &Objects, options: &Options) -> Value {
         }
         v
     }
-    node_data(&tree(objects, options), options)
+    node_data(&tree(objects, options))
 }
 
 /// The tree as text: a header and one row per object, columns two spaces apart.
