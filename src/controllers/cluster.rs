@@ -2,6 +2,7 @@
 //! Machines, writes the admin kubeconfig when there is no control-plane provider, and tears
 //! everything down in order when the Cluster is deleted.
 
+use super::common::machine_condition_true as is_true;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,13 +80,6 @@ pub fn phase(cluster: &Cluster) -> &'static str {
     } else {
         "Pending"
     }
-}
-
-fn is_true(m: &Machine, t: &str) -> bool {
-    m.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .is_some_and(|c| conditions::is_true(c, t))
 }
 
 /// Counts Machines into a replicas summary (control plane without a provider).

@@ -175,6 +175,14 @@ where
         .await?)
 }
 
+/// Whether a Machine's condition of this type is True.
+pub fn machine_condition_true(m: &crate::api::Machine, condition_type: &str) -> bool {
+    m.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .is_some_and(|c| crate::conditions::is_true(c, condition_type))
+}
+
 /// Whether an object is being deleted.
 pub fn deleting<K: Resource>(object: &K) -> bool {
     object.meta().deletion_timestamp.is_some()

@@ -2,6 +2,7 @@
 //! control-plane Machines created, scaled, upgraded and removed one at a time, moving etcd
 //! leadership off a machine and removing its etcd member before it goes.
 
+use super::common::machine_condition_true as is_true;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,17 +22,10 @@ use crate::api::kubeadm_control_plane::{
 };
 use crate::api::machine::{Bootstrap, MachineSpec};
 use crate::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine, MachineDeployment};
-use crate::conditions::{self, MergeReasons, NewCondition, Status};
+use crate::conditions::{MergeReasons, NewCondition, Status};
 
 pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
 pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
-
-fn is_true(m: &Machine, t: &str) -> bool {
-    m.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .is_some_and(|c| conditions::is_true(c, t))
-}
 
 /// Why a control-plane Machine is not what the KubeadmControlPlane asks for; empty when it is.
 pub fn outdated_reasons(
