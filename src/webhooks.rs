@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::api::common::kubernetes_version;
 use crate::apiserver::admission::{Admission, Chain, Operation, Request};
 use crate::apiserver::status::{ApiError, FieldCause};
 
@@ -14,15 +15,6 @@ use crate::apiserver::status::{ApiError, FieldCause};
 pub fn register(chain: &Chain) {
     chain.register(Arc::new(VersionDefaults));
     chain.register(Arc::new(KubeadmControlPlaneRules));
-}
-
-/// A Kubernetes version as `(major, minor, patch)`, with or without the "v".
-fn parse_version(version: &str) -> Option<(u64, u64, u64)> {
-    let core = version.strip_prefix('v').unwrap_or(version);
-    let core = core.split(['-', '+']).next()?;
-    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
-    let version = (parts.next()??, parts.next()??, parts.next()??);
-    parts.next().is_none().then_some(version)
 }
 
 /// Puts the "v" on a version that lacks it, as upstream's defaulting webhooks do.
@@ -76,7 +68,7 @@ impl Admission for VersionDefaults {
     fn validate(&self, request: &Request<'_>, object: &Value) -> Result<Vec<String>, ApiError> {
         let path = version_path(request.kind).expect("handled kinds have a version");
         match at(object, path).and_then(Value::as_str) {
-            Some(v) if parse_version(v).is_none() => Err(ApiError::invalid(
+            Some(v) if kubernetes_version(v).is_none() => Err(ApiError::invalid(
                 request.kind,
                 request.group,
                 request.name,
@@ -203,10 +195,10 @@ pub fn kubeadm_control_plane_causes(object: &Value, old: Option<&Value>) -> Vec<
             }
         }
     }
-    let new_version = spec["version"].as_str().and_then(parse_version);
+    let new_version = spec["version"].as_str().and_then(kubernetes_version);
     let old_version = old
         .and_then(|o| o["spec"]["version"].as_str())
-        .and_then(parse_version);
+        .and_then(kubernetes_version);
     if let (Some(from), Some(to)) = (old_version, new_version)
         && to < from
     {
@@ -279,13 +271,7 @@ mod tests {
     }
 
     #[test]
-    fn versions_parse_with_or_without_the_v() {
-        assert_eq!(parse_version("v1.30.4"), Some((1, 30, 4)));
-        assert_eq!(parse_version("1.30.4"), Some((1, 30, 4)));
-        assert_eq!(parse_version("v1.31.0-rc.1"), Some((1, 31, 0)));
-        for bad in ["v1.30", "latest", "v1.30.x", "v1.30.4.1"] {
-            assert_eq!(parse_version(bad), None, "{bad}");
-        }
+    fn versions_get_their_v() {
         let mut v = json!("1.29.10");
         prefix_v(&mut v);
         assert_eq!(v, "v1.29.10");

@@ -7,6 +7,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_with::skip_serializing_none;
 
+/// A Kubernetes version (`v1.30.4`, `1.31.0-rc.1`) as `(major, minor, patch)`, with or without the "v".
+pub fn kubernetes_version(version: &str) -> Option<(u64, u64, u64)> {
+    let core = version.strip_prefix('v').unwrap_or(version);
+    let core = core.split(['-', '+']).next()?;
+    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+    let version = (parts.next()??, parts.next()??, parts.next()??);
+    parts.next().is_none().then_some(version)
+}
+
 /// A reference to a provider object in the referencing object's namespace. The API version is
 /// not part of the reference: it is resolved through the contract label on the provider's CRD.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -210,4 +219,19 @@ pub struct V1Beta1Status {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DeprecatedStatus {
     pub v1beta1: Option<V1Beta1Status>,
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::kubernetes_version;
+
+    #[test]
+    fn versions_parse_with_or_without_the_v() {
+        assert_eq!(kubernetes_version("v1.30.4"), Some((1, 30, 4)));
+        assert_eq!(kubernetes_version("1.30.4"), Some((1, 30, 4)));
+        assert_eq!(kubernetes_version("v1.31.0-rc.1"), Some((1, 31, 0)));
+        for bad in ["v1.30", "latest", "v1.30.x", "v1.30.4.1"] {
+            assert_eq!(kubernetes_version(bad), None, "{bad}");
+        }
+    }
 }

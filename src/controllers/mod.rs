@@ -125,18 +125,35 @@ pub fn versions(versions: impl Iterator<Item = String>) -> Vec<crate::api::commo
     for v in versions {
         *counts.entry(v).or_default() += 1;
     }
-    counts
+    let mut out: Vec<crate::api::common::StatusVersion> = counts
         .into_iter()
         .map(|(version, n)| crate::api::common::StatusVersion {
             version,
             replicas: Some(n),
         })
-        .collect()
+        .collect();
+    // By version, not by text: v1.29.9 is older than v1.29.10.
+    out.sort_by_key(|v| crate::api::common::kubernetes_version(&v.version));
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_are_counted_oldest_first() {
+        let v = versions(
+            ["v1.29.10", "v1.29.9", "v1.29.10", "v1.30.0"]
+                .map(String::from)
+                .into_iter(),
+        );
+        let got: Vec<(&str, i32)> = v
+            .iter()
+            .map(|v| (v.version.as_str(), v.replicas.unwrap()))
+            .collect();
+        assert_eq!(got, [("v1.29.9", 1), ("v1.29.10", 2), ("v1.30.0", 1)]);
+    }
 
     #[test]
     fn backoff_doubles_per_object_and_resets_on_success() {

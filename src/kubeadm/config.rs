@@ -6,19 +6,11 @@ use serde_json::{Map, Value, json};
 
 use crate::api::kubeadm_config::KubeadmConfigSpec;
 
-/// A Kubernetes version's minor number (`v1.30.4` → 30).
-pub fn minor(version: &str) -> Option<u32> {
-    version
-        .trim_start_matches('v')
-        .split('.')
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 /// The kubeadm config API version for a Kubernetes version.
 pub fn api_version(kubernetes_version: &str) -> &'static str {
-    if minor(kubernetes_version).is_some_and(|m| m >= 31) {
+    if crate::api::common::kubernetes_version(kubernetes_version)
+        .is_some_and(|(_, minor, _)| minor >= 31)
+    {
         "kubeadm.k8s.io/v1beta4"
     } else {
         "kubeadm.k8s.io/v1beta3"
