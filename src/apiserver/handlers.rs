@@ -417,6 +417,9 @@ impl Call<'_> {
                 Err(e) => Err(e.into()),
             };
         }
+        if object::unchanged(&current.value, &new) {
+            return Ok(Ok(self.present(current)));
+        }
         match self
             .server
             .store

@@ -286,6 +286,22 @@ pub fn prepare_update(
     Ok(())
 }
 
+/// Whether an update changes nothing but the times in managedFields — the API server then
+/// writes nothing, so the resourceVersion stays and no watcher hears of it (a controller that
+/// patches an unchanged status must not wake itself, and everyone else, again).
+pub fn unchanged(old: &Value, new: &Value) -> bool {
+    let without_times = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(entries) = v["metadata"]["managedFields"].as_array_mut() {
+            for e in entries.iter_mut().filter_map(Value::as_object_mut) {
+                e.remove("time");
+            }
+        }
+        v
+    };
+    old == new || without_times(old) == without_times(new)
+}
+
 /// The resourceVersion a client sent with an object, if any.
 pub fn sent_revision(object: &Value) -> Result<Option<u64>, ApiError> {
     match object["metadata"]["resourceVersion"].as_str() {
@@ -319,6 +335,20 @@ pub fn is_deleting(object: &Value) -> bool {
 mod tests {
     use super::*;
     use crate::apiserver::registry::Registry;
+
+    #[test]
+    fn an_update_that_only_moves_managed_field_times_is_no_change() {
+        let at = |time: &str, mode: &str| {
+            json!({"metadata": {"name": "a", "managedFields": [{"manager": "m", "time": time}]}, "data": {"mode": mode}})
+        };
+        let old = at("2026-11-30T01:00:00Z", "fast");
+        assert!(unchanged(&old, &old));
+        assert!(unchanged(&old, &at("2026-11-30T02:00:00Z", "fast")));
+        assert!(!unchanged(&old, &at("2026-11-30T02:00:00Z", "slow")));
+        let mut other_manager = old.clone();
+        other_manager["metadata"]["managedFields"][0]["manager"] = json!("kubectl");
+        assert!(!unchanged(&old, &other_manager));
+    }
 
     #[test]
     fn names_are_dns_subdomains() {

@@ -23,7 +23,7 @@ use crate::kubeadm::certs;
 
 pub const FINALIZER: &str = "cluster.cluster.x-k8s.io";
 
-/// The objects of a Cluster, listed by its cluster-name label.
+/// The objects of a Cluster, found by its cluster-name label.
 struct Descendants {
     deployments: Vec<MachineDeployment>,
     sets: Vec<MachineSet>,
@@ -43,11 +43,14 @@ async fn descendants(ctx: &Context, cluster: &Cluster) -> Result<Descendants> {
         .list(&selector)
         .await?
         .items;
-    let (control_plane, workers) = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
-        .list(&selector)
+    // Machines can be thousands: from the shared cache, not the API server.
+    let name = cluster.name_any();
+    let (control_plane, workers) = ctx
+        .machines()
+        .list(&ns, |m| m.labels().get(CLUSTER_NAME_LABEL) == Some(&name))
         .await?
-        .items
         .into_iter()
+        .map(|m| (*m).clone())
         .partition(|m| m.labels().contains_key(CONTROL_PLANE_LABEL));
     Ok(Descendants {
         deployments,
@@ -498,7 +501,9 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     with_phase.status = Some(status.clone());
     status.phase = Some(phase(&with_phase).to_string());
     status.observed_generation = generation;
-    common::patch_status(&api, &cluster.name_any(), &status).await?;
+    if cluster.status.as_ref() != Some(&status) {
+        common::patch_status(&api, &cluster.name_any(), &status).await?;
+    }
     Ok(Action::requeue(requeue))
 }
 

@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams};
+use futures::StreamExt;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -87,17 +89,6 @@ async fn adopt(
     )
     .await?;
     Ok(())
-}
-
-/// Finds the Machine's Node by providerID.
-async fn find_node(client: &Client, provider_id: &str) -> Result<Option<Node>> {
-    let nodes = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await?;
-    Ok(nodes
-        .items
-        .into_iter()
-        .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)))
 }
 
 fn node_conditions(node: Option<&Node>) -> Vec<NewCondition> {
@@ -342,44 +333,50 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
         .and_then(|i| i.control_plane_initialized)
         == Some(true);
     let is_control_plane = machine.labels().contains_key(common::CONTROL_PLANE_LABEL);
-    let mut requeue = Duration::from_secs(10);
+    // Node changes reach this reconciler through the workload cluster's Node watch; the
+    // requeue is only a safety net.
+    let mut requeue = Duration::from_secs(60);
     match (
         &machine.spec.provider_id,
         cluster_initialized || is_control_plane,
     ) {
-        (Some(id), true) => match ctx.remote.client(&ns, &cluster.name_any()).await {
-            Ok(Some(client)) => match find_node(&client, id).await {
-                Ok(node) => {
-                    if let Some(node) = &node {
-                        status.node_ref = Some(MachineNodeReference {
-                            name: node.name_any(),
-                        });
-                        status.node_info = node.status.as_ref().and_then(|s| s.node_info.clone());
+        (Some(id), true) => match ctx
+            .remote
+            .node_by_provider_id(&ns, &cluster.name_any(), id)
+            .await
+        {
+            Ok(Some(node)) => {
+                if let Some(node) = &node {
+                    status.node_ref = Some(MachineNodeReference {
+                        name: node.name_any(),
+                    });
+                    status.node_info = node.status.as_ref().and_then(|s| s.node_info.clone());
+                    if let Some(client) = ctx.remote.client(&ns, &cluster.name_any()).await? {
                         sync_node(&client, &machine, node).await?;
-                    } else {
-                        requeue = Duration::from_secs(1);
                     }
-                    conds.extend(node_conditions(node.as_ref()));
+                } else {
+                    requeue = Duration::from_secs(10);
                 }
-                Err(e) => {
-                    requeue = Duration::from_secs(2);
-                    conds.push(
-                        NewCondition::new("NodeHealthy", Status::Unknown, "ConnectionDown")
-                            .message(format!("Cannot reach the workload cluster: {e}")),
-                    );
-                }
-            },
+                conds.extend(node_conditions(node.as_deref()));
+            }
             Ok(None) => {
-                requeue = Duration::from_secs(1);
+                requeue = Duration::from_secs(2);
                 conds.push(
                     NewCondition::new("NodeHealthy", Status::Unknown, "InspectionFailed")
                         .message("Waiting for the Cluster's kubeconfig Secret"),
                 );
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                requeue = Duration::from_secs(2);
+                conds.push(
+                    NewCondition::new("NodeHealthy", Status::Unknown, "ConnectionDown")
+                        .message(format!("Cannot reach the workload cluster: {e}")),
+                );
+            }
         },
         (Some(id), false) => {
-            requeue = Duration::from_secs(1);
+            // The Cluster watch wakes this Machine when the control plane is initialized.
+            requeue = Duration::from_secs(10);
             conds.push(NewCondition::new("NodeHealthy", Status::Unknown, "InspectionFailed").message(format!(
                 "Waiting for Cluster control plane to be initialized to find the Node with spec.providerID {id}"
             )));
@@ -716,6 +713,70 @@ async fn drain(client: &Client, node: &str) -> Result<usize> {
         }
     }
     Ok(remaining)
+}
+
+/// The Machines to reconcile when a workload cluster's Node changes: the one named in the
+/// Node's `cluster.x-k8s.io/machine` annotation, or, before the Machine has written it, the
+/// Machine of that namespace with the Node's providerID (from the controller's cache).
+pub fn machines_of_node_changes(
+    changes: tokio::sync::broadcast::Receiver<super::remote::NodeChange>,
+    machines: Store<Machine>,
+) -> impl futures::Stream<Item = ObjectRef<Machine>> + Send + 'static {
+    tokio_stream::wrappers::BroadcastStream::new(changes).filter_map(move |change| {
+        let found = change.ok().and_then(|c| {
+            let annotated = c.node.annotations();
+            if let (Some(name), Some(ns)) = (
+                annotated.get("cluster.x-k8s.io/machine"),
+                annotated.get("cluster.x-k8s.io/cluster-namespace"),
+            ) && *ns == c.namespace
+            {
+                return Some(ObjectRef::new(name).within(ns));
+            }
+            let id = c.node.spec.as_ref()?.provider_id.as_deref()?;
+            machines
+                .find(|m| {
+                    m.namespace().as_deref() == Some(c.namespace.as_str())
+                        && m.spec.provider_id.as_deref() == Some(id)
+                })
+                .map(|m| ObjectRef::from_obj(m.as_ref()))
+        });
+        std::future::ready(found)
+    })
+}
+
+/// Maps Cluster changes to the Machines to reconcile: all of a Cluster's Machines, but only
+/// when its control plane has just become initialized (workers wait for that before looking
+/// for their Node), as upstream's ClusterControlPlaneInitialized predicate does. Other Cluster
+/// changes, such as status counters, wake no Machine.
+pub fn machines_of_initialized_cluster(
+    machines: Store<Machine>,
+) -> impl Fn(Cluster) -> Vec<ObjectRef<Machine>> + Send + Sync + 'static {
+    let initialized = std::sync::Mutex::new(std::collections::HashSet::<String>::new());
+    move |cluster: Cluster| {
+        let uid = cluster.uid().unwrap_or_default();
+        let now = cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.initialization.as_ref())
+            .and_then(|i| i.control_plane_initialized)
+            == Some(true);
+        let mut seen = initialized.lock().unwrap();
+        if !now {
+            seen.remove(&uid);
+            return Vec::new();
+        }
+        if !seen.insert(uid) {
+            return Vec::new();
+        }
+        let ns = cluster.namespace();
+        let name = cluster.name_any();
+        machines
+            .state()
+            .iter()
+            .filter(|m| m.namespace() == ns && m.spec.cluster_name == name)
+            .map(|m| ObjectRef::from_obj(m.as_ref()))
+            .collect()
+    }
 }
 
 #[cfg(test)]

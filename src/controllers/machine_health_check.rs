@@ -184,11 +184,7 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
     let mut selector: BTreeMap<String, String> =
         mhc.spec.selector.match_labels.clone().unwrap_or_default();
     selector.insert(CLUSTER_NAME_LABEL.into(), mhc.spec.cluster_name.clone());
-    let label_selector = selector
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",");
+    let label_selector = super::machine_set::selector_string(&selector);
     let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
     let targets: Vec<Machine> = machines_api
         .list(&ListParams::default().labels(&label_selector))
@@ -200,48 +196,39 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
                 && !m.annotations().contains_key(common::PAUSED_ANNOTATION)
         })
         .collect();
-    let remote = ctx
-        .remote
-        .client(&ns, &cluster.name_any())
-        .await
-        .unwrap_or(None);
     let checks = mhc.spec.checks.clone().unwrap_or_default();
     let now = Timestamp::now();
     let mut healthy = 0;
     let mut unhealthy = Vec::new();
     let mut next: Option<Duration> = None;
     for machine in &targets {
-        let node = match (
-            &remote,
-            machine.status.as_ref().and_then(|s| s.node_ref.as_ref()),
-        ) {
-            (Some(client), Some(node_ref)) => Api::<Node>::all(client.clone())
-                .get_opt(&node_ref.name)
+        let node_ref = machine.status.as_ref().and_then(|s| s.node_ref.as_ref());
+        // From the workload cluster's Node cache: Some(None) means the cluster answered and
+        // has no such Node; None that it could not be asked.
+        let lookup = match node_ref {
+            Some(r) => ctx
+                .remote
+                .node(&ns, &cluster.name_any(), &r.name)
                 .await
                 .ok()
                 .flatten(),
-            _ => None,
+            None => None,
         };
+        let node_deleted = matches!(lookup, Some(None));
+        let node = lookup.flatten();
         let started = machine
             .meta()
             .creation_timestamp
             .as_ref()
             .map(|t| t.0)
             .unwrap_or(now);
-        let node_deleted = node.is_none()
-            && machine
-                .status
-                .as_ref()
-                .and_then(|s| s.node_ref.as_ref())
-                .is_some()
-            && remote.is_some();
         let health = if node_deleted {
             Health::Unhealthy {
                 reason: "NodeDeleted",
                 message: "Health check failed: Node has been deleted".into(),
             }
         } else {
-            check(&checks, machine, node.as_ref(), started, now)
+            check(&checks, machine, node.as_deref(), started, now)
         };
         let condition = match &health {
             Health::Healthy => {

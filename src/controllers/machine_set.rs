@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -165,8 +166,9 @@ pub(super) async fn clone_template(
     })
 }
 
-/// Creates one Machine with its bootstrap config and infrastructure machine.
-async fn create_machine(ctx: &Context, ms: &MachineSet) -> Result<()> {
+/// Creates one Machine of the set, with its bootstrap config and infrastructure machine;
+/// returns its name.
+async fn create_machine(ctx: &Context, ms: &MachineSet) -> Result<String> {
     let ns = ms.namespace().unwrap_or_default();
     let name = format!(
         "{}-{}",
@@ -217,10 +219,10 @@ async fn create_machine(ctx: &Context, ms: &MachineSet) -> Result<()> {
         spec,
         status: None,
     };
-    Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+    let created = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
         .create(&PostParams::default(), &machine)
         .await?;
-    Ok(())
+    Ok(created.name_any())
 }
 
 fn truncate(name: &str, max: usize) -> &str {
@@ -236,9 +238,15 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
 
     // The Machines of this set: controlled by it, or orphans it adopts.
     let mut machines = Vec::new();
-    for m in machines_api.list(&ListParams::default()).await?.items {
+    // Only Machines with the selector's labels can be this set's (owned ones carry them too).
+    // From the shared cache: listing them from the API server on every event is quadratic.
+    let candidates = ctx
+        .machines()
+        .list(&ns, |m| matches(&selector, m.labels()))
+        .await?;
+    for m in candidates {
         match common::controller_of(m.owner_references()) {
-            Some(c) if c.uid == uid => machines.push(m),
+            Some(c) if c.uid == uid => machines.push((*m).clone()),
             None if matches(&selector, m.labels()) && !common::deleting(ms.as_ref()) => {
                 let mut refs = m.owner_references().to_vec();
                 refs.push(common::owner_reference(ms.as_ref(), true));
@@ -314,9 +322,17 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
             .get(DISABLE_CREATE_ANNOTATION)
             .is_some_and(|v| v == "true");
         if !disabled {
+            let mut created = Vec::new();
             for _ in live.len()..desired {
-                create_machine(&ctx, &ms).await?;
+                created.push(create_machine(&ctx, &ms).await?);
             }
+            ctx.machines()
+                .wait_for("the new Machines", |cache| {
+                    created
+                        .iter()
+                        .all(|n| cache.get(&ObjectRef::new(n).within(&ns)).is_some())
+                })
+                .await?;
         }
         conds.push(
             NewCondition::new("ScalingUp", Status::True, "ScalingUp").message(format!(
@@ -339,11 +355,21 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
             .and_then(|d| d.order)
             .unwrap_or_default();
         let live_owned: Vec<Machine> = live.iter().map(|m| (*m).clone()).collect();
-        for name in machines_to_delete(&live_owned, live.len() - desired, order, Timestamp::now()) {
+        let doomed = machines_to_delete(&live_owned, live.len() - desired, order, Timestamp::now());
+        for name in &doomed {
             machines_api
-                .delete(&name, &DeleteParams::background())
+                .delete(name, &DeleteParams::background())
                 .await?;
         }
+        ctx.machines()
+            .wait_for("the Machines being deleted", |cache| {
+                doomed.iter().all(|n| {
+                    cache
+                        .get(&ObjectRef::new(n).within(&ns))
+                        .is_none_or(|m| common::deleting(m.as_ref()))
+                })
+            })
+            .await?;
         conds.push(
             NewCondition::new("ScalingDown", Status::True, "ScalingDown").message(format!(
                 "Scaling down from {} to {desired} replicas",

@@ -5,6 +5,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::future::ready;
+
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
@@ -119,10 +121,10 @@ pub async fn run(
             running.spawn(drive(
                 "cluster",
                 Controller::new(Api::<Cluster>::all(c.clone()), watcher::Config::default())
-                    .watches(
-                        Api::<Machine>::all(c.clone()),
-                        watcher::Config::default(),
-                        |m| cluster_of(&m, &m.spec.cluster_name),
+                    .reconcile_on(
+                        ctx.machines()
+                            .changes()
+                            .filter_map(|m| ready(cluster_of(m.as_ref(), &m.spec.cluster_name))),
                     )
                     .watches(
                         Api::<MachineDeployment>::all(c.clone()),
@@ -137,9 +139,21 @@ pub async fn run(
                         ctx.clone(),
                     ),
             ));
+            let machines =
+                Controller::new(Api::<Machine>::all(c.clone()), watcher::Config::default());
+            let cache = machines.store();
             running.spawn(drive(
                 "machine",
-                Controller::new(Api::<Machine>::all(c.clone()), watcher::Config::default())
+                machines
+                    .watches(
+                        Api::<Cluster>::all(c.clone()),
+                        watcher::Config::default(),
+                        super::machine::machines_of_initialized_cluster(cache.clone()),
+                    )
+                    .reconcile_on(super::machine::machines_of_node_changes(
+                        ctx.remote.node_changes(),
+                        cache,
+                    ))
                     .with_config(cfg.clone())
                     .graceful_shutdown_on(stopped())
                     .run(
@@ -154,7 +168,7 @@ pub async fn run(
                     Api::<MachineSet>::all(c.clone()),
                     watcher::Config::default(),
                 )
-                .owns(Api::<Machine>::all(c.clone()), watcher::Config::default())
+                .reconcile_on(controllers_of(ctx.machines().changes()))
                 .with_config(cfg.clone())
                 .graceful_shutdown_on(stopped())
                 .run(
@@ -231,7 +245,7 @@ pub async fn run(
                     Api::<KubeadmControlPlane>::all(c.clone()),
                     watcher::Config::default(),
                 )
-                .owns(Api::<Machine>::all(c.clone()), watcher::Config::default())
+                .reconcile_on(controllers_of(ctx.machines().changes()))
                 .with_config(config(&options))
                 .graceful_shutdown_on(stopped())
                 .run(
@@ -315,6 +329,22 @@ where
         ctx.backoff.succeeded(&key);
     }
     result
+}
+
+/// The controllers (owners with controller: true) of kind `P` of the changed objects.
+fn controllers_of<P, K>(
+    changes: impl futures::Stream<Item = Arc<K>> + Send + 'static,
+) -> impl futures::Stream<Item = ObjectRef<P>> + Send + 'static
+where
+    P: Resource<DynamicType = ()> + 'static,
+    K: Resource + Send + Sync + 'static,
+{
+    changes.filter_map(|o| {
+        let owner = super::common::controller_of(o.owner_references())
+            .filter(|r| r.kind == P::kind(&()))
+            .map(|r| ObjectRef::new(&r.name).within(o.meta().namespace.as_deref().unwrap_or_default()));
+        ready(owner)
+    })
 }
 
 fn cluster_of<K: Resource>(object: &K, cluster: &str) -> Option<ObjectRef<Cluster>> {

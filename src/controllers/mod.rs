@@ -6,6 +6,7 @@
 //! provider objects reached through their contract) are in [`common`] and [`external`]; the
 //! workload clusters are reached through [`remote`].
 
+pub mod cache;
 pub mod cluster;
 pub mod common;
 pub mod etcd;
@@ -40,6 +41,7 @@ pub struct Context {
     /// The workload clusters' etcd, for the control plane provider; None when no
     /// infrastructure provider can reach it.
     pub etcd: Option<Arc<dyn etcd::EtcdCluster>>,
+    machines: std::sync::OnceLock<cache::Cache<crate::api::Machine>>,
 }
 
 impl Context {
@@ -49,8 +51,16 @@ impl Context {
             external: external::Resolver::new(client.clone()),
             remote: remote::RemoteClusters::new(client.clone()),
             backoff: Backoff::default(),
+            machines: std::sync::OnceLock::new(),
             client,
         })
+    }
+
+    /// All Machines of the management cluster, cached; the watch starts on first use (the
+    /// Machine CRD is installed by then).
+    pub fn machines(&self) -> &cache::Cache<crate::api::Machine> {
+        self.machines
+            .get_or_init(|| cache::Cache::watch(kube::Api::all(self.client.clone())))
     }
 }
 

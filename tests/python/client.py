@@ -15,11 +15,13 @@ assert names == ["default", "kube-node-lease", "kube-public", "kube-system"], na
 print("list namespaces: ok")
 
 seen = []
+# The watch starts from this point, however late its thread gets to connect.
+start = core.list_namespaced_config_map("default").metadata.resource_version
 
 
 def watch_config_maps():
     w = watch.Watch()
-    for event in w.stream(core.list_namespaced_config_map, "default", timeout_seconds=10):
+    for event in w.stream(core.list_namespaced_config_map, "default", resource_version=start, timeout_seconds=10):
         seen.append((event["type"], event["object"].metadata.name, event["object"].data))
         if event["type"] == "DELETED":
             w.stop()

@@ -1,0 +1,130 @@
+//! Shared caches: one watch per kind, kept in memory and read by every reconciler that needs
+//! to look across many objects (a Cluster counting its Machines, a MachineSet finding its
+//! own), instead of each listing them from the API server on every event — which grows with
+//! the square of the number of Machines (upstream's shared informers).
+//!
+//! A cache also announces every change after it has applied it, so a reconciler triggered by
+//! a change always reads a cache that already holds it.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
+
+use super::{Error, Result};
+
+/// How long a reconciler waits for a cache's first list, or for its own writes to show.
+const SYNC: Duration = Duration::from_secs(5);
+
+pub struct Cache<K: Resource<DynamicType = ()> + 'static> {
+    store: Store<K>,
+    changes: broadcast::Sender<Arc<K>>,
+    watch: tokio::task::JoinHandle<()>,
+}
+
+impl<K: Resource<DynamicType = ()> + 'static> Drop for Cache<K> {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// Starts watching `api` into a new cache.
+    pub fn watch(api: Api<K>) -> Cache<K> {
+        Self::watch_tapped(api, |_| {})
+    }
+
+    /// Starts watching `api` into a new cache that also hands each change to `tap`.
+    pub fn watch_tapped(api: Api<K>, tap: impl Fn(&Arc<K>) + Send + 'static) -> Cache<K> {
+        let (store, writer) = reflector::store();
+        // Room for bursts (a MachineSet creating thousands of Machines); a subscriber that
+        // still falls behind misses triggers, which the reconcilers' requeues make up for.
+        let changes = broadcast::channel(16 * 1024).0;
+        let sender = changes.clone();
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff()
+            .touched_objects();
+        let watch = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                if let Ok(object) = event {
+                    let object = Arc::new(object);
+                    tap(&object);
+                    // No subscriber is fine: nothing wants to hear yet.
+                    let _ = sender.send(object);
+                }
+            }
+        });
+        Cache {
+            store,
+            changes,
+            watch,
+        }
+    }
+
+    /// The cache, once its first list has arrived.
+    pub async fn ready(&self) -> Result<&Store<K>> {
+        tokio::time::timeout(SYNC, self.store.wait_until_ready())
+            .await
+            .map_err(|_| {
+                Error::Invalid(format!(
+                    "the {} cache is not filled after {}s: the API server does not answer its watch",
+                    K::kind(&()),
+                    SYNC.as_secs()
+                ))
+            })?
+            .map_err(|_| Error::Invalid(format!("the {} cache stopped", K::kind(&()))))?;
+        Ok(&self.store)
+    }
+
+    /// The cached objects of a namespace that `keep` selects.
+    pub async fn list(&self, namespace: &str, keep: impl Fn(&K) -> bool) -> Result<Vec<Arc<K>>> {
+        Ok(self
+            .ready()
+            .await?
+            .state()
+            .into_iter()
+            .filter(|o| o.namespace().as_deref() == Some(namespace) && keep(o))
+            .collect())
+    }
+
+    /// Waits until the cache shows what this reconciler just wrote (`shown` holds), so its
+    /// next reconcile does not act on a cache that has not caught up — creating or deleting
+    /// twice (upstream's waitForMachineCreation/Deletion).
+    pub async fn wait_for(&self, what: &str, shown: impl Fn(&Store<K>) -> bool) -> Result<()> {
+        let store = self.ready().await?;
+        let mut changes = self.changes.subscribe();
+        let deadline = tokio::time::Instant::now() + SYNC;
+        while !shown(store) {
+            match tokio::time::timeout_at(deadline, changes.recv()).await {
+                Err(_) => {
+                    return Err(Error::Invalid(format!(
+                        "timed out waiting for the {} cache to show {what}",
+                        K::kind(&())
+                    )));
+                }
+                Ok(Err(broadcast::error::RecvError::Closed)) => {
+                    return Err(Error::Invalid(format!("the {} cache stopped", K::kind(&()))));
+                }
+                Ok(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Every change the cache applies, from now on.
+    pub fn changes(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        tokio_stream::wrappers::BroadcastStream::new(self.changes.subscribe())
+            .filter_map(|c| std::future::ready(c.ok()))
+    }
+}
