@@ -180,6 +180,30 @@ async fn typed_crud_on_custom_resources(client: Client) {
         matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"),
         "{err}"
     );
+    // So is a patch that names a stale resourceVersion; one that names none applies to
+    // whatever is there.
+    let stale_rv = created.metadata.resource_version.clone().unwrap();
+    let err = clusters
+        .patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"resourceVersion": stale_rv, "labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409),
+        "{err}"
+    );
+    let labelled = clusters
+        .patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(labelled.labels()["a"], "b");
 
     let missing = clusters.get("nope").await.unwrap_err();
     assert!(

@@ -529,8 +529,11 @@ impl Call<'_> {
                     patched
                 }
             };
-            let precondition = object::sent_revision(&new)?;
-            if precondition.is_some_and(|rv| rv != current.mod_revision) {
+            // The patched object carries the current resourceVersion unless the patch set
+            // another: only then is it a precondition. A write that lands in between is not a
+            // conflict for the client; the patch is applied again to what is there now (and a
+            // patch that did set the version then fails the check above).
+            if object::sent_revision(&new)?.is_some_and(|rv| rv != current.mod_revision) {
                 return Err(self.conflict(name));
             }
             object::prepare_update(&self.resource, &current.value, &mut new, target)?;
@@ -540,7 +543,6 @@ impl Call<'_> {
             self.admit(Operation::Update, Some(&current.value), &mut new)?;
             match self.store_update(&current, new).await? {
                 Ok(out) => return Ok(self.respond_object(StatusCode::OK, out)),
-                Err(()) if precondition.is_some() => return Err(self.conflict(name)),
                 Err(()) => continue,
             }
         }
