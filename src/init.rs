@@ -24,6 +24,27 @@ impl ProviderInfo {
     pub fn label(&self) -> &'static str {
         self.crds.provider_label()
     }
+
+    /// What its objects' names start with: `capi`, `capi-kubeadm-control-plane`, `capd`, …
+    fn prefix(&self) -> &'static str {
+        self.deployment.trim_end_matches("-controller-manager")
+    }
+
+    /// The kinds its manager's admission webhooks take.
+    pub fn webhook_targets(&self) -> impl Iterator<Item = &'static crate::webhooks::WebhookTarget> {
+        let set = self.crds;
+        crate::webhooks::TARGETS
+            .iter()
+            .filter(move |t| t.provider == set)
+    }
+
+    pub fn webhook_service(&self) -> String {
+        format!("{}-webhook-service", self.prefix())
+    }
+
+    pub fn webhook_secret(&self) -> String {
+        format!("{}-webhook-service-cert", self.prefix())
+    }
 }
 
 pub const PROVIDERS: [ProviderInfo; 5] = [
@@ -116,10 +137,32 @@ pub fn components(p: &ProviderInfo, image: &str, namespace: &str, workloads: boo
     if !workloads {
         return objects;
     }
-    let manager = format!(
-        "{}-manager",
-        p.deployment.trim_end_matches("-controller-manager")
-    );
+    let manager = format!("{}-manager", p.prefix());
+    let webhooks = p.webhook_targets().next().is_some();
+    let mut container = json!({
+        "name": "manager",
+        "image": image,
+        "command": ["capictl"],
+        "args": ["manager", "--providers", p.label(), "--leader-election-namespace", namespace],
+        "securityContext": {"allowPrivilegeEscalation": false, "runAsNonRoot": true, "runAsUser": 65532, "capabilities": {"drop": ["ALL"]}},
+    });
+    let mut volumes = json!([]);
+    if webhooks {
+        for arg in [
+            format!("--webhook-port={WEBHOOK_PORT}"),
+            format!("--webhook-cert-dir={WEBHOOK_CERT_DIR}"),
+        ] {
+            container["args"]
+                .as_array_mut()
+                .expect("args")
+                .push(json!(arg));
+        }
+        container["ports"] =
+            json!([{"containerPort": WEBHOOK_PORT, "name": "webhook-server", "protocol": "TCP"}]);
+        container["volumeMounts"] =
+            json!([{"mountPath": WEBHOOK_CERT_DIR, "name": "cert", "readOnly": true}]);
+        volumes = json!([{"name": "cert", "secret": {"secretName": p.webhook_secret()}}]);
+    }
     objects.extend([
         json!({
             "apiVersion": "v1", "kind": "ServiceAccount",
@@ -147,18 +190,110 @@ pub fn components(p: &ProviderInfo, image: &str, namespace: &str, workloads: boo
                     "spec": {
                         "serviceAccountName": "manager",
                         "terminationGracePeriodSeconds": 10,
-                        "containers": [{
-                            "name": "manager",
-                            "image": image,
-                            "command": ["capictl"],
-                            "args": ["manager", "--providers", p.label(), "--leader-election-namespace", namespace],
-                            "securityContext": {"allowPrivilegeEscalation": false, "runAsNonRoot": true, "runAsUser": 65532, "capabilities": {"drop": ["ALL"]}},
-                        }],
+                        "containers": [container],
+                        "volumes": volumes,
                     },
                 },
             },
         }),
     ]);
+    if webhooks {
+        objects.extend(webhook_objects(p, namespace, &labels));
+    }
+    objects
+}
+
+/// The port the managers serve admission webhooks on, and where their certificate is mounted
+/// (controller-runtime's defaults, which upstream's manifests use).
+pub const WEBHOOK_PORT: u16 = 9443;
+pub const WEBHOOK_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+
+/// The webhook Service and the mutating and validating configurations that send the
+/// provider's kinds to it. Their caBundle is filled in by [`with_ca_bundle`] once the
+/// serving certificate exists (upstream leaves that to cert-manager's CA injector).
+fn webhook_objects(p: &ProviderInfo, namespace: &str, labels: &Value) -> Vec<Value> {
+    let service = p.webhook_service();
+    let webhooks = |operation: &str, path: &str| -> Vec<Value> {
+        p.webhook_targets()
+            .map(|t| {
+                json!({
+                    "name": format!("{operation}.{}.{}", t.kind.to_lowercase(), t.group),
+                    "admissionReviewVersions": ["v1"],
+                    "clientConfig": {"service": {"name": service, "namespace": namespace, "path": path, "port": 443}},
+                    "failurePolicy": "Fail",
+                    "matchPolicy": "Equivalent",
+                    "sideEffects": "None",
+                    "rules": [{
+                        "apiGroups": [t.group], "apiVersions": ["v1beta2"],
+                        "operations": ["CREATE", "UPDATE"], "resources": [t.plural],
+                    }],
+                })
+            })
+            .collect()
+    };
+    vec![
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": service, "namespace": namespace, "labels": labels},
+            "spec": {
+                "ports": [{"port": 443, "targetPort": "webhook-server"}],
+                "selector": {"cluster.x-k8s.io/provider": p.label(), "control-plane": "controller-manager"},
+            },
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": format!("{}-mutating-webhook-configuration", p.prefix()), "labels": labels},
+            "webhooks": webhooks("default", "/mutate"),
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": format!("{}-validating-webhook-configuration", p.prefix()), "labels": labels},
+            "webhooks": webhooks("validation", "/validate"),
+        }),
+    ]
+}
+
+/// The webhook serving certificate's Secret (kubernetes.io/tls, with the CA that signed it in
+/// `ca.crt`), for a provider's webhook Service.
+pub fn webhook_secret(
+    p: &ProviderInfo,
+    namespace: &str,
+    ca: &str,
+    serving: &crate::apiserver::tls::KeyPairPem,
+) -> Value {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": p.webhook_secret(), "namespace": namespace, "labels": labels(p)},
+        "data": {"tls.crt": b64(&serving.cert), "tls.key": b64(&serving.key), "ca.crt": b64(ca)},
+    })
+}
+
+/// The DNS names the webhook Service answers to inside the cluster.
+pub fn webhook_hosts(p: &ProviderInfo, namespace: &str) -> Vec<String> {
+    let service = p.webhook_service();
+    vec![
+        format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}.svc.cluster.local"),
+    ]
+}
+
+/// Puts the CA that signed the webhook serving certificate into the webhook configurations, so
+/// the API server trusts the managers' webhooks.
+pub fn with_ca_bundle(mut objects: Vec<Value>, ca: &str) -> Vec<Value> {
+    use base64::Engine;
+    let bundle = base64::engine::general_purpose::STANDARD.encode(ca);
+    for object in objects.iter_mut().filter(|o| {
+        matches!(
+            o["kind"].as_str(),
+            Some("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration")
+        )
+    }) {
+        for webhook in object["webhooks"].as_array_mut().into_iter().flatten() {
+            webhook["clientConfig"]["caBundle"] = json!(bundle);
+        }
+    }
     objects
 }
 

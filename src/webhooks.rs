@@ -11,6 +11,43 @@ use crate::api::common::kubernetes_version;
 use crate::apiserver::admission::{Admission, Chain, Operation, Request};
 use crate::apiserver::status::{ApiError, FieldCause};
 
+/// A kind a provider's webhooks take, for its webhook configurations.
+pub struct WebhookTarget {
+    /// The provider whose manager serves it.
+    pub provider: crate::api::CrdSet,
+    pub group: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+}
+
+/// Every kind these rules cover, by provider; each is both defaulted and validated.
+pub const TARGETS: &[WebhookTarget] = &[
+    WebhookTarget {
+        provider: crate::api::CrdSet::Core,
+        group: "cluster.x-k8s.io",
+        kind: "Machine",
+        plural: "machines",
+    },
+    WebhookTarget {
+        provider: crate::api::CrdSet::Core,
+        group: "cluster.x-k8s.io",
+        kind: "MachineSet",
+        plural: "machinesets",
+    },
+    WebhookTarget {
+        provider: crate::api::CrdSet::Core,
+        group: "cluster.x-k8s.io",
+        kind: "MachineDeployment",
+        plural: "machinedeployments",
+    },
+    WebhookTarget {
+        provider: crate::api::CrdSet::KubeadmControlPlane,
+        group: "controlplane.cluster.x-k8s.io",
+        kind: "KubeadmControlPlane",
+        plural: "kubeadmcontrolplanes",
+    },
+];
+
 /// Registers every rule with a management cluster's admission chain.
 pub fn register(chain: &Chain) {
     chain.register(Arc::new(VersionDefaults));
@@ -258,6 +295,32 @@ impl Admission for KubeadmControlPlaneRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_webhook_target_has_rules_and_every_rule_a_target() {
+        let rules: Vec<Arc<dyn Admission>> = vec![
+            Arc::new(VersionDefaults),
+            Arc::new(KubeadmControlPlaneRules),
+        ];
+        for t in TARGETS {
+            assert!(
+                rules.iter().any(|r| r.handles(t.group, t.kind)),
+                "{} has a webhook configuration but no rule",
+                t.kind
+            );
+        }
+        for (group, kind) in [
+            ("cluster.x-k8s.io", "Machine"),
+            ("cluster.x-k8s.io", "MachineSet"),
+            ("cluster.x-k8s.io", "MachineDeployment"),
+            ("controlplane.cluster.x-k8s.io", "KubeadmControlPlane"),
+        ] {
+            assert!(
+                TARGETS.iter().any(|t| t.group == group && t.kind == kind),
+                "the rules take {kind} but no webhook configuration sends it"
+            );
+        }
+    }
 
     fn kcp(replicas: i64, version: &str) -> Value {
         json!({"spec": {"replicas": replicas, "version": version}})

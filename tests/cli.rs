@@ -106,6 +106,48 @@ fn generate_provider_prints_what_init_installs() {
             |d| d["metadata"]["labels"]["cluster.x-k8s.io/provider"] == "infrastructure-docker"
         )
     );
+    assert!(
+        !kinds.contains(&"ValidatingWebhookConfiguration"),
+        "the Docker provider has no webhooks"
+    );
+
+    // The kubeadm control plane's webhooks: a Service in front of the manager's port 9443,
+    // configurations sending KubeadmControlPlanes to it, the certificate Secret mounted.
+    let out = capictl(&["generate", "provider", "--control-plane", "kubeadm"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let docs: Vec<serde_json::Value> = capictl::yaml::from_multiple(&stdout(&out)).unwrap();
+    let find = |kind: &str| docs.iter().find(|d| d["kind"] == kind).unwrap();
+    let service = find("Service");
+    assert_eq!(
+        service["metadata"]["name"],
+        "capi-kubeadm-control-plane-webhook-service"
+    );
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "webhook-server");
+    for (kind, path) in [
+        ("MutatingWebhookConfiguration", "/mutate"),
+        ("ValidatingWebhookConfiguration", "/validate"),
+    ] {
+        let webhook = &find(kind)["webhooks"][0];
+        assert_eq!(
+            webhook["clientConfig"]["service"],
+            serde_json::json!({"name": "capi-kubeadm-control-plane-webhook-service", "namespace": "capi-kubeadm-control-plane-system", "path": path, "port": 443})
+        );
+        assert_eq!(webhook["rules"][0]["resources"][0], "kubeadmcontrolplanes");
+        assert_eq!(webhook["failurePolicy"], "Fail");
+    }
+    let pod = &find("Deployment")["spec"]["template"]["spec"];
+    let args: Vec<&str> = pod["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(args.contains(&"--webhook-port=9443"), "{args:?}");
+    assert_eq!(
+        pod["volumes"][0]["secret"]["secretName"],
+        "capi-kubeadm-control-plane-webhook-service-cert"
+    );
+
     let unknown = capictl(&["generate", "provider", "--infrastructure", "aws"]);
     assert_eq!(unknown.status.code(), Some(2));
     assert_eq!(

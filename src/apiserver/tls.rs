@@ -187,6 +187,19 @@ impl Pki {
     }
 }
 
+/// A TLS configuration that serves `serving` to any client (an admission webhook server: the
+/// API server calling it is trusted through the webhook configuration's caBundle instead).
+pub fn plain_server_config(serving: &KeyPairPem) -> Result<rustls::ServerConfig, TlsError> {
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(serving.cert.as_bytes()).collect::<Result<_, _>>()?;
+    let key = PrivateKeyDer::from_pem_slice(serving.key.as_bytes())?;
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
 /// The user a verified client certificate names.
 fn user_of(cert: &CertificateDer<'_>) -> Option<User> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;

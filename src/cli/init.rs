@@ -5,13 +5,15 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
 use super::UsageError;
 use super::connect::ClusterArgs;
 use crate::api::Provider;
+use crate::apiserver::tls::Pki;
 use crate::init::{self, PROVIDERS, ProviderInfo};
 
 #[derive(Debug, clap::Args)]
@@ -37,6 +39,13 @@ pub struct Args {
     /// Start the embedded management cluster if none is reachable, without asking.
     #[arg(short, long)]
     yes: bool,
+    /// Wait until the providers installed by this run are ready: their CRDs served and, on a
+    /// real cluster, their controller Deployments available.
+    #[arg(long)]
+    wait_providers: bool,
+    /// How long --wait-providers waits for each provider.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    wait_provider_timeout: u64,
     #[command(flatten)]
     cluster: ClusterArgs,
 }
@@ -79,6 +88,19 @@ fn parse(type_: &str, value: &str) -> anyhow::Result<ProviderInfo> {
     Ok(provider)
 }
 
+/// Asks, on a terminal, whether to start the embedded management cluster; false elsewhere
+/// (scripts say --yes).
+fn ask_to_start() -> anyhow::Result<bool> {
+    use std::io::IsTerminal;
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Ok(false);
+    }
+    Ok(dialoguer::Confirm::new()
+        .with_prompt("No management cluster is reachable. Start the embedded one now?")
+        .default(true)
+        .interact()?)
+}
+
 /// The management cluster, started when none is reachable and the user said yes.
 async fn connect(args: &Args) -> anyhow::Result<Client> {
     match args.cluster.client().await {
@@ -89,7 +111,7 @@ async fn connect(args: &Args) -> anyhow::Result<Client> {
                 args.cluster.kubeconfig.as_ref().unwrap().display()
             )
         }
-        _ if args.yes => {
+        _ if args.yes || ask_to_start()? => {
             let options = crate::management::ServeOptions {
                 dir: crate::management::StateDir::new(None),
                 listen: "127.0.0.1:0".into(),
@@ -160,6 +182,7 @@ async fn init(args: Args) -> anyhow::Result<()> {
     requested.sort_by_key(order);
     requested.dedup();
     let version = format!("v{}", crate::build_info::VERSION);
+    let mut installing = Vec::new();
     for p in &requested {
         let namespace = args.target_namespace.as_deref().unwrap_or(p.namespace);
         if installed.iter().any(|i| {
@@ -173,10 +196,22 @@ async fn init(args: Args) -> anyhow::Result<()> {
             "Installing provider={:?} version={version:?} targetNamespace={namespace:?}",
             p.label()
         );
-        for object in init::components(p, &args.image, namespace, !embedded) {
-            apply(&client, &object).await?;
+        let mut objects = init::components(p, &args.image, namespace, !embedded);
+        if !embedded && p.webhook_targets().next().is_some() {
+            // The namespace first, for the webhook certificate's Secret.
+            apply(&client, &objects[0]).await?;
+            let ca = webhook_ca(&client, p, namespace).await?;
+            objects = init::with_ca_bundle(objects, &ca);
+        }
+        for object in &objects {
+            apply(&client, object).await?;
         }
         apply(&client, &init::inventory(p, &version, namespace)).await?;
+        installing.push((p, namespace));
+    }
+    if args.wait_providers {
+        let timeout = Duration::from_secs(args.wait_provider_timeout);
+        wait_for_providers(&client, &installing, embedded, timeout).await?;
     }
     if first_run {
         eprintln!("\nYour management cluster has been initialized successfully!\n");
@@ -189,6 +224,127 @@ async fn init(args: Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Waits, with a spinner per provider, until each is ready: every CRD Established and, unless
+/// its controllers run inside the embedded cluster, its Deployment Available.
+async fn wait_for_providers(
+    client: &Client,
+    providers: &[(&ProviderInfo, &str)],
+    embedded: bool,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let bars = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
+    let waits = providers.iter().map(|(p, namespace)| {
+        let bar = bars.add(indicatif::ProgressBar::new_spinner());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        async move {
+            let started = tokio::time::Instant::now();
+            loop {
+                let missing = not_ready(client, p, namespace, embedded).await;
+                let Some(missing) = missing else {
+                    bar.finish_with_message(format!("{} is ready", p.label()));
+                    return Ok(());
+                };
+                if started.elapsed() >= timeout {
+                    bar.abandon_with_message(format!("{} is not ready", p.label()));
+                    anyhow::bail!(
+                        "provider {} was not ready after {}s: {missing}",
+                        p.label(),
+                        timeout.as_secs()
+                    );
+                }
+                bar.set_message(format!("Waiting for {}: {missing}", p.label()));
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    });
+    futures::future::try_join_all(waits).await?;
+    Ok(())
+}
+
+/// What a provider still waits for, or None when it is ready.
+async fn not_ready(
+    client: &Client,
+    p: &ProviderInfo,
+    namespace: &str,
+    embedded: bool,
+) -> Option<String> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in p.crds.crds() {
+        let name = crd.name_any();
+        let established = crds.get_opt(&name).await.ok().flatten().is_some_and(|c| {
+            c.status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+        if !established {
+            return Some(format!("CRD {name} is not established yet"));
+        }
+    }
+    if embedded {
+        return None;
+    }
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let available = deployments
+        .get_opt(p.deployment)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|d| d.status)
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some("True"));
+    (!available).then(|| {
+        format!(
+            "Deployment {namespace}/{} is not available yet (kubectl -n {namespace} describe deployment {} tells why)",
+            p.deployment, p.deployment
+        )
+    })
+}
+
+/// The CA of the provider's webhook serving certificate: the one in its Secret, or, on the first
+/// install, a new CA and certificate written there — capictl's stand-in for cert-manager. A
+/// later init keeps them, so running managers go on serving what the API server trusts.
+async fn webhook_ca(client: &Client, p: &ProviderInfo, namespace: &str) -> anyhow::Result<String> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let name = p.webhook_secret();
+    let ca_of = |s: &Secret| {
+        s.data
+            .as_ref()
+            .and_then(|d| d.get("ca.crt"))
+            .and_then(|b| String::from_utf8(b.0.clone()).ok())
+    };
+    if let Some(ca) = secrets.get_opt(&name).await?.as_ref().and_then(ca_of) {
+        return Ok(ca);
+    }
+    let pki = Pki::generate(&format!("{} webhook CA", p.label()))?;
+    let serving = pki.serving_certificate(&init::webhook_hosts(p, namespace))?;
+    let secret: Secret =
+        serde_json::from_value(init::webhook_secret(p, namespace, &pki.ca.cert, &serving))?;
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(pki.ca.cert),
+        // Another init got there first: use what it made.
+        Err(kube::Error::Api(e)) if e.code == 409 => secrets
+            .get(&name)
+            .await
+            .ok()
+            .as_ref()
+            .and_then(ca_of)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "Secret {namespace}/{name} has no ca.crt; delete it and run init again"
+                )
+            }),
+        Err(e) => Err(anyhow::anyhow!(
+            "creating the webhook certificate Secret {namespace}/{name}: {e}"
+        )),
+    }
 }
 
 /// The inventory, once its CRD is served (a real API server takes a moment).

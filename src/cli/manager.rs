@@ -1,10 +1,13 @@
 //! `capictl manager`: runs the controllers of the providers installed in the management
 //! cluster a kubeconfig points at (what the Deployments `capictl init` installs run).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::client::ClientBuilder;
 
+use crate::apiserver::admission::{Chain, webhook_router};
+use crate::apiserver::tls::{self, KeyPairPem};
 use crate::controllers::leader::LeaderElection;
 use crate::controllers::manager::{self, Options};
 use crate::controllers::throttle::Throttle;
@@ -29,6 +32,12 @@ pub struct Args {
     /// How many objects of one kind are reconciled at once.
     #[arg(long, default_value_t = 10, value_name = "N")]
     concurrency: u16,
+    /// Serve the providers' admission webhooks on this port (0: do not serve them).
+    #[arg(long, default_value_t = 0, value_name = "PORT")]
+    webhook_port: u16,
+    /// Where the webhook serving certificate is (tls.crt, tls.key).
+    #[arg(long, default_value = crate::init::WEBHOOK_CERT_DIR, value_name = "DIR")]
+    webhook_cert_dir: std::path::PathBuf,
     /// Average requests per second to the API server.
     #[arg(long, default_value_t = 20.0, value_name = "QPS")]
     kube_api_qps: f64,
@@ -44,6 +53,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let client = ClientBuilder::try_from(config)?
             .with_layer(&Throttle::new(args.kube_api_qps, args.kube_api_burst))
             .build();
+        if args.webhook_port != 0 {
+            let server = webhook_server(&args).await?;
+            eprintln!("Serving admission webhooks on :{}", args.webhook_port);
+            tokio::spawn(server);
+        }
         let options = Options {
             concurrency: args.concurrency,
             providers: args.providers.clone(),
@@ -90,6 +104,38 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         election.release().await;
         outcome
     })
+}
+
+/// The admission webhook server, ready to run: the certificate is read and the port bound
+/// first, so a missing file or a taken port stops the manager with a clear error.
+async fn webhook_server(
+    args: &Args,
+) -> anyhow::Result<impl std::future::Future<Output = ()> + Send + use<>> {
+    let read = |file: &str| {
+        let path = args.webhook_cert_dir.join(file);
+        std::fs::read_to_string(&path).map_err(|e| {
+            anyhow::anyhow!(
+                "reading the webhook serving certificate {}: {e}; mount the provider's webhook-service-cert Secret there or set --webhook-cert-dir",
+                path.display()
+            )
+        })
+    };
+    let serving = KeyPairPem {
+        cert: read("tls.crt")?,
+        key: read("tls.key")?,
+    };
+    let config = tls::plain_server_config(&serving)?;
+    let listener = tokio::net::TcpListener::bind(("0.0.0.0", args.webhook_port))
+        .await
+        .map_err(|e| anyhow::anyhow!("--webhook-port {}: {e}", args.webhook_port))?;
+    let chain = Arc::new(Chain::default());
+    crate::webhooks::register(&chain);
+    Ok(tls::serve(
+        listener,
+        webhook_router(chain),
+        config,
+        std::future::pending(),
+    ))
 }
 
 fn hostname() -> String {
