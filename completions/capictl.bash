@@ -307,7 +307,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__describe__subcmd__cluster)
-            opts="-n -c -o -v -h -V --namespace --show-conditions --show-machinesets --echo --color --output --grouping --kubeconfig --kubeconfig-context --verbose --help --version"
+            opts="-n -c -o -v -h -V --namespace --show-conditions --show-machinesets --show-templates --echo --color --output --grouping --kubeconfig --kubeconfig-context --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1033,7 +1033,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__init)
-            opts="-b -c -i -n -y -v -h -V --core --bootstrap --control-plane --infrastructure --target-namespace --image --yes --kubeconfig --kubeconfig-context --verbose --help --version"
+            opts="-b -c -i -n -y -v -h -V --core --bootstrap --control-plane --infrastructure --target-namespace --image --yes --wait-providers --wait-provider-timeout --kubeconfig --kubeconfig-context --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1076,6 +1076,10 @@ _capictl() {
                     return 0
                     ;;
                 --image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait-provider-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1297,7 +1301,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__manager)
-            opts="-v -h -V --kubeconfig --kubeconfig-context --leader-elect --leader-election-namespace --leader-elect-lease-duration --providers --concurrency --kube-api-qps --kube-api-burst --verbose --help --version"
+            opts="-v -h -V --kubeconfig --kubeconfig-context --leader-elect --leader-election-namespace --leader-elect-lease-duration --providers --concurrency --webhook-port --webhook-cert-dir --kube-api-qps --kube-api-burst --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1328,6 +1332,14 @@ _capictl() {
                     return 0
                     ;;
                 --concurrency)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --webhook-port)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --webhook-cert-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

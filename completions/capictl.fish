@@ -45,9 +45,11 @@ complete -c capictl -n "__fish_capictl_using_subcommand init" -s c -l control-pl
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s i -l infrastructure -d 'Infrastructure providers: docker, in-memory' -r
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s n -l target-namespace -d 'One namespace for every provider installed by this run [default: each provider\'s own]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand init" -l image -d 'The image the providers\' controller Deployments run' -r
+complete -c capictl -n "__fish_capictl_using_subcommand init" -l wait-provider-timeout -d 'How long --wait-providers waits for each provider' -r
 complete -c capictl -n "__fish_capictl_using_subcommand init" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand init" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s y -l yes -d 'Start the embedded management cluster if none is reachable, without asking'
+complete -c capictl -n "__fish_capictl_using_subcommand init" -l wait-providers -d 'Wait until the providers installed by this run are ready: their CRDs served and, on a real cluster, their controller Deployments available'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s V -l version -d 'Print version'
@@ -111,6 +113,7 @@ false\t''"
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l show-machinesets -d 'Show the MachineSets between MachineDeployments and their Machines'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l show-templates -d 'Show the templates the control plane and the MachineDeployments make Machines from'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l echo -d 'Always show Machines\' infrastructure machines and bootstrap configs'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s h -l help -d 'Print help'
@@ -203,6 +206,8 @@ complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-elect
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-elect-lease-duration -d 'How long a leader\'s Lease lasts without renewal' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l providers -d 'Run only these providers\' controllers (comma-separated labels: cluster-api, bootstrap-kubeadm, control-plane-kubeadm, infrastructure-in-memory) [default: all installed]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l concurrency -d 'How many objects of one kind are reconciled at once' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l webhook-port -d 'Serve the providers\' admission webhooks on this port (0: do not serve them)' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l webhook-cert-dir -d 'Where the webhook serving certificate is (tls.crt, tls.key)' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kube-api-qps -d 'Average requests per second to the API server' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kube-api-burst -d 'Requests allowed at once above the average' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'

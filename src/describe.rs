@@ -24,7 +24,8 @@ pub struct Objects {
     pub machine_sets: Vec<Value>,
     pub machines: Vec<Value>,
     pub machine_health_checks: Vec<Value>,
-    /// Infrastructure machines and bootstrap configs, by `(kind, name)`.
+    /// Infrastructure machines, bootstrap configs and (with `--show-templates`) the templates,
+    /// by `(kind, name)`.
     pub referenced: BTreeMap<(String, String), Value>,
 }
 
@@ -81,6 +82,9 @@ impl ConditionFilter {
 pub struct Options {
     pub show_conditions: Vec<ConditionFilter>,
     pub show_machine_sets: bool,
+    /// Show the machine templates and bootstrap config templates the control plane and the
+    /// MachineDeployments make their Machines from.
+    pub show_templates: bool,
     pub echo: bool,
     pub grouping: bool,
     /// The time SINCE counts from.
@@ -262,6 +266,33 @@ fn is_control_plane(m: &Value) -> bool {
         .is_some()
 }
 
+/// Where a control plane or a MachineDeployment names the templates its Machines are made
+/// from (bootstrap config template, then infrastructure machine template).
+pub fn template_refs(o: &Value) -> Vec<&Value> {
+    let spec = match kind_of(o) {
+        "MachineDeployment" | "MachineSet" => &o["spec"]["template"]["spec"],
+        _ => &o["spec"]["machineTemplate"]["spec"],
+    };
+    [&spec["bootstrap"]["configRef"], &spec["infrastructureRef"]]
+        .into_iter()
+        .filter(|r| r["kind"].is_string())
+        .collect()
+}
+
+/// The templates of a control plane or MachineDeployment that could be read.
+fn templates<'a>(o: &Value, objects: &'a Objects) -> Vec<&'a Value> {
+    template_refs(o)
+        .into_iter()
+        .filter_map(|r| {
+            let key = (
+                r["kind"].as_str().unwrap_or_default().to_string(),
+                r["name"].as_str().unwrap_or_default().to_string(),
+            );
+            objects.referenced.get(&key)
+        })
+        .collect()
+}
+
 /// The tree of a Cluster's objects.
 fn tree(objects: &Objects, options: &Options) -> Node {
     let mut root = Node::object(&objects.cluster);
@@ -277,7 +308,11 @@ fn tree(objects: &Objects, options: &Options) -> Node {
             .collect();
         placed.extend(machines.iter().map(|m| name_of(m)));
         let mut node = Node::object(cp);
-        node.children = grouped(machines, options);
+        if options.show_templates {
+            node.children
+                .extend(templates(cp, objects).into_iter().map(Node::object));
+        }
+        node.children.extend(grouped(machines, options));
         root.children.push(node);
     }
     let mut workers = Vec::new();
@@ -317,6 +352,16 @@ fn tree(objects: &Objects, options: &Options) -> Node {
                 })
                 .collect();
             node.children = grouped(machines.iter().collect(), options);
+        }
+        if options.show_templates {
+            let templates = templates(md, objects);
+            if !templates.is_empty() {
+                let heading = Node::heading(
+                    "Templates",
+                    templates.into_iter().map(Node::object).collect(),
+                );
+                node.children.insert(0, heading);
+            }
         }
         workers.push(node);
     }
@@ -887,6 +932,16 @@ mod tests {
             referenced.insert(("InMemoryMachine".to_string(), name.to_string()), json!({"kind": "InMemoryMachine", "metadata": {"name": name, "namespace": "default"}, "status": {"conditions": [infra]}}));
             referenced.insert(("KubeadmConfig".to_string(), name.to_string()), json!({"kind": "KubeadmConfig", "metadata": {"name": name, "namespace": "default"}, "status": {"conditions": [cond("Ready", "True", "Ready", 300, "")]}}));
         }
+        for (kind, name) in [
+            ("InMemoryMachineTemplate", "c1-cp"),
+            ("KubeadmConfigTemplate", "c1-md-0"),
+            ("InMemoryMachineTemplate", "c1-md-0"),
+        ] {
+            referenced.insert(
+                (kind.to_string(), name.to_string()),
+                json!({"kind": kind, "metadata": {"name": name, "namespace": "default"}}),
+            );
+        }
         Objects {
             cluster: json!({
                 "kind": "Cluster", "metadata": {"name": "c1", "namespace": "default"}, "spec": {},
@@ -905,14 +960,18 @@ mod tests {
             ),
             control_plane: Some(json!({
                 "kind": "KubeadmControlPlane", "metadata": {"name": "c1-cp", "namespace": "default"},
-                "spec": {"replicas": 1, "version": "v1.30.4", "machineTemplate": {}},
+                "spec": {"replicas": 1, "version": "v1.30.4", "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "InMemoryMachineTemplate", "name": "c1-cp"}}}},
                 "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "upToDateReplicas": 1, "conditions": [
                     cond("Available", "True", "Available", 200, ""), cond("EtcdClusterHealthy", "True", "Healthy", 200, ""), cond("RollingOut", "False", "NotRollingOut", 400, "")
                 ]}
             })),
             machine_deployments: vec![json!({
                 "kind": "MachineDeployment", "metadata": {"name": "c1-md-0", "namespace": "default"},
-                "spec": {"replicas": 2, "template": {"spec": {"version": "v1.30.4"}}},
+                "spec": {"replicas": 2, "template": {"spec": {
+                    "version": "v1.30.4",
+                    "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": "c1-md-0"}},
+                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "InMemoryMachineTemplate", "name": "c1-md-0"},
+                }}},
                 "status": {"replicas": 2, "readyReplicas": 0, "availableReplicas": 0, "upToDateReplicas": 2, "conditions": [
                     cond("Available", "False", "NotAvailable", 180, "0 available replicas, at least 1 required (spec.strategy.rollout.maxUnavailable is 0, spec.replicas is 2)")
                 ]}
@@ -939,6 +998,7 @@ mod tests {
         Options {
             show_conditions: ConditionFilter::parse_list(show_conditions).unwrap(),
             show_machine_sets,
+            show_templates: false,
             echo: false,
             grouping,
             now: NOW.parse().unwrap(),
@@ -954,6 +1014,13 @@ mod tests {
     #[test]
     fn without_grouping_and_with_machine_sets() {
         insta::assert_snapshot!(render(&objects(), &options("", false, true)));
+    }
+
+    #[test]
+    fn with_templates() {
+        let mut o = options("", true, false);
+        o.show_templates = true;
+        insta::assert_snapshot!(render(&objects(), &o));
     }
 
     #[test]

@@ -881,7 +881,7 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
         all.extend(["--kubeconfig", &kubeconfig_flag]);
         capictl(&all)
     };
-    let init = with_kubeconfig(&["init", "--infrastructure", "in-memory"]);
+    let init = with_kubeconfig(&["init", "--infrastructure", "in-memory", "--wait-providers"]);
     assert!(init.status.success(), "{}", text(&init.stderr));
     let said = text(&init.stderr);
     for line in [
@@ -944,6 +944,16 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
         "{tree}"
     );
     assert!(tree.contains("└─Workers"), "{tree}");
+    // --show-templates adds what the control plane and the workers are made from.
+    let with_templates = with_kubeconfig(&["describe", "cluster", "sim", "--show-templates"]);
+    let tree = text(&with_templates.stdout);
+    for row in [
+        "│ ├─InMemoryMachineTemplate default/sim-control-plane",
+        "Templates",
+        "KubeadmConfigTemplate default/sim-md-0",
+    ] {
+        assert!(tree.contains(row), "{row} missing:\n{tree}");
+    }
 
     // `capictl get kubeconfig` prints the workload kubeconfig, or writes it 0600.
     let printed = with_kubeconfig(&["get", "kubeconfig", "sim"]);

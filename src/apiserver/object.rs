@@ -338,9 +338,7 @@ mod tests {
 
     #[test]
     fn an_update_that_only_moves_managed_field_times_is_no_change() {
-        let at = |time: &str, mode: &str| {
-            json!({"metadata": {"name": "a", "managedFields": [{"manager": "m", "time": time}]}, "data": {"mode": mode}})
-        };
+        let at = |time: &str, mode: &str| json!({"metadata": {"name": "a", "managedFields": [{"manager": "m", "time": time}]}, "data": {"mode": mode}});
         let old = at("2026-11-30T01:00:00Z", "fast");
         assert!(unchanged(&old, &old));
         assert!(unchanged(&old, &at("2026-11-30T02:00:00Z", "fast")));

@@ -33,6 +33,9 @@ pub struct DescribeClusterArgs {
     /// Show the MachineSets between MachineDeployments and their Machines.
     #[arg(long)]
     show_machinesets: bool,
+    /// Show the templates the control plane and the MachineDeployments make Machines from.
+    #[arg(long)]
+    show_templates: bool,
     /// Always show Machines' infrastructure machines and bootstrap configs.
     #[arg(long)]
     echo: bool,
@@ -107,10 +110,11 @@ async fn cluster(args: DescribeClusterArgs) -> anyhow::Result<()> {
     };
     let (client, default_namespace) = args.cluster.client().await?;
     let ns = args.namespace.clone().unwrap_or(default_namespace);
-    let objects = read(&client, &ns, &args.name).await?;
+    let objects = read(&client, &ns, &args.name, args.show_templates).await?;
     let options = Options {
         show_conditions,
         show_machine_sets: args.show_machinesets,
+        show_templates: args.show_templates,
         echo: args.echo,
         grouping: args.grouping,
         now: k8s_openapi::jiff::Timestamp::now(),
@@ -133,7 +137,12 @@ async fn cluster(args: DescribeClusterArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn read(client: &Client, ns: &str, name: &str) -> anyhow::Result<Objects> {
+async fn read(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    with_templates: bool,
+) -> anyhow::Result<Objects> {
     let cluster = Api::<Cluster>::namespaced(client.clone(), ns)
         .get_opt(name)
         .await?
@@ -176,10 +185,25 @@ async fn read(client: &Client, ns: &str, name: &str) -> anyhow::Result<Objects> 
         .filter(|m| m.spec.cluster_name == cluster.name_any())
         .map(|m| to_value(&m))
         .collect();
+    let machine_deployments = list::<MachineDeployment>(client, ns, &selector).await?;
+    if with_templates {
+        for owner in control_plane.iter().chain(&machine_deployments) {
+            for r in describe::template_refs(owner) {
+                let Ok(reference) =
+                    serde_json::from_value::<ContractVersionedObjectReference>(r.clone())
+                else {
+                    continue;
+                };
+                if let Some(o) = referenced(&resolver, ns, &reference).await {
+                    referenced_objects.insert((reference.kind.clone(), reference.name.clone()), o);
+                }
+            }
+        }
+    }
     Ok(Objects {
         infrastructure,
         control_plane,
-        machine_deployments: list::<MachineDeployment>(client, ns, &selector).await?,
+        machine_deployments,
         machine_sets: list::<MachineSet>(client, ns, &selector).await?,
         machines: machines.iter().map(to_value).collect(),
         machine_health_checks,

@@ -114,7 +114,10 @@ where
                     )));
                 }
                 Ok(Err(broadcast::error::RecvError::Closed)) => {
-                    return Err(Error::Invalid(format!("the {} cache stopped", K::kind(&()))));
+                    return Err(Error::Invalid(format!(
+                        "the {} cache stopped",
+                        K::kind(&())
+                    )));
                 }
                 Ok(_) => {}
             }

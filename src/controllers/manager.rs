@@ -342,7 +342,9 @@ where
     changes.filter_map(|o| {
         let owner = super::common::controller_of(o.owner_references())
             .filter(|r| r.kind == P::kind(&()))
-            .map(|r| ObjectRef::new(&r.name).within(o.meta().namespace.as_deref().unwrap_or_default()));
+            .map(|r| {
+                ObjectRef::new(&r.name).within(o.meta().namespace.as_deref().unwrap_or_default())
+            });
         ready(owner)
     })
 }

@@ -90,8 +90,10 @@ impl RemoteClusters {
         cluster: &str,
         name: &str,
     ) -> Result<Option<Option<Arc<Node>>>> {
-        self.nodes(namespace, cluster, |n| n.metadata.name.as_deref() == Some(name))
-            .await
+        self.nodes(namespace, cluster, |n| {
+            n.metadata.name.as_deref() == Some(name)
+        })
+        .await
     }
 
     async fn nodes(
