@@ -6,9 +6,10 @@ mod common;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use capictl::api::{Cluster, CrdSet, Machine, MachineDeployment, MachineSet};
@@ -99,6 +100,92 @@ async fn a_cluster_lifecycle_on_the_in_memory_provider() {
         cp.status.as_ref().unwrap().phase.as_deref(),
         Some("Running")
     );
+
+    // Deleting a worker drains its Node through the Eviction API: a PodDisruptionBudget that
+    // would be broken holds the Machine, and the Deleting condition says which one.
+    let workload_client = workload(&client, "c1").await;
+    let worker = machines
+        .list(&ListParams::default().labels("pool=md-0"))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let node = worker
+        .status
+        .as_ref()
+        .unwrap()
+        .node_ref
+        .as_ref()
+        .unwrap()
+        .name
+        .clone();
+    let pods: Api<Pod> = Api::namespaced(workload_client.clone(), "default");
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {"nodeName": node, "containers": [{"name": "web", "image": "web"}]}
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    pods.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})),
+    )
+    .await
+    .unwrap();
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(workload_client.clone(), "default");
+    budgets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "web"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    machines
+        .delete(&worker.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+    let held = until("the drain is held by the budget", 20, async || {
+        let m = machines.get(&worker.name_any()).await.ok()?;
+        let deleting = m
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Deleting")?;
+        deleting
+            .message
+            .contains("The disruption budget web needs 1 healthy pods")
+            .then_some(deleting)
+    })
+    .await;
+    assert_eq!(held.reason, "DrainingNode");
+    assert!(held.message.contains("Pod default/web"), "{}", held.message);
+    assert!(
+        pods.get_opt("web").await.unwrap().is_some(),
+        "the Pod stays"
+    );
+    budgets
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    until("the drained Machine is gone", 20, async || {
+        machines
+            .get_opt(&worker.name_any())
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(pods.get_opt("web").await.unwrap().is_none(), "evicted");
 
     // Scale up, then down.
     let deployments: Api<MachineDeployment> = Api::namespaced(client.clone(), NS);

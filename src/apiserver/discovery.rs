@@ -163,6 +163,18 @@ fn api_resources(r: &Resource) -> Vec<Value> {
             "verbs": ["get", "patch", "update"],
         }));
     }
+    if r.group.is_empty() && r.plural == "pods" {
+        // What `kubectl drain` looks for before it evicts rather than deletes.
+        out.push(json!({
+            "name": "pods/eviction",
+            "singularName": "",
+            "namespaced": true,
+            "group": "policy",
+            "version": "v1",
+            "kind": "Eviction",
+            "verbs": ["create"],
+        }));
+    }
     if r.scale.is_some() {
         out.push(json!({
             "name": format!("{}/scale", r.plural),

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::ApiServer;
 use super::admission::{self, Operation};
+use super::eviction;
 use super::gc::Propagation;
 use super::managed;
 use super::object::{self, Target};
@@ -549,6 +550,53 @@ impl Call<'_> {
         Err(self.conflict(name))
     }
 
+    /// Evicts a Pod: deletes it (with the Eviction's deleteOptions) unless a
+    /// PodDisruptionBudget covering it would be broken.
+    pub async fn evict(&self, name: &str, body: &[u8]) -> Result<Response, ApiError> {
+        let eviction: Value = if body.is_empty() {
+            json!({})
+        } else {
+            patch::parse_json_or_yaml(body)?
+        };
+        let pod = self.get_record(name)?;
+        if !object::is_deleting(&pod.value) && eviction::running(&pod.value) {
+            let namespace = self.namespace().unwrap_or_default();
+            let in_namespace = |group: &str, plural: &str| -> Vec<Value> {
+                let Some(resource) = self.server.registry.get(group, "v1", plural) else {
+                    return Vec::new();
+                };
+                let prefix = resource.namespace_prefix(Some(namespace));
+                self.server
+                    .store
+                    .list(&prefix, None, None, |_| true)
+                    .0
+                    .iter()
+                    .map(|r| r.value.clone())
+                    .collect()
+            };
+            let budgets = in_namespace("policy", "poddisruptionbudgets");
+            let covering = eviction::covering(&budgets, &pod.value);
+            if covering.len() > 1 {
+                return Err(ApiError::internal(
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                ));
+            }
+            if let Some(budget) = covering.first() {
+                eviction::allows(budget, &in_namespace("", "pods"), &pod.value)
+                    .map_err(ApiError::disruption_budget)?;
+            }
+        }
+        let options = serde_json::to_vec(&eviction["deleteOptions"])
+            .ok()
+            .filter(|_| eviction["deleteOptions"].is_object())
+            .unwrap_or_default();
+        self.delete(name, &options).await?;
+        Ok(json_response(
+            StatusCode::CREATED,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+        ))
+    }
+
     pub async fn delete(&self, name: &str, body: &[u8]) -> Result<Response, ApiError> {
         let options: Value = if body.is_empty() {
             json!({})
@@ -863,6 +911,11 @@ pub async fn handle(
             Method::PUT | Method::PATCH => call.write_scale(n, &m, content_type, &body).await,
             other => Err(ApiError::method_not_allowed(other.as_str(), &what)),
         },
+        (Some(n), Some("eviction"), Method::POST)
+            if call.resource.group.is_empty() && call.resource.plural == "pods" =>
+        {
+            call.evict(n, &body).await
+        }
         (Some(_), Some(_), _) => Err(ApiError::no_route(&what)),
         (_, _, other) => Err(ApiError::method_not_allowed(other.as_str(), &what)),
     }

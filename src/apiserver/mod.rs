@@ -7,6 +7,7 @@
 
 pub mod admission;
 pub mod discovery;
+pub mod eviction;
 pub mod gc;
 pub mod handlers;
 pub mod managed;

@@ -65,6 +65,44 @@ impl LabelSelector {
         self.requirements.is_empty()
     }
 
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`), as workload kinds
+    /// such as PodDisruptionBudgets carry it.
+    pub fn from_object(selector: &Value) -> Result<LabelSelector, String> {
+        let mut requirements = Vec::new();
+        for (key, value) in selector["matchLabels"].as_object().into_iter().flatten() {
+            let value = value.as_str().ok_or("matchLabels values must be strings")?;
+            requirements.push(Requirement {
+                key: key.clone(),
+                op: Op::Equals(value.to_string()),
+            });
+        }
+        for e in selector["matchExpressions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let key = e["key"]
+                .as_str()
+                .ok_or("a matchExpression has no key")?
+                .to_string();
+            let values: Vec<String> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect();
+            let op = match e["operator"].as_str() {
+                Some("In") => Op::In(values),
+                Some("NotIn") => Op::NotIn(values),
+                Some("Exists") => Op::Exists,
+                Some("DoesNotExist") => Op::DoesNotExist,
+                other => return Err(format!("{other:?} is not a label selector operator")),
+            };
+            requirements.push(Requirement { key, op });
+        }
+        Ok(LabelSelector { requirements })
+    }
+
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.requirements
             .iter()

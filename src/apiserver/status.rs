@@ -94,6 +94,20 @@ impl ApiError {
         ApiError::new(409, "Conflict", message)
     }
 
+    /// An eviction a PodDisruptionBudget refuses, with why in the causes.
+    pub fn disruption_budget(reason: String) -> Self {
+        ApiError {
+            details: Some(
+                serde_json::json!({"causes": [{"reason": "DisruptionBudget", "message": reason}]}),
+            ),
+            ..ApiError::new(
+                429,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+            )
+        }
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         ApiError::new(410, "Expired", message)
     }

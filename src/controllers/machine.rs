@@ -10,7 +10,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, EvictParams, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -592,16 +592,16 @@ async fn reconcile_delete(
             let timed_out = timeout > 0 && common::seconds_since(&started) > i64::from(timeout);
             if !timed_out {
                 let remaining = drain(client, node).await?;
-                if remaining > 0 {
+                if remaining.pods > 0 {
                     status.deletion = Some(deletion);
-                    say(
-                        &mut status,
-                        "DrainingNode",
-                        format!(
-                            "Drain not completed yet (started at {}): {remaining} Pods to evict",
-                            started.0
-                        ),
+                    let mut message = format!(
+                        "Drain not completed yet (started at {}): {} Pods to evict",
+                        started.0, remaining.pods
                     );
+                    for refused in &remaining.refused {
+                        message.push_str(&format!("\n* {refused}"));
+                    }
+                    say(&mut status, "DrainingNode", message);
                     common::patch_status(api, &machine.name_any(), &status).await?;
                     return Ok(Action::requeue(Duration::from_secs(2)));
                 }
@@ -678,12 +678,12 @@ async fn reconcile_delete(
     Ok(Action::await_change())
 }
 
-/// Cordons the Node and evicts its Pods (DaemonSet and mirror Pods stay); returns how many
-/// Pods are still there to go.
-async fn drain(client: &Client, node: &str) -> Result<usize> {
+/// Cordons the Node and evicts its Pods (DaemonSet and mirror Pods stay); returns what is still
+/// there to go.
+async fn drain(client: &Client, node: &str) -> Result<Remaining> {
     let nodes = Api::<Node>::all(client.clone());
     match nodes.get_opt(node).await? {
-        None => return Ok(0),
+        None => return Ok(Remaining::default()),
         Some(n) if n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true) => {
             common::patch_merge(&nodes, node, json!({"spec": {"unschedulable": true}})).await?;
         }
@@ -692,7 +692,7 @@ async fn drain(client: &Client, node: &str) -> Result<usize> {
     let pods = Api::<Pod>::all(client.clone())
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .await?;
-    let mut remaining = 0;
+    let mut remaining = Remaining::default();
     for pod in pods.items {
         let daemon = pod.owner_references().iter().any(|r| r.kind == "DaemonSet");
         let mirror = pod
@@ -705,14 +705,49 @@ async fn drain(client: &Client, node: &str) -> Result<usize> {
         if daemon || mirror || finished {
             continue;
         }
-        remaining += 1;
+        remaining.pods += 1;
         if pod.meta().deletion_timestamp.is_none() {
             let api: Api<Pod> =
                 Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
-            let _ = api.delete(&pod.name_any(), &DeleteParams::default()).await;
+            // Evicted, not deleted: PodDisruptionBudgets get their say.
+            match api.evict(&pod.name_any(), &EvictParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 429 => remaining.refused.push(format!(
+                    "Pod {}/{}: {}",
+                    pod.namespace().unwrap_or_default(),
+                    pod.name_any(),
+                    disruption_cause(&e)
+                )),
+                Err(kube::Error::Api(e)) if e.code == 404 => remaining.pods -= 1,
+                Err(e) => remaining.refused.push(format!(
+                    "Pod {}/{}: eviction failed: {e}",
+                    pod.namespace().unwrap_or_default(),
+                    pod.name_any()
+                )),
+            }
         }
     }
     Ok(remaining)
+}
+
+/// What is left of a drain: the Pods still on the Node, and why evictions were refused.
+#[derive(Default)]
+struct Remaining {
+    pods: usize,
+    refused: Vec<String>,
+}
+
+/// Why an eviction was refused: the budget's own words when the API server gives them.
+fn disruption_cause(e: &kube::core::Status) -> String {
+    let cause = e
+        .details
+        .as_ref()
+        .and_then(|d| d.causes.first())
+        .map(|c| c.message.clone());
+    match cause {
+        Some(c) if !c.is_empty() => format!("{} {c}", e.message),
+        _ => e.message.clone(),
+    }
 }
 
 /// The Machines to reconcile when a workload cluster's Node changes: the one named in the

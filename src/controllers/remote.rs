@@ -135,6 +135,10 @@ impl RemoteClusters {
         let mut config = config;
         config.connect_timeout = Some(Duration::from_secs(5));
         config.read_timeout = Some(Duration::from_secs(15));
+        // A 429 from a workload cluster is often an answer, not throttling: a Pod's disruption
+        // budget refusing an eviction. The client's own retries (up to 15, for minutes) would
+        // hold the reconcile; the reconcilers try again on their own schedule instead.
+        config.default_retry = false;
         let client = Client::try_from(config)?;
         self.clusters.lock().unwrap().insert(
             key,
