@@ -266,16 +266,19 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
             "RemediationAllowed",
         ));
         for m in unhealthy.iter().filter(|m| !common::deleting(**m)) {
-            // A control plane remediates its own Machines, keeping etcd quorum; others are
-            // replaced by their MachineSet once deleted.
-            let owner_remediates = common::controller_of(m.owner_references())
-                .is_some_and(|o| o.kind == "KubeadmControlPlane");
-            if owner_remediates {
+            // Owners remediate their own Machines: a control plane keeping etcd quorum, a
+            // MachineSet within its deployment's maxInFlight. Stand-alone Machines just go.
+            if let Some(owner) = common::controller_of(m.owner_references())
+                .filter(|o| matches!(o.kind.as_str(), "KubeadmControlPlane" | "MachineSet"))
+            {
                 set_machine_condition(
                     &machines_api,
                     m,
                     NewCondition::new(OWNER_REMEDIATED, Status::False, "WaitingForRemediation")
-                        .message("Waiting for the control plane to remediate this Machine"),
+                        .message(format!(
+                            "Waiting for {} {} to remediate this Machine",
+                            owner.kind, owner.name
+                        )),
                 )
                 .await?;
                 continue;

@@ -19,7 +19,7 @@ use super::{Context, Error, Result};
 use crate::api::common::{ContractVersionedObjectReference, DeletionOrder};
 use crate::api::machine::MachineSpec;
 use crate::api::machine_set::MachineSetStatus;
-use crate::api::{Cluster, Machine, MachineSet};
+use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
 use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status};
 
 pub const FINALIZER: &str = "cluster.x-k8s.io/machineset";
@@ -85,6 +85,34 @@ pub fn machines_to_delete(
             .then_with(|| a.1.cmp(&b.1))
     });
     ranked.into_iter().take(n).map(|(_, name)| name).collect()
+}
+
+/// Whether a MachineHealthCheck asked this set to replace the Machine and it is not going yet.
+fn awaits_remediation(m: &Machine) -> bool {
+    !common::deleting(m)
+        && condition_of(m, super::machine_health_check::OWNER_REMEDIATED)
+            .is_some_and(|c| c.status == "False")
+}
+
+/// The Machines to remediate now: those awaiting it, by name, as many as `max_in_flight` allows
+/// beside the remediations still going (all of them without a limit).
+pub fn to_remediate(machines: &[Machine], max_in_flight: Option<usize>) -> Vec<String> {
+    let in_flight = machines
+        .iter()
+        .filter(|m| {
+            common::deleting(*m)
+                && condition_of(m, super::machine_health_check::OWNER_REMEDIATED).is_some()
+        })
+        .count();
+    let allowance = max_in_flight.map_or(usize::MAX, |max| max.saturating_sub(in_flight));
+    let mut names: Vec<String> = machines
+        .iter()
+        .filter(|m| awaits_remediation(m))
+        .map(|m| m.name_any())
+        .collect();
+    names.sort();
+    names.truncate(allowance);
+    names
 }
 
 /// A label selector in string form, for the scale subresource.
@@ -310,6 +338,57 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
         return Ok(Action::await_change());
     }
 
+    // Machines a MachineHealthCheck found unhealthy go first; their replacements follow.
+    let max_in_flight = match ms.labels().get(DEPLOYMENT_NAME_LABEL) {
+        Some(md) if machines.iter().any(awaits_remediation) => {
+            Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(md)
+                .await?
+                .and_then(|md| {
+                    let limit = md.spec.remediation?.max_in_flight?;
+                    let total = md.spec.replicas.unwrap_or(1);
+                    Some(
+                        super::machine_deployment::scaled(Some(&limit), total, true, total)
+                            as usize,
+                    )
+                })
+        }
+        _ => None,
+    };
+    let remediate = to_remediate(&machines, max_in_flight);
+    if !remediate.is_empty() {
+        for m in machines
+            .iter()
+            .filter(|m| remediate.contains(&m.name_any()))
+        {
+            super::machine_health_check::set_machine_condition(
+                &machines_api,
+                m,
+                NewCondition::new(
+                    super::machine_health_check::OWNER_REMEDIATED,
+                    Status::False,
+                    "MachineDeletionInProgress",
+                )
+                .message("Machine deletionTimestamp set"),
+            )
+            .await?;
+            tracing::info!(machine = %m.name_any(), "remediating an unhealthy Machine by deleting it");
+            machines_api
+                .delete(&m.name_any(), &DeleteParams::background())
+                .await?;
+        }
+        ctx.machines()
+            .wait_for("the remediated Machines being deleted", |cache| {
+                remediate.iter().all(|n| {
+                    cache
+                        .get(&ObjectRef::new(n).within(&ns))
+                        .is_none_or(|m| common::deleting(m.as_ref()))
+                })
+            })
+            .await?;
+        return Ok(Action::await_change());
+    }
+
     let desired = ms.spec.replicas.unwrap_or(1).max(0) as usize;
     let live: Vec<&Machine> = machines.iter().filter(|m| !common::deleting(*m)).collect();
     let mut conds = vec![
@@ -477,6 +556,46 @@ mod tests {
             "status": status,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn remediation_goes_as_far_as_max_in_flight_allows() {
+        let asked = |name: &str, deleting: bool| {
+            let mut m = machine(name, 1, json!({}), true);
+            m.status.as_mut().unwrap().conditions = Some(vec![Condition {
+                type_: super::super::machine_health_check::OWNER_REMEDIATED.into(),
+                status: "False".into(),
+                reason: "WaitingForRemediation".into(),
+                message: String::new(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    Timestamp::from_second(1_700_000_000).unwrap(),
+                ),
+                observed_generation: None,
+            }]);
+            if deleting {
+                m.metadata.deletion_timestamp = m.metadata.creation_timestamp.clone();
+            }
+            m
+        };
+        let machines = vec![
+            asked("c", false),
+            asked("a", false),
+            machine("healthy", 1, json!({}), true),
+            asked("going", true),
+            asked("b", false),
+        ];
+        for (limit, want) in [
+            (None, vec!["a", "b", "c"]),
+            (Some(3), vec!["a", "b"]),
+            (Some(2), vec!["a"]),
+            (Some(1), vec![]),
+        ] {
+            assert_eq!(
+                to_remediate(&machines, limit),
+                want,
+                "maxInFlight {limit:?}"
+            );
+        }
     }
 
     #[test]
