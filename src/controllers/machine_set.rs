@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::{StreamExt, TryStreamExt};
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
@@ -25,6 +27,9 @@ use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status
 pub const FINALIZER: &str = "cluster.x-k8s.io/machineset";
 pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 pub const DISABLE_CREATE_ANNOTATION: &str = "cluster.x-k8s.io/disable-machine-create";
+/// How many Machines (with their bootstrap configs and infrastructure machines) a MachineSet
+/// creates at once.
+const CREATE_CONCURRENCY: usize = 16;
 
 fn condition_of<'a>(m: &'a Machine, t: &str) -> Option<&'a Condition> {
     m.status
@@ -401,10 +406,12 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
             .get(DISABLE_CREATE_ANNOTATION)
             .is_some_and(|v| v == "true");
         if !disabled {
-            let mut created = Vec::new();
-            for _ in live.len()..desired {
-                created.push(create_machine(&ctx, &ms).await?);
-            }
+            // A few at a time: thousands one after the other take minutes.
+            let created: Vec<String> = futures::stream::iter(live.len()..desired)
+                .map(|_| create_machine(&ctx, &ms))
+                .buffer_unordered(CREATE_CONCURRENCY)
+                .try_collect()
+                .await?;
             ctx.machines()
                 .wait_for("the new Machines", |cache| {
                     created
