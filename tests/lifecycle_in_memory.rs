@@ -77,6 +77,37 @@ async fn a_cluster_lifecycle_on_the_in_memory_provider() {
     );
     let endpoint = cluster.spec.control_plane_endpoint.clone().unwrap();
     assert_eq!(endpoint.host.as_deref(), Some("127.0.0.1"));
+    // The Cluster sums up its Machines and workers as upstream's v1beta2 Cluster does.
+    let summary = until("the Cluster sums up its Machines", 20, async || {
+        let c = clusters.get("c1").await.ok()?;
+        let list = c.status?.conditions?;
+        let reason = |t: &str| list.iter().find(|c| c.type_ == t).map(|c| c.reason.clone());
+        let got: Vec<Option<String>> = [
+            "ControlPlaneMachinesReady",
+            "WorkerMachinesReady",
+            "WorkerMachinesUpToDate",
+            "RollingOut",
+            "ScalingUp",
+            "Remediating",
+        ]
+        .iter()
+        .map(|t| reason(t))
+        .collect();
+        (got[1].as_deref() == Some("Ready")).then_some(got)
+    })
+    .await;
+    assert_eq!(
+        summary,
+        [
+            "Ready",
+            "Ready",
+            "UpToDate",
+            "NotRollingOut",
+            "NotScalingUp",
+            "NotRemediating"
+        ]
+        .map(|r| Some(r.to_string()))
+    );
 
     // The workload cluster answers with the Cluster's kubeconfig, and has the Nodes.
     let nodes: Api<Node> = Api::all(workload(&client, "c1").await);

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -58,6 +60,168 @@ async fn descendants(ctx: &Context, cluster: &Cluster) -> Result<Descendants> {
         control_plane,
         workers,
     })
+}
+
+/// The conditions a Cluster sums up from what it is made of, as upstream's v1beta2 Cluster
+/// does: its Machines' Ready and UpToDate (control plane and workers apart), whether the
+/// control plane or any MachineDeployment (or stand-alone MachineSet) is rolling out or
+/// scaling, and which Machines a MachineHealthCheck asked their owner to remediate.
+/// `control_plane` is the control plane's kind, name and RollingOut/Scaling* conditions.
+fn aggregated_conditions(
+    control_plane: Option<&(String, String, Vec<Condition>)>,
+    d: &Descendants,
+    now: Timestamp,
+) -> Vec<NewCondition> {
+    use super::machine_set::{aggregate, condition_of};
+    let ready = || MergeReasons::new("NotReady", "ReadyUnknown", "Ready");
+    let up_to_date = || MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate");
+    // A Machine just made has not had the time to say whether it is up to date.
+    let settled = |machines: &[Machine]| -> Vec<Machine> {
+        machines
+            .iter()
+            .filter(|m| {
+                condition_of(m, "UpToDate").is_some()
+                    || m.meta()
+                        .creation_timestamp
+                        .as_ref()
+                        .is_some_and(|t| now.as_second() - t.0.as_second() > 10)
+            })
+            .cloned()
+            .collect()
+    };
+    let mut out = vec![
+        aggregate(
+            &d.control_plane,
+            "Ready",
+            "ControlPlaneMachinesReady",
+            ready(),
+        ),
+        aggregate(&d.workers, "Ready", "WorkerMachinesReady", ready()),
+        aggregate(
+            &settled(&d.control_plane),
+            "UpToDate",
+            "ControlPlaneMachinesUpToDate",
+            up_to_date(),
+        ),
+        aggregate(
+            &settled(&d.workers),
+            "UpToDate",
+            "WorkerMachinesUpToDate",
+            up_to_date(),
+        ),
+    ];
+
+    // RollingOut over the control plane and the MachineDeployments; ScalingUp/Down also over
+    // stand-alone MachineSets.
+    let md_names: Vec<String> = d.deployments.iter().map(|m| m.name_any()).collect();
+    let standalone: Vec<&MachineSet> = d
+        .sets
+        .iter()
+        .filter(|s| !s.labels().contains_key(common::DEPLOYMENT_NAME_LABEL))
+        .collect();
+    let set_names: Vec<String> = standalone.iter().map(|s| s.name_any()).collect();
+    for (t, reasons, with_sets) in [
+        (
+            "RollingOut",
+            MergeReasons::new("RollingOut", "RollingOutUnknown", "NotRollingOut"),
+            false,
+        ),
+        (
+            "ScalingUp",
+            MergeReasons::new("ScalingUp", "ScalingUpUnknown", "NotScalingUp"),
+            true,
+        ),
+        (
+            "ScalingDown",
+            MergeReasons::new("ScalingDown", "ScalingDownUnknown", "NotScalingDown"),
+            true,
+        ),
+    ] {
+        let mut inputs = Vec::new();
+        if let Some((kind, name, conds)) = control_plane
+            && let Some(c) = conditions::get(conds, t)
+        {
+            inputs.push(AggregateInput {
+                kind,
+                name,
+                control_plane: true,
+                condition: Some(c),
+            });
+        }
+        for (md, name) in d.deployments.iter().zip(&md_names) {
+            inputs.push(AggregateInput {
+                kind: "MachineDeployment",
+                name,
+                control_plane: false,
+                condition: md
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_deref())
+                    .and_then(|c| conditions::get(c, t)),
+            });
+        }
+        if with_sets {
+            for (ms, name) in standalone.iter().zip(&set_names) {
+                inputs.push(AggregateInput {
+                    kind: "MachineSet",
+                    name,
+                    control_plane: false,
+                    condition: ms
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_deref())
+                        .and_then(|c| conditions::get(c, t)),
+                });
+            }
+        }
+        out.push(if inputs.is_empty() {
+            NewCondition::new(t, Status::False, &reasons.info)
+        } else {
+            conditions::aggregate(&inputs, t, t, &reasons)
+        });
+    }
+
+    // Remediating: the Machines whose owner was asked to replace them.
+    let machines: Vec<&Machine> = d.control_plane.iter().chain(&d.workers).collect();
+    let unhealthy =
+        |m: &Machine| condition_of(m, "HealthCheckSucceeded").is_some_and(|c| c.status == "False");
+    let to_remediate: Vec<Machine> = machines
+        .iter()
+        .filter(|m| {
+            unhealthy(m)
+                && condition_of(m, super::machine_health_check::OWNER_REMEDIATED)
+                    .is_some_and(|c| c.status == "False")
+        })
+        .map(|m| (*m).clone())
+        .collect();
+    out.push(if to_remediate.is_empty() {
+        let mut names: Vec<String> = machines
+            .iter()
+            .filter(|m| unhealthy(m))
+            .map(|m| m.name_any())
+            .collect();
+        names.sort();
+        let c = NewCondition::new("Remediating", Status::False, "NotRemediating");
+        match names.len() {
+            0 => c,
+            1 => c.message(format!(
+                "Machine {} is not healthy (not to be remediated)",
+                names[0]
+            )),
+            _ => c.message(format!(
+                "Machines {} are not healthy (not to be remediated)",
+                names.join(", ")
+            )),
+        }
+    } else {
+        aggregate(
+            &to_remediate,
+            super::machine_health_check::OWNER_REMEDIATED,
+            "Remediating",
+            MergeReasons::new("Remediating", "RemediatingUnknown", "NotRemediating"),
+        )
+    });
+    out
 }
 
 /// The Cluster's phase, as upstream computes it.
@@ -322,6 +486,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
 
     // Control plane.
     let d = descendants(&ctx, &cluster).await?;
+    let mut control_plane_conditions: Option<(String, String, Vec<Condition>)> = None;
     match &cluster.spec.control_plane_ref {
         None => {
             let initialized = d.control_plane.iter().any(|m| {
@@ -366,6 +531,14 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
             }
             Some(cp) => {
                 adopt(&ctx, &cluster, reference, &cp).await?;
+                control_plane_conditions = Some((
+                    reference.kind.clone(),
+                    cp.name_any(),
+                    ["RollingOut", "ScalingUp", "ScalingDown"]
+                        .into_iter()
+                        .filter_map(|t| external::condition(&cp, t))
+                        .collect(),
+                ));
                 if initialization_flag(&cp, "controlPlaneInitialized") {
                     init.control_plane_initialized = Some(true);
                     if endpoint_patch.is_none()
@@ -447,6 +620,12 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
             &MergeReasons::new("NotAvailable", "AvailableUnknown", "Available"),
         )
     });
+
+    new_conditions.extend(aggregated_conditions(
+        control_plane_conditions.as_ref(),
+        &d,
+        Timestamp::now(),
+    ));
 
     if cluster.spec.control_plane_ref.is_none()
         && reconcile_kubeconfig(
@@ -630,6 +809,102 @@ mod tests {
             meta["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
         }
         serde_json::from_value(json!({"metadata": meta, "spec": spec, "status": status})).unwrap()
+    }
+
+    fn cond(t: &str, status: &str, reason: &str, message: &str) -> serde_json::Value {
+        json!({"type": t, "status": status, "reason": reason, "message": message, "lastTransitionTime": "2026-11-30T00:00:00Z"})
+    }
+
+    fn machine(name: &str, control_plane: bool, conditions: serde_json::Value) -> Machine {
+        let labels = if control_plane {
+            json!({CONTROL_PLANE_LABEL: ""})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels, "creationTimestamp": "2026-11-30T00:00:00Z"},
+            "spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": name}},
+            "status": {"conditions": conditions},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_cluster_sums_up_its_machines_rollouts_and_remediations() {
+        let ready = cond("Ready", "True", "Ready", "");
+        let d = Descendants {
+            deployments: vec![serde_json::from_value(json!({
+                "metadata": {"name": "md-0"},
+                "spec": {"clusterName": "c", "selector": {}, "template": {"spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "t"}}}},
+                "status": {"conditions": [
+                    cond("RollingOut", "True", "RollingOut", "Rolling out 2 not up-to-date replicas"),
+                    cond("ScalingUp", "False", "NotScalingUp", ""),
+                ]}
+            }))
+            .unwrap()],
+            sets: Vec::new(),
+            control_plane: vec![machine("cp-0", true, json!([ready, cond("UpToDate", "True", "UpToDate", "")]))],
+            workers: vec![
+                machine("w-0", false, json!([ready])),
+                machine("w-1", false, json!([
+                    cond("Ready", "False", "NotReady", "* NodeHealthy: Node not ready"),
+                    cond("HealthCheckSucceeded", "False", "UnhealthyNode", "Node not ready for 300s"),
+                    cond("OwnerRemediated", "False", "WaitingForRemediation", "Waiting for MachineSet ms to remediate this Machine"),
+                ])),
+            ],
+        };
+        let cp = (
+            "KubeadmControlPlane".to_string(),
+            "cp".to_string(),
+            serde_json::from_value::<Vec<Condition>>(json!([cond(
+                "ScalingUp",
+                "True",
+                "ScalingUp",
+                "Scaling up from 1 to 3 replicas"
+            )]))
+            .unwrap(),
+        );
+        let now: Timestamp = "2026-11-30T00:01:00Z".parse().unwrap();
+        let got: Vec<(String, Status, String)> = aggregated_conditions(Some(&cp), &d, now)
+            .into_iter()
+            .map(|c| (c.type_, c.status, c.reason))
+            .collect();
+        let want = [
+            ("ControlPlaneMachinesReady", Status::True, "Ready"),
+            ("WorkerMachinesReady", Status::False, "NotReady"),
+            ("ControlPlaneMachinesUpToDate", Status::True, "UpToDate"),
+            // The workers never said: old enough to count, so Unknown.
+            ("WorkerMachinesUpToDate", Status::Unknown, "UpToDateUnknown"),
+            ("RollingOut", Status::True, "RollingOut"),
+            ("ScalingUp", Status::True, "ScalingUp"),
+            // Neither the control plane nor md-0 reports it.
+            ("ScalingDown", Status::Unknown, "ScalingDownUnknown"),
+            ("Remediating", Status::True, "Remediating"),
+        ];
+        let want: Vec<(String, Status, String)> = want
+            .into_iter()
+            .map(|(t, s, r)| (t.to_string(), s, r.to_string()))
+            .collect();
+        assert_eq!(got, want);
+
+        // Nothing to remediate, but an unhealthy Machine is named.
+        let mut d = d;
+        d.workers[1]
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .as_mut()
+            .unwrap()
+            .pop();
+        let remediating = aggregated_conditions(None, &d, now).pop().unwrap();
+        assert_eq!(
+            (remediating.status, remediating.message.as_str()),
+            (
+                Status::False,
+                "Machine w-1 is not healthy (not to be remediated)"
+            )
+        );
     }
 
     #[test]

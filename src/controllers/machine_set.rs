@@ -31,7 +31,7 @@ pub const DISABLE_CREATE_ANNOTATION: &str = "cluster.x-k8s.io/disable-machine-cr
 /// creates at once.
 const CREATE_CONCURRENCY: usize = 16;
 
-fn condition_of<'a>(m: &'a Machine, t: &str) -> Option<&'a Condition> {
+pub(super) fn condition_of<'a>(m: &'a Machine, t: &str) -> Option<&'a Condition> {
     m.status
         .as_ref()
         .and_then(|s| s.conditions.as_deref())
