@@ -400,12 +400,16 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
         paused,
         NewCondition::new("Deleting", Status::False, "NotDeleting"),
     ];
+    let mut blocked = Vec::new();
     if live.len() < desired {
         let disabled = ms
             .annotations()
             .get(DISABLE_CREATE_ANNOTATION)
             .is_some_and(|v| v == "true");
         if !disabled {
+            blocked = preflight_problems(&ctx, &ms, &cluster).await?;
+        }
+        if !disabled && blocked.is_empty() {
             // A few at a time: thousands one after the other take minutes.
             let created: Vec<String> = futures::stream::iter(live.len()..desired)
                 .map(|_| create_machine(&ctx, &ms))
@@ -420,12 +424,14 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
                 })
                 .await?;
         }
-        conds.push(
-            NewCondition::new("ScalingUp", Status::True, "ScalingUp").message(format!(
-                "Scaling up from {} to {desired} replicas",
-                live.len()
-            )),
-        );
+        let mut message = format!("Scaling up from {} to {desired} replicas", live.len());
+        if !blocked.is_empty() {
+            message.push_str(" is blocked because:");
+            for problem in &blocked {
+                message.push_str(&format!("\n* {problem}"));
+            }
+        }
+        conds.push(NewCondition::new("ScalingUp", Status::True, "ScalingUp").message(message));
     } else {
         conds.push(NewCondition::new(
             "ScalingUp",
@@ -504,11 +510,130 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
         && machines
             .iter()
             .all(|m| condition_of(m, "Available").is_some_and(|c| c.status == "True"));
-    Ok(Action::requeue(if settled {
+    Ok(Action::requeue(if !blocked.is_empty() {
+        // Upstream's preflight retry interval.
+        Duration::from_secs(15)
+    } else if settled {
         Duration::from_secs(10)
     } else {
         Duration::from_secs(1)
     }))
+}
+
+/// Skips some or all (`All`) preflight checks, as upstream's annotation does.
+pub const SKIP_PREFLIGHT_ANNOTATION: &str = "machineset.cluster.x-k8s.io/skip-preflight-checks";
+
+/// What keeps the set from creating Machines now, read from its Cluster's control plane
+/// (nothing when the Cluster has no control-plane provider or it has no spec.version).
+async fn preflight_problems(
+    ctx: &Context,
+    ms: &MachineSet,
+    cluster: &Cluster,
+) -> Result<Vec<String>> {
+    let Some(reference) = &cluster.spec.control_plane_ref else {
+        return Ok(Vec::new());
+    };
+    let ns = ms.namespace().unwrap_or_default();
+    let Some(cp) = ctx.external.get(&ns, reference).await? else {
+        return Ok(Vec::new());
+    };
+    let field = |path: &[&str]| {
+        super::external::field(&cp, path)
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    let Some(cp_version) = field(&["spec", "version"]) else {
+        return Ok(Vec::new());
+    };
+    let reported: Vec<String> = super::external::field(&cp, &["status", "versions"])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["version"].as_str().map(String::from))
+        .chain(field(&["status", "version"]))
+        .collect();
+    let bootstrap = ms.spec.template.spec.bootstrap.config_ref.as_ref();
+    Ok(preflight(&Preflight {
+        control_plane: format!("{} {}", reference.kind, cp.name_any()),
+        control_plane_version: &cp_version,
+        control_plane_reported: &reported,
+        version: ms.spec.template.spec.version.as_deref(),
+        kubeadm_bootstrap: bootstrap.is_some_and(|b| {
+            b.kind == "KubeadmConfigTemplate" && b.api_group == "bootstrap.cluster.x-k8s.io"
+        }),
+        skip: ms
+            .annotations()
+            .get(SKIP_PREFLIGHT_ANNOTATION)
+            .map(String::as_str)
+            .unwrap_or_default(),
+    }))
+}
+
+/// What the preflight checks look at.
+pub struct Preflight<'a> {
+    /// `KubeadmControlPlane name`, for messages.
+    pub control_plane: String,
+    pub control_plane_version: &'a str,
+    /// The versions the control plane's Machines run (status.versions, status.version).
+    pub control_plane_reported: &'a [String],
+    /// The set's Machines' version.
+    pub version: Option<&'a str>,
+    pub kubeadm_bootstrap: bool,
+    /// The skip annotation's value: `All` or check names, comma-separated.
+    pub skip: &'a str,
+}
+
+/// Upstream's MachineSet preflight checks: new workers wait while the control plane is being
+/// provisioned or upgraded, and never run a newer minor than it, more than three minors
+/// behind it, or (with kubeadm) another minor at all.
+pub fn preflight(p: &Preflight<'_>) -> Vec<String> {
+    let skipped = |check: &str| {
+        p.skip
+            .split(',')
+            .map(str::trim)
+            .any(|s| s == "All" || s == check)
+    };
+    let minor = |v: &str| crate::api::common::kubernetes_version(v).map(|(_, m, _)| m);
+    let mut problems = Vec::new();
+    if !skipped("ControlPlaneIsStable") {
+        if p.control_plane_reported.is_empty() {
+            problems.push(format!("{} is provisioning", p.control_plane));
+        } else if p.control_plane_reported.iter().any(|v| {
+            crate::api::common::kubernetes_version(v)
+                < crate::api::common::kubernetes_version(p.control_plane_version)
+        }) {
+            problems.push(format!("{} is upgrading", p.control_plane));
+        }
+    }
+    let (Some(version), Some(cp_minor)) = (p.version, minor(p.control_plane_version)) else {
+        return problems;
+    };
+    let Some(ms_minor) = minor(version) else {
+        return problems;
+    };
+    let incompatible = |why: &str| {
+        format!(
+            "MachineSet version ({version}) and {} version ({}) are not compatible: {why}",
+            p.control_plane, p.control_plane_version
+        )
+    };
+    if !skipped("KubernetesVersionSkew") {
+        if ms_minor > cp_minor {
+            problems.push(incompatible(
+                "MachineSet version cannot be higher than the control plane version",
+            ));
+        } else if ms_minor + 3 < cp_minor {
+            problems.push(incompatible(
+                "MachineSet version cannot be more than 3 minor versions older than the control plane version",
+            ));
+        }
+    }
+    if !skipped("KubeadmVersionSkew") && p.kubeadm_bootstrap && ms_minor != cp_minor {
+        problems.push(incompatible(
+            "kubeadm's skew policy needs the same minor version (upgrade the control plane first)",
+        ));
+    }
+    problems
 }
 
 async fn write_status(
@@ -563,6 +688,92 @@ mod tests {
             "status": status,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn preflight_checks_hold_new_workers_back() {
+        let reported = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // Control plane's reported versions, its spec.version, the set's version, kubeadm
+        // bootstrap, the skip annotation, and the problems expected.
+        type Case<'a> = (
+            &'a [&'a str],
+            &'a str,
+            Option<&'a str>,
+            bool,
+            &'a str,
+            &'a [&'a str],
+        );
+        let cases: &[Case<'_>] = &[
+            (&["v1.30.4"], "v1.30.4", Some("v1.30.4"), true, "", &[]),
+            (
+                &[],
+                "v1.30.4",
+                Some("v1.30.4"),
+                true,
+                "",
+                &["KubeadmControlPlane cp is provisioning"],
+            ),
+            (
+                &["v1.29.10", "v1.30.4"],
+                "v1.30.4",
+                Some("v1.30.4"),
+                true,
+                "",
+                &["KubeadmControlPlane cp is upgrading"],
+            ),
+            (
+                &["v1.30.4"],
+                "v1.30.4",
+                Some("v1.31.0"),
+                false,
+                "",
+                &[
+                    "MachineSet version (v1.31.0) and KubeadmControlPlane cp version (v1.30.4) are not compatible: MachineSet version cannot be higher than the control plane version",
+                ],
+            ),
+            (
+                &["v1.30.4"],
+                "v1.30.4",
+                Some("v1.26.0"),
+                false,
+                "",
+                &[
+                    "MachineSet version (v1.26.0) and KubeadmControlPlane cp version (v1.30.4) are not compatible: MachineSet version cannot be more than 3 minor versions older than the control plane version",
+                ],
+            ),
+            (&["v1.30.4"], "v1.30.4", Some("v1.27.0"), false, "", &[]),
+            (
+                &["v1.30.4"],
+                "v1.30.4",
+                Some("v1.29.0"),
+                true,
+                "",
+                &[
+                    "MachineSet version (v1.29.0) and KubeadmControlPlane cp version (v1.30.4) are not compatible: kubeadm's skew policy needs the same minor version (upgrade the control plane first)",
+                ],
+            ),
+            (
+                &["v1.30.4"],
+                "v1.30.4",
+                Some("v1.29.0"),
+                true,
+                "KubeadmVersionSkew",
+                &[],
+            ),
+            (&[], "v1.30.4", Some("v1.31.0"), true, "All", &[]),
+        ];
+        for (cp_reported, cp_version, version, kubeadm, skip, want) in cases {
+            let reported = reported(cp_reported);
+            let got = preflight(&Preflight {
+                control_plane: "KubeadmControlPlane cp".into(),
+                control_plane_version: cp_version,
+                control_plane_reported: &reported,
+                version: *version,
+                kubeadm_bootstrap: *kubeadm,
+                skip,
+            });
+            assert_eq!(got, *want, "{cp_reported:?} {version:?} skip={skip}");
+        }
     }
 
     #[test]
