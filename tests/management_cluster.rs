@@ -1045,3 +1045,87 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
         "the inventory stays: {crds}"
     );
 }
+
+/// A container, removed when dropped.
+struct Container(String);
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rm", "-f", &self.0]).output();
+    }
+}
+
+/// `capictl get kubeconfig` of a Docker cluster points at 127.0.0.1 and the port its load
+/// balancer container publishes, as kind does, so the cluster is reachable from this host.
+#[test]
+fn get_kubeconfig_of_a_docker_cluster_uses_the_published_load_balancer_port() {
+    let Some(m) = Management::up() else { return };
+    let crds = capictl(&["generate", "crds"]);
+    assert!(crds.status.success(), "{}", text(&crds.stderr));
+    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+    let name = format!("dk-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: https://172.18.0.3:6443\n    certificate-authority-data: Q0E=\ncontexts:\n- name: {name}-admin@{name}\n  context: {{cluster: {name}, user: {name}-admin}}\ncurrent-context: {name}-admin@{name}\nusers:\n- name: {name}-admin\n  user: {{client-key-data: S0VZ}}\n"
+    );
+    m.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata: {{name: {name}}}\nspec:\n  infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerCluster, name: {name}}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: {name}-kubeconfig, labels: {{cluster.x-k8s.io/cluster-name: {name}}}}}\ntype: cluster.x-k8s.io/secret\nstringData:\n  value: |\n{}",
+            kubeconfig
+                .lines()
+                .map(|l| format!("    {l}\n"))
+                .collect::<String>()
+        )),
+    );
+    let kubeconfig_flag = m.kubeconfig().display().to_string();
+    let get = || {
+        let out = capictl(&["get", "kubeconfig", &name, "--kubeconfig", &kubeconfig_flag]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        out
+    };
+
+    // No load balancer container here: the Cluster's own address stays, and it says why.
+    let out = get();
+    assert!(text(&out.stdout).contains("server: https://172.18.0.3:6443"));
+    assert!(
+        text(&out.stderr).contains(&format!("no load balancer container {name}-lb")),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // With one that publishes 6443 on 127.0.0.1, the kubeconfig points there.
+    let image = Command::new("scripts/test-image").output().unwrap();
+    assert!(image.status.success(), "{}", text(&image.stderr));
+    let image = text(&image.stdout).trim().to_string();
+    let lb = Container(format!("{name}-lb"));
+    let run = Command::new("docker")
+        .args([
+            "run",
+            "-d",
+            "--name",
+            &lb.0,
+            "-p",
+            "127.0.0.1::6443",
+            &image,
+        ])
+        .args(["/bin/busybox", "sleep", "300"])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let port = text(
+        &Command::new("docker")
+            .args(["port", &lb.0, "6443/tcp"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    let port = port.trim().rsplit(':').next().unwrap().to_string();
+    let out = get();
+    let rewritten = text(&out.stdout);
+    assert!(
+        rewritten.contains(&format!("server: https://127.0.0.1:{port}")),
+        "{rewritten}"
+    );
+    assert!(rewritten.contains(&format!("current-context: {name}-admin@{name}")));
+    assert!(!rewritten.contains("172.18.0.3"));
+}

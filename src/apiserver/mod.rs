@@ -139,13 +139,17 @@ impl ApiServer {
             object["spec"]["finalizers"] = json!(["kubernetes"]);
             object["status"] = json!({"phase": "Active"});
         }
-        if resource.group.is_empty()
-            && resource.plural == "secrets"
-            && object["type"].as_str().unwrap_or_default().is_empty()
-        {
-            object["type"] = json!("Opaque");
+        if Self::is_secret(resource) {
+            if object["type"].as_str().unwrap_or_default().is_empty() {
+                object["type"] = json!("Opaque");
+            }
+            fold_string_data(object);
         }
         Ok(())
+    }
+
+    fn is_secret(resource: &Resource) -> bool {
+        resource.group.is_empty() && resource.plural == "secrets"
     }
 
     fn strategy_update(
@@ -161,6 +165,9 @@ impl ApiServer {
         if Self::is_namespace(resource) {
             let name = object::name_of(object).to_string();
             object["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+        }
+        if Self::is_secret(resource) {
+            fold_string_data(object);
         }
         Ok(())
     }
@@ -515,4 +522,21 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
             .to_string(),
     };
     handlers::handle(call, &method, &headers, body).await
+}
+
+/// A Secret's `stringData` is write-only: its values go into `data`, base64-encoded, over
+/// what `data` had under the same keys, as kube-apiserver stores them.
+fn fold_string_data(secret: &mut Value) {
+    use base64::Engine;
+    let Some(Value::Object(strings)) = secret.as_object_mut().and_then(|o| o.remove("stringData"))
+    else {
+        return;
+    };
+    if !secret["data"].is_object() {
+        secret["data"] = json!({});
+    }
+    for (key, value) in strings {
+        let text = value.as_str().unwrap_or_default();
+        secret["data"][key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+    }
 }

@@ -1,11 +1,15 @@
 //! `capictl get kubeconfig`: a workload cluster's kubeconfig from its `<cluster>-kubeconfig`
-//! Secret, printed or written 0600.
+//! Secret, printed or written 0600. Where the infrastructure provider's address is not
+//! reachable from this host (Docker's load balancer on the Docker network), the server is
+//! rewritten to the address the provider publishes here.
 
 use std::io::Write as _;
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
+use kube::{Api, ResourceExt};
+
+use crate::api::Cluster;
 
 use super::connect::ClusterArgs;
 
@@ -41,7 +45,7 @@ async fn kubeconfig(args: KubeconfigArgs) -> anyhow::Result<()> {
     let (client, default_namespace) = args.cluster.client().await?;
     let namespace = args.namespace.unwrap_or(default_namespace);
     let name = crate::kubeadm::certs::kubeconfig_secret_name(&args.name);
-    let secret = Api::<Secret>::namespaced(client, &namespace)
+    let secret = Api::<Secret>::namespaced(client.clone(), &namespace)
         .get_opt(&name)
         .await?
         .ok_or_else(|| {
@@ -56,6 +60,13 @@ async fn kubeconfig(args: KubeconfigArgs) -> anyhow::Result<()> {
         .ok_or_else(|| {
             anyhow::anyhow!("missing key \"value\" in the data of Secret {namespace}/{name}")
         })?;
+    let cluster = Api::<Cluster>::namespaced(client.clone(), &namespace)
+        .get_opt(&args.name)
+        .await?;
+    let value = match local_server(cluster.as_ref()).await {
+        Some(server) => with_server(&value.0, &server)?.into_bytes(),
+        None => value.0,
+    };
     match args.write_to {
         Some(path) => {
             use std::os::unix::fs::OpenOptionsExt;
@@ -68,7 +79,7 @@ async fn kubeconfig(args: KubeconfigArgs) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
             // An existing file keeps its mode on open: make sure the key is not readable by others.
             std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-            file.write_all(&value.0)?;
+            file.write_all(&value)?;
             eprintln!(
                 "Wrote the kubeconfig of {namespace}/{} to {}",
                 args.name,
@@ -77,11 +88,70 @@ async fn kubeconfig(args: KubeconfigArgs) -> anyhow::Result<()> {
         }
         None => {
             let mut out = std::io::stdout().lock();
-            out.write_all(&value.0)?;
-            if !value.0.ends_with(b"\n") {
+            out.write_all(&value)?;
+            if !value.ends_with(b"\n") {
                 out.write_all(b"\n")?;
             }
         }
     }
     Ok(())
+}
+
+/// Where this host reaches the Cluster's API server when the kubeconfig's address may not do:
+/// for the Docker provider, 127.0.0.1 and the port its load balancer container publishes.
+/// None keeps the kubeconfig as it is (other providers, or no such container here).
+async fn local_server(cluster: Option<&Cluster>) -> Option<String> {
+    let cluster = cluster?;
+    if cluster.spec.infrastructure_ref.as_ref()?.kind != "DockerCluster" {
+        return None;
+    }
+    let name = cluster.name_any();
+    match crate::providers::docker::load_balancer_host_port(&name).await {
+        Ok(Some(port)) => Some(format!("https://127.0.0.1:{port}")),
+        Ok(None) => {
+            eprintln!(
+                "Note: no load balancer container {} publishes the API server on this host; the kubeconfig keeps the Cluster's own address",
+                crate::providers::docker::load_balancer_container(&name)
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!("Note: {e}; the kubeconfig keeps the Cluster's own address");
+            None
+        }
+    }
+}
+
+/// The kubeconfig with every cluster's server set to `server`.
+fn with_server(kubeconfig: &[u8], server: &str) -> anyhow::Result<String> {
+    let text = std::str::from_utf8(kubeconfig)
+        .map_err(|_| anyhow::anyhow!("the kubeconfig Secret does not hold UTF-8 text"))?;
+    let mut config: serde_json::Value = crate::yaml::from_str(text)
+        .map_err(|e| anyhow::anyhow!("the kubeconfig Secret holds no valid kubeconfig: {e}"))?;
+    for cluster in config["clusters"].as_array_mut().into_iter().flatten() {
+        cluster["cluster"]["server"] = serde_json::json!(server);
+    }
+    Ok(crate::yaml::to_string(&config)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_is_rewritten_and_the_rest_kept() {
+        let original = "apiVersion: v1\nkind: Config\nclusters:\n- name: c1\n  cluster:\n    server: https://172.18.0.3:6443\n    certificate-authority-data: Q0E=\ncontexts:\n- name: c1-admin@c1\n  context: {cluster: c1, user: c1-admin}\ncurrent-context: c1-admin@c1\nusers:\n- name: c1-admin\n  user: {client-key-data: S0VZ}\n";
+        let rewritten: serde_json::Value = crate::yaml::from_str(
+            &with_server(original.as_bytes(), "https://127.0.0.1:32771").unwrap(),
+        )
+        .unwrap();
+        let before: serde_json::Value = crate::yaml::from_str(original).unwrap();
+        assert_eq!(
+            rewritten["clusters"][0]["cluster"]["server"],
+            "https://127.0.0.1:32771"
+        );
+        let mut expected = before.clone();
+        expected["clusters"][0]["cluster"]["server"] = serde_json::json!("https://127.0.0.1:32771");
+        assert_eq!(rewritten, expected);
+    }
 }

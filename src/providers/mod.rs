@@ -1,5 +1,6 @@
 //! Infrastructure providers: what turns infrastructure clusters and machines into something
 //! real. `in_memory` simulates them with real workload API servers; `docker` (to come) runs
-//! containers.
+//! containers, and already finds its load balancers' published ports.
 
+pub mod docker;
 pub mod in_memory;
