@@ -2,6 +2,8 @@
 //! webhook configurations `capictl init` installs expect: AdmissionReviews in, verdicts and
 //! JSON patches out.
 
+mod common;
+
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -19,14 +21,6 @@ impl Drop for Manager {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn review(operation: &str, object: Value, old: Option<Value>) -> Value {
@@ -66,7 +60,7 @@ async fn the_manager_serves_the_admission_webhooks_over_https() {
         "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n",
     )
     .unwrap();
-    let port = free_port();
+    let port = common::free_port();
     let _manager = Manager(
         Command::new(env!("CARGO_BIN_EXE_capictl"))
             .args(["manager", "--leader-elect=false", "--kubeconfig"])

@@ -378,19 +378,8 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
             )
             .await?;
             tracing::info!(machine = %m.name_any(), "remediating an unhealthy Machine by deleting it");
-            machines_api
-                .delete(&m.name_any(), &DeleteParams::background())
-                .await?;
         }
-        ctx.machines()
-            .wait_for("the remediated Machines being deleted", |cache| {
-                remediate.iter().all(|n| {
-                    cache
-                        .get(&ObjectRef::new(n).within(&ns))
-                        .is_none_or(|m| common::deleting(m.as_ref()))
-                })
-            })
-            .await?;
+        delete_machines(&ctx, &machines_api, &remediate).await?;
         return Ok(Action::await_change());
     }
 
@@ -448,20 +437,7 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
             .unwrap_or_default();
         let live_owned: Vec<Machine> = live.iter().map(|m| (*m).clone()).collect();
         let doomed = machines_to_delete(&live_owned, live.len() - desired, order, Timestamp::now());
-        for name in &doomed {
-            machines_api
-                .delete(name, &DeleteParams::background())
-                .await?;
-        }
-        ctx.machines()
-            .wait_for("the Machines being deleted", |cache| {
-                doomed.iter().all(|n| {
-                    cache
-                        .get(&ObjectRef::new(n).within(&ns))
-                        .is_none_or(|m| common::deleting(m.as_ref()))
-                })
-            })
-            .await?;
+        delete_machines(&ctx, &machines_api, &doomed).await?;
         conds.push(
             NewCondition::new("ScalingDown", Status::True, "ScalingDown").message(format!(
                 "Scaling down from {} to {desired} replicas",
@@ -518,6 +494,24 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
     } else {
         Duration::from_secs(1)
     }))
+}
+
+/// Deletes these Machines of the set and waits until the shared cache shows them going, so the
+/// next reconcile does not count them as live and delete others in their place.
+async fn delete_machines(ctx: &Context, api: &Api<Machine>, names: &[String]) -> Result<()> {
+    for name in names {
+        api.delete(name, &DeleteParams::background()).await?;
+    }
+    let ns = api.namespace().unwrap_or_default();
+    ctx.machines()
+        .wait_for("the Machines being deleted", |cache| {
+            names.iter().all(|n| {
+                cache
+                    .get(&ObjectRef::new(n).within(ns))
+                    .is_none_or(|m| common::deleting(m.as_ref()))
+            })
+        })
+        .await
 }
 
 /// Skips some or all (`All`) preflight checks, as upstream's annotation does.

@@ -39,7 +39,8 @@ pub struct Etcd {
     pub endpoint: String,
 }
 
-fn free_port() -> u16 {
+/// A TCP port nothing listens on now.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
