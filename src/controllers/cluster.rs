@@ -113,13 +113,24 @@ fn aggregated_conditions(
 
     // RollingOut over the control plane and the MachineDeployments; ScalingUp/Down also over
     // stand-alone MachineSets.
-    let md_names: Vec<String> = d.deployments.iter().map(|m| m.name_any()).collect();
-    let standalone: Vec<&MachineSet> = d
-        .sets
+    // (kind, name, conditions, whether a stand-alone MachineSet) of the workers' owners.
+    let owners: Vec<(&str, String, Option<&[Condition]>, bool)> = d
+        .deployments
         .iter()
-        .filter(|s| !s.labels().contains_key(common::DEPLOYMENT_NAME_LABEL))
+        .map(|md| {
+            let conds = md.status.as_ref().and_then(|s| s.conditions.as_deref());
+            ("MachineDeployment", md.name_any(), conds, false)
+        })
+        .chain(
+            d.sets
+                .iter()
+                .filter(|s| !s.labels().contains_key(common::DEPLOYMENT_NAME_LABEL))
+                .map(|ms| {
+                    let conds = ms.status.as_ref().and_then(|s| s.conditions.as_deref());
+                    ("MachineSet", ms.name_any(), conds, true)
+                }),
+        )
         .collect();
-    let set_names: Vec<String> = standalone.iter().map(|s| s.name_any()).collect();
     for (t, reasons, with_sets) in [
         (
             "RollingOut",
@@ -148,31 +159,16 @@ fn aggregated_conditions(
                 condition: Some(c),
             });
         }
-        for (md, name) in d.deployments.iter().zip(&md_names) {
+        for (kind, name, conds, standalone_set) in &owners {
+            if *standalone_set && !with_sets {
+                continue;
+            }
             inputs.push(AggregateInput {
-                kind: "MachineDeployment",
+                kind,
                 name,
                 control_plane: false,
-                condition: md
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_deref())
-                    .and_then(|c| conditions::get(c, t)),
+                condition: conds.and_then(|c| conditions::get(c, t)),
             });
-        }
-        if with_sets {
-            for (ms, name) in standalone.iter().zip(&set_names) {
-                inputs.push(AggregateInput {
-                    kind: "MachineSet",
-                    name,
-                    control_plane: false,
-                    condition: ms
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_deref())
-                        .and_then(|c| conditions::get(c, t)),
-                });
-            }
         }
         out.push(if inputs.is_empty() {
             NewCondition::new(t, Status::False, &reasons.info)
