@@ -88,17 +88,19 @@ fn parse(type_: &str, value: &str) -> anyhow::Result<ProviderInfo> {
     Ok(provider)
 }
 
-/// Asks, on a terminal, whether to start the embedded management cluster; false elsewhere
-/// (scripts say --yes).
-fn ask_to_start() -> anyhow::Result<bool> {
+/// Asks, on a terminal, whether to start the embedded management cluster; None where there is
+/// no one to ask (scripts say --yes).
+fn ask_to_start() -> anyhow::Result<Option<bool>> {
     use std::io::IsTerminal;
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-        return Ok(false);
+        return Ok(None);
     }
-    Ok(dialoguer::Confirm::new()
-        .with_prompt("No management cluster is reachable. Start the embedded one now?")
-        .default(true)
-        .interact()?)
+    Ok(Some(
+        dialoguer::Confirm::new()
+            .with_prompt("No management cluster is reachable. Start the embedded one now?")
+            .default(true)
+            .interact()?,
+    ))
 }
 
 /// The management cluster, started when none is reachable and the user said yes.
@@ -111,20 +113,29 @@ async fn connect(args: &Args) -> anyhow::Result<Client> {
                 args.cluster.kubeconfig.as_ref().unwrap().display()
             )
         }
-        _ if args.yes || ask_to_start()? => {
-            let options = crate::management::ServeOptions {
-                dir: crate::management::StateDir::new(None),
-                listen: "127.0.0.1:0".into(),
-                kubeconfig: Some(crate::management::kubeconfig_path(None)),
-                context: crate::management::DEFAULT_CONTEXT.into(),
-                etcd_endpoints: Vec::new(),
-            };
-            super::management::up(&options).await?;
-            Ok(args.cluster.client().await?.0)
-        }
-        _ => anyhow::bail!(
-            "no management cluster is reachable: start the embedded one with `capictl management up`, or rerun with --yes to have init start it"
-        ),
+        _ => match if args.yes {
+            Some(true)
+        } else {
+            ask_to_start()?
+        } {
+            Some(true) => {
+                let options = crate::management::ServeOptions {
+                    dir: crate::management::StateDir::new(None),
+                    listen: "127.0.0.1:0".into(),
+                    kubeconfig: Some(crate::management::kubeconfig_path(None)),
+                    context: crate::management::DEFAULT_CONTEXT.into(),
+                    etcd_endpoints: Vec::new(),
+                };
+                super::management::up(&options).await?;
+                Ok(args.cluster.client().await?.0)
+            }
+            Some(false) => anyhow::bail!(
+                "nothing was installed: no management cluster is reachable and the embedded one was not started; point --kubeconfig at one, or start the embedded one with `capictl management up`"
+            ),
+            None => anyhow::bail!(
+                "no management cluster is reachable: start the embedded one with `capictl management up`, or rerun with --yes to have init start it"
+            ),
+        },
     }
 }
 
