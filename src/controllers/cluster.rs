@@ -29,8 +29,10 @@ pub const FINALIZER: &str = "cluster.cluster.x-k8s.io";
 struct Descendants {
     deployments: Vec<MachineDeployment>,
     sets: Vec<MachineSet>,
-    control_plane: Vec<Machine>,
-    workers: Vec<Machine>,
+    /// Shared with the Machine cache: a Cluster of thousands of Machines is not copied on
+    /// every reconcile.
+    control_plane: Vec<Arc<Machine>>,
+    workers: Vec<Arc<Machine>>,
 }
 
 async fn descendants(ctx: &Context, cluster: &Cluster) -> Result<Descendants> {
@@ -52,7 +54,6 @@ async fn descendants(ctx: &Context, cluster: &Cluster) -> Result<Descendants> {
         .list(&ns, |m| m.labels().get(CLUSTER_NAME_LABEL) == Some(&name))
         .await?
         .into_iter()
-        .map(|m| (*m).clone())
         .partition(|m| m.labels().contains_key(CONTROL_PLANE_LABEL));
     Ok(Descendants {
         deployments,
@@ -76,7 +77,7 @@ fn aggregated_conditions(
     let ready = || MergeReasons::new("NotReady", "ReadyUnknown", "Ready");
     let up_to_date = || MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate");
     // A Machine just made has not had the time to say whether it is up to date.
-    let settled = |machines: &[Machine]| -> Vec<Machine> {
+    let settled = |machines: &[Arc<Machine>]| -> Vec<Arc<Machine>> {
         machines
             .iter()
             .filter(|m| {
@@ -178,17 +179,17 @@ fn aggregated_conditions(
     }
 
     // Remediating: the Machines whose owner was asked to replace them.
-    let machines: Vec<&Machine> = d.control_plane.iter().chain(&d.workers).collect();
+    let machines: Vec<&Arc<Machine>> = d.control_plane.iter().chain(&d.workers).collect();
     let unhealthy =
         |m: &Machine| condition_of(m, "HealthCheckSucceeded").is_some_and(|c| c.status == "False");
-    let to_remediate: Vec<Machine> = machines
+    let to_remediate: Vec<Arc<Machine>> = machines
         .iter()
         .filter(|m| {
             unhealthy(m)
                 && condition_of(m, super::machine_health_check::OWNER_REMEDIATED)
                     .is_some_and(|c| c.status == "False")
         })
-        .map(|m| (*m).clone())
+        .map(|m| Arc::clone(m))
         .collect();
     out.push(if to_remediate.is_empty() {
         let mut names: Vec<String> = machines
@@ -246,7 +247,7 @@ pub fn phase(cluster: &Cluster) -> &'static str {
 }
 
 /// Counts Machines into a replicas summary (control plane without a provider).
-fn count_machines(machines: &[Machine]) -> ReplicasSummary {
+fn count_machines(machines: &[Arc<Machine>]) -> ReplicasSummary {
     let n = |t: &str| machines.iter().filter(|m| is_true(m, t)).count() as i32;
     ReplicasSummary {
         desired_replicas: Some(machines.len() as i32),
@@ -737,7 +738,7 @@ async fn reconcile_delete(ctx: &Context, api: &Api<Cluster>, cluster: &Cluster) 
         waiting.push(format!("Machine {}", m.name_any()));
         let independent =
             common::controller_of(m.owner_references()).is_none() || owned(m.owner_references());
-        if independent && !common::deleting(m) {
+        if independent && !common::deleting(m.as_ref()) {
             machines
                 .delete(&m.name_any(), &DeleteParams::background())
                 .await?;
@@ -811,18 +812,19 @@ mod tests {
         json!({"type": t, "status": status, "reason": reason, "message": message, "lastTransitionTime": "2026-11-30T00:00:00Z"})
     }
 
-    fn machine(name: &str, control_plane: bool, conditions: serde_json::Value) -> Machine {
+    fn machine(name: &str, control_plane: bool, conditions: serde_json::Value) -> Arc<Machine> {
         let labels = if control_plane {
             json!({CONTROL_PLANE_LABEL: ""})
         } else {
             json!({})
         };
-        serde_json::from_value(json!({
+        serde_json::from_value::<Machine>(json!({
             "metadata": {"name": name, "labels": labels, "creationTimestamp": "2026-11-30T00:00:00Z"},
             "spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": name}},
             "status": {"conditions": conditions},
         }))
         .unwrap()
+        .into()
     }
 
     #[test]
@@ -885,7 +887,7 @@ mod tests {
 
         // Nothing to remediate, but an unhealthy Machine is named.
         let mut d = d;
-        d.workers[1]
+        Arc::make_mut(&mut d.workers[1])
             .status
             .as_mut()
             .unwrap()

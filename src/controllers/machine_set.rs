@@ -642,8 +642,8 @@ async fn write_status(
 }
 
 /// A condition of many Machines as one, or True/NoReplicas without Machines.
-pub fn aggregate(
-    machines: &[Machine],
+pub fn aggregate<M: std::borrow::Borrow<Machine>>(
+    machines: &[M],
     source: &str,
     target: &str,
     reasons: MergeReasons,
@@ -651,6 +651,7 @@ pub fn aggregate(
     if machines.is_empty() {
         return NewCondition::new(target, Status::True, "NoReplicas");
     }
+    let machines: Vec<&Machine> = machines.iter().map(|m| m.borrow()).collect();
     let names: Vec<String> = machines.iter().map(|m| m.name_any()).collect();
     let inputs: Vec<AggregateInput<'_>> = machines
         .iter()
