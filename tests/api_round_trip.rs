@@ -144,9 +144,7 @@ fn sample(schema: &Value) -> Value {
 
 #[test]
 fn every_field_of_upstreams_crds_survives_a_round_trip() {
-    let Some(dir) = common::upstream("crds") else {
-        return;
-    };
+    let dir = common::upstream("crds");
     let mut failures = Vec::new();
     let mut checked = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -186,9 +184,7 @@ fn seed_objects(text: &str) -> Vec<Value> {
 
 #[test]
 fn quick_start_objects_of_the_seed_survive_a_round_trip() {
-    let Some(path) = common::shared("seeds/000_77626d998c6405e5.txt") else {
-        return;
-    };
+    let path = common::shared("seeds/000_77626d998c6405e5.txt");
     let objects = seed_objects(&std::fs::read_to_string(path).unwrap());
     let kinds: Vec<&str> = objects
         .iter()
@@ -239,9 +235,7 @@ fn substitute(template: &str) -> String {
 
 #[test]
 fn upstream_templates_survive_a_round_trip() {
-    let Some(dir) = common::upstream("templates") else {
-        return;
-    };
+    let dir = common::upstream("templates");
     let mut ours = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();

@@ -41,7 +41,7 @@ macro_rules! on_both_back_ends {
             $(
                 #[tokio::test]
                 async fn $name() {
-                    let Some(etcd) = super::common::Etcd::start() else { return };
+                    let etcd = super::common::Etcd::start();
                     let store = capictl::apiserver::store::Store::etcd(std::slice::from_ref(&etcd.endpoint)).await.unwrap();
                     super::$name(super::client_of(store).await).await;
                     drop(etcd);
@@ -612,23 +612,23 @@ async fn open_when_released(path: &std::path::Path) -> Store {
     }
 }
 
+/// Two in-process API servers on one etcd the test starts.
+async fn two_servers_on_one_etcd(etcd: &common::Etcd) -> (Client, Client) {
+    let server = async || {
+        client_of(
+            Store::etcd(std::slice::from_ref(&etcd.endpoint))
+                .await
+                .unwrap(),
+        )
+        .await
+    };
+    (server().await, server().await)
+}
+
 #[tokio::test]
 async fn two_api_servers_on_one_etcd_serve_the_same_objects() {
-    let Some(etcd) = common::Etcd::start() else {
-        return;
-    };
-    let a = client_of(
-        Store::etcd(std::slice::from_ref(&etcd.endpoint))
-            .await
-            .unwrap(),
-    )
-    .await;
-    let b = client_of(
-        Store::etcd(std::slice::from_ref(&etcd.endpoint))
-            .await
-            .unwrap(),
-    )
-    .await;
+    let etcd = common::Etcd::start();
+    let (a, b) = two_servers_on_one_etcd(&etcd).await;
     let maps_a: Api<ConfigMap> = Api::namespaced(a, "default");
     let maps_b: Api<ConfigMap> = Api::namespaced(b, "default");
     let mut events = watcher(maps_b.clone(), watcher::Config::default())
@@ -652,24 +652,91 @@ async fn two_api_servers_on_one_etcd_serve_the_same_objects() {
         maps_b.get_opt("shared").await.unwrap().is_some()
     })
     .await;
-    // Optimistic concurrency holds across servers.
-    let via_b = maps_b.get("shared").await.unwrap();
-    maps_a
-        .patch(
-            "shared",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"k": "a"}})),
-        )
-        .await
-        .unwrap();
-    let err = maps_b
-        .replace("shared", &PostParams::default(), &via_b)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, kube::Error::Api(ref s) if s.code == 409),
-        "{err}"
-    );
+}
+
+/// Writers on both servers increment counters with compare-and-swap replaces; some counters
+/// are shared by writers on both servers, others have one writer each. Right after each write
+/// through one server, the other is sent (1) the object as it was before, unchanged — stale,
+/// so it must be refused even when that server's cache has not yet seen the write and the
+/// replace would change nothing there — and (2) the object as written, which is current: where
+/// nobody else writes that counter it must be accepted even when the other server has not seen
+/// the write yet. At the end every counter equals the number of increments acknowledged for
+/// it: no acknowledged write was lost and no stale one accepted.
+#[tokio::test]
+async fn two_api_servers_on_one_etcd_refuse_every_stale_write_under_concurrent_writers() {
+    /// Writers 0..SHARING take turns on counters 0 and 1; each later writer has its own.
+    const SHARING: usize = 4;
+    const WRITERS: usize = 8;
+    const ROUNDS: usize = 15;
+    let counter_of = |w: usize| if w < SHARING { w % 2 } else { w - SHARING + 2 };
+    let etcd = common::Etcd::start();
+    let (a, b) = two_servers_on_one_etcd(&etcd).await;
+    let servers = [
+        Api::<ConfigMap>::namespaced(a, "default"),
+        Api::<ConfigMap>::namespaced(b, "default"),
+    ];
+    let counter = |i: usize| format!("counter-{i}");
+    for i in 0..=counter_of(WRITERS - 1) {
+        let mut map = config_map(&counter(i), None, &[]);
+        map.data = Some([("count".to_string(), "0".to_string())].into());
+        servers[0]
+            .create(&PostParams::default(), &map)
+            .await
+            .unwrap();
+    }
+    let writers = (0..WRITERS).map(|w| {
+        let (via, other) = (servers[w % 2].clone(), servers[(w + 1) % 2].clone());
+        let name = counter(counter_of(w));
+        let alone = w >= SHARING;
+        tokio::spawn(async move {
+            let mut acknowledged = 0;
+            while acknowledged < ROUNDS {
+                let before = via.get(&name).await.unwrap();
+                let mut next = before.clone();
+                let count: u64 = next.data.as_ref().unwrap()["count"].parse().unwrap();
+                next.data = Some([("count".to_string(), (count + 1).to_string())].into());
+                let written = match via.replace(&name, &PostParams::default(), &next).await {
+                    Ok(written) => written,
+                    Err(kube::Error::Api(s)) if s.code == 409 && !alone => continue,
+                    Err(e) => panic!("replace {name}: {e}"),
+                };
+                acknowledged += 1;
+                match other.replace(&name, &PostParams::default(), &before).await {
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Ok(accepted) => panic!(
+                        "a stale replace of {name} (resourceVersion {:?}, already replaced at {:?}) was accepted at {:?}",
+                        before.resource_version(),
+                        written.resource_version(),
+                        accepted.resource_version()
+                    ),
+                    Err(e) => panic!("replace {name}: {e}"),
+                }
+                match other.replace(&name, &PostParams::default(), &written).await {
+                    Ok(_) => {}
+                    // Another writer may have moved it on since.
+                    Err(kube::Error::Api(s)) if s.code == 409 && !alone => {}
+                    Err(e) => panic!(
+                        "a current replace of {name} at {:?} through the other server: {e}",
+                        written.resource_version()
+                    ),
+                }
+            }
+            (name, acknowledged)
+        })
+    });
+    let mut expected = std::collections::BTreeMap::<String, usize>::new();
+    for writer in futures::future::join_all(writers).await {
+        let (name, acknowledged) = writer.unwrap();
+        *expected.entry(name).or_default() += acknowledged;
+    }
+    for (name, increments) in expected {
+        for server in &servers {
+            eventually("both servers serve the last write", async || {
+                server.get(&name).await.unwrap().data.unwrap()["count"] == increments.to_string()
+            })
+            .await;
+        }
+    }
 }
 
 async fn dry_run_changes_nothing(client: Client) {

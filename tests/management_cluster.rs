@@ -7,27 +7,27 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-/// kubectl from $KUBECTL (scripts/test installs a current one), else from PATH.
-fn kubectl_binary() -> Option<String> {
-    match std::env::var("KUBECTL") {
-        Ok(k) => Some(k),
-        Err(_) => {
-            let found = Command::new("kubectl")
-                .arg("version")
-                .arg("--client")
-                .output()
-                .is_ok_and(|o| o.status.success());
-            if !found {
-                eprintln!("skipping: no kubectl (set KUBECTL or run scripts/test)");
-            }
-            found.then(|| "kubectl".to_string())
-        }
+/// kubectl from $KUBECTL (scripts/test installs a current one), else from PATH; without one
+/// the test fails, saying how to get it.
+fn kubectl_binary() -> String {
+    if let Ok(k) = std::env::var("KUBECTL") {
+        return k;
     }
+    let found = Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "no kubectl: run scripts/test (it installs one), or set KUBECTL"
+    );
+    "kubectl".to_string()
 }
 
 /// Every kubectl to test with: the current one and, when scripts/test provides it, 1.20.
 fn all_kubectls() -> Vec<String> {
-    let mut all: Vec<String> = kubectl_binary().into_iter().collect();
+    let mut all = vec![kubectl_binary()];
     all.extend(std::env::var("KUBECTL_1_20").ok());
     all
 }
@@ -51,8 +51,8 @@ fn text(bytes: &[u8]) -> String {
 }
 
 impl Management {
-    fn up() -> Option<Management> {
-        Some(Management::up_with(kubectl_binary()?))
+    fn up() -> Management {
+        Management::up_with(kubectl_binary())
     }
 
     fn up_with(kubectl: String) -> Management {
@@ -143,20 +143,20 @@ impl Drop for Management {
 }
 
 /// The YAML documents of the seed's quick start.
-fn seed_yaml() -> Option<String> {
-    let path = common::shared("seeds/000_77626d998c6405e5.txt")?;
+fn seed_yaml() -> String {
+    let path = common::shared("seeds/000_77626d998c6405e5.txt");
     let text = std::fs::read_to_string(path).unwrap();
     let docs: Vec<&str> = text
         .split("\n\n")
         .map(str::trim)
         .filter(|b| b.starts_with("apiVersion:"))
         .collect();
-    Some(docs.join("\n---\n"))
+    docs.join("\n---\n")
 }
 
 #[test]
 fn the_quick_start_objects_with_kubectl() {
-    let Some(seed) = seed_yaml() else { return };
+    let seed = seed_yaml();
     for kubectl in all_kubectls() {
         quick_start_with(Management::up_with(kubectl), &seed);
     }
@@ -409,7 +409,7 @@ fn quick_start_with(m: Management, seed: &str) {
 
 #[test]
 fn up_twice_says_it_runs_and_status_reports() {
-    let Some(m) = Management::up() else { return };
+    let m = Management::up();
     let second = m.start();
     assert!(second.contains("already running"), "{second}");
     let status = capictl(&["management", "status", "--dir", &m.state()]);
@@ -432,7 +432,7 @@ fn up_twice_says_it_runs_and_status_reports() {
 
 #[test]
 fn requests_without_valid_credentials_are_refused() {
-    let Some(m) = Management::up() else { return };
+    let m = Management::up();
     let config: serde_json::Value =
         capictl::yaml::from_str(&std::fs::read_to_string(m.kubeconfig()).unwrap()).unwrap();
     let server = config["clusters"][0]["cluster"]["server"]
@@ -485,7 +485,7 @@ fn requests_without_valid_credentials_are_refused() {
 
 #[test]
 fn kubectl_create_sends_protobuf_for_built_in_kinds() {
-    let Some(m) = Management::up() else { return };
+    let m = Management::up();
     m.kubectl(&["create", "namespace", "apps"]);
     m.kubectl(&[
         "create",
@@ -548,13 +548,10 @@ fn kubectl_create_sends_protobuf_for_built_in_kinds() {
 
 #[test]
 fn the_python_kubernetes_client() {
-    let Ok(python) = std::env::var("PYTHON_KUBERNETES") else {
-        eprintln!(
-            "skipping: set PYTHON_KUBERNETES to a python with the kubernetes package (scripts/test does)"
-        );
-        return;
-    };
-    let Some(m) = Management::up() else { return };
+    let python = std::env::var("PYTHON_KUBERNETES").expect(
+        "set PYTHON_KUBERNETES to a python with the kubernetes package (scripts/test does)",
+    );
+    let m = Management::up();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/client.py");
     let out = Command::new(python)
         .arg(script)
@@ -603,7 +600,7 @@ spec:
 
 #[test]
 fn schemas_default_validate_and_prune_with_kubectl() {
-    let Some(m) = Management::up() else { return };
+    let m = Management::up();
     m.kubectl_in(&["apply", "-f", "-"], Some(WIDGET_CRD));
     m.kubectl(&[
         "wait",
@@ -682,7 +679,7 @@ fn feed(mut child: std::process::Child, input: &str) -> Output {
 
 #[test]
 fn cascading_deletion_with_kubectl() {
-    let Some(m) = Management::up() else { return };
+    let m = Management::up();
     for cascade in ["background", "foreground", "orphan"] {
         m.kubectl(&["create", "configmap", "owner"]);
         let uid = m.kubectl(&[
@@ -739,10 +736,8 @@ fn cascading_deletion_with_kubectl() {
 
 #[test]
 fn upstream_crds_apply_cleanly() {
-    let Some(dir) = common::upstream("crds") else {
-        return;
-    };
-    let Some(m) = Management::up() else { return };
+    let dir = common::upstream("crds");
+    let m = Management::up();
     let out = m.kubectl(&["apply", "--server-side", "-f", dir.to_str().unwrap()]);
     assert_eq!(
         out.lines()
@@ -759,15 +754,13 @@ fn upstream_crds_apply_cleanly() {
         "--timeout=10s",
     ]);
     // Upstream's CRDs serve v1beta1 too; the seed's objects are accepted by their schemas.
-    if let Some(seed) = seed_yaml() {
-        let applied = m.kubectl_in(&["apply", "-f", "-"], Some(&seed));
-        assert!(
-            applied.contains(
-                "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/quickstart-control-plane created"
-            ),
-            "{applied}"
-        );
-    }
+    let applied = m.kubectl_in(&["apply", "-f", "-"], Some(&seed_yaml()));
+    assert!(
+        applied.contains(
+            "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/quickstart-control-plane created"
+        ),
+        "{applied}"
+    );
     assert!(
         m.kubectl(&["api-resources", "--api-group=cluster.x-k8s.io"])
             .contains("machinedeployments")
@@ -776,7 +769,7 @@ fn upstream_crds_apply_cleanly() {
 
 #[test]
 fn server_side_apply_with_kubectl() {
-    let Some(m) = Management::up() else { return };
+    let m = Management::up();
     let manifest = |replicas: u32| {
         format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  labels:\n    team: a\ndata:\n  replicas: \"{replicas}\"\n  mode: fast\n"
@@ -874,7 +867,7 @@ fn server_side_apply_with_kubectl() {
 /// providers.
 #[test]
 fn an_in_memory_cluster_on_the_embedded_management_cluster() {
-    let Some(m) = Management::up() else { return };
+    let m = Management::up();
     let kubeconfig_flag = m.kubeconfig().display().to_string();
     let with_kubeconfig = |args: &[&str]| -> Output {
         let mut all = args.to_vec();
@@ -1059,7 +1052,7 @@ impl Drop for Container {
 /// balancer container publishes, as kind does, so the cluster is reachable from this host.
 #[test]
 fn get_kubeconfig_of_a_docker_cluster_uses_the_published_load_balancer_port() {
-    let Some(m) = Management::up() else { return };
+    let m = Management::up();
     let crds = capictl(&["generate", "crds"]);
     assert!(crds.status.success(), "{}", text(&crds.stderr));
     m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));

@@ -219,6 +219,41 @@ impl Call<'_> {
             .ok_or_else(|| self.not_found(name))
     }
 
+    /// The object as a precondition must be checked against: when the client names a
+    /// resourceVersion this server's cache has not reached yet (it wrote through another API
+    /// server on the same etcd), the cache catches up first, so that a current version is not
+    /// taken for a stale one.
+    async fn get_record_at_least(
+        &self,
+        name: &str,
+        seen: Option<u64>,
+    ) -> Result<Arc<Record>, ApiError> {
+        if let Some(rv) = seen
+            && rv > self.server.store.revision()
+        {
+            self.server.store.caught_up(rv).await?;
+        }
+        self.get_record(name)
+    }
+
+    /// What a read's `resourceVersion` asks for, as kube-apiserver: none, the most recent
+    /// state (a consistent read); "0", whatever this server has; a number, a state at least
+    /// that new.
+    async fn read_barrier(&self) -> Result<(), ApiError> {
+        match self.query.get("resourceVersion").map(String::as_str) {
+            None | Some("") => Ok(self.server.store.consistent().await?),
+            Some("0") => Ok(()),
+            Some(rv) => {
+                let rv = rv.parse::<u64>().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "resourceVersion: Invalid value: {rv:?}: not a resourceVersion"
+                    ))
+                })?;
+                Ok(self.server.store.caught_up(rv).await?)
+            }
+        }
+    }
+
     pub fn get(&self, name: &str) -> Result<Response, ApiError> {
         let record = self.get_record(name)?;
         Ok(self.respond_object(StatusCode::OK, self.present(&record)))
@@ -300,12 +335,19 @@ impl Call<'_> {
     }
 
     /// Refuses writes into a namespace that does not exist or is being deleted.
-    fn check_namespace(&self) -> Result<(), ApiError> {
+    async fn check_namespace(&self) -> Result<(), ApiError> {
         let Some(ns) = self.namespace() else {
             return Ok(());
         };
         let namespaces = self.server.namespaces();
-        match self.server.store.get(&namespaces.key(None, ns)) {
+        let key = namespaces.key(None, ns);
+        let mut namespace = self.server.store.get(&key);
+        if namespace.is_none() {
+            // Perhaps created through another API server on the same etcd a moment ago.
+            self.server.store.consistent().await?;
+            namespace = self.server.store.get(&key);
+        }
+        match namespace {
             None => Err(ApiError::not_found("", "namespaces", ns)),
             Some(r) if object::is_deleting(&r.value) => Err(ApiError::forbidden(format!(
                 "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
@@ -349,7 +391,7 @@ impl Call<'_> {
     async fn create_object(&self, mut obj: Value) -> Result<Response, ApiError> {
         object::prepare_create(&self.resource, &mut obj, self.namespace())?;
         self.apply_schema(&mut obj)?;
-        self.check_namespace()?;
+        self.check_namespace().await?;
         self.server.strategy_create(&self.resource, &mut obj)?;
         self.admit(Operation::Create, None, &mut obj)?;
         let name = object::name_of(&obj).to_string();
@@ -419,7 +461,18 @@ impl Call<'_> {
             };
         }
         if object::unchanged(&current.value, &new) {
-            return Ok(Ok(self.present(current)));
+            // Nothing is written, so nothing else would check that `current` is still current.
+            return match self
+                .server
+                .store
+                .confirm(&current.key, current.mod_revision)
+                .await
+            {
+                Ok(()) => Ok(Ok(self.present(current))),
+                Err(StoreError::Conflict { .. }) => Ok(Err(())),
+                Err(StoreError::NotFound(_)) => Err(self.not_found(&name)),
+                Err(e) => Err(e.into()),
+            };
         }
         match self
             .server
@@ -458,7 +511,7 @@ impl Call<'_> {
             ));
         }
         for _ in 0..MAX_RETRIES {
-            let current = self.get_record(name)?;
+            let current = self.get_record_at_least(name, sent_rv).await?;
             if sent_rv.is_some_and(|rv| rv != current.mod_revision) {
                 return Err(self.conflict(name));
             }
@@ -534,8 +587,14 @@ impl Call<'_> {
             // another: only then is it a precondition. A write that lands in between is not a
             // conflict for the client; the patch is applied again to what is there now (and a
             // patch that did set the version then fails the check above).
-            if object::sent_revision(&new)?.is_some_and(|rv| rv != current.mod_revision) {
-                return Err(self.conflict(name));
+            match object::sent_revision(&new)? {
+                // Set through another API server on the same etcd: catch up, then look again.
+                Some(rv) if rv > self.server.store.revision() => {
+                    self.server.store.caught_up(rv).await?;
+                    continue;
+                }
+                Some(rv) if rv != current.mod_revision => return Err(self.conflict(name)),
+                _ => {}
             }
             object::prepare_update(&self.resource, &current.value, &mut new, target)?;
             self.apply_schema(&mut new)?;
@@ -613,16 +672,22 @@ impl Call<'_> {
             || options["dryRun"]
                 .as_array()
                 .is_some_and(|a| a.iter().any(|v| v == "All"));
+        let precondition_rv = match options["preconditions"]["resourceVersion"].as_str() {
+            Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "preconditions.resourceVersion: Invalid value: {rv:?}: not a resourceVersion"
+                ))
+            })?),
+            None => None,
+        };
         for _ in 0..MAX_RETRIES {
-            let current = self.get_record(name)?;
+            let current = self.get_record_at_least(name, precondition_rv).await?;
             if let Some(uid) = options["preconditions"]["uid"].as_str()
                 && current.value["metadata"]["uid"] != uid
             {
                 return Err(self.conflict(name));
             }
-            if let Some(rv) = options["preconditions"]["resourceVersion"].as_str()
-                && rv != current.mod_revision.to_string()
-            {
+            if precondition_rv.is_some_and(|rv| rv != current.mod_revision) {
                 return Err(self.conflict(name));
             }
             self.admit(
@@ -891,8 +956,12 @@ pub async fn handle(
         call.resource.plural,
         sub.as_deref().map(|s| format!("/{s}")).unwrap_or_default()
     );
+    let watch = flag(&call.query, "watch");
+    if method == Method::GET && !watch {
+        call.read_barrier().await?;
+    }
     match (name.as_deref(), sub.as_deref(), method.clone()) {
-        (None, None, Method::GET) if flag(&call.query, "watch") => super::watch::watch(call).await,
+        (None, None, Method::GET) if watch => super::watch::watch(call).await,
         (None, None, Method::GET) => call.list(),
         (None, None, Method::POST) => call.create(&body).await,
         (None, None, Method::DELETE) => call.delete_collection(&body).await,

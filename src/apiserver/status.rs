@@ -232,6 +232,7 @@ impl From<super::store::StoreError> for ApiError {
             super::store::StoreError::Compacted { .. } => {
                 ApiError::gone(format!("too old resource version: {e}"))
             }
+            super::store::StoreError::TooNew { .. } => ApiError::new(504, "Timeout", e.to_string()),
             other => ApiError::internal(other.to_string()),
         }
     }

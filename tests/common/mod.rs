@@ -6,23 +6,23 @@ use std::path::PathBuf;
 pub mod lifecycle;
 
 /// `../shared/reference/upstream/<rel>` beside the checkout, where upstream's CRDs and
-/// templates live as test data. `None` (with a note on stderr) when it is absent, so the tests
-/// that need it skip rather than fail on a machine without it.
-pub fn upstream(rel: &str) -> Option<PathBuf> {
+/// templates live as test data.
+pub fn upstream(rel: &str) -> PathBuf {
     shared(&format!("reference/upstream/{rel}"))
 }
 
-/// `../shared/<rel>` beside the checkout.
-pub fn shared(rel: &str) -> Option<PathBuf> {
+/// `../shared/<rel>` beside the checkout (CI lays a copy of shared/ there). A test that needs
+/// it fails, saying so, where it is missing: it never passes by not running.
+pub fn shared(rel: &str) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../shared")
         .join(rel);
-    if path.exists() {
-        Some(path)
-    } else {
-        eprintln!("skipping: {} is not there", path.display());
-        None
-    }
+    assert!(
+        path.exists(),
+        "{} is not there: this test reads the project's shared/ folder beside the checkout",
+        path.display()
+    );
+    path
 }
 
 /// Every document of a YAML file, as JSON values.
@@ -31,8 +31,8 @@ pub fn read_yaml_docs(path: &std::path::Path) -> Vec<serde_json::Value> {
     capictl::yaml::from_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// A throwaway etcd on loopback, stopped and removed when dropped. `None` (with a note) when
-/// no etcd binary is there: $ETCD, else `etcd` on PATH (scripts/setup installs Debian's).
+/// A throwaway etcd on loopback, stopped and removed when dropped: $ETCD, else `etcd` on PATH
+/// (scripts/setup installs Debian's). Without one the test fails, saying how to get it.
 pub struct Etcd {
     child: std::process::Child,
     dir: PathBuf,
@@ -49,15 +49,15 @@ pub fn free_port() -> u16 {
 }
 
 impl Etcd {
-    pub fn start() -> Option<Etcd> {
+    pub fn start() -> Etcd {
         let binary = std::env::var("ETCD").unwrap_or_else(|_| "etcd".into());
-        if std::process::Command::new(&binary)
+        if let Err(e) = std::process::Command::new(&binary)
             .arg("--version")
             .output()
-            .is_err()
         {
-            eprintln!("skipping: no etcd (set ETCD or run scripts/setup)");
-            return None;
+            panic!(
+                "cannot run etcd ({binary}: {e}): run scripts/setup, or set ETCD to an etcd binary"
+            );
         }
         let dir = std::env::temp_dir().join(format!("capictl-etcd-{}", uuid::Uuid::new_v4()));
         let (client, peer) = (free_port(), free_port());
@@ -89,13 +89,32 @@ impl Etcd {
             dir,
             endpoint: client_url,
         };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", client)).is_err() {
-            assert!(std::time::Instant::now() < deadline, "etcd did not start");
+        // Listening is not serving: until it has elected itself leader, etcd answers requests
+        // with "leader changed". Its /health says when it is ready.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !healthy(client) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "etcd did not become healthy"
+            );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        Some(etcd)
+        etcd
     }
+}
+
+/// Whether the etcd serving clients on this port says it is healthy.
+fn healthy(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+    let request = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    let mut response = String::new();
+    stream.write_all(request.as_bytes()).is_ok()
+        && stream.read_to_string(&mut response).is_ok()
+        && response.contains(r#""health":"true""#)
 }
 
 impl Drop for Etcd {

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use etcd_client::{
     Client, Compare, CompareOp, EventType, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse,
-    WatchOptions,
+    TxnResponse, WatchOptions,
 };
 
-use super::{Backend, Event, EventKind, Op, Record, Shared, Store, StoreError};
+use super::{Backend, CATCH_UP, Event, EventKind, Op, Record, Shared, Store, StoreError};
 
 /// Every key capictl keeps in etcd starts with this.
 const ROOT: &str = "/registry/";
@@ -236,43 +236,67 @@ impl EtcdBackend {
             .or_else([TxnOp::get(key.clone(), None)]);
         let mut client = self.client.clone();
         let response = client.txn(txn).await?;
-        if !response.succeeded() {
-            let current = response.op_responses().into_iter().find_map(|r| match r {
-                TxnOpResponse::Get(g) => g.kvs().first().map(record),
-                _ => None,
-            });
-            return Err(match (op, current) {
-                (Op::Create { .. }, _) => StoreError::AlreadyExists(key),
-                (_, None) => StoreError::NotFound(key),
-                (_, Some(current)) => StoreError::Conflict {
-                    key,
-                    current: Arc::new(current?),
-                },
-            });
-        }
         let revision = response
             .header()
             .map(|h| h.revision() as u64)
             .unwrap_or_default();
-        // Read your own writes: answer once the cache has the change.
-        let mut published = shared.published.subscribe();
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            published.wait_for(|r| *r >= revision),
-        )
-        .await
-        .map_err(|_| {
-            StoreError::Storage(
-                "etcd committed the write but its watch did not report it within 30s".into(),
-            )
-        })?
-        .map_err(|_| StoreError::Closed)?;
+        // Read your own writes, and after a refusal read what refused it: answer once the
+        // cache has caught up with etcd, so that a retry does not see the same stale object.
+        shared.caught_up(revision, CATCH_UP).await?;
+        if !response.succeeded() {
+            return Err(refusal(matches!(op, Op::Create { .. }), key, &response)?);
+        }
         shared.event_at(&key, revision).ok_or_else(|| {
             StoreError::Storage(format!(
                 "the write to {key} at revision {revision} was not seen"
             ))
         })
     }
+
+    /// etcd's revision now, from a read of one key (cheap whatever the store holds).
+    pub(super) async fn current_revision(&self) -> Result<u64, StoreError> {
+        let response = self.client.clone().get(ROOT, None).await?;
+        response
+            .header()
+            .map(|h| h.revision() as u64)
+            .ok_or_else(|| StoreError::Storage("etcd answered without a revision".into()))
+    }
+
+    /// Checks in etcd that `key` is at `revision`, writing nothing.
+    pub(super) async fn confirm(
+        &self,
+        shared: &Shared,
+        key: &str,
+        revision: u64,
+    ) -> Result<(), StoreError> {
+        let txn = Txn::new()
+            .when([revision_guard(key, Some(revision))])
+            .or_else([TxnOp::get(key, None)]);
+        let response = self.client.clone().txn(txn).await?;
+        if response.succeeded() {
+            return Ok(());
+        }
+        if let Some(header) = response.header() {
+            shared.caught_up(header.revision() as u64, CATCH_UP).await?;
+        }
+        Err(refusal(false, key.to_string(), &response)?)
+    }
+}
+
+/// Why etcd refused a guarded write: the object exists (a create), is gone, or moved on.
+fn refusal(create: bool, key: String, response: &TxnResponse) -> Result<StoreError, StoreError> {
+    let current = response.op_responses().into_iter().find_map(|r| match r {
+        TxnOpResponse::Get(g) => g.kvs().first().map(record),
+        _ => None,
+    });
+    Ok(match (create, current) {
+        (true, _) => StoreError::AlreadyExists(key),
+        (_, None) => StoreError::NotFound(key),
+        (_, Some(current)) => StoreError::Conflict {
+            key,
+            current: Arc::new(current?),
+        },
+    })
 }
 
 /// The condition of an update or delete: the object is at `expected`, or just exists.

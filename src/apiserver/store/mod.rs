@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
@@ -22,6 +23,10 @@ use tokio::sync::{broadcast, watch};
 const HISTORY: usize = 50_000;
 /// How many events a slow watcher may fall behind before it is told to relist.
 const WATCH_BUFFER: usize = 8_192;
+/// How long a write through etcd waits for the cache to show it.
+const CATCH_UP: Duration = Duration::from_secs(30);
+/// How long a read waits for a revision a client names (kube-apiserver's wait).
+const CLIENT_REVISION_WAIT: Duration = Duration::from_secs(3);
 
 /// One stored object and its revisions.
 #[derive(Debug)]
@@ -62,6 +67,9 @@ pub enum StoreError {
     /// The requested revision is older than the history kept.
     #[error("revision {requested} is too old; the oldest available is {oldest}")]
     Compacted { requested: u64, oldest: u64 },
+    /// The requested revision is newer than this server has seen, and it did not come.
+    #[error("Too large resource version: {requested}, current: {current}")]
+    TooNew { requested: u64, current: u64 },
     #[error("storage failure: {0}")]
     Storage(String),
     #[error("the store is shut down")]
@@ -140,6 +148,19 @@ impl Shared {
         self.channels.lock().unwrap().clear();
         drop(state);
         self.published.send_replace(revision);
+    }
+
+    /// Waits until the cache has published `revision`, at most `within`.
+    async fn caught_up(&self, revision: u64, within: Duration) -> Result<(), StoreError> {
+        let mut published = self.published.subscribe();
+        match tokio::time::timeout(within, published.wait_for(|r| *r >= revision)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) => Err(StoreError::Closed),
+            Err(_) => Err(StoreError::TooNew {
+                requested: revision,
+                current: *self.published.borrow(),
+            }),
+        }
     }
 
     /// The published event of a write at `revision` to `key`.
@@ -268,6 +289,45 @@ impl Store {
         expected: Option<u64>,
     ) -> Result<Arc<Event>, StoreError> {
         self.write(Op::Delete { key, expected }).await
+    }
+
+    /// Confirms that `key` is still at `revision` where writes are decided (redb's writer, or
+    /// etcd), not only in this server's cache: an update that changes nothing writes nothing,
+    /// and with several API servers on one etcd the cache may not have seen another's write.
+    pub async fn confirm(&self, key: &str, revision: u64) -> Result<(), StoreError> {
+        match &self.backend {
+            // The local writer publishes a batch before it acknowledges it: the cache holds
+            // every acknowledged write.
+            Backend::Local(_) => match self.get(key) {
+                None => Err(StoreError::NotFound(key.to_string())),
+                Some(current) if current.mod_revision != revision => Err(StoreError::Conflict {
+                    key: key.to_string(),
+                    current,
+                }),
+                Some(_) => Ok(()),
+            },
+            Backend::Etcd(etcd) => etcd.confirm(&self.shared, key, revision).await,
+        }
+    }
+
+    /// Waits until the cache holds everything committed before this call: a read after it is
+    /// as fresh as a read from the source of truth, even when the write it follows went
+    /// through another API server on the same etcd (kube-apiserver's consistent reads).
+    pub async fn consistent(&self) -> Result<(), StoreError> {
+        match &self.backend {
+            // Acknowledged writes are in the cache already (see `confirm`).
+            Backend::Local(_) => Ok(()),
+            Backend::Etcd(etcd) => {
+                let revision = etcd.current_revision().await?;
+                self.shared.caught_up(revision, CATCH_UP).await
+            }
+        }
+    }
+
+    /// Waits until the cache has seen `revision`, for a client that saw it elsewhere (through
+    /// another API server on the same etcd); [`StoreError::TooNew`] if it does not come soon.
+    pub async fn caught_up(&self, revision: u64) -> Result<(), StoreError> {
+        self.shared.caught_up(revision, CLIENT_REVISION_WAIT).await
     }
 
     async fn write(&self, op: Op) -> Result<Arc<Event>, StoreError> {
