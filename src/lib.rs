@@ -17,6 +17,7 @@ pub mod kubeadm;
 pub mod management;
 pub mod providers;
 pub mod webhooks;
+pub mod workload;
 pub mod yaml;
 
 /// Build facts recorded by build.rs, shown by `capictl version`.

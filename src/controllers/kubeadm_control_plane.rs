@@ -23,6 +23,7 @@ use crate::api::kubeadm_control_plane::{
 use crate::api::machine::{Bootstrap, MachineSpec};
 use crate::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine, MachineDeployment};
 use crate::conditions::{MergeReasons, NewCondition, Status};
+use crate::workload::etcd::{self, Alarm, EtcdError, Member};
 
 pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
 pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
@@ -152,10 +153,8 @@ async fn remediate(
         .iter()
         .filter(|m| is_true(m, "Ready") && !owner_remediation_requested(m))
         .count();
-    let members = ctx
-        .etcd
-        .as_ref()
-        .and_then(|e| e.members(&ns, &cluster.name_any()))
+    let members = etcd_members(ctx, cluster)
+        .await
         .map_or(machines.len(), |m| m.len());
     if let Some(refusal) = quorum_refusal(members, healthy_others) {
         super::machine_health_check::set_machine_condition(
@@ -304,7 +303,7 @@ async fn create_machine(ctx: &Context, kcp: &KubeadmControlPlane, cluster: &Clus
 }
 
 /// Removes a control-plane Machine: leadership moves off its etcd member, the member goes,
-/// then the Machine.
+/// then the Machine. A Machine whose Node never registered has no member to release.
 async fn remove_machine(
     ctx: &Context,
     cluster: &Cluster,
@@ -312,19 +311,94 @@ async fn remove_machine(
     keep: &[&Machine],
 ) -> Result<()> {
     let ns = cluster.namespace().unwrap_or_default();
-    if let Some(etcd) = &ctx.etcd {
-        let member = machine.spec.infrastructure_ref.name.clone();
-        if etcd.leader(&ns, &cluster.name_any()).as_deref() == Some(member.as_str())
-            && let Some(next) = keep.iter().find(|m| is_true(m, "Ready"))
-        {
-            etcd.move_leader(&ns, &cluster.name_any(), &next.spec.infrastructure_ref.name);
-        }
-        etcd.remove_member(&ns, &cluster.name_any(), &member);
+    if let (Some(clients), Some(member)) = (&ctx.etcd, node_name(machine)) {
+        let etcd = clients.connect(&ns, &cluster.name_any()).await?;
+        let successor = keep
+            .iter()
+            .filter(|m| is_true(m, "Ready"))
+            .find_map(|m| node_name(m));
+        etcd::release_member(etcd.as_ref(), member, successor).await?;
     }
     Api::<Machine>::namespaced(ctx.client.clone(), &ns)
         .delete(&machine.name_any(), &DeleteParams::background())
         .await?;
     Ok(())
+}
+
+/// The name of a Machine's Node, which is its etcd member's name.
+fn node_name(machine: &Machine) -> Option<&str> {
+    machine
+        .status
+        .as_ref()
+        .and_then(|s| s.node_ref.as_ref())
+        .map(|n| n.name.as_str())
+}
+
+/// The alarms raised in the cluster's etcd.
+async fn etcd_alarms(ctx: &Context, cluster: &Cluster) -> etcd::Result<Vec<Alarm>> {
+    let Some(clients) = &ctx.etcd else {
+        return Ok(Vec::new());
+    };
+    let ns = cluster.namespace().unwrap_or_default();
+    clients
+        .connect(&ns, &cluster.name_any())
+        .await?
+        .alarms()
+        .await
+}
+
+/// The members of the cluster's etcd.
+async fn etcd_members(ctx: &Context, cluster: &Cluster) -> etcd::Result<Vec<Member>> {
+    let Some(clients) = &ctx.etcd else {
+        return Err(EtcdError::Unreachable(
+            "no infrastructure provider in this manager reaches workload etcd".into(),
+        ));
+    };
+    let ns = cluster.namespace().unwrap_or_default();
+    let etcd = clients.connect(&ns, &cluster.name_any()).await?;
+    etcd.members().await
+}
+
+/// What was read of a workload cluster's etcd: its members and alarms.
+pub type EtcdSeen = etcd::Result<(Vec<Member>, Vec<Alarm>)>;
+
+/// EtcdClusterHealthy: every Ready control-plane Machine's Node has an etcd member, every
+/// member belongs to a control-plane Machine, and no alarm is raised. `machines` are the
+/// control-plane Machines' Node names (None before the Node registers) and whether they are
+/// Ready.
+pub fn etcd_cluster_condition(etcd: &EtcdSeen, machines: &[(Option<&str>, bool)]) -> NewCondition {
+    const TYPE: &str = "EtcdClusterHealthy";
+    let (members, alarms) = match etcd {
+        Ok(found) => found,
+        Err(e) => {
+            return NewCondition::new(TYPE, Status::Unknown, "HealthUnknown")
+                .message(format!("Waiting for etcd: {e}"));
+        }
+    };
+    let mut problems: Vec<String> = alarms.iter().map(|a| format!("* {a}")).collect();
+    for member in members {
+        if !machines
+            .iter()
+            .any(|(node, _)| *node == Some(member.name.as_str()))
+        {
+            problems.push(format!(
+                "* etcd member {} does not belong to a control-plane Machine",
+                member.name
+            ));
+        }
+    }
+    for (node, ready) in machines {
+        if let (Some(node), true) = (node, ready)
+            && !members.iter().any(|m| m.name == *node)
+        {
+            problems.push(format!("* Machine with Node {node} has no etcd member"));
+        }
+    }
+    if problems.is_empty() {
+        NewCondition::new(TYPE, Status::True, "Healthy")
+    } else {
+        NewCondition::new(TYPE, Status::False, "NotHealthy").message(problems.join("\n"))
+    }
 }
 
 pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Result<Action> {
@@ -485,24 +559,15 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
             control_plane_initialized: Some(true),
         });
     }
-    let members = ctx
-        .etcd
-        .as_ref()
-        .and_then(|e| e.members(&ns, &cluster.name_any()));
-    conds.push(match &members {
-        None => NewCondition::new("EtcdClusterHealthy", Status::Unknown, "HealthUnknown")
-            .message("Etcd cannot be reached yet"),
-        Some(m) if m.len() == machines.iter().filter(|m| is_true(m, "Ready")).count() => {
-            NewCondition::new("EtcdClusterHealthy", Status::True, "Healthy")
-        }
-        Some(m) => {
-            NewCondition::new("EtcdClusterHealthy", Status::False, "NotHealthy").message(format!(
-                "{} etcd members for {} ready control plane Machines",
-                m.len(),
-                count("Ready")
-            ))
-        }
-    });
+    let etcd = match etcd_members(&ctx, &cluster).await {
+        Ok(members) => etcd_alarms(&ctx, &cluster).await.map(|a| (members, a)),
+        Err(e) => Err(e),
+    };
+    let nodes: Vec<(Option<&str>, bool)> = machines
+        .iter()
+        .map(|m| (node_name(m), is_true(m, "Ready")))
+        .collect();
+    conds.push(etcd_cluster_condition(&etcd, &nodes));
     conds.push(NewCondition::new(
         "ControlPlaneComponentsHealthy",
         if count("Ready") == machines.len() as i32 {
@@ -700,6 +765,79 @@ mod tests {
                 .unwrap()
                 .contains("below its quorum of 2")
         );
+    }
+
+    #[test]
+    fn etcd_health_matches_members_to_control_plane_nodes() {
+        let member = |name: &str| Member {
+            id: name.len() as u64,
+            name: name.to_string(),
+            learner: false,
+        };
+        let ok = |names: &[&str], alarms: Vec<Alarm>| -> EtcdSeen {
+            Ok((names.iter().map(|n| member(n)).collect(), alarms))
+        };
+        type Case<'a> = (
+            &'a str,
+            EtcdSeen,
+            Vec<(Option<&'a str>, bool)>,
+            Status,
+            &'a str,
+        );
+        let table: Vec<Case> = vec![
+            (
+                "every Ready Node has a member",
+                ok(&["n1", "n2"], vec![]),
+                vec![(Some("n1"), true), (Some("n2"), true)],
+                Status::True,
+                "",
+            ),
+            (
+                "a Machine without a Node yet is not counted",
+                ok(&["n1"], vec![]),
+                vec![(Some("n1"), true), (None, false)],
+                Status::True,
+                "",
+            ),
+            (
+                "a Ready Node without a member",
+                ok(&["n1"], vec![]),
+                vec![(Some("n1"), true), (Some("n2"), true)],
+                Status::False,
+                "* Machine with Node n2 has no etcd member",
+            ),
+            (
+                "a member of no Machine",
+                ok(&["n1", "old"], vec![]),
+                vec![(Some("n1"), true)],
+                Status::False,
+                "* etcd member old does not belong to a control-plane Machine",
+            ),
+            (
+                "an alarm",
+                ok(
+                    &["n1"],
+                    vec![Alarm::NoSpace {
+                        member: "n1".into(),
+                    }],
+                ),
+                vec![(Some("n1"), true)],
+                Status::False,
+                "* etcd member n1 is out of space",
+            ),
+            (
+                "etcd unreachable",
+                Err(EtcdError::Unreachable("connection refused".into())),
+                vec![(Some("n1"), true)],
+                Status::Unknown,
+                "Waiting for etcd: etcd cannot be reached: connection refused",
+            ),
+        ];
+        for (case, etcd, machines, status, message) in table {
+            let c = etcd_cluster_condition(&etcd, &machines);
+            assert_eq!(c.status, status, "{case}");
+            assert_eq!(c.message, message, "{case}");
+        }
     }
 
     #[test]

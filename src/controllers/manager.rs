@@ -92,7 +92,7 @@ pub async fn run(
     let workloads = Arc::new(in_memory::workload::Workloads::default());
     let ctx = Context::new(
         client.clone(),
-        Some(Arc::new(super::etcd::InMemoryEtcd(workloads.clone()))),
+        Some(workloads.clone() as Arc<dyn crate::workload::etcd::EtcdClients>),
     );
     let in_memory = InMemory::new(client.clone(), workloads);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

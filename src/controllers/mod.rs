@@ -9,7 +9,6 @@
 pub mod cache;
 pub mod cluster;
 pub mod common;
-pub mod etcd;
 pub mod external;
 pub mod kubeadm_config;
 pub mod kubeadm_control_plane;
@@ -28,6 +27,8 @@ use std::time::Duration;
 use kube::Client;
 use kube::runtime::controller::Action;
 
+use crate::workload::etcd::{EtcdClients, EtcdError};
+
 /// What every reconciler gets.
 pub struct Context {
     /// The management cluster.
@@ -40,12 +41,12 @@ pub struct Context {
     pub backoff: Backoff,
     /// The workload clusters' etcd, for the control plane provider; None when no
     /// infrastructure provider can reach it.
-    pub etcd: Option<Arc<dyn etcd::EtcdCluster>>,
+    pub etcd: Option<Arc<dyn EtcdClients>>,
     machines: std::sync::OnceLock<cache::Cache<crate::api::Machine>>,
 }
 
 impl Context {
-    pub fn new(client: Client, etcd: Option<Arc<dyn etcd::EtcdCluster>>) -> Arc<Context> {
+    pub fn new(client: Client, etcd: Option<Arc<dyn EtcdClients>>) -> Arc<Context> {
         Arc::new(Context {
             etcd,
             external: external::Resolver::new(client.clone()),
@@ -106,6 +107,8 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error(transparent)]
     Certs(#[from] crate::kubeadm::certs::CertsError),
+    #[error(transparent)]
+    Etcd(#[from] EtcdError),
     #[error("{0}")]
     Invalid(String),
     #[error("reading {what}: {source}")]

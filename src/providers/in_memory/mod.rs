@@ -234,7 +234,7 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
         .and_then(|c| ctx.workloads.get(&key(&ns, &c.name_any())));
     if common::deleting(im.as_ref()) {
         if let Some(w) = &workload {
-            w.etcd.lock().unwrap().remove(&im.name_any());
+            w.etcd.leave(&im.name_any());
         }
         common::remove_finalizer(&api, im.as_ref(), MACHINE_FINALIZER).await?;
         return Ok(Action::await_change());
@@ -343,7 +343,7 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
     )
     .await?;
     if control_plane {
-        workload.etcd.lock().unwrap().join(&im.name_any());
+        workload.etcd.join(&im.name_any());
     }
     if im.spec.provider_id.as_deref() != Some(provider_id.as_str()) {
         common::patch_merge(

@@ -4,14 +4,16 @@
 //! Cluster's kubeconfig works with kubectl. Control-plane machines join a simulated etcd
 //! member list.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use futures::future::BoxFuture;
 use kube::Client;
 
 use crate::apiserver::tls::{Pki, TlsError};
 use crate::apiserver::{self, ApiServer, store::Store};
+use crate::workload::etcd::{EtcdClient, EtcdClients, EtcdError, SimulatedEtcd};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
@@ -23,73 +25,14 @@ pub enum WorkloadError {
     Listen { port: u16, source: std::io::Error },
 }
 
-/// A member of a workload cluster's simulated etcd.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EtcdMember {
-    pub id: u64,
-    pub name: String,
-}
-
-/// The simulated etcd of a workload cluster: its members and which one leads.
-#[derive(Clone, Debug, Default)]
-pub struct Etcd {
-    members: BTreeMap<String, EtcdMember>,
-    leader: Option<String>,
-    next_id: u64,
-}
-
-impl Etcd {
-    /// Adds a member for a control-plane machine (once); the first one leads.
-    pub fn join(&mut self, name: &str) {
-        if !self.members.contains_key(name) {
-            self.next_id += 1;
-            self.members.insert(
-                name.to_string(),
-                EtcdMember {
-                    id: self.next_id,
-                    name: name.to_string(),
-                },
-            );
-        }
-        if self.leader.is_none() {
-            self.leader = Some(name.to_string());
-        }
-    }
-
-    pub fn members(&self) -> Vec<EtcdMember> {
-        self.members.values().cloned().collect()
-    }
-
-    pub fn leader(&self) -> Option<&str> {
-        self.leader.as_deref()
-    }
-
-    /// Moves leadership to another member; false if it is not a member.
-    pub fn move_leader(&mut self, to: &str) -> bool {
-        if self.members.contains_key(to) {
-            self.leader = Some(to.to_string());
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Removes a member; leadership passes to another member if it led.
-    pub fn remove(&mut self, name: &str) {
-        self.members.remove(name);
-        if self.leader.as_deref() == Some(name) {
-            self.leader = self.members.keys().next().cloned();
-        }
-    }
-}
-
 /// One running workload cluster.
 pub struct Workload {
     pub server: Arc<ApiServer>,
     pub address: SocketAddr,
     /// A client of the workload API server inside this process.
     pub client: Client,
-    pub etcd: Mutex<Etcd>,
+    /// Its simulated etcd: control-plane machines join as members named after their Nodes.
+    pub etcd: Arc<SimulatedEtcd>,
     stop: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
 
@@ -145,7 +88,7 @@ impl Workloads {
             server,
             address,
             client,
-            etcd: Mutex::new(Etcd::default()),
+            etcd: Arc::default(),
             stop: Mutex::new(Some(stop)),
         });
         let mut clusters = self.clusters.lock().unwrap();
@@ -163,32 +106,22 @@ impl Workloads {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn etcd_membership_and_leadership() {
-        let mut etcd = Etcd::default();
-        etcd.join("cp-1");
-        etcd.join("cp-2");
-        etcd.join("cp-1");
-        assert_eq!(etcd.members().len(), 2);
-        assert_eq!(etcd.leader(), Some("cp-1"));
-        assert!(etcd.move_leader("cp-2"));
-        assert!(!etcd.move_leader("cp-9"));
-        etcd.remove("cp-2");
-        assert_eq!(
-            etcd.leader(),
-            Some("cp-1"),
-            "leadership passes on when the leader leaves"
-        );
-        assert_eq!(
-            etcd.members()
-                .iter()
-                .map(|m| m.name.as_str())
-                .collect::<Vec<_>>(),
-            ["cp-1"]
-        );
+/// The control plane provider reaches a simulated cluster's etcd here, as it would reach real
+/// etcd through a workload cluster's API server.
+impl EtcdClients for Workloads {
+    fn connect<'a>(
+        &'a self,
+        namespace: &'a str,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<dyn EtcdClient>, EtcdError>> {
+        let etcd = self
+            .get(&format!("{namespace}/{cluster}"))
+            .map(|w| w.etcd.clone() as Arc<dyn EtcdClient>)
+            .ok_or_else(|| {
+                EtcdError::Unreachable(format!(
+                    "the in-memory cluster {namespace}/{cluster} is not running"
+                ))
+            });
+        Box::pin(std::future::ready(etcd))
     }
 }

@@ -1,0 +1,302 @@
+//! What the control plane provider needs of a workload cluster's etcd — its members, who leads,
+//! alarms, moving leadership and removing a member — as an async, fallible contract, so that a
+//! network client of real etcd and the in-memory provider's simulation answer alike, and a
+//! reconciler can tell "etcd said no" from "etcd could not be reached".
+//!
+//! Members are named after the Nodes of their control-plane Machines, as kubeadm names them;
+//! nothing here knows the infrastructure. (Upstream: `controlplane/kubeadm/internal/etcd`.)
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+/// One etcd member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub id: u64,
+    /// The Node name of the control-plane Machine it runs on.
+    pub name: String,
+    /// Not yet a voting member (a joining control plane's member starts as a learner).
+    pub learner: bool,
+}
+
+/// An alarm etcd raised on a member; while one is active etcd refuses writes or is unsafe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Alarm {
+    /// The member's database reached its quota.
+    NoSpace { member: String },
+    /// The member's data is inconsistent with the others'.
+    Corrupt { member: String },
+}
+
+impl std::fmt::Display for Alarm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Alarm::NoSpace { member } => write!(f, "etcd member {member} is out of space"),
+            Alarm::Corrupt { member } => write!(f, "etcd member {member} reports corrupt data"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EtcdError {
+    /// No answer: not running yet, the network, or credentials that are not there yet.
+    #[error("etcd cannot be reached: {0}")]
+    Unreachable(String),
+    /// The named member is not in the member list.
+    #[error("etcd has no member named {0}")]
+    NoSuchMember(String),
+    /// The operation would remove the last member, or a member that etcd itself refuses to.
+    #[error("etcd refused: {0}")]
+    Refused(String),
+}
+
+pub type Result<T, E = EtcdError> = std::result::Result<T, E>;
+
+/// The etcd of one workload cluster.
+pub trait EtcdClient: Send + Sync {
+    fn members(&self) -> BoxFuture<'_, Result<Vec<Member>>>;
+    /// The member that leads now; None while there is no leader (an election is on).
+    fn leader(&self) -> BoxFuture<'_, Result<Option<Member>>>;
+    fn alarms(&self) -> BoxFuture<'_, Result<Vec<Alarm>>>;
+    /// Makes `to` the leader. Asked of the current leader, as etcd requires.
+    fn move_leader<'a>(&'a self, to: &'a str) -> BoxFuture<'a, Result<()>>;
+    /// Removes `name` from the cluster. Asked of another member; never the last one.
+    fn remove_member<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<()>>;
+}
+
+/// Reaches the etcd of any workload cluster, by the Cluster's namespace and name.
+pub trait EtcdClients: Send + Sync {
+    fn connect<'a>(
+        &'a self,
+        namespace: &'a str,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<dyn EtcdClient>>>;
+}
+
+/// Takes `member` out of etcd before its Machine goes: leadership moves to `successor` first
+/// when `member` leads (a leaderless cluster stalls writes while it elects), then the member is
+/// removed. A member that is already gone is fine: a crash after the removal, before the
+/// Machine's deletion, repeats this step.
+pub async fn release_member(
+    etcd: &dyn EtcdClient,
+    member: &str,
+    successor: Option<&str>,
+) -> Result<()> {
+    let members = etcd.members().await?;
+    if !members.iter().any(|m| m.name == member) {
+        return Ok(());
+    }
+    if members.len() == 1 {
+        return Err(EtcdError::Refused(format!(
+            "{member} is the last etcd member; removing it would destroy the cluster's data"
+        )));
+    }
+    let leads = etcd.leader().await?.is_some_and(|l| l.name == member);
+    if leads {
+        let Some(successor) = successor else {
+            return Err(EtcdError::Refused(format!(
+                "{member} leads etcd and no healthy member is there to take over"
+            )));
+        };
+        etcd.move_leader(successor).await?;
+    }
+    etcd.remove_member(member).await
+}
+
+/// An etcd in memory, for unit tests and for the in-memory provider's simulated clusters:
+/// members join once, the first leads, leadership passes on when the leader goes.
+#[derive(Debug, Default)]
+pub struct SimulatedEtcd {
+    state: std::sync::Mutex<Simulation>,
+}
+
+#[derive(Debug, Default)]
+struct Simulation {
+    members: Vec<Member>,
+    leader: Option<u64>,
+    next_id: u64,
+    alarms: Vec<Alarm>,
+    /// When set, every call fails as if etcd were down.
+    down: bool,
+}
+
+impl SimulatedEtcd {
+    /// Adds a member (once, by name); the first one leads.
+    pub fn join(&self, name: &str) {
+        let mut s = self.state.lock().unwrap();
+        if s.members.iter().any(|m| m.name == name) {
+            return;
+        }
+        s.next_id += 1;
+        let id = s.next_id;
+        s.members.push(Member {
+            id,
+            name: name.to_string(),
+            learner: false,
+        });
+        s.leader.get_or_insert(id);
+    }
+
+    /// A member whose machine is gone leaves, the last one too (the cluster is torn down);
+    /// leadership passes to another member.
+    pub fn leave(&self, name: &str) {
+        self.state.lock().unwrap().remove(name);
+    }
+
+    /// Makes every call fail as unreachable (true) or answer again (false).
+    pub fn set_down(&self, down: bool) {
+        self.state.lock().unwrap().down = down;
+    }
+
+    pub fn raise(&self, alarm: Alarm) {
+        self.state.lock().unwrap().alarms.push(alarm);
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Simulation) -> Result<T>) -> BoxFuture<'_, Result<T>>
+    where
+        T: Send + 'static,
+    {
+        let mut s = self.state.lock().unwrap();
+        let out = if s.down {
+            Err(EtcdError::Unreachable("connection refused".into()))
+        } else {
+            f(&mut s)
+        };
+        Box::pin(std::future::ready(out))
+    }
+}
+
+impl Simulation {
+    fn remove(&mut self, name: &str) {
+        self.members.retain(|m| m.name != name);
+        if !self.members.iter().any(|m| Some(m.id) == self.leader) {
+            self.leader = self.members.first().map(|m| m.id);
+        }
+    }
+
+    fn id_of(&self, name: &str) -> Result<u64> {
+        self.members
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| m.id)
+            .ok_or_else(|| EtcdError::NoSuchMember(name.to_string()))
+    }
+}
+
+impl EtcdClient for SimulatedEtcd {
+    fn members(&self) -> BoxFuture<'_, Result<Vec<Member>>> {
+        self.with(|s| Ok(s.members.clone()))
+    }
+
+    fn leader(&self) -> BoxFuture<'_, Result<Option<Member>>> {
+        self.with(|s| Ok(s.members.iter().find(|m| Some(m.id) == s.leader).cloned()))
+    }
+
+    fn alarms(&self) -> BoxFuture<'_, Result<Vec<Alarm>>> {
+        self.with(|s| Ok(s.alarms.clone()))
+    }
+
+    fn move_leader<'a>(&'a self, to: &'a str) -> BoxFuture<'a, Result<()>> {
+        self.with(|s| {
+            s.leader = Some(s.id_of(to)?);
+            Ok(())
+        })
+    }
+
+    fn remove_member<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<()>> {
+        self.with(|s| {
+            s.id_of(name)?;
+            if s.members.len() == 1 {
+                return Err(EtcdError::Refused(format!(
+                    "{name} is the last member of the cluster"
+                )));
+            }
+            s.remove(name);
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn etcd(names: &[&str]) -> SimulatedEtcd {
+        let etcd = SimulatedEtcd::default();
+        for n in names {
+            etcd.join(n);
+        }
+        etcd
+    }
+
+    async fn names(etcd: &SimulatedEtcd) -> Vec<String> {
+        etcd.members()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.name)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn members_join_once_and_the_first_leads() {
+        let etcd = etcd(&["cp-1", "cp-2", "cp-1"]);
+        assert_eq!(names(&etcd).await, ["cp-1", "cp-2"]);
+        assert_eq!(etcd.leader().await.unwrap().unwrap().name, "cp-1");
+    }
+
+    #[tokio::test]
+    async fn releasing_the_leader_hands_leadership_to_the_successor_first() {
+        let etcd = etcd(&["cp-1", "cp-2", "cp-3"]);
+        release_member(&etcd, "cp-1", Some("cp-3")).await.unwrap();
+        assert_eq!(names(&etcd).await, ["cp-2", "cp-3"]);
+        assert_eq!(etcd.leader().await.unwrap().unwrap().name, "cp-3");
+    }
+
+    #[tokio::test]
+    async fn releasing_a_follower_keeps_the_leader() {
+        let etcd = etcd(&["cp-1", "cp-2"]);
+        release_member(&etcd, "cp-2", None).await.unwrap();
+        assert_eq!(names(&etcd).await, ["cp-1"]);
+        assert_eq!(etcd.leader().await.unwrap().unwrap().name, "cp-1");
+    }
+
+    #[tokio::test]
+    async fn releasing_a_member_that_is_gone_is_done_already() {
+        let etcd = etcd(&["cp-1", "cp-2"]);
+        release_member(&etcd, "cp-9", Some("cp-1")).await.unwrap();
+        assert_eq!(names(&etcd).await, ["cp-1", "cp-2"]);
+    }
+
+    #[tokio::test]
+    async fn the_last_member_and_a_leader_without_successor_are_refused() {
+        let single = etcd(&["cp-1"]);
+        assert!(matches!(
+            release_member(&single, "cp-1", None).await,
+            Err(EtcdError::Refused(_))
+        ));
+        let pair = etcd(&["cp-1", "cp-2"]);
+        assert!(matches!(
+            release_member(&pair, "cp-1", None).await,
+            Err(EtcdError::Refused(_))
+        ));
+        assert_eq!(names(&pair).await, ["cp-1", "cp-2"], "nothing was removed");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_etcd_is_an_error_not_an_empty_answer() {
+        let etcd = etcd(&["cp-1", "cp-2"]);
+        etcd.set_down(true);
+        assert!(matches!(
+            etcd.members().await,
+            Err(EtcdError::Unreachable(_))
+        ));
+        assert!(matches!(
+            release_member(&etcd, "cp-2", Some("cp-1")).await,
+            Err(EtcdError::Unreachable(_))
+        ));
+        etcd.set_down(false);
+        assert_eq!(names(&etcd).await, ["cp-1", "cp-2"]);
+    }
+}
