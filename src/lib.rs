@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod apiserver;
+pub mod cache;
 pub mod cli;
 pub mod conditions;
 pub mod controllers;

@@ -686,7 +686,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
 /// RemoteConnectionProbe: whether the workload cluster's API answers.
 async fn probe(ctx: &Context, cluster: &Cluster) -> NewCondition {
     let ns = cluster.namespace().unwrap_or_default();
-    match ctx.remote.client(&ns, &cluster.name_any()).await {
+    match ctx.workloads.client(&ns, &cluster.name_any()).await {
         Ok(Some(client)) => match Api::<Namespace>::all(client)
             .list(&ListParams::default().limit(1))
             .await
@@ -791,7 +791,7 @@ async fn reconcile_delete(ctx: &Context, api: &Api<Cluster>, cluster: &Cluster) 
             return Ok(Action::requeue(Duration::from_secs(2)));
         }
     }
-    ctx.remote.forget(&ns, &cluster.name_any());
+    ctx.workloads.forget(&ns, &cluster.name_any());
     common::remove_finalizer(api, cluster, FINALIZER).await?;
     Ok(Action::await_change())
 }

@@ -315,7 +315,7 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
             .and_then(|s| s.node_ref.as_ref())
             .is_some();
         if let Some(token) = spec_token(&kc.spec).filter(|_| !joined && !is_paused)
-            && let Some(workload) = ctx.remote.client(&ns, &cluster.name_any()).await?
+            && let Some(workload) = ctx.workloads.client(&ns, &cluster.name_any()).await?
         {
             ensure_bootstrap_token(&workload, token).await?;
             return Ok(Action::requeue(TOKEN_TTL / 3));
@@ -403,7 +403,7 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
             config::init_config(spec, &version, &cluster.name_any(), &endpoint),
         )
     } else {
-        let Some(workload) = ctx.remote.client(&ns, &cluster.name_any()).await? else {
+        let Some(workload) = ctx.workloads.client(&ns, &cluster.name_any()).await? else {
             return waiting(
                 &api,
                 &kc,

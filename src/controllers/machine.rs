@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, EvictParams, ListParams};
+use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -341,7 +341,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
         cluster_initialized || is_control_plane,
     ) {
         (Some(id), true) => match ctx
-            .remote
+            .workloads
             .node_by_provider_id(&ns, &cluster.name_any(), id)
             .await
         {
@@ -351,7 +351,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
                         name: node.name_any(),
                     });
                     status.node_info = node.status.as_ref().and_then(|s| s.node_info.clone());
-                    if let Some(client) = ctx.remote.client(&ns, &cluster.name_any()).await? {
+                    if let Some(client) = ctx.workloads.client(&ns, &cluster.name_any()).await? {
                         sync_node(&client, &machine, node).await?;
                     }
                 } else {
@@ -547,9 +547,11 @@ async fn reconcile_delete(
     let cluster_deleting = cluster.is_none_or(common::deleting);
     let node_name = status.node_ref.as_ref().map(|n| n.name.clone());
     let remote = match (cluster, &node_name) {
-        (Some(c), Some(_)) if !cluster_deleting => {
-            ctx.remote.client(&ns, &c.name_any()).await.unwrap_or(None)
-        }
+        (Some(c), Some(_)) if !cluster_deleting => ctx
+            .workloads
+            .client(&ns, &c.name_any())
+            .await
+            .unwrap_or(None),
         _ => None,
     };
     let say = |status: &mut MachineStatus, reason: &str, message: String| {
@@ -591,7 +593,7 @@ async fn reconcile_delete(
                 .unwrap_or(0);
             let timed_out = timeout > 0 && common::seconds_since(&started) > i64::from(timeout);
             if !timed_out {
-                let remaining = drain(client, node).await?;
+                let remaining = crate::workload::drain::drain(client, node).await?;
                 if remaining.pods > 0 {
                     status.deletion = Some(deletion);
                     let mut message = format!(
@@ -678,83 +680,11 @@ async fn reconcile_delete(
     Ok(Action::await_change())
 }
 
-/// Cordons the Node and evicts its Pods (DaemonSet and mirror Pods stay); returns what is still
-/// there to go.
-async fn drain(client: &Client, node: &str) -> Result<Remaining> {
-    let nodes = Api::<Node>::all(client.clone());
-    match nodes.get_opt(node).await? {
-        None => return Ok(Remaining::default()),
-        Some(n) if n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true) => {
-            common::patch_merge(&nodes, node, json!({"spec": {"unschedulable": true}})).await?;
-        }
-        Some(_) => {}
-    }
-    let pods = Api::<Pod>::all(client.clone())
-        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
-        .await?;
-    let mut remaining = Remaining::default();
-    for pod in pods.items {
-        let daemon = pod.owner_references().iter().any(|r| r.kind == "DaemonSet");
-        let mirror = pod
-            .annotations()
-            .contains_key("kubernetes.io/config.mirror");
-        let finished = matches!(
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded" | "Failed")
-        );
-        if daemon || mirror || finished {
-            continue;
-        }
-        remaining.pods += 1;
-        if pod.meta().deletion_timestamp.is_none() {
-            let api: Api<Pod> =
-                Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
-            // Evicted, not deleted: PodDisruptionBudgets get their say.
-            match api.evict(&pod.name_any(), &EvictParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 429 => remaining.refused.push(format!(
-                    "Pod {}/{}: {}",
-                    pod.namespace().unwrap_or_default(),
-                    pod.name_any(),
-                    disruption_cause(&e)
-                )),
-                Err(kube::Error::Api(e)) if e.code == 404 => remaining.pods -= 1,
-                Err(e) => remaining.refused.push(format!(
-                    "Pod {}/{}: eviction failed: {e}",
-                    pod.namespace().unwrap_or_default(),
-                    pod.name_any()
-                )),
-            }
-        }
-    }
-    Ok(remaining)
-}
-
-/// What is left of a drain: the Pods still on the Node, and why evictions were refused.
-#[derive(Default)]
-struct Remaining {
-    pods: usize,
-    refused: Vec<String>,
-}
-
-/// Why an eviction was refused: the budget's own words when the API server gives them.
-fn disruption_cause(e: &kube::core::Status) -> String {
-    let cause = e
-        .details
-        .as_ref()
-        .and_then(|d| d.causes.first())
-        .map(|c| c.message.clone());
-    match cause {
-        Some(c) if !c.is_empty() => format!("{} {c}", e.message),
-        _ => e.message.clone(),
-    }
-}
-
 /// The Machines to reconcile when a workload cluster's Node changes: the one named in the
 /// Node's `cluster.x-k8s.io/machine` annotation, or, before the Machine has written it, the
 /// Machine of that namespace with the Node's providerID (from the controller's cache).
 pub fn machines_of_node_changes(
-    changes: tokio::sync::broadcast::Receiver<super::remote::NodeChange>,
+    changes: tokio::sync::broadcast::Receiver<crate::workload::clusters::NodeChange>,
     machines: Store<Machine>,
 ) -> impl futures::Stream<Item = ObjectRef<Machine>> + Send + 'static {
     tokio_stream::wrappers::BroadcastStream::new(changes).filter_map(move |change| {

@@ -207,7 +207,7 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
         // has no such Node; None that it could not be asked.
         let lookup = match node_ref {
             Some(r) => ctx
-                .remote
+                .workloads
                 .node(&ns, &cluster.name_any(), &r.name)
                 .await
                 .ok()

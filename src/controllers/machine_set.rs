@@ -511,7 +511,8 @@ async fn delete_machines(ctx: &Context, api: &Api<Machine>, names: &[String]) ->
                     .is_none_or(|m| common::deleting(m.as_ref()))
             })
         })
-        .await
+        .await?;
+    Ok(())
 }
 
 /// Skips some or all (`All`) preflight checks, as upstream's annotation does.

@@ -151,7 +151,7 @@ pub async fn run(
                         super::machine::machines_of_initialized_cluster(cache.clone()),
                     )
                     .reconcile_on(super::machine::machines_of_node_changes(
-                        ctx.remote.node_changes(),
+                        ctx.workloads.node_changes(),
                         cache,
                     ))
                     .with_config(cfg.clone())

@@ -4,9 +4,8 @@
 //!
 //! The steps every reconciler shares (finalizers, pause, owner references, status patches,
 //! provider objects reached through their contract) are in [`common`] and [`external`]; the
-//! workload clusters are reached through [`remote`].
+//! workload clusters are reached through [`crate::workload`].
 
-pub mod cache;
 pub mod cluster;
 pub mod common;
 pub mod external;
@@ -18,7 +17,6 @@ pub mod machine_deployment;
 pub mod machine_health_check;
 pub mod machine_set;
 pub mod manager;
-pub mod remote;
 pub mod throttle;
 
 use std::sync::Arc;
@@ -27,6 +25,9 @@ use std::time::Duration;
 use kube::Client;
 use kube::runtime::controller::Action;
 
+use crate::cache::{Cache, CacheError};
+use crate::workload::WorkloadError;
+use crate::workload::clusters::WorkloadClusters;
 use crate::workload::etcd::{EtcdClients, EtcdError};
 
 /// What every reconciler gets.
@@ -36,13 +37,13 @@ pub struct Context {
     /// Provider objects by their contract.
     pub external: external::Resolver,
     /// The workload clusters.
-    pub remote: remote::RemoteClusters,
+    pub workloads: WorkloadClusters,
     /// How long each failing object waits before its next try.
     pub backoff: Backoff,
     /// The workload clusters' etcd, for the control plane provider; None when no
     /// infrastructure provider can reach it.
     pub etcd: Option<Arc<dyn EtcdClients>>,
-    machines: std::sync::OnceLock<cache::Cache<crate::api::Machine>>,
+    machines: std::sync::OnceLock<Cache<crate::api::Machine>>,
 }
 
 impl Context {
@@ -50,7 +51,7 @@ impl Context {
         Arc::new(Context {
             etcd,
             external: external::Resolver::new(client.clone()),
-            remote: remote::RemoteClusters::new(client.clone()),
+            workloads: WorkloadClusters::new(client.clone()),
             backoff: Backoff::default(),
             machines: std::sync::OnceLock::new(),
             client,
@@ -59,9 +60,9 @@ impl Context {
 
     /// All Machines of the management cluster, cached; the watch starts on first use (the
     /// Machine CRD is installed by then).
-    pub fn machines(&self) -> &cache::Cache<crate::api::Machine> {
+    pub fn machines(&self) -> &Cache<crate::api::Machine> {
         self.machines
-            .get_or_init(|| cache::Cache::watch(kube::Api::all(self.client.clone())))
+            .get_or_init(|| Cache::watch(kube::Api::all(self.client.clone())))
     }
 }
 
@@ -109,6 +110,10 @@ pub enum Error {
     Certs(#[from] crate::kubeadm::certs::CertsError),
     #[error(transparent)]
     Etcd(#[from] EtcdError),
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
     #[error("{0}")]
     Invalid(String),
     #[error("reading {what}: {source}")]

@@ -1,6 +1,23 @@
-//! Everything capictl reaches inside a workload cluster: today the etcd contract the control
-//! plane provider uses ([`etcd`]). Controllers reach workload clusters only through here;
-//! providers implement what needs their infrastructure (the in-memory provider answers
+//! Everything capictl reaches inside a workload cluster: clients and Node caches ([`clusters`],
+//! upstream's ClusterCache), draining Nodes ([`drain`]) and the etcd contract the control plane
+//! provider uses ([`etcd`]). Controllers reach workload clusters only through here; providers
+//! implement what needs their infrastructure (the in-memory provider answers
 //! [`etcd::EtcdClients`] for its simulated clusters).
 
+pub mod clusters;
+pub mod drain;
 pub mod etcd;
+
+/// Why a workload cluster could not be reached or read.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Cache(#[from] crate::cache::CacheError),
+    /// The `<cluster>-kubeconfig` Secret holds nothing usable.
+    #[error("{0}")]
+    Kubeconfig(String),
+}
+
+pub type Result<T, E = WorkloadError> = std::result::Result<T, E>;

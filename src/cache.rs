@@ -18,7 +18,21 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
 
-use super::{Error, Result};
+/// Why a cache could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error(
+        "the {kind} cache is not filled after {}s: the API server does not answer its watch",
+        SYNC.as_secs()
+    )]
+    NotFilled { kind: String },
+    #[error("the {kind} cache stopped")]
+    Stopped { kind: String },
+    #[error("timed out waiting for the {kind} cache to show {what}")]
+    NotShown { kind: String, what: String },
+}
+
+pub type Result<T, E = CacheError> = std::result::Result<T, E>;
 
 /// How long a reconciler waits for a cache's first list, or for its own writes to show.
 const SYNC: Duration = Duration::from_secs(5);
@@ -76,14 +90,12 @@ where
     pub async fn ready(&self) -> Result<&Store<K>> {
         tokio::time::timeout(SYNC, self.store.wait_until_ready())
             .await
-            .map_err(|_| {
-                Error::Invalid(format!(
-                    "the {} cache is not filled after {}s: the API server does not answer its watch",
-                    K::kind(&()),
-                    SYNC.as_secs()
-                ))
+            .map_err(|_| CacheError::NotFilled {
+                kind: K::kind(&()).into(),
             })?
-            .map_err(|_| Error::Invalid(format!("the {} cache stopped", K::kind(&()))))?;
+            .map_err(|_| CacheError::Stopped {
+                kind: K::kind(&()).into(),
+            })?;
         Ok(&self.store)
     }
 
@@ -108,16 +120,15 @@ where
         while !shown(store) {
             match tokio::time::timeout_at(deadline, changes.recv()).await {
                 Err(_) => {
-                    return Err(Error::Invalid(format!(
-                        "timed out waiting for the {} cache to show {what}",
-                        K::kind(&())
-                    )));
+                    return Err(CacheError::NotShown {
+                        kind: K::kind(&()).into(),
+                        what: what.to_string(),
+                    });
                 }
                 Ok(Err(broadcast::error::RecvError::Closed)) => {
-                    return Err(Error::Invalid(format!(
-                        "the {} cache stopped",
-                        K::kind(&())
-                    )));
+                    return Err(CacheError::Stopped {
+                        kind: K::kind(&()).into(),
+                    });
                 }
                 Ok(_) => {}
             }

@@ -6,7 +6,7 @@
 //! Each workload cluster's Nodes are watched once, into a cache the Machine and
 //! MachineHealthCheck controllers read instead of listing Nodes per Machine (which is
 //! quadratic in the number of Machines); every change is also announced on
-//! [`RemoteClusters::node_changes`], so a Machine is reconciled when its Node changes rather
+//! [`WorkloadClusters::node_changes`], so a Machine is reconciled when its Node changes rather
 //! than by polling.
 
 use std::collections::HashMap;
@@ -19,8 +19,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tokio::sync::broadcast;
 
-use super::cache::Cache;
-use super::{Error, Result};
+use super::{Result, WorkloadError};
+use crate::cache::Cache;
 use crate::kubeadm::certs::kubeconfig_secret_name;
 
 /// A Node of a workload cluster changed (was added, updated or deleted).
@@ -39,15 +39,15 @@ struct Workload {
     nodes: Arc<Cache<Node>>,
 }
 
-pub struct RemoteClusters {
+pub struct WorkloadClusters {
     management: Client,
     clusters: Mutex<HashMap<(String, String), Workload>>,
     node_changes: broadcast::Sender<NodeChange>,
 }
 
-impl RemoteClusters {
-    pub fn new(management: Client) -> RemoteClusters {
-        RemoteClusters {
+impl WorkloadClusters {
+    pub fn new(management: Client) -> WorkloadClusters {
+        WorkloadClusters {
             management,
             clusters: Mutex::new(HashMap::new()),
             node_changes: broadcast::channel(4096).0,
@@ -176,18 +176,18 @@ impl RemoteClusters {
 /// The client configuration in the contents of a `<cluster>-kubeconfig` Secret.
 async fn config_from(cluster: &str, kubeconfig: &[u8]) -> Result<Config> {
     let text = std::str::from_utf8(kubeconfig).map_err(|_| {
-        Error::Invalid(format!(
+        WorkloadError::Kubeconfig(format!(
             "Secret {} is not a UTF-8 kubeconfig",
             kubeconfig_secret_name(cluster)
         ))
     })?;
     let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| {
-        Error::Invalid(format!(
+        WorkloadError::Kubeconfig(format!(
             "Secret {} holds no valid kubeconfig: {e}",
             kubeconfig_secret_name(cluster)
         ))
     })?;
     Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(|e| Error::Invalid(format!("the kubeconfig of Cluster {cluster}: {e}")))
+        .map_err(|e| WorkloadError::Kubeconfig(format!("the kubeconfig of Cluster {cluster}: {e}")))
 }
