@@ -13,6 +13,14 @@ use super::common::{
 };
 use super::schema;
 
+/// The finalizer the Machine controller keeps on every Machine until its Node is drained and
+/// its infrastructure and bootstrap objects are gone.
+pub const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
+
+/// The Machine condition through which a MachineHealthCheck asks a Machine's owner to
+/// remediate it.
+pub const OWNER_REMEDIATED: &str = "OwnerRemediated";
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

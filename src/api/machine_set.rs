@@ -10,6 +10,12 @@ use super::common::{DeletionOrder, DeprecatedStatus, MachineNamingSpec, StatusVe
 use super::machine::MachineTemplateSpec;
 use super::schema;
 
+/// On a Machine: delete this one first when its MachineSet scales down.
+pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
+/// On a MachineSet: create no Machines (its MachineDeployment rolls out with OnDelete and this
+/// set is an old one).
+pub const DISABLE_CREATE_ANNOTATION: &str = "cluster.x-k8s.io/disable-machine-create";
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

@@ -6,7 +6,7 @@ use super::common::machine_condition_true as is_true;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
@@ -21,7 +21,6 @@ use crate::api::cluster::ReplicasSummary;
 use crate::api::common::{ApiEndpoint, ContractVersionedObjectReference};
 use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
 use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status, SummaryOptions};
-use crate::kubeadm::certs;
 
 pub const FINALIZER: &str = "cluster.cluster.x-k8s.io";
 
@@ -73,7 +72,7 @@ fn aggregated_conditions(
     d: &Descendants,
     now: Timestamp,
 ) -> Vec<NewCondition> {
-    use super::machine_set::{aggregate, condition_of};
+    use super::machines::{aggregate, condition_of};
     let ready = || MergeReasons::new("NotReady", "ReadyUnknown", "Ready");
     let up_to_date = || MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate");
     // A Machine just made has not had the time to say whether it is up to date.
@@ -186,7 +185,7 @@ fn aggregated_conditions(
         .iter()
         .filter(|m| {
             unhealthy(m)
-                && condition_of(m, super::machine_health_check::OWNER_REMEDIATED)
+                && condition_of(m, crate::api::machine::OWNER_REMEDIATED)
                     .is_some_and(|c| c.status == "False")
         })
         .map(|m| Arc::clone(m))
@@ -213,7 +212,7 @@ fn aggregated_conditions(
     } else {
         aggregate(
             &to_remediate,
-            super::machine_health_check::OWNER_REMEDIATED,
+            crate::api::machine::OWNER_REMEDIATED,
             "Remediating",
             MergeReasons::new("Remediating", "RemediatingUnknown", "NotRemediating"),
         )
@@ -313,60 +312,6 @@ fn count_workers(d: &Descendants) -> ReplicasSummary {
         );
     }
     sum
-}
-
-/// Writes the `<cluster>-kubeconfig` Secret (admin client certificate signed by `<cluster>-ca`)
-/// when it is missing, and again when its certificate has less than half of its year left, as
-/// upstream rotates it. `owner` owns it: the control plane, or the Cluster when there is none.
-/// Whether it waits for the cluster CA.
-pub(super) async fn reconcile_kubeconfig(
-    client: &kube::Client,
-    cluster: &Cluster,
-    owner: k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
-) -> Result<bool> {
-    let Some(endpoint) = cluster
-        .spec
-        .control_plane_endpoint
-        .as_ref()
-        .filter(|e| e.is_valid())
-    else {
-        return Ok(false);
-    };
-    let ns = cluster.namespace().unwrap_or_default();
-    let name = cluster.name_any();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let existing = secrets
-        .get_opt(&certs::kubeconfig_secret_name(&name))
-        .await?;
-    let renew_before = k8s_openapi::jiff::Timestamp::now().as_second()
-        + certs::CLIENT_CERT_RENEWAL.as_secs() as i64;
-    if existing
-        .as_ref()
-        .is_some_and(|s| !certs::kubeconfig_expires_before(s, renew_before))
-    {
-        return Ok(false);
-    }
-    let Some(ca) = secrets.get_opt(&certs::ca_secret_name(&name)).await? else {
-        // The CA comes from the bootstrap or infrastructure provider, or the user.
-        return Ok(true);
-    };
-    let pki = certs::ca_from_secret(&ca)?;
-    let secret = certs::kubeconfig_secret(&name, &ns, &format!("https://{endpoint}"), &pki, owner)?;
-    match existing {
-        None => {
-            common::create_if_absent(&secrets, &secret).await?;
-        }
-        Some(old) => {
-            tracing::info!(cluster = %name, "rotating the admin kubeconfig's client certificate");
-            common::patch_merge(
-                &secrets,
-                &old.name_any(),
-                json!({"metadata": {"resourceVersion": old.resource_version()}, "data": secret.data}),
-            )
-            .await?;
-        }
-    }
-    Ok(false)
 }
 
 /// Adopts a provider object: a Cluster owner reference and the cluster-name label.
@@ -625,7 +570,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     ));
 
     if cluster.spec.control_plane_ref.is_none()
-        && reconcile_kubeconfig(
+        && super::secrets::reconcile_kubeconfig(
             &ctx.client,
             &cluster,
             common::owner_reference(cluster.as_ref(), true),

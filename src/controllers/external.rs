@@ -1,17 +1,18 @@
 //! Provider objects (infrastructure clusters and machines, bootstrap configs, control planes)
 //! reached through their contract: the CRD's `cluster.x-k8s.io/v1beta2` label says which API
-//! version to use, so core controllers handle any provider as unstructured objects.
+//! version to use, so core controllers handle any provider as unstructured objects; and
+//! objects cloned from their templates (upstream's `CreateFromTemplate`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Client, ResourceExt};
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::{Error, Result};
+use super::{Context, Error, Result, common};
 use crate::api::common::ContractVersionedObjectReference;
 use crate::api::{CONTRACT_LABEL, CONTRACT_VERSION};
 
@@ -131,6 +132,71 @@ pub fn condition(object: &DynamicObject, type_: &str) -> Option<Condition> {
     list.iter()
         .find(|c| c["type"] == type_)
         .and_then(|c| serde_json::from_value(c.clone()).ok())
+}
+
+/// Creates an object from a template's `spec.template` (kind without `Template`), named after
+/// the Machine, owned by the MachineSet until the Machine takes it over.
+pub async fn clone_template(
+    ctx: &Context,
+    namespace: &str,
+    template: &ContractVersionedObjectReference,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    owner: OwnerReference,
+) -> Result<ContractVersionedObjectReference> {
+    let source = ctx
+        .external
+        .get(namespace, template)
+        .await?
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{} {} does not exist; the MachineSet cannot create Machines from it",
+                template.kind, template.name
+            ))
+        })?;
+    let kind = template
+        .kind
+        .strip_suffix("Template")
+        .unwrap_or(&template.kind)
+        .to_string();
+    let resource = ctx.external.resource(&template.api_group, &kind).await?;
+    let spec = field(&source, &["spec", "template", "spec"])
+        .cloned()
+        .unwrap_or(json!({}));
+    let mut annotations = BTreeMap::from([
+        (
+            "cluster.x-k8s.io/cloned-from-name".to_string(),
+            template.name.clone(),
+        ),
+        (
+            "cluster.x-k8s.io/cloned-from-groupkind".to_string(),
+            format!("{}.{}", template.kind, template.api_group),
+        ),
+    ]);
+    if let Some(a) =
+        field(&source, &["spec", "template", "metadata", "annotations"]).and_then(Value::as_object)
+    {
+        for (k, v) in a {
+            annotations.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+        }
+    }
+    let mut object = DynamicObject::new(name, &resource).within(namespace);
+    object.metadata = ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some(namespace.to_string()),
+        labels: Some(labels.clone()),
+        annotations: Some(annotations),
+        owner_references: Some(vec![owner]),
+        ..Default::default()
+    };
+    object.data = json!({"spec": spec});
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
+    common::create_if_absent(&api, &object).await?;
+    Ok(ContractVersionedObjectReference {
+        kind,
+        name: name.to_string(),
+        api_group: template.api_group.clone(),
+    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
@@ -24,7 +24,7 @@ use crate::api::kubeadm_config::{
 };
 use crate::api::{Cluster, KubeadmConfig, Machine};
 use crate::conditions::{NewCondition, Status};
-use crate::kubeadm::certs::{self, CERTIFICATES};
+use crate::kubeadm::certs::{self};
 use crate::kubeadm::cloudinit::{self, WriteFile};
 use crate::kubeadm::config;
 
@@ -54,38 +54,6 @@ const CERTIFICATE_FILES: [(&str, &str, &str); 4] = [
 
 /// How long a bootstrap token lives.
 const TOKEN_TTL: Duration = Duration::from_secs(15 * 60);
-
-/// The cluster certificates (`<cluster>-ca`, `-etcd`, `-proxy`, `-sa`), by purpose; those
-/// missing are made, owned by `owner`, when an owner is given, else the answer is None.
-pub(super) async fn cluster_certificates(
-    client: &Client,
-    cluster: &Cluster,
-    owner: Option<OwnerReference>,
-) -> Result<Option<BTreeMap<String, Secret>>> {
-    let ns = cluster.namespace().unwrap_or_default();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let mut found = BTreeMap::new();
-    for (purpose, common_name) in CERTIFICATES {
-        let name = format!("{}-{purpose}", cluster.name_any());
-        let secret = match (secrets.get_opt(&name).await?, &owner) {
-            (Some(s), _) => s,
-            (None, Some(owner)) => {
-                let s = certs::new_certificate_secret(
-                    &cluster.name_any(),
-                    &ns,
-                    purpose,
-                    common_name,
-                    owner.clone(),
-                )?;
-                common::create_if_absent(&secrets, &s).await?;
-                secrets.get(&name).await?
-            }
-            (None, None) => return Ok(None),
-        };
-        found.insert(purpose.to_string(), secret);
-    }
-    Ok(Some(found))
-}
 
 /// Takes the cluster's init lock for a machine; whether it holds it.
 async fn init_lock(client: &Client, cluster: &Cluster, machine: &str) -> Result<bool> {
@@ -364,7 +332,9 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
     // Certificates: made for the first control-plane machine when nobody made them yet.
     let generate = init && cluster.spec.control_plane_ref.is_none();
     let owner = generate.then(|| common::owner_reference(&cluster, true));
-    let Some(certificates) = cluster_certificates(&ctx.client, &cluster, owner).await? else {
+    let Some(certificates) =
+        super::secrets::cluster_certificates(&ctx.client, &cluster, owner).await?
+    else {
         return waiting(
             &api,
             &kc,

@@ -14,12 +14,12 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
-use super::machine_health_check::OWNER_REMEDIATED;
 use super::{Context, Result};
 use crate::api::common::ContractVersionedObjectReference;
 use crate::api::kubeadm_control_plane::{
     KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus, LastRemediationStatus,
 };
+use crate::api::machine::OWNER_REMEDIATED;
 use crate::api::machine::{Bootstrap, MachineSpec};
 use crate::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine, MachineDeployment};
 use crate::conditions::{MergeReasons, NewCondition, Status};
@@ -157,7 +157,7 @@ async fn remediate(
         .await
         .map_or(machines.len(), |m| m.len());
     if let Some(refusal) = quorum_refusal(members, healthy_others) {
-        super::machine_health_check::set_machine_condition(
+        super::machines::set_machine_condition(
             &machines_api,
             victim,
             NewCondition::new(OWNER_REMEDIATED, Status::False, "RemediationNotAllowed")
@@ -174,7 +174,7 @@ async fn remediate(
         ));
     }
     tracing::info!(machine = %victim.name_any(), "remediating an unhealthy control-plane Machine");
-    super::machine_health_check::set_machine_condition(
+    super::machines::set_machine_condition(
         &machines_api,
         victim,
         NewCondition::new(OWNER_REMEDIATED, Status::False, "MachineDeletionInProgress")
@@ -208,13 +208,13 @@ async fn ensure_certificates(
     kcp: &KubeadmControlPlane,
     cluster: &Cluster,
 ) -> Result<()> {
-    super::kubeadm_config::cluster_certificates(
+    super::secrets::cluster_certificates(
         &ctx.client,
         cluster,
         Some(common::owner_reference(kcp, true)),
     )
     .await?;
-    super::cluster::reconcile_kubeconfig(&ctx.client, cluster, common::owner_reference(kcp, true))
+    super::secrets::reconcile_kubeconfig(&ctx.client, cluster, common::owner_reference(kcp, true))
         .await?;
     Ok(())
 }
@@ -239,7 +239,7 @@ async fn create_machine(ctx: &Context, kcp: &KubeadmControlPlane, cluster: &Clus
     labels.insert(CONTROL_PLANE_NAME_LABEL.into(), kcp.name_any());
     let owner = common::owner_reference(kcp, true);
     let template = &kcp.spec.machine_template.spec;
-    let infrastructure_ref = super::machine_set::clone_template(
+    let infrastructure_ref = super::external::clone_template(
         ctx,
         &ns,
         &template.infrastructure_ref,
@@ -274,7 +274,7 @@ async fn create_machine(ctx: &Context, kcp: &KubeadmControlPlane, cluster: &Clus
                 .as_ref()
                 .and_then(|m| m.annotations.clone()),
             owner_references: Some(vec![owner]),
-            finalizers: Some(vec![super::machine::FINALIZER.to_string()]),
+            finalizers: Some(vec![crate::api::machine::MACHINE_FINALIZER.to_string()]),
             ..Default::default()
         },
         spec: MachineSpec {
@@ -489,7 +489,7 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
         } else {
             NewCondition::new("UpToDate", Status::False, "NotUpToDate").message(reasons.join("\n"))
         };
-        super::machine_health_check::set_machine_condition(&machines_api, m, condition).await?;
+        super::machines::set_machine_condition(&machines_api, m, condition).await?;
         if !reasons.is_empty() {
             outdated.insert(m.name_any(), reasons);
         }
@@ -589,13 +589,13 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
                 .message("Waiting for a control plane Machine to be Available")
         },
     );
-    conds.push(super::machine_set::aggregate(
+    conds.push(super::machines::aggregate(
         &machines,
         "Ready",
         "MachinesReady",
         MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
     ));
-    conds.push(super::machine_set::aggregate(
+    conds.push(super::machines::aggregate(
         &machines,
         "UpToDate",
         "MachinesUpToDate",

@@ -20,11 +20,11 @@ use super::common::{self, CLUSTER_NAME_LABEL};
 use super::external::{self, condition, initialization_flag};
 use super::{Context, Result};
 use crate::api::common::{ContractVersionedObjectReference, MachineAddress};
+use crate::api::machine::MACHINE_FINALIZER;
 use crate::api::machine::{MachineNodeReference, MachineStatus};
 use crate::api::{Cluster, Machine};
 use crate::conditions::{self, MergeReasons, NewCondition, Status, SummaryOptions};
 
-pub const FINALIZER: &str = "machine.cluster.x-k8s.io";
 pub const PRE_DRAIN_HOOK: &str = "pre-drain.delete.hook.machine.cluster.x-k8s.io";
 pub const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
 pub const EXCLUDE_DRAIN: &str = "machine.cluster.x-k8s.io/exclude-node-draining";
@@ -181,7 +181,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
             machine.name_any()
         )));
     };
-    if common::ensure_finalizer(&api, machine.as_ref(), FINALIZER).await? {
+    if common::ensure_finalizer(&api, machine.as_ref(), MACHINE_FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let generation = machine.meta().generation;
@@ -420,7 +420,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
     }
     // A MachineDeployment's Machine is up to date when its set's template is the deployment's;
     // stand-alone Machines and sets are up to date by definition; control planes set their own.
-    match super::machine_deployment::machine_up_to_date(&ctx, &machine).await? {
+    match super::mdutil::machine_up_to_date(&ctx, &machine).await? {
         Some(c) => more.push(c),
         None if common::controller_of(machine.owner_references()).is_none() => {
             more.push(NewCondition::new("UpToDate", Status::True, "UpToDate"));
@@ -676,7 +676,7 @@ async fn reconcile_delete(
             }
         }
     }
-    common::remove_finalizer(api, machine, FINALIZER).await?;
+    common::remove_finalizer(api, machine, MACHINE_FINALIZER).await?;
     Ok(Action::await_change())
 }
 

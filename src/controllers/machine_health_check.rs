@@ -8,15 +8,17 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::common::{self, CLUSTER_NAME_LABEL};
-use super::machine_deployment::scaled;
+use super::machines::set_machine_condition;
+use super::mdutil::scaled;
 use super::{Context, Error, Result};
 use crate::api::health_check::HealthChecks;
+use crate::api::machine::OWNER_REMEDIATED;
 use crate::api::{Cluster, Machine, MachineHealthCheck};
 use crate::conditions::{NewCondition, Status};
 
@@ -184,7 +186,7 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
     let mut selector: BTreeMap<String, String> =
         mhc.spec.selector.match_labels.clone().unwrap_or_default();
     selector.insert(CLUSTER_NAME_LABEL.into(), mhc.spec.cluster_name.clone());
-    let label_selector = super::machine_set::selector_string(&selector);
+    let label_selector = super::machines::selector_string(&selector);
     let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
     let targets: Vec<Machine> = machines_api
         .list(&ListParams::default().labels(&label_selector))
@@ -313,42 +315,6 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
         next.unwrap_or(Duration::from_secs(5))
             .min(Duration::from_secs(5)),
     ))
-}
-
-/// The Machine condition through which a MachineHealthCheck asks a Machine's owner to
-/// remediate it.
-pub const OWNER_REMEDIATED: &str = "OwnerRemediated";
-
-/// Sets one condition on a Machine, based on its latest version (a conflict means someone
-/// else wrote first; the next reconcile sets it again).
-pub(super) async fn set_machine_condition(
-    api: &Api<Machine>,
-    machine: &Machine,
-    condition: NewCondition,
-) -> Result<()> {
-    let mut status = machine.status.clone().unwrap_or_default();
-    let before = status.conditions.clone();
-    common::set_conditions(
-        &mut status.conditions,
-        machine.meta().generation,
-        vec![condition],
-    );
-    if status.conditions == before {
-        return Ok(());
-    }
-    let patch = json!({"metadata": {"resourceVersion": machine.resource_version()}, "status": {"conditions": status.conditions}});
-    match api
-        .patch_status(
-            &machine.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 #[cfg(test)]

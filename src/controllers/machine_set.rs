@@ -8,35 +8,30 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::common::{self, CLUSTER_NAME_LABEL, DEPLOYMENT_NAME_LABEL, SET_NAME_LABEL};
+use super::external::clone_template;
+use super::machines::{aggregate, condition_of, selector_string};
 use super::{Context, Error, Result};
-use crate::api::common::{ContractVersionedObjectReference, DeletionOrder};
+use crate::api::common::DeletionOrder;
 use crate::api::machine::MachineSpec;
-use crate::api::machine_set::MachineSetStatus;
+use crate::api::machine_set::{
+    DELETE_MACHINE_ANNOTATION, DISABLE_CREATE_ANNOTATION, MachineSetStatus,
+};
 use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
-use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status};
+use crate::conditions::{MergeReasons, NewCondition, Status};
 
 pub const FINALIZER: &str = "cluster.x-k8s.io/machineset";
-pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
-pub const DISABLE_CREATE_ANNOTATION: &str = "cluster.x-k8s.io/disable-machine-create";
 /// How many Machines (with their bootstrap configs and infrastructure machines) a MachineSet
 /// creates at once.
 const CREATE_CONCURRENCY: usize = 16;
-
-pub(super) fn condition_of<'a>(m: &'a Machine, t: &str) -> Option<&'a Condition> {
-    m.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .and_then(|c| conditions::get(c, t))
-}
 
 /// How much a Machine should go first when scaling down (upstream's priorities): deleting
 /// 100, annotated for deletion 80, unhealthy 50, then by the set's deletion order.
@@ -95,7 +90,7 @@ pub fn machines_to_delete(
 /// Whether a MachineHealthCheck asked this set to replace the Machine and it is not going yet.
 fn awaits_remediation(m: &Machine) -> bool {
     !common::deleting(m)
-        && condition_of(m, super::machine_health_check::OWNER_REMEDIATED)
+        && condition_of(m, crate::api::machine::OWNER_REMEDIATED)
             .is_some_and(|c| c.status == "False")
 }
 
@@ -105,8 +100,7 @@ pub fn to_remediate(machines: &[Machine], max_in_flight: Option<usize>) -> Vec<S
     let in_flight = machines
         .iter()
         .filter(|m| {
-            common::deleting(*m)
-                && condition_of(m, super::machine_health_check::OWNER_REMEDIATED).is_some()
+            common::deleting(*m) && condition_of(m, crate::api::machine::OWNER_REMEDIATED).is_some()
         })
         .count();
     let allowance = max_in_flight.map_or(usize::MAX, |max| max.saturating_sub(in_flight));
@@ -120,83 +114,8 @@ pub fn to_remediate(machines: &[Machine], max_in_flight: Option<usize>) -> Vec<S
     names
 }
 
-/// A label selector in string form, for the scale subresource.
-pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
-    labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 fn matches(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
     !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-}
-
-/// Creates an object from a template's `spec.template` (kind without `Template`), named after
-/// the Machine, owned by the MachineSet until the Machine takes it over.
-pub(super) async fn clone_template(
-    ctx: &Context,
-    namespace: &str,
-    template: &ContractVersionedObjectReference,
-    name: &str,
-    labels: &BTreeMap<String, String>,
-    owner: OwnerReference,
-) -> Result<ContractVersionedObjectReference> {
-    let source = ctx
-        .external
-        .get(namespace, template)
-        .await?
-        .ok_or_else(|| {
-            Error::Invalid(format!(
-                "{} {} does not exist; the MachineSet cannot create Machines from it",
-                template.kind, template.name
-            ))
-        })?;
-    let kind = template
-        .kind
-        .strip_suffix("Template")
-        .unwrap_or(&template.kind)
-        .to_string();
-    let resource = ctx.external.resource(&template.api_group, &kind).await?;
-    let spec = super::external::field(&source, &["spec", "template", "spec"])
-        .cloned()
-        .unwrap_or(json!({}));
-    let mut annotations = BTreeMap::from([
-        (
-            "cluster.x-k8s.io/cloned-from-name".to_string(),
-            template.name.clone(),
-        ),
-        (
-            "cluster.x-k8s.io/cloned-from-groupkind".to_string(),
-            format!("{}.{}", template.kind, template.api_group),
-        ),
-    ]);
-    if let Some(a) =
-        super::external::field(&source, &["spec", "template", "metadata", "annotations"])
-            .and_then(Value::as_object)
-    {
-        for (k, v) in a {
-            annotations.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
-        }
-    }
-    let mut object = DynamicObject::new(name, &resource).within(namespace);
-    object.metadata = ObjectMeta {
-        name: Some(name.to_string()),
-        namespace: Some(namespace.to_string()),
-        labels: Some(labels.clone()),
-        annotations: Some(annotations),
-        owner_references: Some(vec![owner]),
-        ..Default::default()
-    };
-    object.data = json!({"spec": spec});
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
-    common::create_if_absent(&api, &object).await?;
-    Ok(ContractVersionedObjectReference {
-        kind,
-        name: name.to_string(),
-        api_group: template.api_group.clone(),
-    })
 }
 
 /// Creates one Machine of the set, with its bootstrap config and infrastructure machine;
@@ -246,7 +165,7 @@ async fn create_machine(ctx: &Context, ms: &MachineSet) -> Result<String> {
                 .as_ref()
                 .and_then(|m| m.annotations.clone()),
             owner_references: Some(vec![common::owner_reference(ms, true)]),
-            finalizers: Some(vec![super::machine::FINALIZER.to_string()]),
+            finalizers: Some(vec![crate::api::machine::MACHINE_FINALIZER.to_string()]),
             ..Default::default()
         },
         spec,
@@ -352,10 +271,7 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
                 .and_then(|md| {
                     let limit = md.spec.remediation?.max_in_flight?;
                     let total = md.spec.replicas.unwrap_or(1);
-                    Some(
-                        super::machine_deployment::scaled(Some(&limit), total, true, total)
-                            as usize,
-                    )
+                    Some(super::mdutil::scaled(Some(&limit), total, true, total) as usize)
                 })
         }
         _ => None,
@@ -366,11 +282,11 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
             .iter()
             .filter(|m| remediate.contains(&m.name_any()))
         {
-            super::machine_health_check::set_machine_condition(
+            super::machines::set_machine_condition(
                 &machines_api,
                 m,
                 NewCondition::new(
-                    super::machine_health_check::OWNER_REMEDIATED,
+                    crate::api::machine::OWNER_REMEDIATED,
                     Status::False,
                     "MachineDeletionInProgress",
                 )
@@ -642,34 +558,10 @@ async fn write_status(
     Ok(())
 }
 
-/// A condition of many Machines as one, or True/NoReplicas without Machines.
-pub fn aggregate<M: std::borrow::Borrow<Machine>>(
-    machines: &[M],
-    source: &str,
-    target: &str,
-    reasons: MergeReasons,
-) -> NewCondition {
-    if machines.is_empty() {
-        return NewCondition::new(target, Status::True, "NoReplicas");
-    }
-    let machines: Vec<&Machine> = machines.iter().map(|m| m.borrow()).collect();
-    let names: Vec<String> = machines.iter().map(|m| m.name_any()).collect();
-    let inputs: Vec<AggregateInput<'_>> = machines
-        .iter()
-        .zip(&names)
-        .map(|(m, name)| AggregateInput {
-            kind: "Machine",
-            name,
-            control_plane: m.labels().contains_key(common::CONTROL_PLANE_LABEL),
-            condition: condition_of(m, source),
-        })
-        .collect();
-    conditions::aggregate(&inputs, source, target, &reasons)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
     fn machine(name: &str, age_days: i64, annotations: Value, node: bool) -> Machine {
         let created = Timestamp::from_second(1_700_000_000 - age_days * 86_400).unwrap();
@@ -777,7 +669,7 @@ mod tests {
         let asked = |name: &str, deleting: bool| {
             let mut m = machine(name, 1, json!({}), true);
             m.status.as_mut().unwrap().conditions = Some(vec![Condition {
-                type_: super::super::machine_health_check::OWNER_REMEDIATED.into(),
+                type_: crate::api::machine::OWNER_REMEDIATED.into(),
                 status: "False".into(),
                 reason: "WaitingForRemediation".into(),
                 message: String::new(),

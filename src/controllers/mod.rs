@@ -16,7 +16,10 @@ pub mod machine;
 pub mod machine_deployment;
 pub mod machine_health_check;
 pub mod machine_set;
+pub mod machines;
 pub mod manager;
+pub mod mdutil;
+pub mod secrets;
 pub mod throttle;
 
 use std::sync::Arc;
@@ -158,6 +161,61 @@ pub fn versions(versions: impl Iterator<Item = String>) -> Vec<crate::api::commo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reconcilers meet only through API objects: none imports another. What two of them share
+    /// lives in a shared module (common, external, machines, mdutil, secrets, …).
+    #[test]
+    fn no_reconciler_imports_another() {
+        const RECONCILERS: &[&str] = &[
+            "cluster",
+            "kubeadm_config",
+            "kubeadm_control_plane",
+            "machine",
+            "machine_deployment",
+            "machine_health_check",
+            "machine_set",
+        ];
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut sources: Vec<std::path::PathBuf> = RECONCILERS
+            .iter()
+            .map(|r| dir.join(format!("controllers/{r}.rs")))
+            .collect();
+        for shared in [
+            "common", "external", "machines", "mdutil", "secrets", "throttle",
+        ] {
+            sources.push(dir.join(format!("controllers/{shared}.rs")));
+        }
+        sources.push(dir.join("cache.rs"));
+        sources.push(dir.join("workload"));
+        let mut found = Vec::new();
+        let mut files = Vec::new();
+        for source in sources {
+            if source.is_dir() {
+                files.extend(
+                    std::fs::read_dir(&source)
+                        .unwrap()
+                        .map(|e| e.unwrap().path()),
+                );
+            } else {
+                files.push(source);
+            }
+        }
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for reconciler in RECONCILERS {
+                for pattern in [
+                    format!("super::{reconciler}::"),
+                    format!("super::{reconciler};"),
+                    format!("controllers::{reconciler}::"),
+                ] {
+                    if text.contains(&pattern) {
+                        found.push(format!("{} uses {pattern}", file.display()));
+                    }
+                }
+            }
+        }
+        assert!(found.is_empty(), "{found:#?}");
+    }
 
     #[test]
     fn versions_are_counted_oldest_first() {

@@ -1,0 +1,88 @@
+//! What several reconcilers need of Machines, written once (upstream's `util/collections`
+//! and machine helpers): reading and setting one condition, aggregating a condition over many
+//! Machines, and the label selector string of a set.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::Result;
+use super::common::{self};
+use crate::api::Machine;
+use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status};
+
+pub fn condition_of<'a>(m: &'a Machine, t: &str) -> Option<&'a Condition> {
+    m.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| conditions::get(c, t))
+}
+
+/// Sets one condition on a Machine, based on its latest version (a conflict means someone
+/// else wrote first; the next reconcile sets it again).
+pub async fn set_machine_condition(
+    api: &Api<Machine>,
+    machine: &Machine,
+    condition: NewCondition,
+) -> Result<()> {
+    let mut status = machine.status.clone().unwrap_or_default();
+    let before = status.conditions.clone();
+    common::set_conditions(
+        &mut status.conditions,
+        machine.meta().generation,
+        vec![condition],
+    );
+    if status.conditions == before {
+        return Ok(());
+    }
+    let patch = json!({"metadata": {"resourceVersion": machine.resource_version()}, "status": {"conditions": status.conditions}});
+    match api
+        .patch_status(
+            &machine.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A condition of many Machines as one, or True/NoReplicas without Machines.
+pub fn aggregate<M: std::borrow::Borrow<Machine>>(
+    machines: &[M],
+    source: &str,
+    target: &str,
+    reasons: MergeReasons,
+) -> NewCondition {
+    if machines.is_empty() {
+        return NewCondition::new(target, Status::True, "NoReplicas");
+    }
+    let machines: Vec<&Machine> = machines.iter().map(|m| m.borrow()).collect();
+    let names: Vec<String> = machines.iter().map(|m| m.name_any()).collect();
+    let inputs: Vec<AggregateInput<'_>> = machines
+        .iter()
+        .zip(&names)
+        .map(|(m, name)| AggregateInput {
+            kind: "Machine",
+            name,
+            control_plane: m.labels().contains_key(common::CONTROL_PLANE_LABEL),
+            condition: condition_of(m, source),
+        })
+        .collect();
+    conditions::aggregate(&inputs, source, target, &reasons)
+}
+
+/// A label selector in string form, for the scale subresource.
+pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
