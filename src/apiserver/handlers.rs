@@ -219,19 +219,14 @@ impl Call<'_> {
             .ok_or_else(|| self.not_found(name))
     }
 
-    /// The object as a precondition must be checked against: when the client names a
-    /// resourceVersion this server's cache has not reached yet (it wrote through another API
-    /// server on the same etcd), the cache catches up first, so that a current version is not
-    /// taken for a stale one.
-    async fn get_record_at_least(
-        &self,
-        name: &str,
-        seen: Option<u64>,
-    ) -> Result<Arc<Record>, ApiError> {
-        if let Some(rv) = seen
-            && rv > self.server.store.revision()
-        {
-            self.server.store.caught_up(rv).await?;
+    /// The object a resourceVersion precondition is checked against. When the client names a
+    /// version this server's cache has not reached (it wrote through another API server on the
+    /// same etcd), the cache first catches up with etcd, so that a current version is not
+    /// taken for a stale one; a version that does not exist even then is a conflict, as in
+    /// kube-apiserver.
+    async fn get_record_for(&self, name: &str, seen: Option<u64>) -> Result<Arc<Record>, ApiError> {
+        if seen.is_some_and(|rv| rv > self.server.store.revision()) {
+            self.server.store.consistent().await?;
         }
         self.get_record(name)
     }
@@ -511,7 +506,7 @@ impl Call<'_> {
             ));
         }
         for _ in 0..MAX_RETRIES {
-            let current = self.get_record_at_least(name, sent_rv).await?;
+            let current = self.get_record_for(name, sent_rv).await?;
             if sent_rv.is_some_and(|rv| rv != current.mod_revision) {
                 return Err(self.conflict(name));
             }
@@ -549,6 +544,7 @@ impl Call<'_> {
             _ => None,
         };
         let force = self.query.get("force").is_some_and(|f| f == "true");
+        let mut caught_up = false;
         for _ in 0..MAX_RETRIES {
             let current = match self.server.store.get(&self.key(name)) {
                 Some(c) => c,
@@ -588,9 +584,11 @@ impl Call<'_> {
             // conflict for the client; the patch is applied again to what is there now (and a
             // patch that did set the version then fails the check above).
             match object::sent_revision(&new)? {
-                // Set through another API server on the same etcd: catch up, then look again.
-                Some(rv) if rv > self.server.store.revision() => {
-                    self.server.store.caught_up(rv).await?;
+                // Perhaps set through another API server on the same etcd: catch up with etcd,
+                // then look again; a version that is not there even then is a conflict.
+                Some(rv) if rv > self.server.store.revision() && !caught_up => {
+                    self.server.store.consistent().await?;
+                    caught_up = true;
                     continue;
                 }
                 Some(rv) if rv != current.mod_revision => return Err(self.conflict(name)),
@@ -672,22 +670,17 @@ impl Call<'_> {
             || options["dryRun"]
                 .as_array()
                 .is_some_and(|a| a.iter().any(|v| v == "All"));
-        let precondition_rv = match options["preconditions"]["resourceVersion"].as_str() {
-            Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
-                ApiError::bad_request(format!(
-                    "preconditions.resourceVersion: Invalid value: {rv:?}: not a resourceVersion"
-                ))
-            })?),
-            None => None,
-        };
+        let precondition_rv = options["preconditions"]["resourceVersion"].as_str();
         for _ in 0..MAX_RETRIES {
-            let current = self.get_record_at_least(name, precondition_rv).await?;
+            let current = self
+                .get_record_for(name, precondition_rv.and_then(|rv| rv.parse().ok()))
+                .await?;
             if let Some(uid) = options["preconditions"]["uid"].as_str()
                 && current.value["metadata"]["uid"] != uid
             {
                 return Err(self.conflict(name));
             }
-            if precondition_rv.is_some_and(|rv| rv != current.mod_revision) {
+            if precondition_rv.is_some_and(|rv| rv != current.mod_revision.to_string()) {
                 return Err(self.conflict(name));
             }
             self.admit(

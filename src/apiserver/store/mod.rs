@@ -67,9 +67,19 @@ pub enum StoreError {
     /// The requested revision is older than the history kept.
     #[error("revision {requested} is too old; the oldest available is {oldest}")]
     Compacted { requested: u64, oldest: u64 },
-    /// The requested revision is newer than this server has seen, and it did not come.
+    /// A client asked for a revision newer than this server has seen, and it did not come.
     #[error("Too large resource version: {requested}, current: {current}")]
     TooNew { requested: u64, current: u64 },
+    /// etcd has a revision this server's cache did not reach in time: its watch is behind.
+    #[error(
+        "etcd is at revision {revision}, but this API server's watch of it reached only {current} within {}s; check etcd's health and load",
+        waited.as_secs()
+    )]
+    Behind {
+        revision: u64,
+        current: u64,
+        waited: Duration,
+    },
     #[error("storage failure: {0}")]
     Storage(String),
     #[error("the store is shut down")]
@@ -156,9 +166,10 @@ impl Shared {
         match tokio::time::timeout(within, published.wait_for(|r| *r >= revision)).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(_)) => Err(StoreError::Closed),
-            Err(_) => Err(StoreError::TooNew {
-                requested: revision,
+            Err(_) => Err(StoreError::Behind {
+                revision,
                 current: *self.published.borrow(),
+                waited: within,
             }),
         }
     }
@@ -327,7 +338,13 @@ impl Store {
     /// Waits until the cache has seen `revision`, for a client that saw it elsewhere (through
     /// another API server on the same etcd); [`StoreError::TooNew`] if it does not come soon.
     pub async fn caught_up(&self, revision: u64) -> Result<(), StoreError> {
-        self.shared.caught_up(revision, CLIENT_REVISION_WAIT).await
+        match self.shared.caught_up(revision, CLIENT_REVISION_WAIT).await {
+            Err(StoreError::Behind { current, .. }) => Err(StoreError::TooNew {
+                requested: revision,
+                current,
+            }),
+            other => other,
+        }
     }
 
     async fn write(&self, op: Op) -> Result<Arc<Event>, StoreError> {
