@@ -431,12 +431,10 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     let mut control_plane_conditions: Option<(String, String, Vec<Condition>)> = None;
     match &cluster.spec.control_plane_ref {
         None => {
-            let initialized = d.control_plane.iter().any(|m| {
-                m.status
-                    .as_ref()
-                    .and_then(|s| s.node_ref.as_ref())
-                    .is_some()
-            });
+            let initialized = d
+                .control_plane
+                .iter()
+                .any(|m| super::machines::node_name(m).is_some());
             if initialized {
                 init.control_plane_initialized = Some(true);
             }

@@ -135,7 +135,8 @@ pub fn condition(object: &DynamicObject, type_: &str) -> Option<Condition> {
 }
 
 /// Creates an object from a template's `spec.template` (kind without `Template`), named after
-/// the Machine, owned by the MachineSet until the Machine takes it over.
+/// the Machine, owned by `owner` (the MachineSet or control plane creating the Machine) until
+/// the Machine takes it over.
 pub async fn clone_template(
     ctx: &Context,
     namespace: &str,

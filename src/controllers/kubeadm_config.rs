@@ -277,11 +277,7 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
             common::patch_status(&api, &kc.name_any(), &status).await?;
         }
         // Until its Node shows up, a joining machine's token must stay valid.
-        let joined = machine
-            .status
-            .as_ref()
-            .and_then(|s| s.node_ref.as_ref())
-            .is_some();
+        let joined = super::machines::node_name(&machine).is_some();
         if let Some(token) = spec_token(&kc.spec).filter(|_| !joined && !is_paused)
             && let Some(workload) = ctx.workloads.client(&ns, &cluster.name_any()).await?
         {

@@ -14,13 +14,13 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use super::machines::node_name;
 use super::{Context, Result};
 use crate::api::common::ContractVersionedObjectReference;
 use crate::api::kubeadm_control_plane::{
     KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus, LastRemediationStatus,
 };
-use crate::api::machine::OWNER_REMEDIATED;
-use crate::api::machine::{Bootstrap, MachineSpec};
+use crate::api::machine::{Bootstrap, MachineSpec, OWNER_REMEDIATED};
 use crate::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine, MachineDeployment};
 use crate::conditions::{MergeReasons, NewCondition, Status};
 use crate::workload::etcd::{self, Alarm, EtcdError, Member};
@@ -153,9 +153,9 @@ async fn remediate(
         .iter()
         .filter(|m| is_true(m, "Ready") && !owner_remediation_requested(m))
         .count();
-    let members = etcd_members(ctx, cluster)
+    let members = read_etcd(ctx, cluster)
         .await
-        .map_or(machines.len(), |m| m.len());
+        .map_or(machines.len(), |(members, _)| members.len());
     if let Some(refusal) = quorum_refusal(members, healthy_others) {
         super::machines::set_machine_condition(
             &machines_api,
@@ -325,30 +325,8 @@ async fn remove_machine(
     Ok(())
 }
 
-/// The name of a Machine's Node, which is its etcd member's name.
-fn node_name(machine: &Machine) -> Option<&str> {
-    machine
-        .status
-        .as_ref()
-        .and_then(|s| s.node_ref.as_ref())
-        .map(|n| n.name.as_str())
-}
-
-/// The alarms raised in the cluster's etcd.
-async fn etcd_alarms(ctx: &Context, cluster: &Cluster) -> etcd::Result<Vec<Alarm>> {
-    let Some(clients) = &ctx.etcd else {
-        return Ok(Vec::new());
-    };
-    let ns = cluster.namespace().unwrap_or_default();
-    clients
-        .connect(&ns, &cluster.name_any())
-        .await?
-        .alarms()
-        .await
-}
-
-/// The members of the cluster's etcd.
-async fn etcd_members(ctx: &Context, cluster: &Cluster) -> etcd::Result<Vec<Member>> {
+/// The members and alarms of the cluster's etcd, read over one connection.
+async fn read_etcd(ctx: &Context, cluster: &Cluster) -> EtcdSeen {
     let Some(clients) = &ctx.etcd else {
         return Err(EtcdError::Unreachable(
             "no infrastructure provider in this manager reaches workload etcd".into(),
@@ -356,7 +334,7 @@ async fn etcd_members(ctx: &Context, cluster: &Cluster) -> etcd::Result<Vec<Memb
     };
     let ns = cluster.namespace().unwrap_or_default();
     let etcd = clients.connect(&ns, &cluster.name_any()).await?;
-    etcd.members().await
+    Ok((etcd.members().await?, etcd.alarms().await?))
 }
 
 /// What was read of a workload cluster's etcd: its members and alarms.
@@ -548,21 +526,12 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
         "{CLUSTER_NAME_LABEL}={},{CONTROL_PLANE_LABEL}",
         cluster.name_any()
     ));
-    if machines.iter().any(|m| {
-        m.status
-            .as_ref()
-            .and_then(|s| s.node_ref.as_ref())
-            .is_some()
-    }) || status.initialization.is_some()
-    {
+    if machines.iter().any(|m| node_name(m).is_some()) || status.initialization.is_some() {
         status.initialization = Some(KubeadmControlPlaneInitializationStatus {
             control_plane_initialized: Some(true),
         });
     }
-    let etcd = match etcd_members(&ctx, &cluster).await {
-        Ok(members) => etcd_alarms(&ctx, &cluster).await.map(|a| (members, a)),
-        Err(e) => Err(e),
-    };
+    let etcd = read_etcd(&ctx, &cluster).await;
     let nodes: Vec<(Option<&str>, bool)> = machines
         .iter()
         .map(|m| (node_name(m), is_true(m, "Ready")))

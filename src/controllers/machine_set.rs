@@ -45,11 +45,7 @@ pub fn deletion_priority(machine: &Machine, order: DeletionOrder, now: Timestamp
     {
         return 80.0;
     }
-    let no_node = machine
-        .status
-        .as_ref()
-        .and_then(|s| s.node_ref.as_ref())
-        .is_none();
+    let no_node = super::machines::node_name(machine).is_none();
     let unhealthy = |t: &str| condition_of(machine, t).is_some_and(|c| c.status == "False");
     if no_node || unhealthy("NodeHealthy") || unhealthy("HealthCheckSucceeded") {
         return 50.0;

@@ -53,6 +53,16 @@ pub async fn set_machine_condition(
     }
 }
 
+/// The name of a Machine's Node (also its etcd member's name on a control plane); None until
+/// the Node has registered.
+pub fn node_name(machine: &Machine) -> Option<&str> {
+    machine
+        .status
+        .as_ref()
+        .and_then(|s| s.node_ref.as_ref())
+        .map(|n| n.name.as_str())
+}
+
 /// A condition of many Machines as one, or True/NoReplicas without Machines.
 pub fn aggregate<M: std::borrow::Borrow<Machine>>(
     machines: &[M],
