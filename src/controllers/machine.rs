@@ -24,6 +24,7 @@ use crate::api::machine::MACHINE_FINALIZER;
 use crate::api::machine::{MachineNodeReference, MachineStatus};
 use crate::api::{Cluster, Machine};
 use crate::conditions::{self, MergeReasons, NewCondition, Status, SummaryOptions};
+use crate::workload::clusters::NodeLookup;
 
 pub const PRE_DRAIN_HOOK: &str = "pre-drain.delete.hook.machine.cluster.x-k8s.io";
 pub const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
@@ -345,21 +346,21 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
             .node_by_provider_id(&ns, &cluster.name_any(), id)
             .await
         {
-            Ok(Some(node)) => {
-                if let Some(node) = &node {
-                    status.node_ref = Some(MachineNodeReference {
-                        name: node.name_any(),
-                    });
-                    status.node_info = node.status.as_ref().and_then(|s| s.node_info.clone());
-                    if let Some(client) = ctx.workloads.client(&ns, &cluster.name_any()).await? {
-                        sync_node(&client, &machine, node).await?;
-                    }
-                } else {
-                    requeue = Duration::from_secs(10);
+            Ok(NodeLookup::Found(node)) => {
+                status.node_ref = Some(MachineNodeReference {
+                    name: node.name_any(),
+                });
+                status.node_info = node.status.as_ref().and_then(|s| s.node_info.clone());
+                if let Some(client) = ctx.workloads.client(&ns, &cluster.name_any()).await? {
+                    sync_node(&client, &machine, &node).await?;
                 }
-                conds.extend(node_conditions(node.as_deref()));
+                conds.extend(node_conditions(Some(&node)));
             }
-            Ok(None) => {
+            Ok(NodeLookup::Absent) => {
+                requeue = Duration::from_secs(10);
+                conds.extend(node_conditions(None));
+            }
+            Ok(NodeLookup::NoKubeconfig) => {
                 requeue = Duration::from_secs(2);
                 conds.push(
                     NewCondition::new("NodeHealthy", Status::Unknown, "InspectionFailed")

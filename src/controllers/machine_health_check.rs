@@ -21,6 +21,7 @@ use crate::api::health_check::HealthChecks;
 use crate::api::machine::OWNER_REMEDIATED;
 use crate::api::{Cluster, Machine, MachineHealthCheck};
 use crate::conditions::{NewCondition, Status};
+use crate::workload::clusters::NodeLookup;
 
 pub const SKIP_REMEDIATION: &str = "cluster.x-k8s.io/skip-remediation";
 pub const REMEDIATE_MACHINE: &str = "cluster.x-k8s.io/remediate-machine";
@@ -204,20 +205,20 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
     let mut unhealthy = Vec::new();
     let mut next: Option<Duration> = None;
     for machine in &targets {
-        let node_ref = machine.status.as_ref().and_then(|s| s.node_ref.as_ref());
-        // From the workload cluster's Node cache: Some(None) means the cluster answered and
-        // has no such Node; None that it could not be asked.
-        let lookup = match node_ref {
-            Some(r) => ctx
+        // From the workload cluster's Node cache; None when it could not be asked.
+        let lookup = match super::machines::node_name(machine) {
+            Some(name) => ctx
                 .workloads
-                .node(&ns, &cluster.name_any(), &r.name)
+                .node(&ns, &cluster.name_any(), name)
                 .await
-                .ok()
-                .flatten(),
+                .ok(),
             None => None,
         };
-        let node_deleted = matches!(lookup, Some(None));
-        let node = lookup.flatten();
+        let node_deleted = matches!(lookup, Some(NodeLookup::Absent));
+        let node = match lookup {
+            Some(NodeLookup::Found(node)) => Some(node),
+            _ => None,
+        };
         let started = machine
             .meta()
             .creation_timestamp

@@ -31,6 +31,16 @@ pub struct NodeChange {
     pub node: Arc<Node>,
 }
 
+/// What a workload cluster's Node cache says of one Node.
+#[derive(Debug)]
+pub enum NodeLookup {
+    /// The Cluster's kubeconfig Secret does not exist yet: the cluster cannot be asked.
+    NoKubeconfig,
+    /// The cluster answered: there is no such Node.
+    Absent,
+    Found(Arc<Node>),
+}
+
 /// One workload cluster: its client, made from this kubeconfig, and its Node cache, whose
 /// watch ends when this is dropped.
 struct Workload {
@@ -68,44 +78,40 @@ impl WorkloadClusters {
             .map(|(client, _)| client))
     }
 
-    /// The workload cluster's Node whose spec.providerID is `provider_id`, from the Node cache;
-    /// None while the kubeconfig Secret does not exist or no such Node is registered.
+    /// The workload cluster's Node whose spec.providerID is `provider_id`, from the Node cache.
     pub async fn node_by_provider_id(
         &self,
         namespace: &str,
         cluster: &str,
         provider_id: &str,
-    ) -> Result<Option<Option<Arc<Node>>>> {
-        self.nodes(namespace, cluster, |n| {
+    ) -> Result<NodeLookup> {
+        self.find_node(namespace, cluster, |n| {
             n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)
         })
         .await
     }
 
-    /// The workload cluster's Node named `name`, from the Node cache (None inside: no such
-    /// Node); None while the kubeconfig Secret does not exist.
-    pub async fn node(
-        &self,
-        namespace: &str,
-        cluster: &str,
-        name: &str,
-    ) -> Result<Option<Option<Arc<Node>>>> {
-        self.nodes(namespace, cluster, |n| {
+    /// The workload cluster's Node named `name`, from the Node cache.
+    pub async fn node(&self, namespace: &str, cluster: &str, name: &str) -> Result<NodeLookup> {
+        self.find_node(namespace, cluster, |n| {
             n.metadata.name.as_deref() == Some(name)
         })
         .await
     }
 
-    async fn nodes(
+    async fn find_node(
         &self,
         namespace: &str,
         cluster: &str,
         matches: impl Fn(&Node) -> bool,
-    ) -> Result<Option<Option<Arc<Node>>>> {
+    ) -> Result<NodeLookup> {
         let Some((_, nodes)) = self.workload(namespace, cluster).await? else {
-            return Ok(None);
+            return Ok(NodeLookup::NoKubeconfig);
         };
-        Ok(Some(nodes.ready().await?.find(|n| matches(n))))
+        Ok(match nodes.ready().await?.find(|n| matches(n)) {
+            Some(node) => NodeLookup::Found(node),
+            None => NodeLookup::Absent,
+        })
     }
 
     async fn workload(
