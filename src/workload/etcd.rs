@@ -89,14 +89,14 @@ pub async fn release_member(
     }
     if members.len() == 1 {
         return Err(EtcdError::Refused(format!(
-            "{member} is the last etcd member; removing it would destroy the cluster's data"
+            "{member} is the last etcd member; removing it would destroy the cluster's data: scale the control plane up first"
         )));
     }
     let leads = etcd.leader().await?.is_some_and(|l| l.name == member);
     if leads {
         let Some(successor) = successor else {
             return Err(EtcdError::Refused(format!(
-                "{member} leads etcd and no healthy member is there to take over"
+                "{member} leads etcd and no Ready control-plane Machine is there to take over; waiting for one"
             )));
         };
         etcd.move_leader(successor).await?;
