@@ -112,10 +112,7 @@ pub async fn collect(server: &ApiServer) -> bool {
             for child in &children {
                 let mut freed = child.value.clone();
                 drop_owner_references(&mut freed, |r| r["uid"] == owner_uid);
-                let _ = server
-                    .store
-                    .update(child.key.clone(), freed, Some(child.mod_revision))
-                    .await;
+                update(server, child, freed).await;
             }
             if children.is_empty() {
                 remove_finalizer(server, owner, ORPHAN).await;
@@ -165,10 +162,7 @@ pub async fn collect(server: &ApiServer) -> bool {
             drop_owner_references(&mut trimmed, |r| {
                 absent.contains(&r["uid"].as_str().unwrap_or_default())
             });
-            let _ = server
-                .store
-                .update(record.key.clone(), trimmed, Some(record.mod_revision))
-                .await;
+            update(server, record, trimmed).await;
         }
     }
     pending
@@ -188,31 +182,25 @@ fn drop_owner_references(object: &mut Value, matches: impl Fn(&Value) -> bool) {
     }
 }
 
-/// Deletes an object as a DELETE with this policy would: at once when nothing holds it, else
-/// by marking it for deletion.
+/// Deletes an object as a DELETE with this policy would.
 async fn delete(server: &ApiServer, record: &Record, propagation: Propagation) {
-    let mut finalizers = object::finalizers(&record.value);
-    if let Some(f) = propagation.finalizer()
-        && !finalizers.iter().any(|x| x == f)
-    {
-        finalizers.push(f.to_string());
-    }
-    if finalizers.is_empty() {
-        let _ = server
-            .store
-            .delete(record.key.clone(), Some(record.mod_revision))
-            .await;
-        server.wake_collectors();
+    let Some(resource) = server.registry.of_key(&record.key) else {
         return;
+    };
+    if let Err(e) = server.delete_object(&resource, record, propagation).await {
+        super::report_background_write("garbage collector", &record.key, e);
     }
-    let mut marked = record.value.clone();
-    marked["metadata"]["finalizers"] = json!(finalizers);
-    marked["metadata"]["deletionTimestamp"] = json!(object::now());
-    marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-    let _ = server
-        .store
-        .update(record.key.clone(), marked, Some(record.mod_revision))
-        .await;
+}
+
+/// Stores `updated` in place of `record` (removing it when that was its last finalizer and it
+/// is being deleted).
+async fn update(server: &ApiServer, record: &Record, updated: Value) {
+    let Some(resource) = server.registry.of_key(&record.key) else {
+        return;
+    };
+    if let Err(e) = server.update_object(&resource, record, updated).await {
+        super::report_background_write("garbage collector", &record.key, e);
+    }
 }
 
 async fn remove_finalizer(server: &ApiServer, record: &Record, finalizer: &str) {
@@ -220,18 +208,7 @@ async fn remove_finalizer(server: &ApiServer, record: &Record, finalizer: &str) 
         .into_iter()
         .filter(|f| f != finalizer)
         .collect();
-    if remaining.is_empty() && object::is_deleting(&record.value) {
-        let _ = server
-            .store
-            .delete(record.key.clone(), Some(record.mod_revision))
-            .await;
-        server.wake_collectors();
-    } else {
-        let mut updated = record.value.clone();
-        updated["metadata"]["finalizers"] = json!(remaining);
-        let _ = server
-            .store
-            .update(record.key.clone(), updated, Some(record.mod_revision))
-            .await;
-    }
+    let mut updated = record.value.clone();
+    updated["metadata"]["finalizers"] = json!(remaining);
+    update(server, record, updated).await;
 }

@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -14,6 +13,7 @@ use super::ApiServer;
 use super::admission::{self, Operation};
 use super::eviction;
 use super::gc::Propagation;
+use super::lifecycle::{self, DeletePlan, Deleted, Updated};
 use super::managed;
 use super::object::{self, Target};
 use super::patch::{self, PatchType};
@@ -38,7 +38,7 @@ pub fn parse_query(query: Option<&str>) -> Query {
         .collect()
 }
 
-fn flag(query: &Query, name: &str) -> bool {
+pub fn flag(query: &Query, name: &str) -> bool {
     matches!(query.get(name).map(String::as_str), Some("true" | "1"))
 }
 
@@ -234,7 +234,7 @@ impl Call<'_> {
     /// What a read's `resourceVersion` asks for, as kube-apiserver: none, the most recent
     /// state (a consistent read); "0", whatever this server has; a number, a state at least
     /// that new.
-    async fn read_barrier(&self) -> Result<(), ApiError> {
+    pub(super) async fn read_barrier(&self) -> Result<(), ApiError> {
         match self.query.get("resourceVersion").map(String::as_str) {
             None | Some("") => Ok(self.server.store.consistent().await?),
             Some("0") => Ok(()),
@@ -435,50 +435,16 @@ impl Call<'_> {
             out["metadata"]["resourceVersion"] = json!(current.mod_revision.to_string());
             return Ok(Ok(out));
         }
-        if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
-            return match self
-                .server
-                .store
-                .delete(current.key.clone(), Some(current.mod_revision))
-                .await
-            {
-                Ok(event) => {
-                    self.server
-                        .after_delete(&self.resource, &current.value)
-                        .await;
-                    let mut gone = new;
-                    gone["metadata"]["resourceVersion"] = json!(event.revision.to_string());
-                    Ok(Ok(gone))
-                }
-                Err(StoreError::Conflict { .. }) => Ok(Err(())),
-                Err(StoreError::NotFound(_)) => Err(self.not_found(&name)),
-                Err(e) => Err(e.into()),
-            };
-        }
-        if object::unchanged(&current.value, &new) {
-            // Nothing is written, so nothing else would check that `current` is still current.
-            return match self
-                .server
-                .store
-                .confirm(&current.key, current.mod_revision)
-                .await
-            {
-                Ok(()) => Ok(Ok(self.present(current))),
-                Err(StoreError::Conflict { .. }) => Ok(Err(())),
-                Err(StoreError::NotFound(_)) => Err(self.not_found(&name)),
-                Err(e) => Err(e.into()),
-            };
-        }
         match self
             .server
-            .store
-            .update(current.key.clone(), new, Some(current.mod_revision))
+            .update_object(&self.resource, current, new)
             .await
         {
-            Ok(event) => {
-                self.server
-                    .after_write(&self.resource, Some(&event.record.value));
-                Ok(Ok(self.present(&event.record)))
+            Ok(Updated::Stored(record)) => Ok(Ok(self.present(&record))),
+            Ok(Updated::Unchanged) => Ok(Ok(self.present(current))),
+            Ok(Updated::Removed(mut gone, revision)) => {
+                gone["metadata"]["resourceVersion"] = json!(revision.to_string());
+                Ok(Ok(gone))
             }
             Err(StoreError::Conflict { .. }) => Ok(Err(())),
             Err(StoreError::NotFound(_)) => Err(self.not_found(&name)),
@@ -688,58 +654,23 @@ impl Call<'_> {
                 Some(&current.value),
                 &mut current.value.clone(),
             )?;
-            let mut finalizers = object::finalizers(&current.value);
-            let added = match propagation.finalizer() {
-                Some(f) if !finalizers.iter().any(|x| x == f) => {
-                    finalizers.push(f.to_string());
-                    true
-                }
-                _ => false,
-            };
-            let needs_finalizing =
-                !finalizers.is_empty() || self.server.finalizes_on_delete(&self.resource);
-            if needs_finalizing {
-                if object::is_deleting(&current.value) && !added {
-                    return Ok(self.respond_object(StatusCode::OK, self.present(&current)));
-                }
-                let mut marked = current.value.clone();
-                if !finalizers.is_empty() {
-                    marked["metadata"]["finalizers"] = json!(finalizers);
-                }
-                if !object::is_deleting(&marked) {
-                    self.server.mark_deleting(&self.resource, &mut marked);
-                }
-                if dry_run {
-                    return Ok(self.respond_object(StatusCode::OK, marked));
-                }
-                match self
-                    .server
-                    .store
-                    .update(current.key.clone(), marked, Some(current.mod_revision))
-                    .await
-                {
-                    Ok(event) => {
-                        self.server
-                            .after_write(&self.resource, Some(&event.record.value));
-                        return Ok(self.respond_object(StatusCode::OK, self.present(&event.record)));
-                    }
-                    Err(StoreError::Conflict { .. }) => continue,
-                    Err(e) => return Err(e.into()),
-                }
-            }
             if dry_run {
-                return Ok(self.respond_object(StatusCode::OK, self.present(&current)));
+                let preview =
+                    match lifecycle::plan_delete(&self.resource, &current.value, propagation) {
+                        DeletePlan::Mark(marked) => marked,
+                        DeletePlan::Remove | DeletePlan::AlreadyDeleting => self.present(&current),
+                    };
+                return Ok(self.respond_object(StatusCode::OK, preview));
             }
             match self
                 .server
-                .store
-                .delete(current.key.clone(), Some(current.mod_revision))
+                .delete_object(&self.resource, &current, propagation)
                 .await
             {
-                Ok(_) => {
-                    self.server
-                        .after_delete(&self.resource, &current.value)
-                        .await;
+                Ok(Deleted::Marked(record)) => {
+                    return Ok(self.respond_object(StatusCode::OK, self.present(&record)));
+                }
+                Ok(Deleted::AlreadyDeleting | Deleted::Removed(_)) => {
                     return Ok(self.respond_object(StatusCode::OK, self.present(&current)));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
@@ -929,56 +860,4 @@ fn decode_continue(token: &str) -> Result<String, ApiError> {
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
         .ok_or_else(|| ApiError::bad_request("invalid continue token"))
-}
-
-/// Routes a resource request to its verb.
-pub async fn handle(
-    call: Call<'_>,
-    method: &Method,
-    headers: &HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let content_type = headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
-    let name = call.path.name.clone();
-    let sub = call.path.subresource.clone();
-    let what = format!(
-        "{}{}",
-        call.resource.plural,
-        sub.as_deref().map(|s| format!("/{s}")).unwrap_or_default()
-    );
-    let watch = flag(&call.query, "watch");
-    if method == Method::GET && !watch {
-        call.read_barrier().await?;
-    }
-    match (name.as_deref(), sub.as_deref(), method.clone()) {
-        (None, None, Method::GET) if watch => super::watch::watch(call).await,
-        (None, None, Method::GET) => call.list(),
-        (None, None, Method::POST) => call.create(&body).await,
-        (None, None, Method::DELETE) => call.delete_collection(&body).await,
-        (Some(n), None, Method::GET) => call.get(n),
-        (Some(n), None, Method::PUT) => call.update(n, Target::Main, &body).await,
-        (Some(n), None, Method::PATCH) => call.patch(n, Target::Main, content_type, &body).await,
-        (Some(n), None, Method::DELETE) => call.delete(n, &body).await,
-        (Some(n), Some("status"), m) if call.resource.status_subresource => match m {
-            Method::GET => call.get(n),
-            Method::PUT => call.update(n, Target::Status, &body).await,
-            Method::PATCH => call.patch(n, Target::Status, content_type, &body).await,
-            other => Err(ApiError::method_not_allowed(other.as_str(), &what)),
-        },
-        (Some(n), Some("scale"), m) if call.resource.scale.is_some() => match m {
-            Method::GET => call.get_scale(n),
-            Method::PUT | Method::PATCH => call.write_scale(n, &m, content_type, &body).await,
-            other => Err(ApiError::method_not_allowed(other.as_str(), &what)),
-        },
-        (Some(n), Some("eviction"), Method::POST)
-            if call.resource.group.is_empty() && call.resource.plural == "pods" =>
-        {
-            call.evict(n, &body).await
-        }
-        (Some(_), Some(_), _) => Err(ApiError::no_route(&what)),
-        (_, _, other) => Err(ApiError::method_not_allowed(other.as_str(), &what)),
-    }
 }

@@ -6,10 +6,12 @@
 //! [`watch`]es, [`table`] printing, and background loops for namespace deletion.
 
 pub mod admission;
+pub mod builtin;
 pub mod discovery;
 pub mod eviction;
 pub mod gc;
 pub mod handlers;
+pub mod lifecycle;
 pub mod managed;
 pub mod object;
 pub mod patch;
@@ -29,16 +31,19 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::body::Bytes;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use gc::Propagation;
 use handlers::{Call, Representation};
+use object::Target;
 use registry::{Registry, Resource};
 use request::ApiPath;
 use status::{ApiError, FieldCause};
-use store::Store;
+use store::{Store, StoreError};
 
 /// The largest request body accepted (CRDs with embedded pod templates are several MB).
 const MAX_BODY: usize = 64 << 20;
@@ -75,7 +80,7 @@ impl ApiServer {
     pub async fn start(store: Store) -> Result<Arc<ApiServer>, ApiError> {
         let server = Arc::new(ApiServer {
             store,
-            registry: Registry::new(),
+            registry: builtin::registry(),
             admission: Default::default(),
             namespace_deleter: Default::default(),
             garbage_collector: Default::default(),
@@ -170,23 +175,6 @@ impl ApiServer {
             fold_string_data(object);
         }
         Ok(())
-    }
-
-    /// Resources whose deletion always goes through a deletion phase.
-    fn finalizes_on_delete(&self, resource: &Resource) -> bool {
-        Self::is_namespace(resource)
-    }
-
-    fn mark_deleting(&self, resource: &Resource, object: &mut Value) {
-        object["metadata"]["deletionTimestamp"] = json!(object::now());
-        object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-        if resource.tracks_generation {
-            let generation = object["metadata"]["generation"].as_i64().unwrap_or(1);
-            object["metadata"]["generation"] = json!(generation + 1);
-        }
-        if Self::is_namespace(resource) {
-            object["status"]["phase"] = json!("Terminating");
-        }
     }
 
     /// Tells the background loops that something was deleted or marked for deletion.
@@ -372,21 +360,18 @@ async fn delete_namespaces(server: &ApiServer) -> bool {
                     .list(&format!("{prefix}{name}/"), None, None, |_| true);
             for record in records {
                 remaining += 1;
-                if !object::finalizers(&record.value).is_empty() {
-                    if !object::is_deleting(&record.value) {
-                        let mut marked = record.value.clone();
-                        marked["metadata"]["deletionTimestamp"] = json!(object::now());
-                        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-                        let _ = server
-                            .store
-                            .update(record.key.clone(), marked, Some(record.mod_revision))
-                            .await;
-                    }
-                } else {
-                    let _ = server
-                        .store
-                        .delete(record.key.clone(), Some(record.mod_revision))
-                        .await;
+                if object::is_deleting(&record.value) {
+                    continue;
+                }
+                let Some(resource) = server.registry.of_key(&record.key) else {
+                    continue;
+                };
+                // Objects without finalizers go at once; the others are marked and waited for.
+                if let Err(e) = server
+                    .delete_object(&resource, &record, Propagation::Background)
+                    .await
+                {
+                    report_background_write("namespace deleter", &record.key, e);
                 }
             }
         }
@@ -395,17 +380,23 @@ async fn delete_namespaces(server: &ApiServer) -> bool {
             continue;
         }
         // Empty: the namespace's own finalizers decide whether it goes now.
-        let metadata_finalizers = object::finalizers(&ns.value);
-        if metadata_finalizers.is_empty() {
-            let _ = server
-                .store
-                .delete(ns.key.clone(), Some(ns.mod_revision))
-                .await;
+        if object::finalizers(&ns.value).is_empty() {
+            if let Err(e) = server.remove_object(&namespaces, &ns).await {
+                report_background_write("namespace deleter", &ns.key, e);
+            }
         } else {
             pending = true;
         }
     }
     pending
+}
+
+/// Logs a failed write of a background loop. A conflict or a vanished object only means
+/// someone else wrote first; the next pass reads again.
+fn report_background_write(who: &str, key: &str, error: StoreError) {
+    if !matches!(error, StoreError::Conflict { .. } | StoreError::NotFound(_)) {
+        tracing::warn!(%key, %error, "{who}: the write failed; retrying on the next pass");
+    }
 }
 
 /// Paths that answer without credentials.
@@ -521,7 +512,59 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
             .unwrap_or_default()
             .to_string(),
     };
-    handlers::handle(call, &method, &headers, body).await
+    handle_resource(call, &method, &headers, body).await
+}
+
+/// Routes a resource request to its verb.
+async fn handle_resource(
+    call: Call<'_>,
+    method: &Method,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let name = call.path.name.clone();
+    let sub = call.path.subresource.clone();
+    let what = format!(
+        "{}{}",
+        call.resource.plural,
+        sub.as_deref().map(|s| format!("/{s}")).unwrap_or_default()
+    );
+    let watch = handlers::flag(&call.query, "watch");
+    if method == Method::GET && !watch {
+        call.read_barrier().await?;
+    }
+    match (name.as_deref(), sub.as_deref(), method.clone()) {
+        (None, None, Method::GET) if watch => watch::watch(call).await,
+        (None, None, Method::GET) => call.list(),
+        (None, None, Method::POST) => call.create(&body).await,
+        (None, None, Method::DELETE) => call.delete_collection(&body).await,
+        (Some(n), None, Method::GET) => call.get(n),
+        (Some(n), None, Method::PUT) => call.update(n, Target::Main, &body).await,
+        (Some(n), None, Method::PATCH) => call.patch(n, Target::Main, content_type, &body).await,
+        (Some(n), None, Method::DELETE) => call.delete(n, &body).await,
+        (Some(n), Some("status"), m) if call.resource.status_subresource => match m {
+            Method::GET => call.get(n),
+            Method::PUT => call.update(n, Target::Status, &body).await,
+            Method::PATCH => call.patch(n, Target::Status, content_type, &body).await,
+            other => Err(ApiError::method_not_allowed(other.as_str(), &what)),
+        },
+        (Some(n), Some("scale"), m) if call.resource.scale.is_some() => match m {
+            Method::GET => call.get_scale(n),
+            Method::PUT | Method::PATCH => call.write_scale(n, &m, content_type, &body).await,
+            other => Err(ApiError::method_not_allowed(other.as_str(), &what)),
+        },
+        (Some(n), Some("eviction"), Method::POST)
+            if call.resource.group.is_empty() && call.resource.plural == "pods" =>
+        {
+            call.evict(n, &body).await
+        }
+        (Some(_), Some(_), _) => Err(ApiError::no_route(&what)),
+        (_, _, other) => Err(ApiError::method_not_allowed(other.as_str(), &what)),
+    }
 }
 
 /// A Secret's `stringData` is write-only: its values go into `data`, base64-encoded, over

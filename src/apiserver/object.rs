@@ -334,7 +334,6 @@ pub fn is_deleting(object: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::registry::Registry;
 
     #[test]
     fn an_update_that_only_moves_managed_field_times_is_no_change() {
@@ -365,7 +364,7 @@ mod tests {
 
     #[test]
     fn generation_counts_spec_changes_only() {
-        let registry = Registry::new();
+        let registry = crate::apiserver::builtin::registry();
         let deployments = registry.get("apps", "v1", "deployments").unwrap();
         let mut old = json!({"metadata": {"name": "d"}, "spec": {"replicas": 1}});
         prepare_create(&deployments, &mut old, Some("default")).unwrap();
@@ -389,7 +388,7 @@ mod tests {
 
     #[test]
     fn status_and_main_writes_touch_only_their_part() {
-        let registry = Registry::new();
+        let registry = crate::apiserver::builtin::registry();
         let ns = registry.get("", "v1", "namespaces").unwrap();
         let old = json!({"metadata": {"name": "n", "uid": "u"}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
         let mut main =

@@ -30,7 +30,7 @@ pub struct Column {
 }
 
 impl Column {
-    fn new(name: &str, type_: &str, cell: Cell) -> Column {
+    pub(super) fn new(name: &str, type_: &str, cell: Cell) -> Column {
         Column {
             name: name.into(),
             type_: type_.into(),
@@ -48,7 +48,7 @@ impl Column {
         c
     }
 
-    fn age() -> Column {
+    pub(super) fn age() -> Column {
         let mut c = Column::new(
             "Age",
             "string",
@@ -158,371 +158,6 @@ impl Resource {
     }
 }
 
-struct Builtin {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    short_names: &'static [&'static str],
-    namespaced: bool,
-    status: bool,
-    generation: bool,
-    columns: fn() -> Vec<Column>,
-}
-
-fn no_columns() -> Vec<Column> {
-    Vec::new()
-}
-
-fn path(name: &str, type_: &str, p: &str) -> Column {
-    Column::new(name, type_, Cell::Path(p.into()))
-}
-
-const BUILTINS: &[Builtin] = &[
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Namespace",
-        plural: "namespaces",
-        short_names: &["ns"],
-        namespaced: false,
-        status: true,
-        generation: false,
-        columns: || vec![path("Status", "string", ".status.phase")],
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Secret",
-        plural: "secrets",
-        short_names: &[],
-        namespaced: true,
-        status: false,
-        generation: false,
-        columns: || {
-            vec![
-                path("Type", "string", ".type"),
-                Column::new("Data", "string", Cell::Count(".data".into())),
-            ]
-        },
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "ConfigMap",
-        plural: "configmaps",
-        short_names: &["cm"],
-        namespaced: true,
-        status: false,
-        generation: false,
-        columns: || vec![Column::new("Data", "string", Cell::Count(".data".into()))],
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        short_names: &["ev"],
-        namespaced: true,
-        status: false,
-        generation: false,
-        columns: || {
-            vec![
-                path("Type", "string", ".type"),
-                path("Reason", "string", ".reason"),
-                Column::new("Object", "string", Cell::Computed(involved_object)),
-                path("Message", "string", ".message"),
-            ]
-        },
-    },
-    Builtin {
-        group: "events.k8s.io",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        short_names: &["ev"],
-        namespaced: true,
-        status: false,
-        generation: false,
-        columns: || {
-            vec![
-                path("Type", "string", ".type"),
-                path("Reason", "string", ".reason"),
-                path("Note", "string", ".note"),
-            ]
-        },
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "ServiceAccount",
-        plural: "serviceaccounts",
-        short_names: &["sa"],
-        namespaced: true,
-        status: false,
-        generation: false,
-        columns: no_columns,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Node",
-        plural: "nodes",
-        short_names: &["no"],
-        namespaced: false,
-        status: true,
-        generation: false,
-        columns: || {
-            vec![
-                Column::new("Status", "string", Cell::Computed(node_status)),
-                Column::new("Roles", "string", Cell::Computed(node_roles)),
-                Column::age(),
-                path("Version", "string", ".status.nodeInfo.kubeletVersion"),
-            ]
-        },
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Pod",
-        plural: "pods",
-        short_names: &["po"],
-        namespaced: true,
-        status: true,
-        generation: false,
-        columns: || {
-            vec![
-                path("Status", "string", ".status.phase"),
-                path("Node", "string", ".spec.nodeName"),
-            ]
-        },
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Service",
-        plural: "services",
-        short_names: &["svc"],
-        namespaced: true,
-        status: true,
-        generation: false,
-        columns: || {
-            vec![
-                path("Type", "string", ".spec.type"),
-                path("Cluster-IP", "string", ".spec.clusterIP"),
-            ]
-        },
-    },
-    Builtin {
-        group: "coordination.k8s.io",
-        version: "v1",
-        kind: "Lease",
-        plural: "leases",
-        short_names: &[],
-        namespaced: true,
-        status: false,
-        generation: false,
-        columns: || vec![path("Holder", "string", ".spec.holderIdentity")],
-    },
-    Builtin {
-        group: "apiextensions.k8s.io",
-        version: "v1",
-        kind: "CustomResourceDefinition",
-        plural: "customresourcedefinitions",
-        short_names: &["crd", "crds"],
-        namespaced: false,
-        status: true,
-        generation: true,
-        columns: || {
-            let mut c = Column::new(
-                "Created At",
-                "string",
-                Cell::Path(".metadata.creationTimestamp".into()),
-            );
-            c.description = "When the CRD was created.".into();
-            vec![c]
-        },
-    },
-    Builtin {
-        group: "apps",
-        version: "v1",
-        kind: "Deployment",
-        plural: "deployments",
-        short_names: &["deploy"],
-        namespaced: true,
-        status: true,
-        generation: true,
-        columns: || {
-            vec![
-                Column::new("Ready", "string", Cell::Computed(deployment_ready)),
-                path("Up-to-date", "integer", ".status.updatedReplicas"),
-                path("Available", "integer", ".status.availableReplicas"),
-            ]
-        },
-    },
-    Builtin {
-        group: "apps",
-        version: "v1",
-        kind: "DaemonSet",
-        plural: "daemonsets",
-        short_names: &["ds"],
-        namespaced: true,
-        status: true,
-        generation: true,
-        columns: no_columns,
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "ClusterRole",
-        plural: "clusterroles",
-        short_names: &[],
-        namespaced: false,
-        status: false,
-        generation: false,
-        columns: no_columns,
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "ClusterRoleBinding",
-        plural: "clusterrolebindings",
-        short_names: &[],
-        namespaced: false,
-        status: false,
-        generation: false,
-        columns: no_columns,
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "Role",
-        plural: "roles",
-        short_names: &[],
-        namespaced: true,
-        status: false,
-        generation: false,
-        columns: no_columns,
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "RoleBinding",
-        plural: "rolebindings",
-        short_names: &[],
-        namespaced: true,
-        status: false,
-        generation: false,
-        columns: no_columns,
-    },
-    Builtin {
-        group: "admissionregistration.k8s.io",
-        version: "v1",
-        kind: "ValidatingWebhookConfiguration",
-        plural: "validatingwebhookconfigurations",
-        short_names: &[],
-        namespaced: false,
-        status: false,
-        generation: true,
-        columns: no_columns,
-    },
-    Builtin {
-        group: "admissionregistration.k8s.io",
-        version: "v1",
-        kind: "MutatingWebhookConfiguration",
-        plural: "mutatingwebhookconfigurations",
-        short_names: &[],
-        namespaced: false,
-        status: false,
-        generation: true,
-        columns: no_columns,
-    },
-    Builtin {
-        group: "policy",
-        version: "v1",
-        kind: "PodDisruptionBudget",
-        plural: "poddisruptionbudgets",
-        short_names: &["pdb"],
-        namespaced: true,
-        status: true,
-        generation: true,
-        columns: no_columns,
-    },
-];
-
-fn involved_object(o: &Value) -> Value {
-    let i = &o["involvedObject"];
-    Value::String(format!(
-        "{}/{}",
-        i["kind"].as_str().unwrap_or_default().to_lowercase(),
-        i["name"].as_str().unwrap_or_default()
-    ))
-}
-
-fn node_status(o: &Value) -> Value {
-    let ready = o["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-        .map(|c| c["status"] == "True");
-    let mut status = match ready {
-        Some(true) => "Ready".to_string(),
-        _ => "NotReady".to_string(),
-    };
-    if o["spec"]["unschedulable"] == Value::Bool(true) {
-        status.push_str(",SchedulingDisabled");
-    }
-    Value::String(status)
-}
-
-fn node_roles(o: &Value) -> Value {
-    let mut roles: Vec<&str> = o["metadata"]["labels"]
-        .as_object()
-        .map(|labels| {
-            labels
-                .keys()
-                .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
-                .collect()
-        })
-        .unwrap_or_default();
-    roles.sort_unstable();
-    Value::String(if roles.is_empty() {
-        "<none>".into()
-    } else {
-        roles.join(",")
-    })
-}
-
-fn deployment_ready(o: &Value) -> Value {
-    let ready = o["status"]["readyReplicas"].as_i64().unwrap_or(0);
-    let want = o["spec"]["replicas"].as_i64().unwrap_or(1);
-    Value::String(format!("{ready}/{want}"))
-}
-
-fn from_builtin(b: &Builtin) -> Resource {
-    Resource {
-        group: b.group.into(),
-        version: b.version.into(),
-        kind: b.kind.into(),
-        plural: b.plural.into(),
-        singular: b.kind.to_lowercase(),
-        short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
-        // `kubectl get all` lists the workload kinds.
-        categories: if matches!(b.plural, "pods" | "services" | "deployments" | "daemonsets") {
-            vec!["all".into()]
-        } else {
-            vec![]
-        },
-        namespaced: b.namespaced,
-        status_subresource: b.status,
-        scale: None,
-        columns: (b.columns)(),
-        schema: None,
-        tracks_generation: b.generation,
-        storage_version: b.version.into(),
-        crd_name: None,
-    }
-}
-
 type ResourceKey = (String, String, String);
 
 /// Every resource served, by (group, version, plural).
@@ -530,18 +165,11 @@ pub struct Registry {
     resources: RwLock<BTreeMap<ResourceKey, Arc<Resource>>>,
 }
 
-impl Default for Registry {
-    fn default() -> Self {
-        Registry::new()
-    }
-}
-
 impl Registry {
-    /// A registry with the built-in resources.
-    pub fn new() -> Registry {
-        let resources = BUILTINS
-            .iter()
-            .map(from_builtin)
+    /// A registry serving these resources (see [`super::builtin::registry`] for the usual one).
+    pub fn from_resources(resources: Vec<Resource>) -> Registry {
+        let resources = resources
+            .into_iter()
             .map(|r| {
                 (
                     (r.group.clone(), r.version.clone(), r.plural.clone()),
@@ -557,6 +185,13 @@ impl Registry {
     pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {
         let key = (group.to_string(), version.to_string(), plural.to_string());
         self.resources.read().unwrap().get(&key).cloned()
+    }
+
+    /// The resource whose objects are stored under `key`.
+    pub fn of_key(&self, key: &str) -> Option<Arc<Resource>> {
+        // Versions of one resource share its storage; any of them describes the object.
+        let all = self.resources.read().unwrap();
+        all.values().find(|r| key.starts_with(&r.prefix())).cloned()
     }
 
     /// Every resource, ordered by group, version and plural.
@@ -730,7 +365,7 @@ mod tests {
 
     #[test]
     fn crds_are_served_and_removed() {
-        let registry = Registry::new();
+        let registry = crate::apiserver::builtin::registry();
         let crd = serde_json::to_value(capictl_crd()).unwrap();
         let served = registry.install_crd(&crd);
         assert_eq!(served.len(), 1);

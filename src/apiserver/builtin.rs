@@ -1,0 +1,376 @@
+//! The built-in kinds the server serves beside CRDs: their group, version, scope, whether
+//! they count generations, and the columns `kubectl get` prints for them.
+
+use serde_json::Value;
+
+use super::registry::{Cell, Column, Registry, Resource};
+
+/// A registry serving the built-in kinds (CRDs join it as they are created).
+pub fn registry() -> Registry {
+    Registry::from_resources(BUILTINS.iter().map(from_builtin).collect())
+}
+
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short_names: &'static [&'static str],
+    namespaced: bool,
+    status: bool,
+    generation: bool,
+    columns: fn() -> Vec<Column>,
+}
+
+fn no_columns() -> Vec<Column> {
+    Vec::new()
+}
+
+fn path(name: &str, type_: &str, p: &str) -> Column {
+    Column::new(name, type_, Cell::Path(p.into()))
+}
+
+const BUILTINS: &[Builtin] = &[
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        short_names: &["ns"],
+        namespaced: false,
+        status: true,
+        generation: false,
+        columns: || vec![path("Status", "string", ".status.phase")],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        short_names: &[],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: || {
+            vec![
+                path("Type", "string", ".type"),
+                Column::new("Data", "string", Cell::Count(".data".into())),
+            ]
+        },
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        short_names: &["cm"],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: || vec![Column::new("Data", "string", Cell::Count(".data".into()))],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        short_names: &["ev"],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: || {
+            vec![
+                path("Type", "string", ".type"),
+                path("Reason", "string", ".reason"),
+                Column::new("Object", "string", Cell::Computed(involved_object)),
+                path("Message", "string", ".message"),
+            ]
+        },
+    },
+    Builtin {
+        group: "events.k8s.io",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        short_names: &["ev"],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: || {
+            vec![
+                path("Type", "string", ".type"),
+                path("Reason", "string", ".reason"),
+                path("Note", "string", ".note"),
+            ]
+        },
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        short_names: &["sa"],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        short_names: &["no"],
+        namespaced: false,
+        status: true,
+        generation: false,
+        columns: || {
+            vec![
+                Column::new("Status", "string", Cell::Computed(node_status)),
+                Column::new("Roles", "string", Cell::Computed(node_roles)),
+                Column::age(),
+                path("Version", "string", ".status.nodeInfo.kubeletVersion"),
+            ]
+        },
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        short_names: &["po"],
+        namespaced: true,
+        status: true,
+        generation: false,
+        columns: || {
+            vec![
+                path("Status", "string", ".status.phase"),
+                path("Node", "string", ".spec.nodeName"),
+            ]
+        },
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        short_names: &["svc"],
+        namespaced: true,
+        status: true,
+        generation: false,
+        columns: || {
+            vec![
+                path("Type", "string", ".spec.type"),
+                path("Cluster-IP", "string", ".spec.clusterIP"),
+            ]
+        },
+    },
+    Builtin {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        short_names: &[],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: || vec![path("Holder", "string", ".spec.holderIdentity")],
+    },
+    Builtin {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        kind: "CustomResourceDefinition",
+        plural: "customresourcedefinitions",
+        short_names: &["crd", "crds"],
+        namespaced: false,
+        status: true,
+        generation: true,
+        columns: || {
+            let mut c = Column::new(
+                "Created At",
+                "string",
+                Cell::Path(".metadata.creationTimestamp".into()),
+            );
+            c.description = "When the CRD was created.".into();
+            vec![c]
+        },
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        short_names: &["deploy"],
+        namespaced: true,
+        status: true,
+        generation: true,
+        columns: || {
+            vec![
+                Column::new("Ready", "string", Cell::Computed(deployment_ready)),
+                path("Up-to-date", "integer", ".status.updatedReplicas"),
+                path("Available", "integer", ".status.availableReplicas"),
+            ]
+        },
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        kind: "DaemonSet",
+        plural: "daemonsets",
+        short_names: &["ds"],
+        namespaced: true,
+        status: true,
+        generation: true,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "ClusterRole",
+        plural: "clusterroles",
+        short_names: &[],
+        namespaced: false,
+        status: false,
+        generation: false,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "ClusterRoleBinding",
+        plural: "clusterrolebindings",
+        short_names: &[],
+        namespaced: false,
+        status: false,
+        generation: false,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "Role",
+        plural: "roles",
+        short_names: &[],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "RoleBinding",
+        plural: "rolebindings",
+        short_names: &[],
+        namespaced: true,
+        status: false,
+        generation: false,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "ValidatingWebhookConfiguration",
+        plural: "validatingwebhookconfigurations",
+        short_names: &[],
+        namespaced: false,
+        status: false,
+        generation: true,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "MutatingWebhookConfiguration",
+        plural: "mutatingwebhookconfigurations",
+        short_names: &[],
+        namespaced: false,
+        status: false,
+        generation: true,
+        columns: no_columns,
+    },
+    Builtin {
+        group: "policy",
+        version: "v1",
+        kind: "PodDisruptionBudget",
+        plural: "poddisruptionbudgets",
+        short_names: &["pdb"],
+        namespaced: true,
+        status: true,
+        generation: true,
+        columns: no_columns,
+    },
+];
+
+fn involved_object(o: &Value) -> Value {
+    let i = &o["involvedObject"];
+    Value::String(format!(
+        "{}/{}",
+        i["kind"].as_str().unwrap_or_default().to_lowercase(),
+        i["name"].as_str().unwrap_or_default()
+    ))
+}
+
+fn node_status(o: &Value) -> Value {
+    let ready = o["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .map(|c| c["status"] == "True");
+    let mut status = match ready {
+        Some(true) => "Ready".to_string(),
+        _ => "NotReady".to_string(),
+    };
+    if o["spec"]["unschedulable"] == Value::Bool(true) {
+        status.push_str(",SchedulingDisabled");
+    }
+    Value::String(status)
+}
+
+fn node_roles(o: &Value) -> Value {
+    let mut roles: Vec<&str> = o["metadata"]["labels"]
+        .as_object()
+        .map(|labels| {
+            labels
+                .keys()
+                .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                .collect()
+        })
+        .unwrap_or_default();
+    roles.sort_unstable();
+    Value::String(if roles.is_empty() {
+        "<none>".into()
+    } else {
+        roles.join(",")
+    })
+}
+
+fn deployment_ready(o: &Value) -> Value {
+    let ready = o["status"]["readyReplicas"].as_i64().unwrap_or(0);
+    let want = o["spec"]["replicas"].as_i64().unwrap_or(1);
+    Value::String(format!("{ready}/{want}"))
+}
+
+fn from_builtin(b: &Builtin) -> Resource {
+    Resource {
+        group: b.group.into(),
+        version: b.version.into(),
+        kind: b.kind.into(),
+        plural: b.plural.into(),
+        singular: b.kind.to_lowercase(),
+        short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
+        // `kubectl get all` lists the workload kinds.
+        categories: if matches!(b.plural, "pods" | "services" | "deployments" | "daemonsets") {
+            vec!["all".into()]
+        } else {
+            vec![]
+        },
+        namespaced: b.namespaced,
+        status_subresource: b.status,
+        scale: None,
+        columns: (b.columns)(),
+        schema: None,
+        tracks_generation: b.generation,
+        storage_version: b.version.into(),
+        crd_name: None,
+    }
+}

@@ -1,0 +1,275 @@
+//! An object's way out of the store, written once: what a DELETE does to an object (mark it
+//! deleting while finalizers hold it, else remove it) and what an update does when it takes
+//! the last finalizer off an object being deleted (remove it). The handlers, the garbage
+//! collector and the namespace deleter all write through here, so the generation bump, a
+//! namespace's `Terminating` phase, waking the collectors and a CRD's after-delete cleanup
+//! happen whoever deletes, as in kube-apiserver's generic registry store
+//! (`BeforeDelete`, `updateForGracefulDeletionAndFinalizers`, `finalizeDelete`).
+//!
+//! Every write is a compare-and-swap on the revision of the record the caller read: a
+//! [`StoreError::Conflict`] means someone else wrote first, and the caller reads again.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::ApiServer;
+use super::gc::Propagation;
+use super::object;
+use super::registry::Resource;
+use super::store::{Record, StoreError};
+
+/// What a delete does to an object, decided from the object alone.
+#[derive(Debug, PartialEq)]
+pub enum DeletePlan {
+    /// Nothing holds it: it goes now.
+    Remove,
+    /// Finalizers hold it: it is stored as this, marked deleting.
+    Mark(Value),
+    /// It is being deleted already and this delete adds no finalizer.
+    AlreadyDeleting,
+}
+
+/// What a delete did.
+#[derive(Debug)]
+pub enum Deleted {
+    /// The object as now stored: marked deleting, held by finalizers.
+    Marked(Arc<Record>),
+    /// It was being deleted already; nothing was written.
+    AlreadyDeleting,
+    /// It is gone, at this revision.
+    Removed(u64),
+}
+
+/// What an update did.
+#[derive(Debug)]
+pub enum Updated {
+    /// The object as now stored.
+    Stored(Arc<Record>),
+    /// The update changed nothing, so nothing was written (the record was still current).
+    Unchanged,
+    /// The update took the last finalizer off a deleting object, which is gone: the object as
+    /// the update left it, and the revision of its removal.
+    Removed(Value, u64),
+}
+
+/// Whether objects of this resource always pass through a deletion phase, finalizers or not
+/// (a namespace is emptied before it goes).
+fn finalizes_on_delete(resource: &Resource) -> bool {
+    resource.group.is_empty() && resource.plural == "namespaces"
+}
+
+/// What a delete with `propagation` does to `current`.
+pub fn plan_delete(resource: &Resource, current: &Value, propagation: Propagation) -> DeletePlan {
+    let mut finalizers = object::finalizers(current);
+    let added = match propagation.finalizer() {
+        Some(f) if !finalizers.iter().any(|x| x == f) => {
+            finalizers.push(f.to_string());
+            true
+        }
+        _ => false,
+    };
+    if finalizers.is_empty() && !finalizes_on_delete(resource) {
+        return DeletePlan::Remove;
+    }
+    if object::is_deleting(current) && !added {
+        return DeletePlan::AlreadyDeleting;
+    }
+    let mut marked = current.clone();
+    if !finalizers.is_empty() {
+        marked["metadata"]["finalizers"] = json!(finalizers);
+    }
+    if !object::is_deleting(&marked) {
+        mark_deleting(resource, &mut marked);
+    }
+    DeletePlan::Mark(marked)
+}
+
+/// Stamps the deletion: the time, a zero grace period, a new generation where the resource
+/// counts them (controllers see the change as spec-level), and a namespace's phase.
+fn mark_deleting(resource: &Resource, object: &mut Value) {
+    object["metadata"]["deletionTimestamp"] = json!(object::now());
+    object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+    if resource.tracks_generation {
+        let generation = object["metadata"]["generation"].as_i64().unwrap_or(1);
+        object["metadata"]["generation"] = json!(generation + 1);
+    }
+    if finalizes_on_delete(resource) {
+        object["status"]["phase"] = json!("Terminating");
+    }
+}
+
+impl ApiServer {
+    /// Deletes `current` as a DELETE with `propagation` does.
+    pub async fn delete_object(
+        &self,
+        resource: &Resource,
+        current: &Record,
+        propagation: Propagation,
+    ) -> Result<Deleted, StoreError> {
+        match plan_delete(resource, &current.value, propagation) {
+            DeletePlan::Remove => self
+                .remove_object(resource, current)
+                .await
+                .map(Deleted::Removed),
+            DeletePlan::AlreadyDeleting => Ok(Deleted::AlreadyDeleting),
+            DeletePlan::Mark(marked) => {
+                let event = self
+                    .store
+                    .update(current.key.clone(), marked, Some(current.mod_revision))
+                    .await?;
+                self.after_write(resource, Some(&event.record.value));
+                Ok(Deleted::Marked(event.record.clone()))
+            }
+        }
+    }
+
+    /// Stores `new` in place of `current`. An update that leaves a deleting object without
+    /// finalizers removes it; one that changes nothing writes nothing but still checks that
+    /// `current` is current, so a stale write is refused whether or not it changes anything.
+    pub async fn update_object(
+        &self,
+        resource: &Resource,
+        current: &Record,
+        new: Value,
+    ) -> Result<Updated, StoreError> {
+        if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
+            let revision = self.remove_object(resource, current).await?;
+            return Ok(Updated::Removed(new, revision));
+        }
+        if object::unchanged(&current.value, &new) {
+            self.store
+                .confirm(&current.key, current.mod_revision)
+                .await?;
+            return Ok(Updated::Unchanged);
+        }
+        let event = self
+            .store
+            .update(current.key.clone(), new, Some(current.mod_revision))
+            .await?;
+        self.after_write(resource, Some(&event.record.value));
+        Ok(Updated::Stored(event.record.clone()))
+    }
+
+    /// Removes `current` from the store; the revision of its removal.
+    pub async fn remove_object(
+        &self,
+        resource: &Resource,
+        current: &Record,
+    ) -> Result<u64, StoreError> {
+        let event = self
+            .store
+            .delete(current.key.clone(), Some(current.mod_revision))
+            .await?;
+        self.after_delete(resource, &current.value).await;
+        Ok(event.revision)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(group: &str, version: &str, plural: &str) -> Arc<Resource> {
+        crate::apiserver::builtin::registry()
+            .get(group, version, plural)
+            .unwrap()
+    }
+
+    fn object(finalizers: &[&str], deleting: bool) -> Value {
+        let mut o = json!({"metadata": {"name": "x", "generation": 3, "finalizers": finalizers}});
+        if deleting {
+            o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        o
+    }
+
+    #[test]
+    fn what_a_delete_does() {
+        let configmaps = resource("", "v1", "configmaps");
+        let deployments = resource("apps", "v1", "deployments");
+        let namespaces = resource("", "v1", "namespaces");
+        let marked = |plan: DeletePlan| match plan {
+            DeletePlan::Mark(v) => v,
+            other => panic!("expected the object to be marked, got {other:?}"),
+        };
+        // (case, resource, object, propagation, expected finalizers when marked or None)
+        let cases: Vec<(&str, &Arc<Resource>, Value, Propagation, Option<Vec<&str>>)> = vec![
+            (
+                "nothing holds it",
+                &configmaps,
+                object(&[], false),
+                Propagation::Background,
+                None,
+            ),
+            (
+                "a finalizer holds it",
+                &configmaps,
+                object(&["f"], false),
+                Propagation::Background,
+                Some(vec!["f"]),
+            ),
+            (
+                "foreground adds its finalizer",
+                &configmaps,
+                object(&[], false),
+                Propagation::Foreground,
+                Some(vec!["foregroundDeletion"]),
+            ),
+            (
+                "orphan adds its finalizer after the others",
+                &configmaps,
+                object(&["f"], false),
+                Propagation::Orphan,
+                Some(vec!["f", "orphan"]),
+            ),
+            (
+                "a namespace always passes through Terminating",
+                &namespaces,
+                object(&[], false),
+                Propagation::Background,
+                Some(vec![]),
+            ),
+        ];
+        for (case, resource, current, propagation, expected) in cases {
+            let plan = plan_delete(resource, &current, propagation);
+            match expected {
+                None => assert_eq!(plan, DeletePlan::Remove, "{case}"),
+                Some(finalizers) => {
+                    let v = marked(plan);
+                    assert_eq!(object::finalizers(&v), finalizers, "{case}");
+                    assert!(object::is_deleting(&v), "{case}");
+                    assert_eq!(v["metadata"]["deletionGracePeriodSeconds"], 0, "{case}");
+                }
+            }
+        }
+        // Generations count the deletion only where the resource tracks them.
+        let v = marked(plan_delete(
+            &deployments,
+            &object(&["f"], false),
+            Propagation::Background,
+        ));
+        assert_eq!(v["metadata"]["generation"], 4);
+        let v = marked(plan_delete(
+            &configmaps,
+            &object(&["f"], false),
+            Propagation::Background,
+        ));
+        assert_eq!(v["metadata"]["generation"], 3);
+        let v = marked(plan_delete(
+            &namespaces,
+            &object(&[], false),
+            Propagation::Background,
+        ));
+        assert_eq!(v["status"]["phase"], "Terminating");
+        // A second delete changes nothing unless it brings a new finalizer.
+        let deleting = object(&["f"], true);
+        assert_eq!(
+            plan_delete(&configmaps, &deleting, Propagation::Background),
+            DeletePlan::AlreadyDeleting
+        );
+        let v = marked(plan_delete(&configmaps, &deleting, Propagation::Foreground));
+        assert_eq!(object::finalizers(&v), ["f", "foregroundDeletion"]);
+        assert_eq!(v["metadata"]["deletionTimestamp"], "2026-01-01T00:00:00Z");
+    }
+}
