@@ -105,100 +105,63 @@ fn labels(p: &ProviderInfo) -> Value {
     json!({"clusterctl.cluster.x-k8s.io": "", "cluster.x-k8s.io/provider": p.label()})
 }
 
-/// What the provider's controller may touch: its own API groups, the core ones it reads and
-/// writes (Secrets, ConfigMaps, Events, Leases), and CRDs for the contract labels.
-fn rules(p: &ProviderInfo) -> Value {
-    let own_groups: Vec<String> = p.crds.crds().iter().map(|c| c.spec.group.clone()).collect();
-    json!([
-        {"apiGroups": own_groups, "resources": ["*"], "verbs": ["*"]},
-        {"apiGroups": ["cluster.x-k8s.io", "bootstrap.cluster.x-k8s.io", "controlplane.cluster.x-k8s.io", "infrastructure.cluster.x-k8s.io"], "resources": ["*"], "verbs": ["get", "list", "watch", "patch", "update", "create", "delete"]},
-        {"apiGroups": [""], "resources": ["secrets", "configmaps", "events", "nodes"], "verbs": ["*"]},
-        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["*"]},
-        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"]},
-    ])
+/// The templates of `templates/provider/`, embedded at build time.
+mod template {
+    pub const NAMESPACE: &str = include_str!("../templates/provider/namespace.yaml");
+    pub const MANAGER: &str = include_str!("../templates/provider/manager.yaml");
+    pub const WEBHOOKS: &str = include_str!("../templates/provider/webhooks.yaml");
+    pub const WEBHOOK: &str = include_str!("../templates/provider/webhook.yaml");
+}
+
+/// Renders one of the provider templates with clusterctl's variable rules. The templates are
+/// part of the binary and the variables all come from here, so a failure is a bug in capictl.
+fn render(template: &str, variables: &[(&str, &str)]) -> Vec<Value> {
+    let parsed = crate::envsubst::Template::parse(template).expect("provider templates parse");
+    let text = parsed
+        .render(&|name| {
+            variables
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        })
+        .expect("provider templates name only the variables init sets");
+    crate::yaml::from_multiple(&text).expect("provider templates are YAML")
 }
 
 /// The provider's objects, in the order they are installed. `workloads` adds RBAC and the
 /// Deployment (left out on the embedded management cluster, which runs the controllers itself).
 pub fn components(p: &ProviderInfo, image: &str, namespace: &str, workloads: bool) -> Vec<Value> {
-    let labels = labels(p);
-    let mut objects = vec![json!({
-        "apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": namespace, "labels": labels},
-    })];
-    for crd in p.crds.crds() {
-        let mut crd = serde_json::to_value(crd).expect("CRDs serialize");
-        for (k, v) in labels.as_object().expect("labels are a map") {
-            crd["metadata"]["labels"][k] = v.clone();
+    let api_groups: Vec<String> = p.crds.crds().iter().map(|c| c.spec.group.clone()).collect();
+    let api_groups = serde_json::to_string(&api_groups).expect("strings serialize");
+    let variables = [
+        ("PROVIDER_NAMESPACE", namespace),
+        ("PROVIDER_LABEL", p.label()),
+        ("PROVIDER_PREFIX", p.prefix()),
+        ("PROVIDER_DEPLOYMENT", p.deployment),
+        ("PROVIDER_API_GROUPS", api_groups.as_str()),
+        ("MANAGER_IMAGE", image),
+    ];
+    let mut objects = render(template::NAMESPACE, &variables);
+    objects.extend(
+        p.crds
+            .crds()
+            .into_iter()
+            .map(|crd| serde_json::to_value(crd).expect("CRDs serialize")),
+    );
+    if workloads {
+        objects.extend(render(template::MANAGER, &variables));
+        if p.webhook_targets().next().is_some() {
+            for deployment in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
+                serve_webhooks(p, deployment);
+            }
+            objects.extend(webhook_objects(p, &variables));
         }
-        objects.push(crd);
     }
-    if !workloads {
-        return objects;
-    }
-    let manager = format!("{}-manager", p.prefix());
-    let webhooks = p.webhook_targets().next().is_some();
-    let mut container = json!({
-        "name": "manager",
-        "image": image,
-        "command": ["capictl"],
-        "args": ["manager", "--providers", p.label(), "--leader-election-namespace", namespace],
-        "securityContext": {"allowPrivilegeEscalation": false, "runAsNonRoot": true, "runAsUser": 65532, "capabilities": {"drop": ["ALL"]}},
-    });
-    let mut volumes = json!([]);
-    if webhooks {
-        for arg in [
-            format!("--webhook-port={WEBHOOK_PORT}"),
-            format!("--webhook-cert-dir={WEBHOOK_CERT_DIR}"),
-        ] {
-            container["args"]
-                .as_array_mut()
-                .expect("args")
-                .push(json!(arg));
+    // As clusterctl does, every component carries the provider's labels.
+    for object in &mut objects {
+        for (k, v) in labels(p).as_object().expect("labels are a map") {
+            object["metadata"]["labels"][k] = v.clone();
         }
-        container["ports"] =
-            json!([{"containerPort": WEBHOOK_PORT, "name": "webhook-server", "protocol": "TCP"}]);
-        container["volumeMounts"] =
-            json!([{"mountPath": WEBHOOK_CERT_DIR, "name": "cert", "readOnly": true}]);
-        volumes = json!([{"name": "cert", "secret": {"secretName": p.webhook_secret()}}]);
-    }
-    objects.extend([
-        json!({
-            "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": "manager", "namespace": namespace, "labels": labels},
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": format!("{manager}-role"), "labels": labels},
-            "rules": rules(p),
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": format!("{manager}-rolebinding"), "labels": labels},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{manager}-role")},
-            "subjects": [{"kind": "ServiceAccount", "name": "manager", "namespace": namespace}],
-        }),
-        json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": p.deployment, "namespace": namespace, "labels": labels},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"cluster.x-k8s.io/provider": p.label(), "control-plane": "controller-manager"}},
-                "template": {
-                    "metadata": {"labels": {"cluster.x-k8s.io/provider": p.label(), "control-plane": "controller-manager"}},
-                    "spec": {
-                        "serviceAccountName": "manager",
-                        "terminationGracePeriodSeconds": 10,
-                        "containers": [container],
-                        "volumes": volumes,
-                    },
-                },
-            },
-        }),
-    ]);
-    if webhooks {
-        objects.extend(webhook_objects(p, namespace, &labels));
     }
     objects
 }
@@ -208,49 +171,60 @@ pub fn components(p: &ProviderInfo, image: &str, namespace: &str, workloads: boo
 pub const WEBHOOK_PORT: u16 = 9443;
 pub const WEBHOOK_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 
+/// Makes the manager's Deployment serve the provider's webhooks: the port, and the serving
+/// certificate's Secret mounted where the manager reads it.
+fn serve_webhooks(p: &ProviderInfo, deployment: &mut Value) {
+    let pod = &mut deployment["spec"]["template"]["spec"];
+    let container = &mut pod["containers"][0];
+    for arg in [
+        format!("--webhook-port={WEBHOOK_PORT}"),
+        format!("--webhook-cert-dir={WEBHOOK_CERT_DIR}"),
+    ] {
+        container["args"]
+            .as_array_mut()
+            .expect("the manager template has args")
+            .push(json!(arg));
+    }
+    container["ports"] =
+        json!([{"containerPort": WEBHOOK_PORT, "name": "webhook-server", "protocol": "TCP"}]);
+    container["volumeMounts"] =
+        json!([{"mountPath": WEBHOOK_CERT_DIR, "name": "cert", "readOnly": true}]);
+    pod["volumes"] = json!([{"name": "cert", "secret": {"secretName": p.webhook_secret()}}]);
+}
+
 /// The webhook Service and the mutating and validating configurations that send the
 /// provider's kinds to it. Their caBundle is filled in by [`with_ca_bundle`] once the
-/// serving certificate exists (upstream leaves that to cert-manager's CA injector).
-fn webhook_objects(p: &ProviderInfo, namespace: &str, labels: &Value) -> Vec<Value> {
-    let service = p.webhook_service();
-    let webhooks = |operation: &str, path: &str| -> Vec<Value> {
+/// serving certificate exists.
+fn webhook_objects(p: &ProviderInfo, variables: &[(&str, &str)]) -> Vec<Value> {
+    let entries = |operation: &str, path: &str| -> Vec<Value> {
         p.webhook_targets()
-            .map(|t| {
-                json!({
-                    "name": format!("{operation}.{}.{}", t.kind.to_lowercase(), t.group),
-                    "admissionReviewVersions": ["v1"],
-                    "clientConfig": {"service": {"name": service, "namespace": namespace, "path": path, "port": 443}},
-                    "failurePolicy": "Fail",
-                    "matchPolicy": "Equivalent",
-                    "sideEffects": "None",
-                    "rules": [{
-                        "apiGroups": [t.group], "apiVersions": ["v1beta2"],
-                        "operations": ["CREATE", "UPDATE"], "resources": [t.plural],
-                    }],
-                })
+            .flat_map(|t| {
+                let kind = t.kind.to_lowercase();
+                let mut v = variables.to_vec();
+                v.extend([
+                    ("WEBHOOK_OPERATION", operation),
+                    ("WEBHOOK_PATH", path),
+                    ("WEBHOOK_KIND", kind.as_str()),
+                    ("WEBHOOK_GROUP", t.group),
+                    ("WEBHOOK_RESOURCE", t.plural),
+                ]);
+                render(template::WEBHOOK, &v)
             })
             .collect()
     };
-    vec![
-        json!({
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": service, "namespace": namespace, "labels": labels},
-            "spec": {
-                "ports": [{"port": 443, "targetPort": "webhook-server"}],
-                "selector": {"cluster.x-k8s.io/provider": p.label(), "control-plane": "controller-manager"},
-            },
-        }),
-        json!({
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": format!("{}-mutating-webhook-configuration", p.prefix()), "labels": labels},
-            "webhooks": webhooks("default", "/mutate"),
-        }),
-        json!({
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": format!("{}-validating-webhook-configuration", p.prefix()), "labels": labels},
-            "webhooks": webhooks("validation", "/validate"),
-        }),
-    ]
+    let mut objects = render(template::WEBHOOKS, variables);
+    for object in &mut objects {
+        match object["kind"].as_str() {
+            Some("MutatingWebhookConfiguration") => {
+                object["webhooks"] = json!(entries("default", "/mutate"))
+            }
+            Some("ValidatingWebhookConfiguration") => {
+                object["webhooks"] = json!(entries("validation", "/validate"))
+            }
+            _ => {}
+        }
+    }
+    objects
 }
 
 /// The webhook serving certificate's Secret (kubernetes.io/tls, with the CA that signed it in
@@ -341,6 +315,22 @@ mod tests {
                 .count(),
             0
         );
+    }
+
+    #[test]
+    fn what_init_installs_for_each_provider() {
+        for p in PROVIDERS {
+            let mut objects = components(&p, "capictl:v0.1.0", p.namespace, true);
+            // The CRDs have snapshots of their own; here only which ones, and their labels.
+            for o in objects
+                .iter_mut()
+                .filter(|o| o["kind"] == "CustomResourceDefinition")
+            {
+                o["spec"] = json!("(see tests/snapshots/crds__*.snap)");
+            }
+            let name = format!("components-{}", p.label());
+            insta::assert_snapshot!(name, serde_json::to_string_pretty(&objects).unwrap());
+        }
     }
 
     #[test]
