@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
+use crate::api;
 use crate::conditions::{Polarity, polarity};
 
 /// What a Cluster's tree is made of, as read from the management cluster.
@@ -262,7 +263,7 @@ fn owned_by(o: &Value, kind: &str, name: &str) -> bool {
 
 fn is_control_plane(m: &Value) -> bool {
     m["metadata"]["labels"]
-        .get("cluster.x-k8s.io/control-plane")
+        .get(api::CONTROL_PLANE_LABEL)
         .is_some()
 }
 

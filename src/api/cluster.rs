@@ -14,6 +14,9 @@ use super::health_check::HealthCheck;
 use super::machine_deployment::MachineDeploymentRolloutStrategy;
 use super::schema;
 
+/// The finalizer the Cluster controller keeps until everything the Cluster made is gone.
+pub const CLUSTER_FINALIZER: &str = "cluster.cluster.x-k8s.io";
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

@@ -7,6 +7,19 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_with::skip_serializing_none;
 
+/// On every object that belongs to a cluster: the Cluster's name.
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+/// On an object, or through its Cluster's `spec.paused`: controllers leave it alone.
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+/// On an object cloned from a template: the template's name and group/kind.
+pub const CLONED_FROM_NAME_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-name";
+pub const CLONED_FROM_GROUP_KIND_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-groupkind";
+/// On a Node: the Machine it belongs to, its namespace, and the Machine's owner.
+pub const MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/machine";
+pub const CLUSTER_NAMESPACE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-namespace";
+pub const OWNER_KIND_ANNOTATION: &str = "cluster.x-k8s.io/owner-kind";
+pub const OWNER_NAME_ANNOTATION: &str = "cluster.x-k8s.io/owner-name";
+
 /// A Kubernetes version (`v1.30.4`, `1.31.0-rc.1`) as `(major, minor, patch)`, with or without the "v".
 pub fn kubernetes_version(version: &str) -> Option<(u64, u64, u64)> {
     let core = version.strip_prefix('v').unwrap_or(version);

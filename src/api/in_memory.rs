@@ -11,6 +11,11 @@ use super::common::{ApiEndpoint, FailureDomain, MachineAddress, ObjectMeta};
 use super::docker::ProvisionedStatus;
 use super::schema;
 
+/// The finalizers the in-memory provider keeps until a cluster's or a machine's simulation
+/// is gone.
+pub const IN_MEMORY_CLUSTER_FINALIZER: &str = "inmemorycluster.infrastructure.cluster.x-k8s.io";
+pub const IN_MEMORY_MACHINE_FINALIZER: &str = "inmemorymachine.infrastructure.cluster.x-k8s.io";
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

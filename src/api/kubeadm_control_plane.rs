@@ -15,6 +15,9 @@ use super::common::{
 use super::kubeadm_config::KubeadmConfigSpec;
 use super::schema;
 
+/// The finalizer the KubeadmControlPlane controller keeps until its Machines are gone.
+pub const KUBEADM_CONTROL_PLANE_FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

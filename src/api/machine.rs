@@ -13,6 +13,20 @@ use super::common::{
 };
 use super::schema;
 
+/// On a control-plane Machine (and its Node's objects): present, with an empty value.
+pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+/// On a control-plane Machine: the name of its control plane.
+pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
+/// On a Machine of a MachineSet or MachineDeployment: their names.
+pub const SET_NAME_LABEL: &str = "cluster.x-k8s.io/set-name";
+pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
+/// Annotation prefixes of lifecycle hooks that hold a deleting Machine before its Node is
+/// drained, and before its infrastructure is deleted.
+pub const PRE_DRAIN_HOOK: &str = "pre-drain.delete.hook.machine.cluster.x-k8s.io";
+pub const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
+/// On a Machine: delete it without draining its Node.
+pub const EXCLUDE_DRAIN_ANNOTATION: &str = "machine.cluster.x-k8s.io/exclude-node-draining";
+
 /// The finalizer the Machine controller keeps on every Machine until its Node is drained and
 /// its infrastructure and bootstrap objects are gone.
 pub const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";

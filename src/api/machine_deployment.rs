@@ -12,6 +12,15 @@ use super::machine::MachineTemplateSpec;
 use super::machine_set::MachineSetDeletionSpec;
 use super::schema;
 
+/// The finalizer the MachineDeployment controller keeps until its MachineSets are gone.
+pub const MACHINE_DEPLOYMENT_FINALIZER: &str = "cluster.x-k8s.io/machinedeployment";
+/// On a MachineSet and its Machines: the hash of the template they were made from.
+pub const TEMPLATE_HASH_LABEL: &str = "machine-template-hash";
+/// On a MachineDeployment and its MachineSets: the rollout revision.
+pub const REVISION_ANNOTATION: &str = "machinedeployment.clusters.x-k8s.io/revision";
+/// On a MachineSet: the most Machines its MachineDeployment may have during a rollout.
+pub const MAX_REPLICAS_ANNOTATION: &str = "machinedeployment.clusters.x-k8s.io/max-replicas";
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

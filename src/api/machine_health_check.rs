@@ -10,6 +10,11 @@ use super::common::DeprecatedStatus;
 use super::health_check::{HealthCheckRemediation, HealthChecks};
 use super::schema;
 
+/// On a Machine: a MachineHealthCheck never remediates it.
+pub const SKIP_REMEDIATION_ANNOTATION: &str = "cluster.x-k8s.io/skip-remediation";
+/// On a Machine: remediate it now, whatever its health.
+pub const REMEDIATE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/remediate-machine";
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

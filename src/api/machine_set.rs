@@ -10,6 +10,11 @@ use super::common::{DeletionOrder, DeprecatedStatus, MachineNamingSpec, StatusVe
 use super::machine::MachineTemplateSpec;
 use super::schema;
 
+/// The finalizer the MachineSet controller keeps until its Machines are gone.
+pub const MACHINE_SET_FINALIZER: &str = "cluster.x-k8s.io/machineset";
+/// On a MachineSet: skip the named preflight checks (or `All`) before creating Machines.
+pub const SKIP_PREFLIGHT_ANNOTATION: &str = "machineset.cluster.x-k8s.io/skip-preflight-checks";
+
 /// On a Machine: delete this one first when its MachineSet scales down.
 pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 /// On a MachineSet: create no Machines (its MachineDeployment rolls out with OnDelete and this

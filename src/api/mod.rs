@@ -25,17 +25,36 @@ use std::collections::BTreeMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-pub use cluster::Cluster;
+pub use cluster::{CLUSTER_FINALIZER, Cluster};
 pub use cluster_class::ClusterClass;
 pub use clusterctl::Provider;
+pub use common::{
+    CLONED_FROM_GROUP_KIND_ANNOTATION, CLONED_FROM_NAME_ANNOTATION, CLUSTER_NAME_LABEL,
+    CLUSTER_NAMESPACE_ANNOTATION, MACHINE_ANNOTATION, OWNER_KIND_ANNOTATION, OWNER_NAME_ANNOTATION,
+    PAUSED_ANNOTATION,
+};
 pub use docker::{DockerCluster, DockerClusterTemplate, DockerMachine, DockerMachineTemplate};
+pub use in_memory::{IN_MEMORY_CLUSTER_FINALIZER, IN_MEMORY_MACHINE_FINALIZER};
 pub use in_memory::{InMemoryCluster, InMemoryMachine, InMemoryMachineTemplate};
 pub use kubeadm_config::{KubeadmConfig, KubeadmConfigTemplate};
+pub use kubeadm_control_plane::KUBEADM_CONTROL_PLANE_FINALIZER;
 pub use kubeadm_control_plane::{KubeadmControlPlane, KubeadmControlPlaneTemplate};
 pub use machine::Machine;
+pub use machine::{
+    CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL, DEPLOYMENT_NAME_LABEL, EXCLUDE_DRAIN_ANNOTATION,
+    MACHINE_FINALIZER, OWNER_REMEDIATED, PRE_DRAIN_HOOK, PRE_TERMINATE_HOOK, SET_NAME_LABEL,
+};
 pub use machine_deployment::MachineDeployment;
+pub use machine_deployment::{
+    MACHINE_DEPLOYMENT_FINALIZER, MAX_REPLICAS_ANNOTATION, REVISION_ANNOTATION, TEMPLATE_HASH_LABEL,
+};
 pub use machine_health_check::MachineHealthCheck;
+pub use machine_health_check::{REMEDIATE_MACHINE_ANNOTATION, SKIP_REMEDIATION_ANNOTATION};
 pub use machine_set::MachineSet;
+pub use machine_set::{
+    DELETE_MACHINE_ANNOTATION, DISABLE_CREATE_ANNOTATION, MACHINE_SET_FINALIZER,
+    SKIP_PREFLIGHT_ANNOTATION,
+};
 
 /// The Cluster API contract these types implement.
 pub const CONTRACT_VERSION: &str = "v1beta2";

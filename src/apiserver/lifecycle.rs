@@ -193,8 +193,10 @@ mod tests {
             DeletePlan::Mark(v) => v,
             other => panic!("expected the object to be marked, got {other:?}"),
         };
-        // (case, resource, object, propagation, expected finalizers when marked or None)
-        let cases: Vec<(&str, &Arc<Resource>, Value, Propagation, Option<Vec<&str>>)> = vec![
+        /// A case's name, what is deleted and how, and the finalizers it is left with when it is
+        /// marked (None: removed).
+        type Case<'a> = (&'a str, &'a Arc<Resource>, Value, Propagation, Option<Vec<&'a str>>);
+        let cases: Vec<Case> = vec![
             (
                 "nothing holds it",
                 &configmaps,

@@ -14,15 +14,14 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use super::common;
 use super::external::{self, condition, initialization_flag};
 use super::{Context, Result};
+use crate::api;
 use crate::api::cluster::ReplicasSummary;
 use crate::api::common::{ApiEndpoint, ContractVersionedObjectReference};
 use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
 use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status, SummaryOptions};
-
-pub const FINALIZER: &str = "cluster.cluster.x-k8s.io";
 
 /// The objects of a Cluster, found by its cluster-name label.
 struct Descendants {
@@ -36,8 +35,11 @@ struct Descendants {
 
 async fn descendants(ctx: &Context, cluster: &Cluster) -> Result<Descendants> {
     let ns = cluster.namespace().unwrap_or_default();
-    let selector =
-        ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={}", cluster.name_any()));
+    let selector = ListParams::default().labels(&format!(
+        "{}={}",
+        api::CLUSTER_NAME_LABEL,
+        cluster.name_any()
+    ));
     let deployments = Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
         .list(&selector)
         .await?
@@ -50,10 +52,12 @@ async fn descendants(ctx: &Context, cluster: &Cluster) -> Result<Descendants> {
     let name = cluster.name_any();
     let (control_plane, workers) = ctx
         .machines()
-        .list(&ns, |m| m.labels().get(CLUSTER_NAME_LABEL) == Some(&name))
+        .list(&ns, |m| {
+            m.labels().get(api::CLUSTER_NAME_LABEL) == Some(&name)
+        })
         .await?
         .into_iter()
-        .partition(|m| m.labels().contains_key(CONTROL_PLANE_LABEL));
+        .partition(|m| m.labels().contains_key(api::CONTROL_PLANE_LABEL));
     Ok(Descendants {
         deployments,
         sets,
@@ -124,7 +128,7 @@ fn aggregated_conditions(
         .chain(
             d.sets
                 .iter()
-                .filter(|s| !s.labels().contains_key(common::DEPLOYMENT_NAME_LABEL))
+                .filter(|s| !s.labels().contains_key(api::DEPLOYMENT_NAME_LABEL))
                 .map(|ms| {
                     let conds = ms.status.as_ref().and_then(|s| s.conditions.as_deref());
                     ("MachineSet", ms.name_any(), conds, true)
@@ -185,8 +189,7 @@ fn aggregated_conditions(
         .iter()
         .filter(|m| {
             unhealthy(m)
-                && condition_of(m, crate::api::machine::OWNER_REMEDIATED)
-                    .is_some_and(|c| c.status == "False")
+                && condition_of(m, api::OWNER_REMEDIATED).is_some_and(|c| c.status == "False")
         })
         .map(|m| Arc::clone(m))
         .collect();
@@ -212,7 +215,7 @@ fn aggregated_conditions(
     } else {
         aggregate(
             &to_remediate,
-            crate::api::machine::OWNER_REMEDIATED,
+            api::OWNER_REMEDIATED,
             "Remediating",
             MergeReasons::new("Remediating", "RemediatingUnknown", "NotRemediating"),
         )
@@ -286,7 +289,7 @@ fn count_workers(d: &Descendants) -> ReplicasSummary {
     let standalone_sets = d
         .sets
         .iter()
-        .filter(|ms| !ms.labels().contains_key(common::DEPLOYMENT_NAME_LABEL));
+        .filter(|ms| !ms.labels().contains_key(api::DEPLOYMENT_NAME_LABEL));
     for ms in standalone_sets {
         let s = ms.status.clone().unwrap_or_default();
         add(
@@ -322,7 +325,7 @@ async fn adopt(
     object: &DynamicObject,
 ) -> Result<()> {
     let uid = cluster.uid().unwrap_or_default();
-    let labelled = object.labels().get(CLUSTER_NAME_LABEL) == Some(&cluster.name_any());
+    let labelled = object.labels().get(api::CLUSTER_NAME_LABEL) == Some(&cluster.name_any());
     if common::has_owner(object.owner_references(), &uid) && labelled {
         return Ok(());
     }
@@ -337,7 +340,7 @@ async fn adopt(
     common::patch_merge(
         &api,
         &object.name_any(),
-        json!({"metadata": {"ownerReferences": refs, "labels": {CLUSTER_NAME_LABEL: cluster.name_any()}}}),
+        json!({"metadata": {"ownerReferences": refs, "labels": {(api::CLUSTER_NAME_LABEL): cluster.name_any()}}}),
     )
     .await?;
     Ok(())
@@ -349,7 +352,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     if common::deleting(cluster.as_ref()) {
         return reconcile_delete(&ctx, &api, &cluster).await;
     }
-    if common::ensure_finalizer(&api, cluster.as_ref(), FINALIZER).await? {
+    if common::ensure_finalizer(&api, cluster.as_ref(), api::CLUSTER_FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let mut status = cluster.status.clone().unwrap_or_default();
@@ -735,7 +738,7 @@ async fn reconcile_delete(ctx: &Context, api: &Api<Cluster>, cluster: &Cluster) 
         }
     }
     ctx.workloads.forget(&ns, &cluster.name_any());
-    common::remove_finalizer(api, cluster, FINALIZER).await?;
+    common::remove_finalizer(api, cluster, api::CLUSTER_FINALIZER).await?;
     Ok(Action::await_change())
 }
 
@@ -757,7 +760,7 @@ mod tests {
 
     fn machine(name: &str, control_plane: bool, conditions: serde_json::Value) -> Arc<Machine> {
         let labels = if control_plane {
-            json!({CONTROL_PLANE_LABEL: ""})
+            json!({(api::CONTROL_PLANE_LABEL): ""})
         } else {
             json!({})
         };

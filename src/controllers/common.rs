@@ -13,14 +13,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::Result;
+use crate::api;
 use crate::api::Cluster;
 use crate::conditions::{self, NewCondition, Status};
-
-pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
-pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
-pub const SET_NAME_LABEL: &str = "cluster.x-k8s.io/set-name";
-pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
-pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 
 /// The field manager capictl's controllers write as.
 pub const MANAGER: &str = "capictl";
@@ -85,8 +80,11 @@ pub fn paused(
     if cluster.is_some_and(|c| c.spec.paused == Some(true)) {
         reasons.push("Cluster spec.paused is set to true".to_string());
     }
-    if annotations.contains_key(PAUSED_ANNOTATION) {
-        reasons.push(format!("{kind} has the {PAUSED_ANNOTATION} annotation"));
+    if annotations.contains_key(api::PAUSED_ANNOTATION) {
+        reasons.push(format!(
+            "{kind} has the {} annotation",
+            api::PAUSED_ANNOTATION
+        ));
     }
     if reasons.is_empty() {
         (
@@ -202,7 +200,7 @@ mod tests {
         let mut cluster: Cluster =
             serde_json::from_value(json!({"metadata": {"name": "c"}, "spec": {}})).unwrap();
         let none = BTreeMap::new();
-        let annotated = BTreeMap::from([(PAUSED_ANNOTATION.to_string(), String::new())]);
+        let annotated = BTreeMap::from([(api::PAUSED_ANNOTATION.to_string(), String::new())]);
         assert!(!paused(Some(&cluster), "Machine", &none).0);
         let (is, c) = paused(Some(&cluster), "Machine", &annotated);
         assert!(is);

@@ -13,6 +13,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::{Context, Error, Result, common};
+use crate::api;
 use crate::api::common::ContractVersionedObjectReference;
 use crate::api::{CONTRACT_LABEL, CONTRACT_VERSION};
 
@@ -166,11 +167,11 @@ pub async fn clone_template(
         .unwrap_or(json!({}));
     let mut annotations = BTreeMap::from([
         (
-            "cluster.x-k8s.io/cloned-from-name".to_string(),
+            api::CLONED_FROM_NAME_ANNOTATION.to_string(),
             template.name.clone(),
         ),
         (
-            "cluster.x-k8s.io/cloned-from-groupkind".to_string(),
+            api::CLONED_FROM_GROUP_KIND_ANNOTATION.to_string(),
             format!("{}.{}", template.kind, template.api_group),
         ),
     ]);

@@ -17,14 +17,15 @@ use kube::{Client, Resource, ResourceExt};
 use rand::Rng;
 use serde_json::json;
 
-use super::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use super::common;
 use super::{Context, Error, Result};
+use crate::api;
 use crate::api::kubeadm_config::{
     Format, KubeadmConfigInitializationStatus, KubeadmConfigSpec, KubeadmConfigStatus,
 };
 use crate::api::{Cluster, KubeadmConfig, Machine};
 use crate::conditions::{NewCondition, Status};
-use crate::kubeadm::certs::{self};
+use crate::kubeadm::certs;
 use crate::kubeadm::cloudinit::{self, WriteFile};
 use crate::kubeadm::config;
 
@@ -64,7 +65,7 @@ async fn init_lock(client: &Client, cluster: &Cluster, machine: &str) -> Result<
         metadata: ObjectMeta {
             name: Some(name.clone()),
             labels: Some(BTreeMap::from([(
-                CLUSTER_NAME_LABEL.to_string(),
+                api::CLUSTER_NAME_LABEL.to_string(),
                 cluster.name_any(),
             )])),
             owner_references: Some(vec![common::owner_reference(cluster, false)]),
@@ -297,7 +298,7 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
         .control_plane_endpoint
         .clone()
         .filter(|e| e.is_valid());
-    let control_plane = machine.labels().contains_key(CONTROL_PLANE_LABEL);
+    let control_plane = machine.labels().contains_key(api::CONTROL_PLANE_LABEL);
     let version = machine.spec.version.clone().unwrap_or_default();
     let pending = if kc.spec.format == Some(Format::Ignition) {
         Some(
@@ -408,7 +409,7 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
             name: Some(kc.name_any()),
             namespace: Some(ns.clone()),
             labels: Some(BTreeMap::from([(
-                CLUSTER_NAME_LABEL.to_string(),
+                api::CLUSTER_NAME_LABEL.to_string(),
                 cluster.name_any(),
             )])),
             owner_references: Some(vec![common::owner_reference(kc.as_ref(), true)]),

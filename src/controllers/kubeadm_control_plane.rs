@@ -13,20 +13,18 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use super::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use super::common;
 use super::machines::node_name;
 use super::{Context, Result};
+use crate::api;
 use crate::api::common::ContractVersionedObjectReference;
 use crate::api::kubeadm_control_plane::{
     KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus, LastRemediationStatus,
 };
-use crate::api::machine::{Bootstrap, MachineSpec, OWNER_REMEDIATED};
+use crate::api::machine::{Bootstrap, MachineSpec};
 use crate::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine, MachineDeployment};
 use crate::conditions::{MergeReasons, NewCondition, Status};
 use crate::workload::etcd::{self, Alarm, EtcdError, Member};
-
-pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
-pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
 
 /// Why a control-plane Machine is not what the KubeadmControlPlane asks for; empty when it is.
 pub fn outdated_reasons(
@@ -123,7 +121,7 @@ fn owner_remediation_requested(m: &Machine) -> bool {
     m.status
         .as_ref()
         .and_then(|s| s.conditions.as_deref())
-        .and_then(|c| c.iter().find(|c| c.type_ == OWNER_REMEDIATED))
+        .and_then(|c| c.iter().find(|c| c.type_ == api::OWNER_REMEDIATED))
         .is_some_and(|c| c.status == "False")
 }
 
@@ -160,8 +158,12 @@ async fn remediate(
         super::machines::set_machine_condition(
             &machines_api,
             victim,
-            NewCondition::new(OWNER_REMEDIATED, Status::False, "RemediationNotAllowed")
-                .message(refusal.clone()),
+            NewCondition::new(
+                api::OWNER_REMEDIATED,
+                Status::False,
+                "RemediationNotAllowed",
+            )
+            .message(refusal.clone()),
         )
         .await?;
         return Ok(Some(
@@ -177,8 +179,12 @@ async fn remediate(
     super::machines::set_machine_condition(
         &machines_api,
         victim,
-        NewCondition::new(OWNER_REMEDIATED, Status::False, "MachineDeletionInProgress")
-            .message("Machine is being deleted; a new one replaces it"),
+        NewCondition::new(
+            api::OWNER_REMEDIATED,
+            Status::False,
+            "MachineDeletionInProgress",
+        )
+        .message("Machine is being deleted; a new one replaces it"),
     )
     .await?;
     remove_machine(ctx, cluster, victim, &others).await?;
@@ -234,9 +240,9 @@ async fn create_machine(ctx: &Context, kcp: &KubeadmControlPlane, cluster: &Clus
         .as_ref()
         .and_then(|m| m.labels.clone())
         .unwrap_or_default();
-    labels.insert(CLUSTER_NAME_LABEL.into(), cluster.name_any());
-    labels.insert(CONTROL_PLANE_LABEL.into(), String::new());
-    labels.insert(CONTROL_PLANE_NAME_LABEL.into(), kcp.name_any());
+    labels.insert(api::CLUSTER_NAME_LABEL.into(), cluster.name_any());
+    labels.insert(api::CONTROL_PLANE_LABEL.into(), String::new());
+    labels.insert(api::CONTROL_PLANE_NAME_LABEL.into(), kcp.name_any());
     let owner = common::owner_reference(kcp, true);
     let template = &kcp.spec.machine_template.spec;
     let infrastructure_ref = super::external::clone_template(
@@ -274,7 +280,7 @@ async fn create_machine(ctx: &Context, kcp: &KubeadmControlPlane, cluster: &Clus
                 .as_ref()
                 .and_then(|m| m.annotations.clone()),
             owner_references: Some(vec![owner]),
-            finalizers: Some(vec![crate::api::machine::MACHINE_FINALIZER.to_string()]),
+            finalizers: Some(vec![api::MACHINE_FINALIZER.to_string()]),
             ..Default::default()
         },
         spec: MachineSpec {
@@ -383,7 +389,7 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     let ns = kcp.namespace().unwrap_or_default();
     let api: Api<KubeadmControlPlane> = Api::namespaced(ctx.client.clone(), &ns);
     let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-    let cluster_name = kcp.labels().get(CLUSTER_NAME_LABEL).cloned();
+    let cluster_name = kcp.labels().get(api::CLUSTER_NAME_LABEL).cloned();
     let cluster = match &cluster_name {
         Some(name) => {
             Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
@@ -393,10 +399,11 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
         None => None,
     };
     let machines: Vec<Machine> = machines_api
-        .list(
-            &ListParams::default()
-                .labels(&format!("{CONTROL_PLANE_NAME_LABEL}={}", kcp.name_any())),
-        )
+        .list(&ListParams::default().labels(&format!(
+            "{}={}",
+            api::CONTROL_PLANE_NAME_LABEL,
+            kcp.name_any()
+        )))
         .await?
         .items;
     if common::deleting(kcp.as_ref()) {
@@ -406,7 +413,7 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
         // The Cluster controller labels the control plane once the Cluster refers to it.
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
-    if common::ensure_finalizer(&api, kcp.as_ref(), FINALIZER).await? {
+    if common::ensure_finalizer(&api, kcp.as_ref(), api::KUBEADM_CONTROL_PLANE_FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let generation = kcp.meta().generation;
@@ -458,7 +465,7 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
             .await?
             .and_then(|i| {
                 i.annotations()
-                    .get("cluster.x-k8s.io/cloned-from-name")
+                    .get(api::CLONED_FROM_NAME_ANNOTATION)
                     .cloned()
             });
         let reasons = outdated_reasons(&kcp, m, template.as_deref());
@@ -523,8 +530,10 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     status.version = versions.first().map(|v| v.version.clone());
     status.versions = Some(versions);
     status.selector = Some(format!(
-        "{CLUSTER_NAME_LABEL}={},{CONTROL_PLANE_LABEL}",
-        cluster.name_any()
+        "{}={},{}",
+        api::CLUSTER_NAME_LABEL,
+        cluster.name_any(),
+        api::CONTROL_PLANE_LABEL
     ));
     if machines.iter().any(|m| node_name(m).is_some()) || status.initialization.is_some() {
         status.initialization = Some(KubeadmControlPlaneInitializationStatus {
@@ -625,13 +634,14 @@ async fn reconcile_delete(
     let ns = kcp.namespace().unwrap_or_default();
     let mut status = kcp.status.clone().unwrap_or_default();
     if let Some(cluster) = cluster {
-        let selector = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}"));
+        let selector =
+            ListParams::default().labels(&format!("{}={cluster}", api::CLUSTER_NAME_LABEL));
         let workers = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
             .list(&selector)
             .await?
             .items
             .into_iter()
-            .filter(|m| !m.labels().contains_key(CONTROL_PLANE_LABEL))
+            .filter(|m| !m.labels().contains_key(api::CONTROL_PLANE_LABEL))
             .count();
         let deployments = Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
             .list(&selector)
@@ -650,7 +660,7 @@ async fn reconcile_delete(
         }
     }
     if machines.is_empty() {
-        common::remove_finalizer(api, kcp, FINALIZER).await?;
+        common::remove_finalizer(api, kcp, api::KUBEADM_CONTROL_PLANE_FINALIZER).await?;
         return Ok(Action::await_change());
     }
     let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);

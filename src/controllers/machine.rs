@@ -16,19 +16,15 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::common::{self, CLUSTER_NAME_LABEL};
+use super::common;
 use super::external::{self, condition, initialization_flag};
 use super::{Context, Result};
+use crate::api;
 use crate::api::common::{ContractVersionedObjectReference, MachineAddress};
-use crate::api::machine::MACHINE_FINALIZER;
 use crate::api::machine::{MachineNodeReference, MachineStatus};
 use crate::api::{Cluster, Machine};
 use crate::conditions::{self, MergeReasons, NewCondition, Status, SummaryOptions};
 use crate::workload::clusters::NodeLookup;
-
-pub const PRE_DRAIN_HOOK: &str = "pre-drain.delete.hook.machine.cluster.x-k8s.io";
-pub const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
-pub const EXCLUDE_DRAIN: &str = "machine.cluster.x-k8s.io/exclude-node-draining";
 
 /// The Machine's phase, as upstream computes it.
 pub fn phase(machine: &Machine) -> &'static str {
@@ -64,7 +60,7 @@ async fn adopt(
     object: &kube::api::DynamicObject,
 ) -> Result<()> {
     let uid = machine.uid().unwrap_or_default();
-    let labelled = object.labels().get(CLUSTER_NAME_LABEL) == Some(&machine.spec.cluster_name);
+    let labelled = object.labels().get(api::CLUSTER_NAME_LABEL) == Some(&machine.spec.cluster_name);
     let controlled = common::controller_of(object.owner_references()).is_some_and(|r| r.uid == uid);
     if controlled && labelled {
         return Ok(());
@@ -86,7 +82,7 @@ async fn adopt(
     common::patch_merge(
         &api,
         &object.name_any(),
-        json!({"metadata": {"ownerReferences": refs, "labels": {CLUSTER_NAME_LABEL: machine.spec.cluster_name}}}),
+        json!({"metadata": {"ownerReferences": refs, "labels": {(api::CLUSTER_NAME_LABEL): machine.spec.cluster_name}}}),
     )
     .await?;
     Ok(())
@@ -182,7 +178,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
             machine.name_any()
         )));
     };
-    if common::ensure_finalizer(&api, machine.as_ref(), MACHINE_FINALIZER).await? {
+    if common::ensure_finalizer(&api, machine.as_ref(), api::MACHINE_FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let generation = machine.meta().generation;
@@ -196,17 +192,15 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
 
     // Owner and labels: stand-alone Machines belong to their Cluster.
     let mut metadata_patch = serde_json::Map::new();
-    if machine.labels().get(CLUSTER_NAME_LABEL) != Some(&machine.spec.cluster_name) {
+    if machine.labels().get(api::CLUSTER_NAME_LABEL) != Some(&machine.spec.cluster_name) {
         metadata_patch.insert(
             "labels".into(),
-            json!({CLUSTER_NAME_LABEL: machine.spec.cluster_name}),
+            json!({(api::CLUSTER_NAME_LABEL): machine.spec.cluster_name}),
         );
     }
     let standalone = common::controller_of(machine.owner_references()).is_none()
-        && !machine.labels().contains_key(common::SET_NAME_LABEL)
-        && !machine
-            .labels()
-            .contains_key("cluster.x-k8s.io/control-plane-name");
+        && !machine.labels().contains_key(api::SET_NAME_LABEL)
+        && !machine.labels().contains_key(api::CONTROL_PLANE_NAME_LABEL);
     if standalone
         && !common::has_owner(
             machine.owner_references(),
@@ -333,7 +327,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
         .and_then(|s| s.initialization.as_ref())
         .and_then(|i| i.control_plane_initialized)
         == Some(true);
-    let is_control_plane = machine.labels().contains_key(common::CONTROL_PLANE_LABEL);
+    let is_control_plane = machine.labels().contains_key(api::CONTROL_PLANE_LABEL);
     // Node changes reach this reconciler through the workload cluster's Node watch; the
     // requeue is only a safety net.
     let mut requeue = Duration::from_secs(60);
@@ -485,18 +479,18 @@ async fn sync_node(client: &Client, machine: &Machine, node: &Node) -> Result<()
     let owner = common::controller_of(machine.owner_references());
     let mut want = BTreeMap::from([
         (
-            "cluster.x-k8s.io/cluster-name".to_string(),
+            api::CLUSTER_NAME_LABEL.to_string(),
             machine.spec.cluster_name.clone(),
         ),
         (
-            "cluster.x-k8s.io/cluster-namespace".to_string(),
+            api::CLUSTER_NAMESPACE_ANNOTATION.to_string(),
             machine.namespace().unwrap_or_default(),
         ),
-        ("cluster.x-k8s.io/machine".to_string(), machine.name_any()),
+        (api::MACHINE_ANNOTATION.to_string(), machine.name_any()),
     ]);
     if let Some(o) = owner {
-        want.insert("cluster.x-k8s.io/owner-kind".into(), o.kind.clone());
-        want.insert("cluster.x-k8s.io/owner-name".into(), o.name.clone());
+        want.insert(api::OWNER_KIND_ANNOTATION.into(), o.kind.clone());
+        want.insert(api::OWNER_NAME_ANNOTATION.into(), o.name.clone());
     }
     let labels: BTreeMap<String, String> = machine
         .labels()
@@ -564,7 +558,7 @@ async fn reconcile_delete(
     };
 
     if let (Some(client), Some(node)) = (&remote, &node_name) {
-        let pre_drain = hooks(machine.annotations(), PRE_DRAIN_HOOK);
+        let pre_drain = hooks(machine.annotations(), api::PRE_DRAIN_HOOK);
         if !pre_drain.is_empty() {
             deletion
                 .wait_for_pre_drain_hook_start_time
@@ -581,7 +575,10 @@ async fn reconcile_delete(
             common::patch_status(api, &machine.name_any(), &status).await?;
             return Ok(Action::requeue(Duration::from_secs(2)));
         }
-        if !machine.annotations().contains_key(EXCLUDE_DRAIN) {
+        if !machine
+            .annotations()
+            .contains_key(api::EXCLUDE_DRAIN_ANNOTATION)
+        {
             let started = deletion
                 .node_drain_start_time
                 .get_or_insert(Time(Timestamp::now()))
@@ -611,7 +608,7 @@ async fn reconcile_delete(
             }
         }
     }
-    let pre_terminate = hooks(machine.annotations(), PRE_TERMINATE_HOOK);
+    let pre_terminate = hooks(machine.annotations(), api::PRE_TERMINATE_HOOK);
     if !pre_terminate.is_empty() {
         deletion
             .wait_for_pre_terminate_hook_start_time
@@ -677,7 +674,7 @@ async fn reconcile_delete(
             }
         }
     }
-    common::remove_finalizer(api, machine, MACHINE_FINALIZER).await?;
+    common::remove_finalizer(api, machine, api::MACHINE_FINALIZER).await?;
     Ok(Action::await_change())
 }
 
@@ -692,8 +689,8 @@ pub fn machines_of_node_changes(
         let found = change.ok().and_then(|c| {
             let annotated = c.node.annotations();
             if let (Some(name), Some(ns)) = (
-                annotated.get("cluster.x-k8s.io/machine"),
-                annotated.get("cluster.x-k8s.io/cluster-namespace"),
+                annotated.get(api::MACHINE_ANNOTATION),
+                annotated.get(api::CLUSTER_NAMESPACE_ANNOTATION),
             ) && *ns == c.namespace
             {
                 return Some(ObjectRef::new(name).within(ns));
@@ -785,13 +782,13 @@ mod tests {
     #[test]
     fn hooks_are_the_annotations_with_the_prefix() {
         let a = BTreeMap::from([
-            (format!("{PRE_DRAIN_HOOK}/backup"), String::new()),
+            (format!("{}/backup", api::PRE_DRAIN_HOOK), String::new()),
             ("other".to_string(), String::new()),
         ]);
         assert_eq!(
-            hooks(&a, PRE_DRAIN_HOOK),
-            [format!("{PRE_DRAIN_HOOK}/backup")]
+            hooks(&a, api::PRE_DRAIN_HOOK),
+            [format!("{}/backup", api::PRE_DRAIN_HOOK)]
         );
-        assert!(hooks(&a, PRE_TERMINATE_HOOK).is_empty());
+        assert!(hooks(&a, api::PRE_TERMINATE_HOOK).is_empty());
     }
 }

@@ -11,20 +11,17 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::common::{self, CLUSTER_NAME_LABEL, DEPLOYMENT_NAME_LABEL};
+use super::common;
 use super::mdutil::{scaled, template_differences, template_hash};
 use super::{Context, Error, Result};
+use crate::api;
 use crate::api::machine_deployment::{MachineDeploymentStatus, RolloutStrategyType};
-use crate::api::machine_set::{DISABLE_CREATE_ANNOTATION, MachineSetSpec};
+use crate::api::machine_set::MachineSetSpec;
 use crate::api::{Cluster, MachineDeployment, MachineSet};
 use crate::conditions::{NewCondition, Status};
 
-pub const FINALIZER: &str = "cluster.x-k8s.io/machinedeployment";
-pub const HASH_LABEL: &str = "machine-template-hash";
-pub const REVISION_ANNOTATION: &str = "machinedeployment.clusters.x-k8s.io/revision";
 pub const DESIRED_REPLICAS_ANNOTATION: &str =
     "machinedeployment.clusters.x-k8s.io/desired-replicas";
-pub const MAX_REPLICAS_ANNOTATION: &str = "machinedeployment.clusters.x-k8s.io/max-replicas";
 
 /// One MachineSet as the rollout planner sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,7 +131,7 @@ pub fn plan_on_delete(desired: i32, new: &SetState, old: &[SetState]) -> BTreeMa
 
 fn revision(ms: &MachineSet) -> i64 {
     ms.annotations()
-        .get(REVISION_ANNOTATION)
+        .get(api::REVISION_ANNOTATION)
         .and_then(|r| r.parse().ok())
         .unwrap_or(0)
 }
@@ -159,7 +156,7 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
                 .await?;
         }
         if sets.is_empty() {
-            common::remove_finalizer(&api, md.as_ref(), FINALIZER).await?;
+            common::remove_finalizer(&api, md.as_ref(), api::MACHINE_DEPLOYMENT_FINALIZER).await?;
             return Ok(Action::await_change());
         }
         return Ok(Action::requeue(Duration::from_secs(1)));
@@ -174,7 +171,7 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
             md.name_any()
         )));
     };
-    if common::ensure_finalizer(&api, md.as_ref(), FINALIZER).await? {
+    if common::ensure_finalizer(&api, md.as_ref(), api::MACHINE_DEPLOYMENT_FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let generation = md.meta().generation;
@@ -185,14 +182,14 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
         common::patch_status(&api, &md.name_any(), &status).await?;
         return Ok(Action::await_change());
     }
-    if md.labels().get(CLUSTER_NAME_LABEL) != Some(&md.spec.cluster_name)
+    if md.labels().get(api::CLUSTER_NAME_LABEL) != Some(&md.spec.cluster_name)
         || !common::has_owner(md.owner_references(), &cluster.uid().unwrap_or_default())
     {
         let mut refs = md.owner_references().to_vec();
         if !common::has_owner(&refs, &cluster.uid().unwrap_or_default()) {
             refs.push(common::owner_reference(&cluster, false));
         }
-        common::patch_merge(&api, &md.name_any(), json!({"metadata": {"labels": {CLUSTER_NAME_LABEL: md.spec.cluster_name}, "ownerReferences": refs}})).await?;
+        common::patch_merge(&api, &md.name_any(), json!({"metadata": {"labels": {(api::CLUSTER_NAME_LABEL): md.spec.cluster_name}, "ownerReferences": refs}})).await?;
         return Ok(Action::await_change());
     }
 
@@ -266,8 +263,8 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
         };
         let annotations = json!({
             DESIRED_REPLICAS_ANNOTATION: desired.to_string(),
-            MAX_REPLICAS_ANNOTATION: (desired + max_surge).to_string(),
-            DISABLE_CREATE_ANNOTATION: if s.name_any() != new_set.name_any() && strategy.type_ == RolloutStrategyType::OnDelete { "true" } else { "false" },
+            api::MAX_REPLICAS_ANNOTATION: (desired + max_surge).to_string(),
+            api::DISABLE_CREATE_ANNOTATION: if s.name_any() != new_set.name_any() && strategy.type_ == RolloutStrategyType::OnDelete { "true" } else { "false" },
         });
         if s.spec.replicas != Some(replicas)
             || s.annotations().get(DESIRED_REPLICAS_ANNOTATION) != Some(&desired.to_string())
@@ -296,8 +293,8 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
             }
         }
     }
-    if md.annotations().get(REVISION_ANNOTATION) != Some(&revision(&new_set).to_string()) {
-        common::patch_merge(&api, &md.name_any(), json!({"metadata": {"annotations": {REVISION_ANNOTATION: revision(&new_set).to_string()}}})).await?;
+    if md.annotations().get(api::REVISION_ANNOTATION) != Some(&revision(&new_set).to_string()) {
+        common::patch_merge(&api, &md.name_any(), json!({"metadata": {"annotations": {(api::REVISION_ANNOTATION): revision(&new_set).to_string()}}})).await?;
     }
     let mut all = old;
     all.push(new_set.clone());
@@ -326,17 +323,17 @@ async fn create_set(
     let mut template = md.spec.template.clone();
     let meta = template.metadata.get_or_insert_with(Default::default);
     let labels = meta.labels.get_or_insert_with(BTreeMap::new);
-    labels.insert(HASH_LABEL.into(), hash.clone());
-    labels.insert(DEPLOYMENT_NAME_LABEL.into(), md.name_any());
-    labels.insert(CLUSTER_NAME_LABEL.into(), md.spec.cluster_name.clone());
+    labels.insert(api::TEMPLATE_HASH_LABEL.into(), hash.clone());
+    labels.insert(api::DEPLOYMENT_NAME_LABEL.into(), md.name_any());
+    labels.insert(api::CLUSTER_NAME_LABEL.into(), md.spec.cluster_name.clone());
     let mut selector = md.spec.selector.clone();
     selector
         .match_labels
         .get_or_insert_with(BTreeMap::new)
-        .insert(HASH_LABEL.into(), hash.clone());
+        .insert(api::TEMPLATE_HASH_LABEL.into(), hash.clone());
     let mut set_labels = labels.clone();
-    set_labels.retain(|k, _| k != HASH_LABEL);
-    set_labels.insert(HASH_LABEL.into(), hash);
+    set_labels.retain(|k, _| k != api::TEMPLATE_HASH_LABEL);
+    set_labels.insert(api::TEMPLATE_HASH_LABEL.into(), hash);
     let name = format!(
         "{}-{}",
         &md.name_any()[..md.name_any().len().min(58)],
@@ -348,10 +345,10 @@ async fn create_set(
             namespace: md.namespace(),
             labels: Some(set_labels),
             annotations: Some(BTreeMap::from([
-                (REVISION_ANNOTATION.to_string(), revision.to_string()),
+                (api::REVISION_ANNOTATION.to_string(), revision.to_string()),
                 (DESIRED_REPLICAS_ANNOTATION.to_string(), desired.to_string()),
                 (
-                    MAX_REPLICAS_ANNOTATION.to_string(),
+                    api::MAX_REPLICAS_ANNOTATION.to_string(),
                     (desired + max_surge).to_string(),
                 ),
             ])),
@@ -396,7 +393,7 @@ async fn write_status(
         .and_then(|s| s.up_to_date_replicas)
         .or(Some(0));
     let mut selector = md.spec.selector.match_labels.clone().unwrap_or_default();
-    selector.remove(HASH_LABEL);
+    selector.remove(api::TEMPLATE_HASH_LABEL);
     status.selector = Some(super::machines::selector_string(&selector));
     let available = status.available_replicas.unwrap_or(0);
     let needed = (desired - max_unavailable).max(0);

@@ -13,18 +13,15 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::common::{self, CLUSTER_NAME_LABEL};
+use super::common;
 use super::machines::set_machine_condition;
 use super::mdutil::scaled;
 use super::{Context, Error, Result};
+use crate::api;
 use crate::api::health_check::HealthChecks;
-use crate::api::machine::OWNER_REMEDIATED;
 use crate::api::{Cluster, Machine, MachineHealthCheck};
 use crate::conditions::{NewCondition, Status};
 use crate::workload::clusters::NodeLookup;
-
-pub const SKIP_REMEDIATION: &str = "cluster.x-k8s.io/skip-remediation";
-pub const REMEDIATE_MACHINE: &str = "cluster.x-k8s.io/remediate-machine";
 
 /// The outcome of checking one Machine.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,7 +43,10 @@ pub fn check(
     started: Timestamp,
     now: Timestamp,
 ) -> Health {
-    if machine.annotations().contains_key(REMEDIATE_MACHINE) {
+    if machine
+        .annotations()
+        .contains_key(api::REMEDIATE_MACHINE_ANNOTATION)
+    {
         return Health::Unhealthy {
             reason: "HasRemediateAnnotation",
             message: "Health check failed: marked for remediation via cluster.x-k8s.io/remediate-machine annotation".into(),
@@ -180,13 +180,16 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
     if !common::has_owner(mhc.owner_references(), &cluster.uid().unwrap_or_default()) {
         let mut refs = mhc.owner_references().to_vec();
         refs.push(common::owner_reference(&cluster, false));
-        common::patch_merge(&api, &mhc.name_any(), json!({"metadata": {"ownerReferences": refs, "labels": {CLUSTER_NAME_LABEL: mhc.spec.cluster_name}}})).await?;
+        common::patch_merge(&api, &mhc.name_any(), json!({"metadata": {"ownerReferences": refs, "labels": {(api::CLUSTER_NAME_LABEL): mhc.spec.cluster_name}}})).await?;
         return Ok(Action::await_change());
     }
 
     let mut selector: BTreeMap<String, String> =
         mhc.spec.selector.match_labels.clone().unwrap_or_default();
-    selector.insert(CLUSTER_NAME_LABEL.into(), mhc.spec.cluster_name.clone());
+    selector.insert(
+        api::CLUSTER_NAME_LABEL.into(),
+        mhc.spec.cluster_name.clone(),
+    );
     let label_selector = super::machines::selector_string(&selector);
     let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
     let targets: Vec<Machine> = machines_api
@@ -195,8 +198,9 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
         .items
         .into_iter()
         .filter(|m| {
-            !m.annotations().contains_key(SKIP_REMEDIATION)
-                && !m.annotations().contains_key(common::PAUSED_ANNOTATION)
+            !m.annotations()
+                .contains_key(api::SKIP_REMEDIATION_ANNOTATION)
+                && !m.annotations().contains_key(api::PAUSED_ANNOTATION)
         })
         .collect();
     let checks = mhc.spec.checks.clone().unwrap_or_default();
@@ -277,11 +281,15 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
                 set_machine_condition(
                     &machines_api,
                     m,
-                    NewCondition::new(OWNER_REMEDIATED, Status::False, "WaitingForRemediation")
-                        .message(format!(
-                            "Waiting for {} {} to remediate this Machine",
-                            owner.kind, owner.name
-                        )),
+                    NewCondition::new(
+                        api::OWNER_REMEDIATED,
+                        Status::False,
+                        "WaitingForRemediation",
+                    )
+                    .message(format!(
+                        "Waiting for {} {} to remediate this Machine",
+                        owner.kind, owner.name
+                    )),
                 )
                 .await?;
                 continue;
@@ -395,7 +403,7 @@ mod tests {
             check(&checks(), &m, None, started(10), now),
             Health::Pending(Duration::from_secs(51))
         );
-        let marked = machine(json!({REMEDIATE_MACHINE: ""}));
+        let marked = machine(json!({(api::REMEDIATE_MACHINE_ANNOTATION): ""}));
         assert!(matches!(
             check(
                 &checks(),

@@ -16,19 +16,17 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::common::{self, CLUSTER_NAME_LABEL, DEPLOYMENT_NAME_LABEL, SET_NAME_LABEL};
+use super::common;
 use super::external::clone_template;
 use super::machines::{aggregate, condition_of, selector_string};
 use super::{Context, Error, Result};
+use crate::api;
 use crate::api::common::DeletionOrder;
 use crate::api::machine::MachineSpec;
-use crate::api::machine_set::{
-    DELETE_MACHINE_ANNOTATION, DISABLE_CREATE_ANNOTATION, MachineSetStatus,
-};
+use crate::api::machine_set::MachineSetStatus;
 use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
 use crate::conditions::{MergeReasons, NewCondition, Status};
 
-pub const FINALIZER: &str = "cluster.x-k8s.io/machineset";
 /// How many Machines (with their bootstrap configs and infrastructure machines) a MachineSet
 /// creates at once.
 const CREATE_CONCURRENCY: usize = 16;
@@ -41,7 +39,7 @@ pub fn deletion_priority(machine: &Machine, order: DeletionOrder, now: Timestamp
     }
     if machine
         .annotations()
-        .contains_key(DELETE_MACHINE_ANNOTATION)
+        .contains_key(api::DELETE_MACHINE_ANNOTATION)
     {
         return 80.0;
     }
@@ -86,8 +84,7 @@ pub fn machines_to_delete(
 /// Whether a MachineHealthCheck asked this set to replace the Machine and it is not going yet.
 fn awaits_remediation(m: &Machine) -> bool {
     !common::deleting(m)
-        && condition_of(m, crate::api::machine::OWNER_REMEDIATED)
-            .is_some_and(|c| c.status == "False")
+        && condition_of(m, api::OWNER_REMEDIATED).is_some_and(|c| c.status == "False")
 }
 
 /// The Machines to remediate now: those awaiting it, by name, as many as `max_in_flight` allows
@@ -95,9 +92,7 @@ fn awaits_remediation(m: &Machine) -> bool {
 pub fn to_remediate(machines: &[Machine], max_in_flight: Option<usize>) -> Vec<String> {
     let in_flight = machines
         .iter()
-        .filter(|m| {
-            common::deleting(*m) && condition_of(m, crate::api::machine::OWNER_REMEDIATED).is_some()
-        })
+        .filter(|m| common::deleting(*m) && condition_of(m, api::OWNER_REMEDIATED).is_some())
         .count();
     let allowance = max_in_flight.map_or(usize::MAX, |max| max.saturating_sub(in_flight));
     let mut names: Vec<String> = machines
@@ -129,10 +124,10 @@ async fn create_machine(ctx: &Context, ms: &MachineSet) -> Result<String> {
         .as_ref()
         .and_then(|m| m.labels.clone())
         .unwrap_or_default();
-    labels.insert(SET_NAME_LABEL.into(), ms.name_any());
-    labels.insert(CLUSTER_NAME_LABEL.into(), ms.spec.cluster_name.clone());
-    if let Some(md) = ms.labels().get(DEPLOYMENT_NAME_LABEL) {
-        labels.insert(DEPLOYMENT_NAME_LABEL.into(), md.clone());
+    labels.insert(api::SET_NAME_LABEL.into(), ms.name_any());
+    labels.insert(api::CLUSTER_NAME_LABEL.into(), ms.spec.cluster_name.clone());
+    if let Some(md) = ms.labels().get(api::DEPLOYMENT_NAME_LABEL) {
+        labels.insert(api::DEPLOYMENT_NAME_LABEL.into(), md.clone());
     }
     let owner = common::owner_reference(ms, false);
     let mut spec: MachineSpec = template.spec.clone();
@@ -161,7 +156,7 @@ async fn create_machine(ctx: &Context, ms: &MachineSet) -> Result<String> {
                 .as_ref()
                 .and_then(|m| m.annotations.clone()),
             owner_references: Some(vec![common::owner_reference(ms, true)]),
-            finalizers: Some(vec![crate::api::machine::MACHINE_FINALIZER.to_string()]),
+            finalizers: Some(vec![api::MACHINE_FINALIZER.to_string()]),
             ..Default::default()
         },
         spec,
@@ -218,7 +213,7 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
                 .await?;
         }
         if machines.is_empty() {
-            common::remove_finalizer(&api, ms.as_ref(), FINALIZER).await?;
+            common::remove_finalizer(&api, ms.as_ref(), api::MACHINE_SET_FINALIZER).await?;
             return Ok(Action::await_change());
         }
         return Ok(Action::requeue(Duration::from_secs(1)));
@@ -233,7 +228,7 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
             ms.name_any()
         )));
     };
-    if common::ensure_finalizer(&api, ms.as_ref(), FINALIZER).await? {
+    if common::ensure_finalizer(&api, ms.as_ref(), api::MACHINE_SET_FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let generation = ms.meta().generation;
@@ -245,21 +240,21 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
         return Ok(Action::await_change());
     }
     // Labels, and a Cluster owner for stand-alone sets.
-    let standalone = !ms.labels().contains_key(DEPLOYMENT_NAME_LABEL)
+    let standalone = !ms.labels().contains_key(api::DEPLOYMENT_NAME_LABEL)
         && common::controller_of(ms.owner_references()).is_none();
     let needs_owner =
         standalone && !common::has_owner(ms.owner_references(), &cluster.uid().unwrap_or_default());
-    if ms.labels().get(CLUSTER_NAME_LABEL) != Some(&ms.spec.cluster_name) || needs_owner {
+    if ms.labels().get(api::CLUSTER_NAME_LABEL) != Some(&ms.spec.cluster_name) || needs_owner {
         let mut refs = ms.owner_references().to_vec();
         if needs_owner {
             refs.push(common::owner_reference(&cluster, false));
         }
-        common::patch_merge(&api, &ms.name_any(), json!({"metadata": {"labels": {CLUSTER_NAME_LABEL: ms.spec.cluster_name}, "ownerReferences": refs}})).await?;
+        common::patch_merge(&api, &ms.name_any(), json!({"metadata": {"labels": {(api::CLUSTER_NAME_LABEL): ms.spec.cluster_name}, "ownerReferences": refs}})).await?;
         return Ok(Action::await_change());
     }
 
     // Machines a MachineHealthCheck found unhealthy go first; their replacements follow.
-    let max_in_flight = match ms.labels().get(DEPLOYMENT_NAME_LABEL) {
+    let max_in_flight = match ms.labels().get(api::DEPLOYMENT_NAME_LABEL) {
         Some(md) if machines.iter().any(awaits_remediation) => {
             Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
                 .get_opt(md)
@@ -282,7 +277,7 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
                 &machines_api,
                 m,
                 NewCondition::new(
-                    crate::api::machine::OWNER_REMEDIATED,
+                    api::OWNER_REMEDIATED,
                     Status::False,
                     "MachineDeletionInProgress",
                 )
@@ -305,7 +300,7 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
     if live.len() < desired {
         let disabled = ms
             .annotations()
-            .get(DISABLE_CREATE_ANNOTATION)
+            .get(api::DISABLE_CREATE_ANNOTATION)
             .is_some_and(|v| v == "true");
         if !disabled {
             blocked = preflight_problems(&ctx, &ms, &cluster).await?;
@@ -427,9 +422,6 @@ async fn delete_machines(ctx: &Context, api: &Api<Machine>, names: &[String]) ->
     Ok(())
 }
 
-/// Skips some or all (`All`) preflight checks, as upstream's annotation does.
-pub const SKIP_PREFLIGHT_ANNOTATION: &str = "machineset.cluster.x-k8s.io/skip-preflight-checks";
-
 /// What keeps the set from creating Machines now, read from its Cluster's control plane
 /// (nothing when the Cluster has no control-plane provider or it has no spec.version).
 async fn preflight_problems(
@@ -470,7 +462,7 @@ async fn preflight_problems(
         }),
         skip: ms
             .annotations()
-            .get(SKIP_PREFLIGHT_ANNOTATION)
+            .get(api::SKIP_PREFLIGHT_ANNOTATION)
             .map(String::as_str)
             .unwrap_or_default(),
     }))
@@ -665,7 +657,7 @@ mod tests {
         let asked = |name: &str, deleting: bool| {
             let mut m = machine(name, 1, json!({}), true);
             m.status.as_mut().unwrap().conditions = Some(vec![Condition {
-                type_: crate::api::machine::OWNER_REMEDIATED.into(),
+                type_: api::OWNER_REMEDIATED.into(),
                 status: "False".into(),
                 reason: "WaitingForRemediation".into(),
                 message: String::new(),
@@ -709,7 +701,7 @@ mod tests {
             machine(
                 "c-marked",
                 5,
-                json!({DELETE_MACHINE_ANNOTATION: "yes"}),
+                json!({(api::DELETE_MACHINE_ANNOTATION): "yes"}),
                 true,
             ),
             machine("d-nonode", 2, json!({}), false),

@@ -10,7 +10,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::Result;
-use super::common::{self};
+use super::common;
+use crate::api;
 use crate::api::Machine;
 use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status};
 
@@ -81,7 +82,7 @@ pub fn aggregate<M: std::borrow::Borrow<Machine>>(
         .map(|(m, name)| AggregateInput {
             kind: "Machine",
             name,
-            control_plane: m.labels().contains_key(common::CONTROL_PLANE_LABEL),
+            control_plane: m.labels().contains_key(api::CONTROL_PLANE_LABEL),
             condition: condition_of(m, source),
         })
         .collect();

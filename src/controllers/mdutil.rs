@@ -6,8 +6,9 @@ use kube::ResourceExt;
 use kube::api::Api;
 use serde_json::json;
 
-use super::common::{self, DEPLOYMENT_NAME_LABEL};
+use super::common;
 use super::{Context, Result};
+use crate::api;
 use crate::api::machine::MachineTemplateSpec;
 use crate::api::{Machine, MachineDeployment, MachineSet};
 use crate::conditions::{NewCondition, Status};
@@ -89,7 +90,7 @@ pub async fn machine_up_to_date(ctx: &Context, machine: &Machine) -> Result<Opti
     else {
         return Ok(None);
     };
-    let Some(md_name) = ms.labels().get(DEPLOYMENT_NAME_LABEL) else {
+    let Some(md_name) = ms.labels().get(api::DEPLOYMENT_NAME_LABEL) else {
         return Ok(Some(NewCondition::new(
             "UpToDate",
             Status::True,

@@ -7,12 +7,11 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use crate::api;
 use crate::apiserver::tls::{KeyPairPem, Pki, TlsError};
 
 /// The Secret type Cluster API gives the Secrets it generates.
 pub const SECRET_TYPE: &str = "cluster.x-k8s.io/secret";
-/// The label naming the Cluster an object belongs to.
-pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CertsError {
@@ -46,7 +45,7 @@ fn secret(
             name: Some(name),
             namespace: Some(namespace.to_string()),
             labels: Some(BTreeMap::from([(
-                CLUSTER_NAME_LABEL.to_string(),
+                api::CLUSTER_NAME_LABEL.to_string(),
                 cluster.to_string(),
             )])),
             owner_references: Some(vec![owner]),
@@ -264,7 +263,10 @@ mod tests {
                 Some(format!("c-{purpose}").as_str())
             );
             assert_eq!(s.type_.as_deref(), Some(SECRET_TYPE));
-            assert_eq!(s.metadata.labels.as_ref().unwrap()[CLUSTER_NAME_LABEL], "c");
+            assert_eq!(
+                s.metadata.labels.as_ref().unwrap()[api::CLUSTER_NAME_LABEL],
+                "c"
+            );
             let pair = pem_pair(&s).unwrap();
             let want = if purpose == "sa" {
                 "PUBLIC KEY"

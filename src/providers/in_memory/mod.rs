@@ -15,16 +15,14 @@ use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
+use crate::api;
 use crate::api::in_memory::{InMemoryMachineBehaviour, InMemoryStartup};
 use crate::api::{Cluster, InMemoryCluster, InMemoryMachine, Machine};
 use crate::conditions::{NewCondition, Status};
-use crate::controllers::common::{self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use crate::controllers::common;
 use crate::controllers::{Error, Result};
 use crate::kubeadm::certs;
 use workload::Workloads;
-
-pub const CLUSTER_FINALIZER: &str = "inmemorycluster.infrastructure.cluster.x-k8s.io";
-pub const MACHINE_FINALIZER: &str = "inmemorymachine.infrastructure.cluster.x-k8s.io";
 
 /// What the in-memory reconcilers share.
 pub struct InMemory {
@@ -115,7 +113,7 @@ async fn owner_cluster<K: Resource>(client: &Client, object: &K) -> Result<Optio
         .meta()
         .labels
         .as_ref()
-        .and_then(|l| l.get(CLUSTER_NAME_LABEL))
+        .and_then(|l| l.get(api::CLUSTER_NAME_LABEL))
     else {
         return Ok(None);
     };
@@ -152,17 +150,17 @@ pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> 
     let api: Api<InMemoryCluster> = Api::namespaced(ctx.client.clone(), &ns);
     let cluster = owner_cluster(&ctx.client, ic.as_ref()).await?;
     if common::deleting(ic.as_ref()) {
-        if let Some(name) = ic.labels().get(CLUSTER_NAME_LABEL) {
+        if let Some(name) = ic.labels().get(api::CLUSTER_NAME_LABEL) {
             ctx.workloads.stop(&key(&ns, name));
         }
-        common::remove_finalizer(&api, ic.as_ref(), CLUSTER_FINALIZER).await?;
+        common::remove_finalizer(&api, ic.as_ref(), api::IN_MEMORY_CLUSTER_FINALIZER).await?;
         return Ok(Action::await_change());
     }
     let Some(cluster) = cluster else {
         // The Cluster controller labels the InMemoryCluster once the Cluster refers to it.
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
-    if common::ensure_finalizer(&api, ic.as_ref(), CLUSTER_FINALIZER).await? {
+    if common::ensure_finalizer(&api, ic.as_ref(), api::IN_MEMORY_CLUSTER_FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let generation = ic.meta().generation;
@@ -236,7 +234,7 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
         if let Some(w) = &workload {
             w.etcd.leave(&im.name_any());
         }
-        common::remove_finalizer(&api, im.as_ref(), MACHINE_FINALIZER).await?;
+        common::remove_finalizer(&api, im.as_ref(), api::IN_MEMORY_MACHINE_FINALIZER).await?;
         return Ok(Action::await_change());
     }
     let (Some(machine_ref), Some(cluster)) = (machine_ref, cluster) else {
@@ -248,7 +246,7 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
     else {
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
-    if common::ensure_finalizer(&api, im.as_ref(), MACHINE_FINALIZER).await? {
+    if common::ensure_finalizer(&api, im.as_ref(), api::IN_MEMORY_MACHINE_FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let generation = im.meta().generation;
@@ -263,7 +261,7 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
         .as_ref()
         .and_then(|s| s.initialization.clone())
         .unwrap_or_default();
-    let control_plane = machine.labels().contains_key(CONTROL_PLANE_LABEL);
+    let control_plane = machine.labels().contains_key(api::CONTROL_PLANE_LABEL);
     let pending = if is_paused {
         Some((wait("Paused", "Reconciliation is paused"), None))
     } else if init.infrastructure_provisioned != Some(true) {
