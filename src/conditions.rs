@@ -35,6 +35,9 @@ pub mod types {
     pub const SCALING_DOWN: &str = "ScalingDown";
     pub const UPDATING: &str = "Updating";
     pub const REMEDIATING: &str = "Remediating";
+    /// The Machines of a MachineSet, MachineDeployment or control plane.
+    pub const MACHINES_READY: &str = "MachinesReady";
+    pub const MACHINES_UP_TO_DATE: &str = "MachinesUpToDate";
 }
 
 /// Reasons shared by many condition types.

@@ -583,7 +583,11 @@ fn cells(node: &Node) -> Cells {
         }
         "MachineHealthCheck" => Cells {
             replicas: fraction(&status["currentHealthy"], &status["expectedMachines"]),
-            condition: condition(o, "RemediationAllowed").cloned(),
+            condition: condition(
+                o,
+                api::machine_health_check::conditions::REMEDIATION_ALLOWED,
+            )
+            .cloned(),
             ..Default::default()
         },
         _ if o["spec"].get("version").is_some() && o["spec"].get("machineTemplate").is_some() => {

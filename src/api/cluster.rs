@@ -14,6 +14,20 @@ use super::health_check::HealthCheck;
 use super::machine_deployment::MachineDeploymentRolloutStrategy;
 use super::schema;
 
+/// The condition types of a Cluster, beside those every kind may carry
+/// ([`crate::conditions::types`]).
+pub mod conditions {
+    pub const INFRASTRUCTURE_READY: &str = "InfrastructureReady";
+    pub const CONTROL_PLANE_INITIALIZED: &str = "ControlPlaneInitialized";
+    pub const CONTROL_PLANE_AVAILABLE: &str = "ControlPlaneAvailable";
+    pub const WORKERS_AVAILABLE: &str = "WorkersAvailable";
+    pub const REMOTE_CONNECTION_PROBE: &str = "RemoteConnectionProbe";
+    pub const CONTROL_PLANE_MACHINES_READY: &str = "ControlPlaneMachinesReady";
+    pub const WORKER_MACHINES_READY: &str = "WorkerMachinesReady";
+    pub const CONTROL_PLANE_MACHINES_UP_TO_DATE: &str = "ControlPlaneMachinesUpToDate";
+    pub const WORKER_MACHINES_UP_TO_DATE: &str = "WorkerMachinesUpToDate";
+}
+
 /// The finalizer the Cluster controller keeps until everything the Cluster made is gone.
 pub const CLUSTER_FINALIZER: &str = "cluster.cluster.x-k8s.io";
 

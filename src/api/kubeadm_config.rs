@@ -13,6 +13,13 @@ use serde_with::skip_serializing_none;
 use super::common::{DeprecatedStatus, ObjectMeta};
 use super::schema;
 
+/// The condition types of a KubeadmConfig, beside those every kind may carry
+/// ([`crate::conditions::types`]).
+pub mod conditions {
+    pub const DATA_SECRET_AVAILABLE: &str = "DataSecretAvailable";
+    pub const CERTIFICATES_AVAILABLE: &str = "CertificatesAvailable";
+}
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

@@ -15,6 +15,15 @@ use super::common::{
 use super::kubeadm_config::KubeadmConfigSpec;
 use super::schema;
 
+/// The condition types of a KubeadmControlPlane, beside those every kind may carry
+/// ([`crate::conditions::types`]).
+pub mod conditions {
+    pub const CERTIFICATES_AVAILABLE: &str = "CertificatesAvailable";
+    pub const INITIALIZED: &str = "Initialized";
+    pub const ETCD_CLUSTER_HEALTHY: &str = "EtcdClusterHealthy";
+    pub const CONTROL_PLANE_COMPONENTS_HEALTHY: &str = "ControlPlaneComponentsHealthy";
+}
+
 /// The finalizer the KubeadmControlPlane controller keeps until its Machines are gone.
 pub const KUBEADM_CONTROL_PLANE_FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
 

@@ -13,6 +13,16 @@ use super::common::{
 };
 use super::schema;
 
+/// The condition types of a Machine, beside those every kind may carry
+/// ([`crate::conditions::types`]).
+pub mod conditions {
+    pub const BOOTSTRAP_CONFIG_READY: &str = "BootstrapConfigReady";
+    pub const INFRASTRUCTURE_READY: &str = "InfrastructureReady";
+    pub const NODE_HEALTHY: &str = "NodeHealthy";
+    pub const NODE_READY: &str = "NodeReady";
+    pub const HEALTH_CHECK_SUCCEEDED: &str = "HealthCheckSucceeded";
+}
+
 /// On a control-plane Machine (and its Node's objects): present, with an empty value.
 pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
 /// On a control-plane Machine: the name of its control plane.

@@ -10,6 +10,12 @@ use super::common::DeprecatedStatus;
 use super::health_check::{HealthCheckRemediation, HealthChecks};
 use super::schema;
 
+/// The condition types of a MachineHealthCheck, beside those every kind may carry
+/// ([`crate::conditions::types`]).
+pub mod conditions {
+    pub const REMEDIATION_ALLOWED: &str = "RemediationAllowed";
+}
+
 /// On a Machine: a MachineHealthCheck never remediates it.
 pub const SKIP_REMEDIATION_ANNOTATION: &str = "cluster.x-k8s.io/skip-remediation";
 /// On a Machine: remediate it now, whatever its health.

@@ -195,7 +195,13 @@ mod tests {
         };
         /// A case's name, what is deleted and how, and the finalizers it is left with when it is
         /// marked (None: removed).
-        type Case<'a> = (&'a str, &'a Arc<Resource>, Value, Propagation, Option<Vec<&'a str>>);
+        type Case<'a> = (
+            &'a str,
+            &'a Arc<Resource>,
+            Value,
+            Propagation,
+            Option<Vec<&'a str>>,
+        );
         let cases: Vec<Case> = vec![
             (
                 "nothing holds it",

@@ -97,20 +97,25 @@ fn aggregated_conditions(
         aggregate(
             &d.control_plane,
             "Ready",
-            "ControlPlaneMachinesReady",
+            api::cluster::conditions::CONTROL_PLANE_MACHINES_READY,
             ready(),
         ),
-        aggregate(&d.workers, "Ready", "WorkerMachinesReady", ready()),
+        aggregate(
+            &d.workers,
+            "Ready",
+            api::cluster::conditions::WORKER_MACHINES_READY,
+            ready(),
+        ),
         aggregate(
             &settled(&d.control_plane),
             "UpToDate",
-            "ControlPlaneMachinesUpToDate",
+            api::cluster::conditions::CONTROL_PLANE_MACHINES_UP_TO_DATE,
             up_to_date(),
         ),
         aggregate(
             &settled(&d.workers),
             "UpToDate",
-            "WorkerMachinesUpToDate",
+            api::cluster::conditions::WORKER_MACHINES_UP_TO_DATE,
             up_to_date(),
         ),
     ];
@@ -183,8 +188,10 @@ fn aggregated_conditions(
 
     // Remediating: the Machines whose owner was asked to replace them.
     let machines: Vec<&Arc<Machine>> = d.control_plane.iter().chain(&d.workers).collect();
-    let unhealthy =
-        |m: &Machine| condition_of(m, "HealthCheckSucceeded").is_some_and(|c| c.status == "False");
+    let unhealthy = |m: &Machine| {
+        condition_of(m, api::machine::conditions::HEALTH_CHECK_SUCCEEDED)
+            .is_some_and(|c| c.status == "False")
+    };
     let to_remediate: Vec<Arc<Machine>> = machines
         .iter()
         .filter(|m| {
@@ -200,7 +207,11 @@ fn aggregated_conditions(
             .map(|m| m.name_any())
             .collect();
         names.sort();
-        let c = NewCondition::new("Remediating", Status::False, "NotRemediating");
+        let c = NewCondition::new(
+            conditions::types::REMEDIATING,
+            Status::False,
+            "NotRemediating",
+        );
         match names.len() {
             0 => c,
             1 => c.message(format!(
@@ -365,7 +376,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     }
     let mut new_conditions = vec![
         paused,
-        NewCondition::new("Deleting", Status::False, "NotDeleting"),
+        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
     ];
     let mut init = status.initialization.clone().unwrap_or_default();
     let mut endpoint_patch = None;
@@ -376,7 +387,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
         None => {
             init.infrastructure_provisioned = Some(true);
             new_conditions.push(NewCondition::new(
-                "InfrastructureReady",
+                api::cluster::conditions::INFRASTRUCTURE_READY,
                 Status::True,
                 "NoInfrastructure",
             ));
@@ -385,11 +396,15 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
             None => {
                 requeue = Duration::from_secs(2);
                 new_conditions.push(
-                    NewCondition::new("InfrastructureReady", Status::False, "ObjectDoesNotExist")
-                        .message(format!(
-                            "{} {} does not exist",
-                            reference.kind, reference.name
-                        )),
+                    NewCondition::new(
+                        api::cluster::conditions::INFRASTRUCTURE_READY,
+                        Status::False,
+                        "ObjectDoesNotExist",
+                    )
+                    .message(format!(
+                        "{} {} does not exist",
+                        reference.kind, reference.name
+                    )),
                 );
             }
             Some(infra) => {
@@ -422,7 +437,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
                 new_conditions.push(conditions::mirror(
                     condition(&infra, "Ready").as_ref(),
                     "Ready",
-                    "InfrastructureReady",
+                    api::cluster::conditions::INFRASTRUCTURE_READY,
                     Some(fallback),
                 ));
             }
@@ -442,21 +457,35 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
                 init.control_plane_initialized = Some(true);
             }
             new_conditions.push(if init.control_plane_initialized == Some(true) {
-                NewCondition::new("ControlPlaneInitialized", Status::True, "Initialized")
+                NewCondition::new(
+                    api::cluster::conditions::CONTROL_PLANE_INITIALIZED,
+                    Status::True,
+                    "Initialized",
+                )
             } else {
                 requeue = Duration::from_secs(2);
-                NewCondition::new("ControlPlaneInitialized", Status::False, "NotInitialized")
-                    .message(
-                        "Waiting for the first control plane machine to have status.nodeRef set",
-                    )
+                NewCondition::new(
+                    api::cluster::conditions::CONTROL_PLANE_INITIALIZED,
+                    Status::False,
+                    "NotInitialized",
+                )
+                .message("Waiting for the first control plane machine to have status.nodeRef set")
             });
             status.control_plane = Some(count_machines(&d.control_plane));
             let available = d.control_plane.iter().any(|m| is_true(m, "Available"));
             new_conditions.push(if available {
-                NewCondition::new("ControlPlaneAvailable", Status::True, "Available")
+                NewCondition::new(
+                    api::cluster::conditions::CONTROL_PLANE_AVAILABLE,
+                    Status::True,
+                    "Available",
+                )
             } else {
-                NewCondition::new("ControlPlaneAvailable", Status::False, "NotAvailable")
-                    .message("Waiting for a control plane Machine to be Available")
+                NewCondition::new(
+                    api::cluster::conditions::CONTROL_PLANE_AVAILABLE,
+                    Status::False,
+                    "NotAvailable",
+                )
+                .message("Waiting for a control plane Machine to be Available")
             });
         }
         Some(reference) => match ctx.external.get(&ns, reference).await? {
@@ -464,7 +493,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
                 requeue = Duration::from_secs(2);
                 new_conditions.push(
                     NewCondition::new(
-                        "ControlPlaneInitialized",
+                        api::cluster::conditions::CONTROL_PLANE_INITIALIZED,
                         Status::Unknown,
                         "ObjectDoesNotExist",
                     )
@@ -496,11 +525,19 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
                     }
                 }
                 new_conditions.push(if init.control_plane_initialized == Some(true) {
-                    NewCondition::new("ControlPlaneInitialized", Status::True, "Initialized")
+                    NewCondition::new(
+                        api::cluster::conditions::CONTROL_PLANE_INITIALIZED,
+                        Status::True,
+                        "Initialized",
+                    )
                 } else {
                     requeue = Duration::from_secs(2);
-                    NewCondition::new("ControlPlaneInitialized", Status::False, "NotInitialized")
-                        .message("Control plane not yet initialized")
+                    NewCondition::new(
+                        api::cluster::conditions::CONTROL_PLANE_INITIALIZED,
+                        Status::False,
+                        "NotInitialized",
+                    )
+                    .message("Control plane not yet initialized")
                 });
                 let num = |path: &[&str]| {
                     external::field(&cp, path)
@@ -522,7 +559,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
                 new_conditions.push(conditions::mirror(
                     condition(&cp, "Available").as_ref(),
                     "Available",
-                    "ControlPlaneAvailable",
+                    api::cluster::conditions::CONTROL_PLANE_AVAILABLE,
                     Some(fallback),
                 ));
             }
@@ -544,7 +581,11 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
         .collect();
     let md_names: Vec<String> = d.deployments.iter().map(|m| m.name_any()).collect();
     new_conditions.push(if d.deployments.is_empty() {
-        NewCondition::new("WorkersAvailable", Status::True, "NoWorkers")
+        NewCondition::new(
+            api::cluster::conditions::WORKERS_AVAILABLE,
+            Status::True,
+            "NoWorkers",
+        )
     } else {
         let inputs: Vec<AggregateInput<'_>> = md_names
             .iter()
@@ -559,7 +600,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
         conditions::aggregate(
             &inputs,
             "Available",
-            "WorkersAvailable",
+            api::cluster::conditions::WORKERS_AVAILABLE,
             &MergeReasons::new("NotAvailable", "AvailableUnknown", "Available"),
         )
     });
@@ -601,7 +642,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     let available = {
         let list = status.conditions.clone().unwrap_or_default();
         let options = SummaryOptions {
-            ignore_if_missing: &["RemoteConnectionProbe"],
+            ignore_if_missing: &[api::cluster::conditions::REMOTE_CONNECTION_PROBE],
             reasons: MergeReasons::new("NotAvailable", "AvailableUnknown", "Available"),
             ..Default::default()
         };
@@ -610,10 +651,10 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
             "Available",
             &[
                 "Deleting",
-                "RemoteConnectionProbe",
-                "InfrastructureReady",
-                "ControlPlaneAvailable",
-                "WorkersAvailable",
+                api::cluster::conditions::REMOTE_CONNECTION_PROBE,
+                api::cluster::conditions::INFRASTRUCTURE_READY,
+                api::cluster::conditions::CONTROL_PLANE_AVAILABLE,
+                api::cluster::conditions::WORKERS_AVAILABLE,
             ],
             &options,
         )
@@ -637,14 +678,30 @@ async fn probe(ctx: &Context, cluster: &Cluster) -> NewCondition {
             .list(&ListParams::default().limit(1))
             .await
         {
-            Ok(_) => NewCondition::new("RemoteConnectionProbe", Status::True, "ProbeSucceeded"),
-            Err(e) => NewCondition::new("RemoteConnectionProbe", Status::False, "ProbeFailed")
-                .message(format!("Remote connection probe failed: {e}")),
+            Ok(_) => NewCondition::new(
+                api::cluster::conditions::REMOTE_CONNECTION_PROBE,
+                Status::True,
+                "ProbeSucceeded",
+            ),
+            Err(e) => NewCondition::new(
+                api::cluster::conditions::REMOTE_CONNECTION_PROBE,
+                Status::False,
+                "ProbeFailed",
+            )
+            .message(format!("Remote connection probe failed: {e}")),
         },
-        Ok(None) => NewCondition::new("RemoteConnectionProbe", Status::False, "ProbeFailed")
-            .message("Remote connection not established yet: the kubeconfig Secret does not exist"),
-        Err(e) => NewCondition::new("RemoteConnectionProbe", Status::False, "ProbeFailed")
-            .message(e.to_string()),
+        Ok(None) => NewCondition::new(
+            api::cluster::conditions::REMOTE_CONNECTION_PROBE,
+            Status::False,
+            "ProbeFailed",
+        )
+        .message("Remote connection not established yet: the kubeconfig Secret does not exist"),
+        Err(e) => NewCondition::new(
+            api::cluster::conditions::REMOTE_CONNECTION_PROBE,
+            Status::False,
+            "ProbeFailed",
+        )
+        .message(e.to_string()),
     }
 }
 
@@ -699,8 +756,12 @@ async fn reconcile_delete(ctx: &Context, api: &Api<Cluster>, cluster: &Cluster) 
             &mut status.conditions,
             generation,
             vec![
-                NewCondition::new("Deleting", Status::True, "WaitingForWorkersDeletion")
-                    .message(message),
+                NewCondition::new(
+                    conditions::types::DELETING,
+                    Status::True,
+                    "WaitingForWorkersDeletion",
+                )
+                .message(message),
             ],
         );
         common::patch_status(api, &cluster.name_any(), &status).await?;
@@ -729,7 +790,7 @@ async fn reconcile_delete(ctx: &Context, api: &Api<Cluster>, cluster: &Cluster) 
                 &mut status.conditions,
                 generation,
                 vec![
-                    NewCondition::new("Deleting", Status::True, reason)
+                    NewCondition::new(conditions::types::DELETING, Status::True, reason)
                         .message(format!("Waiting for {} to be deleted", reference.kind)),
                 ],
             );

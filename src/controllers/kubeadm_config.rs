@@ -24,6 +24,7 @@ use crate::api::kubeadm_config::{
     Format, KubeadmConfigInitializationStatus, KubeadmConfigSpec, KubeadmConfigStatus,
 };
 use crate::api::{Cluster, KubeadmConfig, Machine};
+use crate::conditions;
 use crate::conditions::{NewCondition, Status};
 use crate::kubeadm::certs;
 use crate::kubeadm::cloudinit::{self, WriteFile};
@@ -205,7 +206,12 @@ async fn spec_files(
 }
 
 fn data_secret_pending(message: &str) -> NewCondition {
-    NewCondition::new("DataSecretAvailable", Status::False, "NotAvailable").message(message)
+    NewCondition::new(
+        api::kubeadm_config::conditions::DATA_SECRET_AVAILABLE,
+        Status::False,
+        "NotAvailable",
+    )
+    .message(message)
 }
 
 /// Records what the config waits for, and looks again shortly.
@@ -302,7 +308,7 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
     let version = machine.spec.version.clone().unwrap_or_default();
     let pending = if kc.spec.format == Some(Format::Ignition) {
         Some(
-            NewCondition::new("DataSecretAvailable", Status::False, "NotSupported").message(
+            NewCondition::new(api::kubeadm_config::conditions::DATA_SECRET_AVAILABLE, Status::False, "NotSupported").message(
                 "spec.format ignition is not supported by capictl yet; use cloud-config (the default)",
             ),
         )
@@ -337,8 +343,12 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
             &kc,
             status,
             paused,
-            NewCondition::new("CertificatesAvailable", Status::False, "NotAvailable")
-                .message("Waiting for the cluster certificates"),
+            NewCondition::new(
+                api::kubeadm_config::conditions::CERTIFICATES_AVAILABLE,
+                Status::False,
+                "NotAvailable",
+            )
+            .message("Waiting for the cluster certificates"),
         )
         .await;
     };
@@ -433,9 +443,17 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
         generation,
         vec![
             paused,
-            NewCondition::new("DataSecretAvailable", Status::True, "Available"),
-            NewCondition::new("CertificatesAvailable", Status::True, "Available"),
-            NewCondition::new("Ready", Status::True, "Ready"),
+            NewCondition::new(
+                api::kubeadm_config::conditions::DATA_SECRET_AVAILABLE,
+                Status::True,
+                "Available",
+            ),
+            NewCondition::new(
+                api::kubeadm_config::conditions::CERTIFICATES_AVAILABLE,
+                Status::True,
+                "Available",
+            ),
+            NewCondition::new(conditions::types::READY, Status::True, "Ready"),
         ],
     );
     common::patch_status(&api, &kc.name_any(), &status).await?;

@@ -23,6 +23,7 @@ use crate::api::kubeadm_control_plane::{
 };
 use crate::api::machine::{Bootstrap, MachineSpec};
 use crate::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine, MachineDeployment};
+use crate::conditions;
 use crate::conditions::{MergeReasons, NewCondition, Status};
 use crate::workload::etcd::{self, Alarm, EtcdError, Member};
 
@@ -167,12 +168,15 @@ async fn remediate(
         )
         .await?;
         return Ok(Some(
-            NewCondition::new("Remediating", Status::True, "RemediationNotAllowed").message(
-                format!(
-                    "Machine {} needs remediation, but {refusal}",
-                    victim.name_any()
-                ),
-            ),
+            NewCondition::new(
+                conditions::types::REMEDIATING,
+                Status::True,
+                "RemediationNotAllowed",
+            )
+            .message(format!(
+                "Machine {} needs remediation, but {refusal}",
+                victim.name_any()
+            )),
         ));
     }
     tracing::info!(machine = %victim.name_any(), "remediating an unhealthy control-plane Machine");
@@ -201,7 +205,12 @@ async fn remediate(
         retry_count,
     });
     Ok(Some(
-        NewCondition::new("Remediating", Status::True, "RemediationInProgress").message(format!(
+        NewCondition::new(
+            conditions::types::REMEDIATING,
+            Status::True,
+            "RemediationInProgress",
+        )
+        .message(format!(
             "Deleting unhealthy Machine {}; a new one replaces it",
             victim.name_any()
         )),
@@ -351,7 +360,7 @@ pub type EtcdSeen = etcd::Result<(Vec<Member>, Vec<Alarm>)>;
 /// control-plane Machines' Node names (None before the Node registers) and whether they are
 /// Ready.
 pub fn etcd_cluster_condition(etcd: &EtcdSeen, machines: &[(Option<&str>, bool)]) -> NewCondition {
-    const TYPE: &str = "EtcdClusterHealthy";
+    const TYPE: &str = api::kubeadm_control_plane::conditions::ETCD_CLUSTER_HEALTHY;
     let (members, alarms) = match etcd {
         Ok(found) => found,
         Err(e) => {
@@ -432,7 +441,7 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
         .unwrap_or_default();
     let mut conds = vec![
         paused,
-        NewCondition::new("Deleting", Status::False, "NotDeleting"),
+        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
     ];
     if init.infrastructure_provisioned != Some(true)
         || !cluster
@@ -442,7 +451,7 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
             .is_some_and(|e| e.is_valid())
     {
         conds.push(
-            NewCondition::new("Available", Status::False, "NotAvailable")
+            NewCondition::new(conditions::types::AVAILABLE, Status::False, "NotAvailable")
                 .message("Waiting for the Cluster's infrastructure and control plane endpoint"),
         );
         common::set_conditions(&mut status.conditions, generation, conds);
@@ -451,7 +460,7 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     }
     ensure_certificates(&ctx, &kcp, &cluster).await?;
     conds.push(NewCondition::new(
-        "CertificatesAvailable",
+        api::kubeadm_control_plane::conditions::CERTIFICATES_AVAILABLE,
         Status::True,
         "Available",
     ));
@@ -470,9 +479,10 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
             });
         let reasons = outdated_reasons(&kcp, m, template.as_deref());
         let condition = if reasons.is_empty() {
-            NewCondition::new("UpToDate", Status::True, "UpToDate")
+            NewCondition::new(conditions::types::UP_TO_DATE, Status::True, "UpToDate")
         } else {
-            NewCondition::new("UpToDate", Status::False, "NotUpToDate").message(reasons.join("\n"))
+            NewCondition::new(conditions::types::UP_TO_DATE, Status::False, "NotUpToDate")
+                .message(reasons.join("\n"))
         };
         super::machines::set_machine_condition(&machines_api, m, condition).await?;
         if !reasons.is_empty() {
@@ -547,7 +557,7 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
         .collect();
     conds.push(etcd_cluster_condition(&etcd, &nodes));
     conds.push(NewCondition::new(
-        "ControlPlaneComponentsHealthy",
+        api::kubeadm_control_plane::conditions::CONTROL_PLANE_COMPONENTS_HEALTHY,
         if count("Ready") == machines.len() as i32 {
             Status::True
         } else {
@@ -561,22 +571,22 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     ));
     conds.push(
         if status.available_replicas.unwrap_or(0) > 0 && status.initialization.is_some() {
-            NewCondition::new("Available", Status::True, "Available")
+            NewCondition::new(conditions::types::AVAILABLE, Status::True, "Available")
         } else {
-            NewCondition::new("Available", Status::False, "NotAvailable")
+            NewCondition::new(conditions::types::AVAILABLE, Status::False, "NotAvailable")
                 .message("Waiting for a control plane Machine to be Available")
         },
     );
     conds.push(super::machines::aggregate(
         &machines,
         "Ready",
-        "MachinesReady",
+        conditions::types::MACHINES_READY,
         MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
     ));
     conds.push(super::machines::aggregate(
         &machines,
         "UpToDate",
-        "MachinesUpToDate",
+        conditions::types::MACHINES_UP_TO_DATE,
         MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate"),
     ));
     conds.push(flag("RollingOut", rolling, || {
@@ -588,10 +598,13 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     conds.push(flag("ScalingDown", scaling_down, || {
         format!("Scaling down from {} to {desired} replicas", live.len())
     }));
-    conds.push(
-        remediating
-            .unwrap_or_else(|| NewCondition::new("Remediating", Status::False, "NotRemediating")),
-    );
+    conds.push(remediating.unwrap_or_else(|| {
+        NewCondition::new(
+            conditions::types::REMEDIATING,
+            Status::False,
+            "NotRemediating",
+        )
+    }));
     common::set_conditions(&mut status.conditions, generation, conds);
     status.observed_generation = generation;
     write_status(&api, &kcp, status).await?;
@@ -652,7 +665,7 @@ async fn reconcile_delete(
             common::set_conditions(
                 &mut status.conditions,
                 kcp.meta().generation,
-                vec![NewCondition::new("Deleting", Status::True, "WaitingForWorkersDeletion")
+                vec![NewCondition::new(conditions::types::DELETING, Status::True, "WaitingForWorkersDeletion")
                     .message(format!("Waiting for worker nodes to be deleted: {deployments} MachineDeployments, {workers} worker Machines"))],
             );
             write_status(api, kcp, status).await?;
@@ -673,8 +686,12 @@ async fn reconcile_delete(
         &mut status.conditions,
         kcp.meta().generation,
         vec![
-            NewCondition::new("Deleting", Status::True, "WaitingForMachineDeletion")
-                .message(format!("Deleting {} Machines", machines.len())),
+            NewCondition::new(
+                conditions::types::DELETING,
+                Status::True,
+                "WaitingForMachineDeletion",
+            )
+            .message(format!("Deleting {} Machines", machines.len())),
         ],
     );
     write_status(api, kcp, status).await?;

@@ -91,10 +91,18 @@ async fn adopt(
 fn node_conditions(node: Option<&Node>) -> Vec<NewCondition> {
     let Some(node) = node else {
         return vec![
-            NewCondition::new("NodeReady", Status::Unknown, "NodeDoesNotExist")
-                .message("Node does not exist"),
-            NewCondition::new("NodeHealthy", Status::Unknown, "NodeDoesNotExist")
-                .message("Node does not exist"),
+            NewCondition::new(
+                api::machine::conditions::NODE_READY,
+                Status::Unknown,
+                "NodeDoesNotExist",
+            )
+            .message("Node does not exist"),
+            NewCondition::new(
+                api::machine::conditions::NODE_HEALTHY,
+                Status::Unknown,
+                "NodeDoesNotExist",
+            )
+            .message("Node does not exist"),
         ];
     };
     let list = node
@@ -104,9 +112,13 @@ fn node_conditions(node: Option<&Node>) -> Vec<NewCondition> {
         .unwrap_or_default();
     let get = |t: &str| list.iter().find(|c| c.type_ == t);
     let ready = match get("Ready") {
-        Some(c) if c.status == "True" => NewCondition::new("NodeReady", Status::True, "NodeReady"),
-        Some(c) => NewCondition::new(
+        Some(c) if c.status == "True" => NewCondition::new(
+            api::machine::conditions::NODE_READY,
+            Status::True,
             "NodeReady",
+        ),
+        Some(c) => NewCondition::new(
+            api::machine::conditions::NODE_READY,
             Status::parse(&c.status),
             if c.status == "False" {
                 "NodeNotReady"
@@ -120,8 +132,12 @@ fn node_conditions(node: Option<&Node>) -> Vec<NewCondition> {
                 .clone()
                 .unwrap_or_else(|| format!("Condition is {}", c.status))
         )),
-        None => NewCondition::new("NodeReady", Status::Unknown, "NodeReadyUnknown")
-            .message("* Node.Ready: Condition not yet reported"),
+        None => NewCondition::new(
+            api::machine::conditions::NODE_READY,
+            Status::Unknown,
+            "NodeReadyUnknown",
+        )
+        .message("* Node.Ready: Condition not yet reported"),
     };
     let mut problems = Vec::new();
     let mut unknown = false;
@@ -151,13 +167,25 @@ fn node_conditions(node: Option<&Node>) -> Vec<NewCondition> {
         }
     }
     let healthy = if problems.is_empty() {
-        NewCondition::new("NodeHealthy", Status::True, "NodeHealthy")
+        NewCondition::new(
+            api::machine::conditions::NODE_HEALTHY,
+            Status::True,
+            "NodeHealthy",
+        )
     } else if unknown && problems.len() == 1 {
-        NewCondition::new("NodeHealthy", Status::Unknown, "NodeHealthyUnknown")
-            .message(problems.join("\n"))
+        NewCondition::new(
+            api::machine::conditions::NODE_HEALTHY,
+            Status::Unknown,
+            "NodeHealthyUnknown",
+        )
+        .message(problems.join("\n"))
     } else {
-        NewCondition::new("NodeHealthy", Status::False, "NodeNotHealthy")
-            .message(problems.join("\n"))
+        NewCondition::new(
+            api::machine::conditions::NODE_HEALTHY,
+            Status::False,
+            "NodeNotHealthy",
+        )
+        .message(problems.join("\n"))
     };
     vec![ready, healthy]
 }
@@ -223,7 +251,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
 
     let mut conds = vec![
         paused,
-        NewCondition::new("Deleting", Status::False, "NotDeleting"),
+        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
     ];
     let mut init = status.initialization.clone().unwrap_or_default();
     let mut spec_patch = serde_json::Map::new();
@@ -234,16 +262,28 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
             let provided = machine.spec.bootstrap.data_secret_name.is_some();
             init.bootstrap_data_secret_created = Some(provided);
             conds.push(if provided {
-                NewCondition::new("BootstrapConfigReady", Status::True, "DataSecretProvided")
+                NewCondition::new(
+                    api::machine::conditions::BOOTSTRAP_CONFIG_READY,
+                    Status::True,
+                    "DataSecretProvided",
+                )
             } else {
-                NewCondition::new("BootstrapConfigReady", Status::False, "NotReady")
-                    .message("Waiting for spec.bootstrap.dataSecretName to be set")
+                NewCondition::new(
+                    api::machine::conditions::BOOTSTRAP_CONFIG_READY,
+                    Status::False,
+                    "NotReady",
+                )
+                .message("Waiting for spec.bootstrap.dataSecretName to be set")
             });
         }
         Some(reference) => match ctx.external.get(&ns, reference).await? {
             None => conds.push(
-                NewCondition::new("BootstrapConfigReady", Status::False, "ObjectDoesNotExist")
-                    .message(format!("{} does not exist", reference.kind)),
+                NewCondition::new(
+                    api::machine::conditions::BOOTSTRAP_CONFIG_READY,
+                    Status::False,
+                    "ObjectDoesNotExist",
+                )
+                .message(format!("{} does not exist", reference.kind)),
             ),
             Some(config) => {
                 adopt(&ctx, &machine, reference, &config).await?;
@@ -268,7 +308,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
                 conds.push(conditions::mirror(
                     condition(&config, "Ready").as_ref(),
                     "Ready",
-                    "BootstrapConfigReady",
+                    api::machine::conditions::BOOTSTRAP_CONFIG_READY,
                     Some(fallback),
                 ));
             }
@@ -279,8 +319,12 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
     let reference = &machine.spec.infrastructure_ref;
     match ctx.external.get(&ns, reference).await? {
         None => conds.push(
-            NewCondition::new("InfrastructureReady", Status::False, "ObjectDoesNotExist")
-                .message(format!("{} does not exist", reference.kind)),
+            NewCondition::new(
+                api::machine::conditions::INFRASTRUCTURE_READY,
+                Status::False,
+                "ObjectDoesNotExist",
+            )
+            .message(format!("{} does not exist", reference.kind)),
         ),
         Some(infra) => {
             adopt(&ctx, &machine, reference, &infra).await?;
@@ -310,7 +354,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
             conds.push(conditions::mirror(
                 condition(&infra, "Ready").as_ref(),
                 "Ready",
-                "InfrastructureReady",
+                api::machine::conditions::INFRASTRUCTURE_READY,
                 Some(fallback),
             ));
         }
@@ -357,34 +401,45 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
             Ok(NodeLookup::NoKubeconfig) => {
                 requeue = Duration::from_secs(2);
                 conds.push(
-                    NewCondition::new("NodeHealthy", Status::Unknown, "InspectionFailed")
-                        .message("Waiting for the Cluster's kubeconfig Secret"),
+                    NewCondition::new(
+                        api::machine::conditions::NODE_HEALTHY,
+                        Status::Unknown,
+                        "InspectionFailed",
+                    )
+                    .message("Waiting for the Cluster's kubeconfig Secret"),
                 );
             }
             Err(e) => {
                 requeue = Duration::from_secs(2);
                 conds.push(
-                    NewCondition::new("NodeHealthy", Status::Unknown, "ConnectionDown")
-                        .message(format!("Cannot reach the workload cluster: {e}")),
+                    NewCondition::new(
+                        api::machine::conditions::NODE_HEALTHY,
+                        Status::Unknown,
+                        "ConnectionDown",
+                    )
+                    .message(format!("Cannot reach the workload cluster: {e}")),
                 );
             }
         },
         (Some(id), false) => {
             // The Cluster watch wakes this Machine when the control plane is initialized.
             requeue = Duration::from_secs(10);
-            conds.push(NewCondition::new("NodeHealthy", Status::Unknown, "InspectionFailed").message(format!(
+            conds.push(NewCondition::new(api::machine::conditions::NODE_HEALTHY, Status::Unknown, "InspectionFailed").message(format!(
                 "Waiting for Cluster control plane to be initialized to find the Node with spec.providerID {id}"
             )));
         }
         (None, _) => {
             requeue = Duration::from_secs(1);
             conds.push(
-                NewCondition::new("NodeHealthy", Status::Unknown, "InspectionFailed").message(
-                    format!(
-                        "Waiting for {} to report spec.providerID",
-                        machine.spec.infrastructure_ref.kind
-                    ),
-                ),
+                NewCondition::new(
+                    api::machine::conditions::NODE_HEALTHY,
+                    Status::Unknown,
+                    "InspectionFailed",
+                )
+                .message(format!(
+                    "Waiting for {} to report spec.providerID",
+                    machine.spec.infrastructure_ref.kind
+                )),
             );
         }
     }
@@ -397,13 +452,13 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
         "Ready",
         &[
             "Deleting",
-            "BootstrapConfigReady",
-            "InfrastructureReady",
-            "NodeHealthy",
-            "HealthCheckSucceeded",
+            api::machine::conditions::BOOTSTRAP_CONFIG_READY,
+            api::machine::conditions::INFRASTRUCTURE_READY,
+            api::machine::conditions::NODE_HEALTHY,
+            api::machine::conditions::HEALTH_CHECK_SUCCEEDED,
         ],
         &SummaryOptions {
-            ignore_if_missing: &["HealthCheckSucceeded"],
+            ignore_if_missing: &[api::machine::conditions::HEALTH_CHECK_SUCCEEDED],
             reasons: MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
             ..Default::default()
         },
@@ -418,7 +473,11 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
     match super::mdutil::machine_up_to_date(&ctx, &machine).await? {
         Some(c) => more.push(c),
         None if common::controller_of(machine.owner_references()).is_none() => {
-            more.push(NewCondition::new("UpToDate", Status::True, "UpToDate"));
+            more.push(NewCondition::new(
+                conditions::types::UP_TO_DATE,
+                Status::True,
+                "UpToDate",
+            ));
         }
         None => {}
     }
@@ -448,7 +507,11 @@ fn available_condition(
 ) -> (Option<NewCondition>, Option<Duration>) {
     if ready.status != Status::True {
         return (
-            Some(NewCondition::new("Available", Status::False, "NotReady")),
+            Some(NewCondition::new(
+                conditions::types::AVAILABLE,
+                Status::False,
+                "NotReady",
+            )),
             None,
         );
     }
@@ -459,13 +522,17 @@ fn available_condition(
         .unwrap_or(0);
     if since >= min {
         (
-            Some(NewCondition::new("Available", Status::True, "Available")),
+            Some(NewCondition::new(
+                conditions::types::AVAILABLE,
+                Status::True,
+                "Available",
+            )),
             None,
         )
     } else {
         (
             Some(NewCondition::new(
-                "Available",
+                conditions::types::AVAILABLE,
                 Status::False,
                 "WaitingForMinReadySeconds",
             )),
@@ -553,7 +620,10 @@ async fn reconcile_delete(
         common::set_conditions(
             &mut status.conditions,
             generation,
-            vec![NewCondition::new("Deleting", Status::True, reason).message(message)],
+            vec![
+                NewCondition::new(conditions::types::DELETING, Status::True, reason)
+                    .message(message),
+            ],
         );
     };
 

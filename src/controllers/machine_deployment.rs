@@ -18,6 +18,7 @@ use crate::api;
 use crate::api::machine_deployment::{MachineDeploymentStatus, RolloutStrategyType};
 use crate::api::machine_set::MachineSetSpec;
 use crate::api::{Cluster, MachineDeployment, MachineSet};
+use crate::conditions;
 use crate::conditions::{NewCondition, Status};
 
 pub const DESIRED_REPLICAS_ANNOTATION: &str =
@@ -399,35 +400,43 @@ async fn write_status(
     let needed = (desired - max_unavailable).max(0);
     let mut conds = vec![
         paused,
-        NewCondition::new("Deleting", Status::False, "NotDeleting"),
+        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
     ];
     conds.push(if available >= needed {
-        NewCondition::new("Available", Status::True, "Available")
+        NewCondition::new(conditions::types::AVAILABLE, Status::True, "Available")
     } else {
-        NewCondition::new("Available", Status::False, "NotAvailable").message(format!(
+        NewCondition::new(conditions::types::AVAILABLE, Status::False, "NotAvailable").message(format!(
             "{available} available replicas, at least {needed} required (spec.strategy.rollout.maxUnavailable is {max_unavailable}, spec.replicas is {desired})"
         ))
     });
     let not_up_to_date = status.replicas.unwrap_or(0) - status.up_to_date_replicas.unwrap_or(0);
     conds.push(if not_up_to_date > 0 {
-        NewCondition::new("RollingOut", Status::True, "RollingOut").message(format!(
-            "Rolling out {not_up_to_date} not up-to-date replicas"
-        ))
+        NewCondition::new(conditions::types::ROLLING_OUT, Status::True, "RollingOut").message(
+            format!("Rolling out {not_up_to_date} not up-to-date replicas"),
+        )
     } else {
-        NewCondition::new("RollingOut", Status::False, "NotRollingOut")
+        NewCondition::new(
+            conditions::types::ROLLING_OUT,
+            Status::False,
+            "NotRollingOut",
+        )
     });
     let current = status.replicas.unwrap_or(0);
     conds.push(if current < desired {
-        NewCondition::new("ScalingUp", Status::True, "ScalingUp")
+        NewCondition::new(conditions::types::SCALING_UP, Status::True, "ScalingUp")
             .message(format!("Scaling up from {current} to {desired} replicas"))
     } else {
-        NewCondition::new("ScalingUp", Status::False, "NotScalingUp")
+        NewCondition::new(conditions::types::SCALING_UP, Status::False, "NotScalingUp")
     });
     conds.push(if current > desired {
-        NewCondition::new("ScalingDown", Status::True, "ScalingDown")
+        NewCondition::new(conditions::types::SCALING_DOWN, Status::True, "ScalingDown")
             .message(format!("Scaling down from {current} to {desired} replicas"))
     } else {
-        NewCondition::new("ScalingDown", Status::False, "NotScalingDown")
+        NewCondition::new(
+            conditions::types::SCALING_DOWN,
+            Status::False,
+            "NotScalingDown",
+        )
     });
     status.phase = Some(
         if current == desired {

@@ -241,7 +241,7 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
             Health::Healthy => {
                 healthy += 1;
                 Some(NewCondition::new(
-                    "HealthCheckSucceeded",
+                    api::machine::conditions::HEALTH_CHECK_SUCCEEDED,
                     Status::True,
                     "HealthCheckSucceeded",
                 ))
@@ -249,8 +249,12 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
             Health::Unhealthy { reason, message } => {
                 unhealthy.push(machine);
                 Some(
-                    NewCondition::new("HealthCheckSucceeded", Status::False, reason)
-                        .message(message.clone()),
+                    NewCondition::new(
+                        api::machine::conditions::HEALTH_CHECK_SUCCEEDED,
+                        Status::False,
+                        reason,
+                    )
+                    .message(message.clone()),
                 )
             }
             Health::Pending(d) => {
@@ -268,7 +272,7 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
     let mut conds = vec![paused];
     if allowed {
         conds.push(NewCondition::new(
-            "RemediationAllowed",
+            api::machine_health_check::conditions::REMEDIATION_ALLOWED,
             Status::True,
             "RemediationAllowed",
         ));
@@ -301,8 +305,12 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
         }
     } else {
         conds.push(
-            NewCondition::new("RemediationAllowed", Status::False, "TooManyUnhealthy")
-                .message(refusal),
+            NewCondition::new(
+                api::machine_health_check::conditions::REMEDIATION_ALLOWED,
+                Status::False,
+                "TooManyUnhealthy",
+            )
+            .message(refusal),
         );
     }
     status.expected_machines = Some(expected);

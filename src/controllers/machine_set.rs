@@ -25,6 +25,7 @@ use crate::api::common::DeletionOrder;
 use crate::api::machine::MachineSpec;
 use crate::api::machine_set::MachineSetStatus;
 use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
+use crate::conditions;
 use crate::conditions::{MergeReasons, NewCondition, Status};
 
 /// How many Machines (with their bootstrap configs and infrastructure machines) a MachineSet
@@ -45,7 +46,10 @@ pub fn deletion_priority(machine: &Machine, order: DeletionOrder, now: Timestamp
     }
     let no_node = super::machines::node_name(machine).is_none();
     let unhealthy = |t: &str| condition_of(machine, t).is_some_and(|c| c.status == "False");
-    if no_node || unhealthy("NodeHealthy") || unhealthy("HealthCheckSucceeded") {
+    if no_node
+        || unhealthy(api::machine::conditions::NODE_HEALTHY)
+        || unhealthy(api::machine::conditions::HEALTH_CHECK_SUCCEEDED)
+    {
         return 50.0;
     }
     let age_days = machine
@@ -294,7 +298,7 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
     let live: Vec<&Machine> = machines.iter().filter(|m| !common::deleting(*m)).collect();
     let mut conds = vec![
         paused,
-        NewCondition::new("Deleting", Status::False, "NotDeleting"),
+        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
     ];
     let mut blocked = Vec::new();
     if live.len() < desired {
@@ -327,10 +331,13 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
                 message.push_str(&format!("\n* {problem}"));
             }
         }
-        conds.push(NewCondition::new("ScalingUp", Status::True, "ScalingUp").message(message));
+        conds.push(
+            NewCondition::new(conditions::types::SCALING_UP, Status::True, "ScalingUp")
+                .message(message),
+        );
     } else {
         conds.push(NewCondition::new(
-            "ScalingUp",
+            conditions::types::SCALING_UP,
             Status::False,
             "NotScalingUp",
         ));
@@ -346,14 +353,15 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
         let doomed = machines_to_delete(&live_owned, live.len() - desired, order, Timestamp::now());
         delete_machines(&ctx, &machines_api, &doomed).await?;
         conds.push(
-            NewCondition::new("ScalingDown", Status::True, "ScalingDown").message(format!(
-                "Scaling down from {} to {desired} replicas",
-                live.len()
-            )),
+            NewCondition::new(conditions::types::SCALING_DOWN, Status::True, "ScalingDown")
+                .message(format!(
+                    "Scaling down from {} to {desired} replicas",
+                    live.len()
+                )),
         );
     } else {
         conds.push(NewCondition::new(
-            "ScalingDown",
+            conditions::types::SCALING_DOWN,
             Status::False,
             "NotScalingDown",
         ));
@@ -377,13 +385,13 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
     conds.push(aggregate(
         &machines,
         "Ready",
-        "MachinesReady",
+        conditions::types::MACHINES_READY,
         MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
     ));
     conds.push(aggregate(
         &machines,
         "UpToDate",
-        "MachinesUpToDate",
+        conditions::types::MACHINES_UP_TO_DATE,
         MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate"),
     ));
     common::set_conditions(&mut status.conditions, generation, conds);

@@ -11,6 +11,7 @@ use super::{Context, Result};
 use crate::api;
 use crate::api::machine::MachineTemplateSpec;
 use crate::api::{Machine, MachineDeployment, MachineSet};
+use crate::conditions;
 use crate::conditions::{NewCondition, Status};
 
 /// Why a MachineSet's template is not the MachineDeployment's: the fields whose change rolls
@@ -92,7 +93,7 @@ pub async fn machine_up_to_date(ctx: &Context, machine: &Machine) -> Result<Opti
     };
     let Some(md_name) = ms.labels().get(api::DEPLOYMENT_NAME_LABEL) else {
         return Ok(Some(NewCondition::new(
-            "UpToDate",
+            conditions::types::UP_TO_DATE,
             Status::True,
             "UpToDate",
         )));
@@ -105,9 +106,10 @@ pub async fn machine_up_to_date(ctx: &Context, machine: &Machine) -> Result<Opti
     };
     let differences = template_differences(&ms.spec.template, &md.spec.template);
     Ok(Some(if differences.is_empty() {
-        NewCondition::new("UpToDate", Status::True, "UpToDate")
+        NewCondition::new(conditions::types::UP_TO_DATE, Status::True, "UpToDate")
     } else {
-        NewCondition::new("UpToDate", Status::False, "NotUpToDate").message(differences.join("\n"))
+        NewCondition::new(conditions::types::UP_TO_DATE, Status::False, "NotUpToDate")
+            .message(differences.join("\n"))
     }))
 }
 

@@ -18,6 +18,7 @@ use serde_json::json;
 use crate::api;
 use crate::api::in_memory::{InMemoryMachineBehaviour, InMemoryStartup};
 use crate::api::{Cluster, InMemoryCluster, InMemoryMachine, Machine};
+use crate::conditions;
 use crate::conditions::{NewCondition, Status};
 use crate::controllers::common;
 use crate::controllers::{Error, Result};
@@ -202,7 +203,10 @@ pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> 
     common::set_conditions(
         &mut status.conditions,
         generation,
-        vec![paused, NewCondition::new("Ready", Status::True, "Ready")],
+        vec![
+            paused,
+            NewCondition::new(conditions::types::READY, Status::True, "Ready"),
+        ],
     );
     if ic.status.as_ref() != Some(&status) {
         common::patch_status(&api, &ic.name_any(), &status).await?;
@@ -254,7 +258,7 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
     let (is_paused, paused) = common::paused(Some(&cluster), "InMemoryMachine", im.annotations());
     let mut conds = vec![paused];
     let wait = |reason: &str, message: &str| {
-        NewCondition::new("Ready", Status::False, reason).message(message)
+        NewCondition::new(conditions::types::READY, Status::False, reason).message(message)
     };
     let init = cluster
         .status
@@ -363,7 +367,11 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
         .expect("addresses"),
     );
     status.failure_domain = machine.spec.failure_domain.clone();
-    conds.push(NewCondition::new("Ready", Status::True, "Ready"));
+    conds.push(NewCondition::new(
+        conditions::types::READY,
+        Status::True,
+        "Ready",
+    ));
     common::set_conditions(&mut status.conditions, generation, conds);
     if im.status.as_ref() != Some(&status) {
         common::patch_status(&api, &im.name_any(), &status).await?;
