@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::common;
 use super::mdutil::{scaled, template_differences, template_hash};
-use super::{Context, Error, Result};
+use super::{Context, Error, Result, StepContext};
 use crate::api;
 use crate::api::machine_deployment::{MachineDeploymentStatus, RolloutStrategyType};
 use crate::api::machine_set::MachineSetSpec;
@@ -137,50 +137,96 @@ fn revision(ms: &MachineSet) -> i64 {
         .unwrap_or(0)
 }
 
-pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<Action> {
-    let ns = md.namespace().unwrap_or_default();
-    let api: Api<MachineDeployment> = Api::namespaced(ctx.client.clone(), &ns);
-    let sets_api: Api<MachineSet> = Api::namespaced(ctx.client.clone(), &ns);
-    let uid = md.uid().unwrap_or_default();
-    let mut sets: Vec<MachineSet> = sets_api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|s| common::controller_of(s.owner_references()).is_some_and(|c| c.uid == uid))
-        .collect();
+/// What one reconcile knows of a MachineDeployment's world, gathered once.
+struct Scope {
+    api: Api<MachineDeployment>,
+    sets_api: Api<MachineSet>,
+    /// The MachineSets it controls, newest revision first.
+    sets: Vec<MachineSet>,
+    cluster: Option<Cluster>,
+}
 
-    if common::deleting(md.as_ref()) {
-        for s in sets.iter().filter(|s| !common::deleting(*s)) {
-            sets_api
-                .delete(&s.name_any(), &DeleteParams::background())
-                .await?;
-        }
-        if sets.is_empty() {
-            common::remove_finalizer(&api, md.as_ref(), api::MACHINE_DEPLOYMENT_FINALIZER).await?;
-            return Ok(Action::await_change());
-        }
-        return Ok(Action::requeue(Duration::from_secs(1)));
+impl Scope {
+    async fn gather(md: &MachineDeployment, ctx: &Context) -> Result<Scope> {
+        let ns = md.namespace().unwrap_or_default();
+        let sets_api: Api<MachineSet> = Api::namespaced(ctx.client.clone(), &ns);
+        let uid = md.uid().unwrap_or_default();
+        let mut sets: Vec<MachineSet> = sets_api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|s| common::controller_of(s.owner_references()).is_some_and(|c| c.uid == uid))
+            .collect();
+        sets.sort_by_key(|s| std::cmp::Reverse(revision(s)));
+        let cluster = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+            .get_opt(&md.spec.cluster_name)
+            .await?;
+        Ok(Scope {
+            api: Api::namespaced(ctx.client.clone(), &ns),
+            sets_api,
+            sets,
+            cluster,
+        })
     }
-    let Some(cluster) = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
-        .get_opt(&md.spec.cluster_name)
-        .await?
-    else {
+}
+
+/// How the MachineDeployment rolls out, from its spec.
+struct Rollout {
+    desired: i32,
+    strategy: RolloutStrategyType,
+    max_surge: i32,
+    max_unavailable: i32,
+    /// `spec.paused`: no MachineSet is created or scaled.
+    paused: bool,
+}
+
+impl Rollout {
+    fn of(md: &MachineDeployment) -> Rollout {
+        let desired = md.spec.replicas.unwrap_or(1).max(0);
+        let strategy = md
+            .spec
+            .rollout
+            .as_ref()
+            .and_then(|r| r.strategy.clone())
+            .unwrap_or_default();
+        let rolling = strategy.rolling_update.clone().unwrap_or_default();
+        Rollout {
+            desired,
+            strategy: strategy.type_,
+            max_surge: scaled(rolling.max_surge.as_ref(), desired, true, 1),
+            max_unavailable: scaled(rolling.max_unavailable.as_ref(), desired, false, 0),
+            paused: md.spec.paused == Some(true),
+        }
+    }
+}
+
+pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<Action> {
+    let scope = Scope::gather(&md, &ctx)
+        .await
+        .step("reading the MachineSets and the Cluster")?;
+    if common::deleting(md.as_ref()) {
+        return reconcile_delete(&md, &scope)
+            .await
+            .step("deleting the MachineSets");
+    }
+    let Some(cluster) = &scope.cluster else {
         return Err(Error::Invalid(format!(
             "Cluster {} of MachineDeployment {} does not exist",
             md.spec.cluster_name,
             md.name_any()
         )));
     };
-    if common::ensure_finalizer(&api, md.as_ref(), api::MACHINE_DEPLOYMENT_FINALIZER).await? {
+
+    // Guards.
+    if common::ensure_finalizer(&scope.api, md.as_ref(), api::MACHINE_DEPLOYMENT_FINALIZER).await? {
         return Ok(Action::await_change());
     }
-    let generation = md.meta().generation;
-    let mut status = md.status.clone().unwrap_or_default();
-    let (is_paused, paused) = common::paused(Some(&cluster), "MachineDeployment", md.annotations());
+    let (is_paused, paused) = common::paused(Some(cluster), "MachineDeployment", md.annotations());
     if is_paused {
-        common::set_conditions(&mut status.conditions, generation, vec![paused]);
-        common::patch_status(&api, &md.name_any(), &status).await?;
+        let mut status = md.status.clone().unwrap_or_default();
+        common::set_conditions(&mut status.conditions, md.meta().generation, vec![paused]);
+        common::patch_status(&scope.api, &md.name_any(), &status).await?;
         return Ok(Action::await_change());
     }
     if md.labels().get(api::CLUSTER_NAME_LABEL) != Some(&md.spec.cluster_name)
@@ -188,51 +234,96 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
     {
         let mut refs = md.owner_references().to_vec();
         if !common::has_owner(&refs, &cluster.uid().unwrap_or_default()) {
-            refs.push(common::owner_reference(&cluster, false));
+            refs.push(common::owner_reference(cluster, false));
         }
-        common::patch_merge(&api, &md.name_any(), json!({"metadata": {"labels": {(api::CLUSTER_NAME_LABEL): md.spec.cluster_name}, "ownerReferences": refs}})).await?;
+        common::patch_merge(&scope.api, &md.name_any(), json!({"metadata": {"labels": {(api::CLUSTER_NAME_LABEL): md.spec.cluster_name}, "ownerReferences": refs}})).await?;
         return Ok(Action::await_change());
     }
 
-    let desired = md.spec.replicas.unwrap_or(1).max(0);
-    let strategy = md
-        .spec
-        .rollout
-        .as_ref()
-        .and_then(|r| r.strategy.clone())
-        .unwrap_or_default();
-    let rolling = strategy.rolling_update.clone().unwrap_or_default();
-    let max_surge = scaled(rolling.max_surge.as_ref(), desired, true, 1);
-    let max_unavailable = scaled(rolling.max_unavailable.as_ref(), desired, false, 0);
+    // Phases.
+    let rollout = Rollout::of(&md);
+    let mut sets = scope.sets.clone();
+    let new_set = sync_machine_sets(&md, &scope, &rollout, &mut sets)
+        .await
+        .step("rolling out the MachineSets")?;
+    if let Some(new_set) = &new_set {
+        delete_empty_old_sets(&scope, &rollout, new_set, &sets)
+            .await
+            .step("deleting old MachineSets")?;
+        let revision = revision(new_set).to_string();
+        if md.annotations().get(api::REVISION_ANNOTATION) != Some(&revision) {
+            common::patch_merge(
+                &scope.api,
+                &md.name_any(),
+                json!({"metadata": {"annotations": {(api::REVISION_ANNOTATION): revision}}}),
+            )
+            .await
+            .step("recording the revision")?;
+        }
+        sets.push(new_set.clone());
+    }
 
+    // Status, computed once from what this reconcile saw.
+    let status = compute_status(&md, &sets, new_set.as_ref(), &rollout, paused);
+    let settled = status.replicas == Some(rollout.desired)
+        && status.available_replicas == Some(rollout.desired)
+        && status.up_to_date_replicas == Some(rollout.desired);
+    if md.status.as_ref() != Some(&status) {
+        common::patch_status(&scope.api, &md.name_any(), &status).await?;
+    }
+    Ok(Action::requeue(if settled {
+        Duration::from_secs(10)
+    } else {
+        Duration::from_secs(1)
+    }))
+}
+
+/// Deletes the MachineSets; the finalizer goes once they are gone.
+async fn reconcile_delete(md: &MachineDeployment, scope: &Scope) -> Result<Action> {
+    for s in scope.sets.iter().filter(|s| !common::deleting(*s)) {
+        scope
+            .sets_api
+            .delete(&s.name_any(), &DeleteParams::background())
+            .await?;
+    }
+    if scope.sets.is_empty() {
+        common::remove_finalizer(&scope.api, md, api::MACHINE_DEPLOYMENT_FINALIZER).await?;
+        return Ok(Action::await_change());
+    }
+    Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+/// Finds or creates the MachineSet of the current template and scales it and the old ones by
+/// the rollout strategy. Takes the new set out of `sets`, leaving the old ones; returns it
+/// (none while the rollout is paused and no set has the current template).
+async fn sync_machine_sets(
+    md: &MachineDeployment,
+    scope: &Scope,
+    rollout: &Rollout,
+    sets: &mut Vec<MachineSet>,
+) -> Result<Option<MachineSet>> {
     // The new MachineSet: the newest one whose template is the deployment's, or a new one.
-    sets.sort_by_key(|s| std::cmp::Reverse(revision(s)));
     let new_index = sets
         .iter()
         .position(|s| template_differences(&s.spec.template, &md.spec.template).is_empty());
-    let paused_rollout = md.spec.paused == Some(true);
     let new_set = match new_index {
         Some(i) => sets.remove(i),
-        None if paused_rollout => {
-            return write_status(
-                &api,
-                &md,
-                status,
-                &sets,
-                None,
-                desired,
-                max_unavailable,
-                generation,
-                paused,
-            )
-            .await;
-        }
+        None if rollout.paused => return Ok(None),
         None => {
             let next_revision = sets.iter().map(revision).max().unwrap_or(0) + 1;
-            create_set(&sets_api, &md, next_revision, desired, max_surge).await?
+            create_set(
+                &scope.sets_api,
+                md,
+                next_revision,
+                rollout.desired,
+                rollout.max_surge,
+            )
+            .await?
         }
     };
-    let old = sets;
+    if rollout.paused {
+        return Ok(Some(new_set));
+    }
     let state = |s: &MachineSet| SetState {
         name: s.name_any(),
         spec_replicas: s.spec.replicas.unwrap_or(0),
@@ -243,74 +334,68 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
             .and_then(|st| st.available_replicas)
             .unwrap_or(0),
     };
-    let old_states: Vec<SetState> = old.iter().rev().map(state).collect();
-    let plan = if paused_rollout {
-        BTreeMap::new()
-    } else if strategy.type_ == RolloutStrategyType::OnDelete {
-        plan_on_delete(desired, &state(&new_set), &old_states)
+    let old_states: Vec<SetState> = sets.iter().rev().map(state).collect();
+    let plan = if rollout.strategy == RolloutStrategyType::OnDelete {
+        plan_on_delete(rollout.desired, &state(&new_set), &old_states)
     } else {
         plan_rolling_update(
-            desired,
-            max_surge,
-            max_unavailable,
+            rollout.desired,
+            rollout.max_surge,
+            rollout.max_unavailable,
             &state(&new_set),
             &old_states,
         )
     };
+    let desired = rollout.desired;
     // The new set first, then the old ones.
-    for s in std::iter::once(&new_set).chain(&old) {
+    for s in std::iter::once(&new_set).chain(sets.iter()) {
         let Some(&replicas) = plan.get(&s.name_any()) else {
             continue;
         };
         let annotations = json!({
             DESIRED_REPLICAS_ANNOTATION: desired.to_string(),
-            api::MAX_REPLICAS_ANNOTATION: (desired + max_surge).to_string(),
-            api::DISABLE_CREATE_ANNOTATION: if s.name_any() != new_set.name_any() && strategy.type_ == RolloutStrategyType::OnDelete { "true" } else { "false" },
+            api::MAX_REPLICAS_ANNOTATION: (desired + rollout.max_surge).to_string(),
+            api::DISABLE_CREATE_ANNOTATION: if s.name_any() != new_set.name_any() && rollout.strategy == RolloutStrategyType::OnDelete { "true" } else { "false" },
         });
         if s.spec.replicas != Some(replicas)
             || s.annotations().get(DESIRED_REPLICAS_ANNOTATION) != Some(&desired.to_string())
         {
             common::patch_merge(
-                &sets_api,
+                &scope.sets_api,
                 &s.name_any(),
                 json!({"metadata": {"annotations": annotations}, "spec": {"replicas": replicas}}),
             )
             .await?;
         }
     }
-    // Old sets that are empty go once the rollout is complete.
+    Ok(Some(new_set))
+}
+
+/// Old MachineSets that are empty go once the new one has all its replicas available.
+async fn delete_empty_old_sets(
+    scope: &Scope,
+    rollout: &Rollout,
+    new_set: &MachineSet,
+    old: &[MachineSet],
+) -> Result<()> {
     let new_status = new_set.status.clone().unwrap_or_default();
-    let complete = new_status.replicas == Some(desired)
-        && new_status.available_replicas == Some(desired)
-        && new_set.spec.replicas == Some(desired);
-    if complete {
-        for s in &old {
-            let empty = s.spec.replicas == Some(0)
-                && s.status.as_ref().and_then(|st| st.replicas).unwrap_or(0) == 0;
-            if empty && !common::deleting(s) {
-                sets_api
-                    .delete(&s.name_any(), &DeleteParams::background())
-                    .await?;
-            }
+    let complete = new_status.replicas == Some(rollout.desired)
+        && new_status.available_replicas == Some(rollout.desired)
+        && new_set.spec.replicas == Some(rollout.desired);
+    if !complete {
+        return Ok(());
+    }
+    for s in old {
+        let empty = s.spec.replicas == Some(0)
+            && s.status.as_ref().and_then(|st| st.replicas).unwrap_or(0) == 0;
+        if empty && !common::deleting(s) {
+            scope
+                .sets_api
+                .delete(&s.name_any(), &DeleteParams::background())
+                .await?;
         }
     }
-    if md.annotations().get(api::REVISION_ANNOTATION) != Some(&revision(&new_set).to_string()) {
-        common::patch_merge(&api, &md.name_any(), json!({"metadata": {"annotations": {(api::REVISION_ANNOTATION): revision(&new_set).to_string()}}})).await?;
-    }
-    let mut all = old;
-    all.push(new_set.clone());
-    write_status(
-        &api,
-        &md,
-        status,
-        &all,
-        Some(&new_set),
-        desired,
-        max_unavailable,
-        generation,
-        paused,
-    )
-    .await
+    Ok(())
 }
 
 async fn create_set(
@@ -369,18 +454,16 @@ async fn create_set(
     Ok(api.create(&PostParams::default(), &set).await?)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn write_status(
-    api: &Api<MachineDeployment>,
+/// The MachineDeployment's status from its MachineSets: replica counters summed, the new set's
+/// up-to-date replicas, the selector, the phase, and the v1beta2 conditions.
+fn compute_status(
     md: &MachineDeployment,
-    mut status: MachineDeploymentStatus,
     sets: &[MachineSet],
     new_set: Option<&MachineSet>,
-    desired: i32,
-    max_unavailable: i32,
-    generation: Option<i64>,
+    rollout: &Rollout,
     paused: NewCondition,
-) -> Result<Action> {
+) -> MachineDeploymentStatus {
+    let mut status = md.status.clone().unwrap_or_default();
     let sum = |f: fn(&crate::api::machine_set::MachineSetStatus) -> Option<i32>| -> i32 {
         sets.iter()
             .filter_map(|s| s.status.as_ref().and_then(f))
@@ -396,6 +479,7 @@ async fn write_status(
     let mut selector = md.spec.selector.match_labels.clone().unwrap_or_default();
     selector.remove(api::TEMPLATE_HASH_LABEL);
     status.selector = Some(super::machines::selector_string(&selector));
+    let (desired, max_unavailable) = (rollout.desired, rollout.max_unavailable);
     let available = status.available_replicas.unwrap_or(0);
     let needed = (desired - max_unavailable).max(0);
     let mut conds = vec![
@@ -448,17 +532,10 @@ async fn write_status(
         }
         .into(),
     );
+    let generation = md.meta().generation;
     common::set_conditions(&mut status.conditions, generation, conds);
     status.observed_generation = generation;
-    if md.status.as_ref() != Some(&status) {
-        common::patch_status(api, &md.name_any(), &status).await?;
-    }
-    let settled = current == desired && available == desired && not_up_to_date == 0;
-    Ok(Action::requeue(if settled {
-        Duration::from_secs(10)
-    } else {
-        Duration::from_secs(1)
-    }))
+    status
 }
 
 #[cfg(test)]
@@ -528,6 +605,145 @@ mod tests {
                 (want_new, want_old),
                 "{desired} {surge} {unavailable} {new:?} {old:?}"
             );
+        }
+    }
+
+    fn deployment(replicas: i32, max_unavailable: i32) -> MachineDeployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "md", "namespace": "ns", "generation": 2},
+            "spec": {
+                "clusterName": "c", "replicas": replicas,
+                "selector": {"matchLabels": {"pool": "a"}},
+                "template": {"spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "t"}}},
+                "rollout": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": max_unavailable}}},
+            },
+        }))
+        .unwrap()
+    }
+
+    /// A MachineSet with these replicas, available and up-to-date counts in its status.
+    fn machine_set(name: &str, replicas: i32, available: i32, up_to_date: i32) -> MachineSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"clusterName": "c", "selector": {}, "template": {"spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "t"}}}},
+            "status": {"replicas": replicas, "readyReplicas": available, "availableReplicas": available, "upToDateReplicas": up_to_date},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn status_table() {
+        struct Case {
+            name: &'static str,
+            replicas: i32,
+            max_unavailable: i32,
+            /// The new set's (replicas, available, up to date); the old set's (replicas, available).
+            new: (i32, i32, i32),
+            old: Option<(i32, i32)>,
+            phase: &'static str,
+            /// (condition type, status, reason, message) for the ones that say something.
+            conditions: Vec<(&'static str, &'static str, &'static str, &'static str)>,
+        }
+        let cases = [
+            Case {
+                name: "every replica available and up to date",
+                replicas: 3,
+                max_unavailable: 0,
+                new: (3, 3, 3),
+                old: None,
+                phase: "Running",
+                conditions: vec![
+                    ("Available", "True", "Available", ""),
+                    ("RollingOut", "False", "NotRollingOut", ""),
+                    ("ScalingUp", "False", "NotScalingUp", ""),
+                    ("ScalingDown", "False", "NotScalingDown", ""),
+                    ("Deleting", "False", "NotDeleting", ""),
+                ],
+            },
+            Case {
+                name: "scaling up from one",
+                replicas: 3,
+                max_unavailable: 0,
+                new: (1, 1, 1),
+                old: None,
+                phase: "ScalingUp",
+                conditions: vec![
+                    (
+                        "Available",
+                        "False",
+                        "NotAvailable",
+                        "1 available replicas, at least 3 required (spec.strategy.rollout.maxUnavailable is 0, spec.replicas is 3)",
+                    ),
+                    (
+                        "ScalingUp",
+                        "True",
+                        "ScalingUp",
+                        "Scaling up from 1 to 3 replicas",
+                    ),
+                ],
+            },
+            Case {
+                name: "maxUnavailable lowers what Available needs",
+                replicas: 3,
+                max_unavailable: 1,
+                new: (2, 2, 2),
+                old: None,
+                phase: "ScalingUp",
+                conditions: vec![("Available", "True", "Available", "")],
+            },
+            Case {
+                name: "rolling out: old Machines still there, one new up to date",
+                replicas: 3,
+                max_unavailable: 0,
+                new: (1, 1, 1),
+                old: Some((3, 3)),
+                phase: "ScalingDown",
+                conditions: vec![
+                    ("Available", "True", "Available", ""),
+                    (
+                        "RollingOut",
+                        "True",
+                        "RollingOut",
+                        "Rolling out 3 not up-to-date replicas",
+                    ),
+                    (
+                        "ScalingDown",
+                        "True",
+                        "ScalingDown",
+                        "Scaling down from 4 to 3 replicas",
+                    ),
+                ],
+            },
+        ];
+        for case in cases {
+            let md = deployment(case.replicas, case.max_unavailable);
+            let (r, a, u) = case.new;
+            let new = machine_set("new", r, a, u);
+            let mut sets = vec![new.clone()];
+            if let Some((r, a)) = case.old {
+                sets.push(machine_set("old", r, a, 0));
+            }
+            let rollout = Rollout::of(&md);
+            let paused = NewCondition::new(conditions::types::PAUSED, Status::False, "NotPaused");
+            let status = compute_status(&md, &sets, Some(&new), &rollout, paused);
+            let name = case.name;
+            assert_eq!(status.phase.as_deref(), Some(case.phase), "{name}");
+            assert_eq!(status.up_to_date_replicas, Some(u), "{name}");
+            assert_eq!(status.selector.as_deref(), Some("pool=a"), "{name}");
+            assert_eq!(status.observed_generation, Some(2), "{name}");
+            let conditions = status.conditions.unwrap_or_default();
+            for (type_, want_status, reason, message) in case.conditions {
+                let c = conditions
+                    .iter()
+                    .find(|c| c.type_ == type_)
+                    .unwrap_or_else(|| panic!("{name}: no {type_} condition"));
+                assert_eq!(
+                    (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+                    (want_status, reason, message),
+                    "{name}: {type_}"
+                );
+                assert_eq!(c.observed_generation, Some(2), "{name}: {type_}");
+            }
         }
     }
 

@@ -124,9 +124,30 @@ pub enum Error {
         what: String,
         source: serde_json::Error,
     },
+    /// A step of a reconcile failed: which one, and why.
+    #[error("{step}: {source}")]
+    Step {
+        step: &'static str,
+        source: Box<Error>,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Says which step of a reconcile an error comes from, as upstream wraps each phase's error
+/// ("failed to sync MachineSets: ...").
+pub trait StepContext<T> {
+    fn step(self, step: &'static str) -> Result<T>;
+}
+
+impl<T, E: Into<Error>> StepContext<T> for std::result::Result<T, E> {
+    fn step(self, step: &'static str) -> Result<T> {
+        self.map_err(|e| Error::Step {
+            step,
+            source: Box::new(e.into()),
+        })
+    }
+}
 
 /// Reconcile failures are retried after the object's backoff; the message is in the
 /// controller's log (and, for people, in the object's conditions).
