@@ -16,9 +16,10 @@ use serde_json::json;
 use super::common;
 use super::machines::set_machine_condition;
 use super::mdutil::scaled;
-use super::{Context, Error, Result};
+use super::{Context, Error, Result, StepContext};
 use crate::api;
 use crate::api::health_check::HealthChecks;
+use crate::api::machine_health_check::MachineHealthCheckStatus;
 use crate::api::{Cluster, Machine, MachineHealthCheck};
 use crate::conditions::{NewCondition, Status};
 use crate::workload::clusters::NodeLookup;
@@ -107,12 +108,29 @@ pub fn check(
     }
 }
 
-/// How many unhealthy Machines allow remediation, per `triggerIf`.
+/// Whether `triggerIf` allows remediation with this many unhealthy Machines.
+#[derive(Debug, PartialEq)]
+pub struct RemediationVerdict {
+    pub allowed: bool,
+    /// How many more Machines may become unhealthy before remediation stops
+    /// (`status.remediationsAllowed`); 0 when it is not allowed.
+    pub further: i32,
+    /// Why it is not allowed, for the `RemediationAllowed` condition.
+    pub refusal: String,
+}
+
+/// Whether remediation is allowed with `unhealthy` of `expected` Machines unhealthy, per
+/// `triggerIf` (at most `unhealthyLessThanOrEqualTo`, or within `unhealthyInRange`).
 pub fn remediation_allowed(
     mhc: &MachineHealthCheck,
     expected: i32,
     unhealthy: i32,
-) -> (bool, String) {
+) -> RemediationVerdict {
+    let verdict = |allowed: bool, max: i32, refusal: String| RemediationVerdict {
+        allowed,
+        further: if allowed { (max - unhealthy).max(0) } else { 0 },
+        refusal,
+    };
     let trigger = mhc
         .spec
         .remediation
@@ -127,8 +145,9 @@ pub fn remediation_allowed(
             .collect();
         if let [min, max] = bounds[..] {
             let ok = unhealthy >= min && unhealthy <= max;
-            return (
+            return verdict(
                 ok,
+                max,
                 format!(
                     "Remediation is not allowed, the number of not started or unhealthy machines does not fall within the range (total: {expected}, unhealthy: {unhealthy}, unhealthyRange: {range})"
                 ),
@@ -147,68 +166,136 @@ pub fn remediation_allowed(
         false,
         expected,
     );
-    (
+    verdict(
         unhealthy <= max,
+        max,
         format!(
             "Remediation is not allowed, the number of not started or unhealthy machines exceeds maxUnhealthy (total: {expected}, unhealthy: {unhealthy}, maxUnhealthy: {max})"
         ),
     )
 }
 
+/// What one reconcile knows of a MachineHealthCheck's world, gathered once.
+struct Scope {
+    api: Api<MachineHealthCheck>,
+    machines_api: Api<Machine>,
+    cluster: Option<Cluster>,
+    /// The Machines it selects, less those that opt out (skip-remediation, paused).
+    targets: Vec<Machine>,
+}
+
+impl Scope {
+    async fn gather(mhc: &MachineHealthCheck, ctx: &Context) -> Result<Scope> {
+        let ns = mhc.namespace().unwrap_or_default();
+        let cluster = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+            .get_opt(&mhc.spec.cluster_name)
+            .await?;
+        let mut selector: BTreeMap<String, String> =
+            mhc.spec.selector.match_labels.clone().unwrap_or_default();
+        selector.insert(
+            api::CLUSTER_NAME_LABEL.into(),
+            mhc.spec.cluster_name.clone(),
+        );
+        let label_selector = super::machines::selector_string(&selector);
+        let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+        let targets: Vec<Machine> = machines_api
+            .list(&ListParams::default().labels(&label_selector))
+            .await?
+            .items
+            .into_iter()
+            .filter(|m| {
+                !m.annotations()
+                    .contains_key(api::SKIP_REMEDIATION_ANNOTATION)
+                    && !m.annotations().contains_key(api::PAUSED_ANNOTATION)
+            })
+            .collect();
+        Ok(Scope {
+            api: Api::namespaced(ctx.client.clone(), &ns),
+            machines_api,
+            cluster,
+            targets,
+        })
+    }
+}
+
+/// What checking the targets found.
+struct Findings<'a> {
+    healthy: i32,
+    unhealthy: Vec<&'a Machine>,
+    /// When the next undecided Machine is to be looked at again.
+    next: Option<Duration>,
+}
+
 pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Result<Action> {
-    let ns = mhc.namespace().unwrap_or_default();
-    let api: Api<MachineHealthCheck> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(cluster) = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
-        .get_opt(&mhc.spec.cluster_name)
-        .await?
-    else {
+    let scope = Scope::gather(&mhc, &ctx)
+        .await
+        .step("reading the Cluster and the Machines to check")?;
+    let Some(cluster) = &scope.cluster else {
         return Err(Error::Invalid(format!(
             "Cluster {} of MachineHealthCheck {} does not exist",
             mhc.spec.cluster_name,
             mhc.name_any()
         )));
     };
-    let generation = mhc.meta().generation;
-    let mut status = mhc.status.clone().unwrap_or_default();
+
+    // Guards.
     let (is_paused, paused) =
-        common::paused(Some(&cluster), "MachineHealthCheck", mhc.annotations());
+        common::paused(Some(cluster), "MachineHealthCheck", mhc.annotations());
     if is_paused {
-        common::set_conditions(&mut status.conditions, generation, vec![paused]);
-        common::patch_status(&api, &mhc.name_any(), &status).await?;
+        let mut status = mhc.status.clone().unwrap_or_default();
+        common::set_conditions(&mut status.conditions, mhc.meta().generation, vec![paused]);
+        common::patch_status(&scope.api, &mhc.name_any(), &status).await?;
         return Ok(Action::await_change());
     }
     if !common::has_owner(mhc.owner_references(), &cluster.uid().unwrap_or_default()) {
         let mut refs = mhc.owner_references().to_vec();
-        refs.push(common::owner_reference(&cluster, false));
-        common::patch_merge(&api, &mhc.name_any(), json!({"metadata": {"ownerReferences": refs, "labels": {(api::CLUSTER_NAME_LABEL): mhc.spec.cluster_name}}})).await?;
+        refs.push(common::owner_reference(cluster, false));
+        common::patch_merge(&scope.api, &mhc.name_any(), json!({"metadata": {"ownerReferences": refs, "labels": {(api::CLUSTER_NAME_LABEL): mhc.spec.cluster_name}}})).await?;
         return Ok(Action::await_change());
     }
 
-    let mut selector: BTreeMap<String, String> =
-        mhc.spec.selector.match_labels.clone().unwrap_or_default();
-    selector.insert(
-        api::CLUSTER_NAME_LABEL.into(),
-        mhc.spec.cluster_name.clone(),
-    );
-    let label_selector = super::machines::selector_string(&selector);
-    let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-    let targets: Vec<Machine> = machines_api
-        .list(&ListParams::default().labels(&label_selector))
-        .await?
-        .items
-        .into_iter()
-        .filter(|m| {
-            !m.annotations()
-                .contains_key(api::SKIP_REMEDIATION_ANNOTATION)
-                && !m.annotations().contains_key(api::PAUSED_ANNOTATION)
-        })
-        .collect();
+    // Phases.
+    let findings = check_targets(&ctx, &mhc, &scope, cluster)
+        .await
+        .step("checking the Machines' health")?;
+    let expected = scope.targets.len() as i32;
+    let verdict = remediation_allowed(&mhc, expected, expected - findings.healthy);
+    if verdict.allowed {
+        remediate(&scope, &findings.unhealthy)
+            .await
+            .step("remediating unhealthy Machines")?;
+    }
+
+    // Status, computed once from what this reconcile found.
+    let status = compute_status(&mhc, &scope.targets, findings.healthy, verdict, paused);
+    if mhc.status.as_ref() != Some(&status) {
+        common::patch_status(&scope.api, &mhc.name_any(), &status).await?;
+    }
+    Ok(Action::requeue(
+        findings
+            .next
+            .unwrap_or(Duration::from_secs(5))
+            .min(Duration::from_secs(5)),
+    ))
+}
+
+/// Checks every target against its Node and records the verdict in the Machine's
+/// `HealthCheckSucceeded` condition.
+async fn check_targets<'a>(
+    ctx: &Context,
+    mhc: &MachineHealthCheck,
+    scope: &'a Scope,
+    cluster: &Cluster,
+) -> Result<Findings<'a>> {
+    let ns = mhc.namespace().unwrap_or_default();
     let checks = mhc.spec.checks.clone().unwrap_or_default();
     let now = Timestamp::now();
-    let mut healthy = 0;
-    let mut unhealthy = Vec::new();
-    let mut next: Option<Duration> = None;
-    for machine in &targets {
+    let mut findings = Findings {
+        healthy: 0,
+        unhealthy: Vec::new(),
+        next: None,
+    };
+    for machine in &scope.targets {
         // From the workload cluster's Node cache; None when it could not be asked.
         let lookup = match super::machines::node_name(machine) {
             Some(name) => ctx
@@ -239,99 +326,104 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
         };
         let condition = match &health {
             Health::Healthy => {
-                healthy += 1;
-                Some(NewCondition::new(
+                findings.healthy += 1;
+                NewCondition::new(
                     api::machine::conditions::HEALTH_CHECK_SUCCEEDED,
                     Status::True,
                     "HealthCheckSucceeded",
-                ))
-            }
-            Health::Unhealthy { reason, message } => {
-                unhealthy.push(machine);
-                Some(
-                    NewCondition::new(
-                        api::machine::conditions::HEALTH_CHECK_SUCCEEDED,
-                        Status::False,
-                        reason,
-                    )
-                    .message(message.clone()),
                 )
             }
+            Health::Unhealthy { reason, message } => {
+                findings.unhealthy.push(machine);
+                NewCondition::new(
+                    api::machine::conditions::HEALTH_CHECK_SUCCEEDED,
+                    Status::False,
+                    reason,
+                )
+                .message(message.clone())
+            }
             Health::Pending(d) => {
-                next = Some(next.map_or(*d, |n| n.min(*d)));
-                None
+                findings.next = Some(findings.next.map_or(*d, |n| n.min(*d)));
+                continue;
             }
         };
-        if let Some(c) = condition {
-            set_machine_condition(&machines_api, machine, c).await?;
-        }
+        set_machine_condition(&scope.machines_api, machine, condition).await?;
     }
+    Ok(findings)
+}
+
+/// Asks the owners of unhealthy Machines to remediate them: a control plane keeping etcd
+/// quorum, a MachineSet within its deployment's maxInFlight. Stand-alone Machines just go.
+async fn remediate(scope: &Scope, unhealthy: &[&Machine]) -> Result<()> {
+    for m in unhealthy.iter().filter(|m| !common::deleting(**m)) {
+        if let Some(owner) = common::controller_of(m.owner_references())
+            .filter(|o| matches!(o.kind.as_str(), "KubeadmControlPlane" | "MachineSet"))
+        {
+            set_machine_condition(
+                &scope.machines_api,
+                m,
+                NewCondition::new(
+                    api::OWNER_REMEDIATED,
+                    Status::False,
+                    "WaitingForRemediation",
+                )
+                .message(format!(
+                    "Waiting for {} {} to remediate this Machine",
+                    owner.kind, owner.name
+                )),
+            )
+            .await?;
+            continue;
+        }
+        tracing::info!(machine = %m.name_any(), "remediating an unhealthy Machine by deleting it");
+        scope
+            .machines_api
+            .delete(&m.name_any(), &DeleteParams::background())
+            .await?;
+    }
+    Ok(())
+}
+
+/// The MachineHealthCheck's status: its targets, how many are healthy, how many
+/// remediations are allowed, and `RemediationAllowed` with the refusal when too many are
+/// unhealthy.
+fn compute_status(
+    mhc: &MachineHealthCheck,
+    targets: &[Machine],
+    healthy: i32,
+    verdict: RemediationVerdict,
+    paused: NewCondition,
+) -> MachineHealthCheckStatus {
+    let mut status = mhc.status.clone().unwrap_or_default();
     let expected = targets.len() as i32;
-    let unhealthy_count = expected - healthy;
-    let (allowed, refusal) = remediation_allowed(&mhc, expected, unhealthy_count);
-    let mut conds = vec![paused];
-    if allowed {
-        conds.push(NewCondition::new(
+    let remediation = if verdict.allowed {
+        NewCondition::new(
             api::machine_health_check::conditions::REMEDIATION_ALLOWED,
             Status::True,
             "RemediationAllowed",
-        ));
-        for m in unhealthy.iter().filter(|m| !common::deleting(**m)) {
-            // Owners remediate their own Machines: a control plane keeping etcd quorum, a
-            // MachineSet within its deployment's maxInFlight. Stand-alone Machines just go.
-            if let Some(owner) = common::controller_of(m.owner_references())
-                .filter(|o| matches!(o.kind.as_str(), "KubeadmControlPlane" | "MachineSet"))
-            {
-                set_machine_condition(
-                    &machines_api,
-                    m,
-                    NewCondition::new(
-                        api::OWNER_REMEDIATED,
-                        Status::False,
-                        "WaitingForRemediation",
-                    )
-                    .message(format!(
-                        "Waiting for {} {} to remediate this Machine",
-                        owner.kind, owner.name
-                    )),
-                )
-                .await?;
-                continue;
-            }
-            tracing::info!(machine = %m.name_any(), "remediating an unhealthy Machine by deleting it");
-            machines_api
-                .delete(&m.name_any(), &DeleteParams::background())
-                .await?;
-        }
+        )
     } else {
-        conds.push(
-            NewCondition::new(
-                api::machine_health_check::conditions::REMEDIATION_ALLOWED,
-                Status::False,
-                "TooManyUnhealthy",
-            )
-            .message(refusal),
-        );
-    }
+        NewCondition::new(
+            api::machine_health_check::conditions::REMEDIATION_ALLOWED,
+            Status::False,
+            "TooManyUnhealthy",
+        )
+        .message(verdict.refusal)
+    };
     status.expected_machines = Some(expected);
     status.current_healthy = Some(healthy);
-    status.remediations_allowed = Some(if allowed {
-        (expected - unhealthy_count).max(0)
-    } else {
-        0
-    });
+    status.remediations_allowed = Some(verdict.further);
     let mut names: Vec<String> = targets.iter().map(|m| m.name_any()).collect();
     names.sort();
     status.targets = Some(names);
-    common::set_conditions(&mut status.conditions, generation, conds);
+    let generation = mhc.meta().generation;
+    common::set_conditions(
+        &mut status.conditions,
+        generation,
+        vec![paused, remediation],
+    );
     status.observed_generation = generation;
-    if mhc.status.as_ref() != Some(&status) {
-        common::patch_status(&api, &mhc.name_any(), &status).await?;
-    }
-    Ok(Action::requeue(
-        next.unwrap_or(Duration::from_secs(5))
-            .min(Duration::from_secs(5)),
-    ))
+    status
 }
 
 #[cfg(test)]
@@ -432,15 +524,141 @@ mod tests {
         let mhc = |trigger: serde_json::Value| -> MachineHealthCheck {
             serde_json::from_value(json!({"metadata": {"name": "h"}, "spec": {"clusterName": "c", "selector": {}, "remediation": {"triggerIf": trigger}}})).unwrap()
         };
+        // (case, triggerIf, expected, unhealthy, allowed, further remediations allowed)
+        let cases = [
+            ("100% by default", json!({}), 3, 3, true, 0),
+            ("one healthy of three, 100%", json!({}), 3, 2, true, 1),
+            (
+                "40% of 5 is 2",
+                json!({"unhealthyLessThanOrEqualTo": "40%"}),
+                5,
+                2,
+                true,
+                0,
+            ),
+            (
+                "3 of 5 is over 40%",
+                json!({"unhealthyLessThanOrEqualTo": "40%"}),
+                5,
+                3,
+                false,
+                0,
+            ),
+            (
+                "an absolute limit",
+                json!({"unhealthyLessThanOrEqualTo": 2}),
+                5,
+                1,
+                true,
+                1,
+            ),
+            (
+                "within the range",
+                json!({"unhealthyInRange": "[1-2]"}),
+                5,
+                1,
+                true,
+                1,
+            ),
+            (
+                "above the range",
+                json!({"unhealthyInRange": "[1-2]"}),
+                5,
+                3,
+                false,
+                0,
+            ),
+        ];
+        for (case, trigger, expected, unhealthy, allowed, further) in cases {
+            let verdict = remediation_allowed(&mhc(trigger), expected, unhealthy);
+            assert_eq!(
+                (verdict.allowed, verdict.further),
+                (allowed, further),
+                "{case}"
+            );
+        }
+        let verdict = remediation_allowed(&mhc(json!({"unhealthyInRange": "[1-2]"})), 5, 3);
         assert!(
-            remediation_allowed(&mhc(json!({})), 3, 3).0,
-            "100% by default"
+            verdict.refusal.contains("unhealthyRange: [1-2]"),
+            "{}",
+            verdict.refusal
         );
-        assert!(remediation_allowed(&mhc(json!({"unhealthyLessThanOrEqualTo": "40%"})), 5, 2).0);
-        assert!(!remediation_allowed(&mhc(json!({"unhealthyLessThanOrEqualTo": "40%"})), 5, 3).0);
-        assert!(remediation_allowed(&mhc(json!({"unhealthyInRange": "[1-2]"})), 5, 2).0);
-        let (ok, message) = remediation_allowed(&mhc(json!({"unhealthyInRange": "[1-2]"})), 5, 3);
-        assert!(!ok);
-        assert!(message.contains("unhealthyRange: [1-2]"), "{message}");
+    }
+
+    #[test]
+    fn status_counts_targets_and_says_why_remediation_stops() {
+        let mhc: MachineHealthCheck = serde_json::from_value(json!({
+            "metadata": {"name": "h", "generation": 3},
+            "spec": {"clusterName": "c", "selector": {}, "remediation": {"triggerIf": {"unhealthyLessThanOrEqualTo": "40%"}}},
+        }))
+        .unwrap();
+        let targets: Vec<Machine> = ["m-b", "m-a", "m-c", "m-d", "m-e"]
+            .iter()
+            .map(|n| {
+                let mut m = machine(json!({}));
+                m.metadata.name = Some(n.to_string());
+                m
+            })
+            .collect();
+        let paused =
+            || NewCondition::new(crate::conditions::types::PAUSED, Status::False, "NotPaused");
+        // (case, healthy, allowed, further, condition status, reason)
+        let cases = [
+            (
+                "one unhealthy of five",
+                4,
+                true,
+                1,
+                "True",
+                "RemediationAllowed",
+            ),
+            (
+                "two unhealthy: the limit",
+                3,
+                true,
+                0,
+                "True",
+                "RemediationAllowed",
+            ),
+            (
+                "three unhealthy: over 40%",
+                2,
+                false,
+                0,
+                "False",
+                "TooManyUnhealthy",
+            ),
+        ];
+        for (case, healthy, allowed, further, cond_status, reason) in cases {
+            let verdict = remediation_allowed(&mhc, 5, 5 - healthy);
+            assert_eq!(verdict.allowed, allowed, "{case}");
+            let status = compute_status(&mhc, &targets, healthy, verdict, paused());
+            assert_eq!(status.expected_machines, Some(5), "{case}");
+            assert_eq!(status.current_healthy, Some(healthy), "{case}");
+            assert_eq!(status.remediations_allowed, Some(further), "{case}");
+            assert_eq!(
+                status.targets.as_deref().unwrap(),
+                ["m-a", "m-b", "m-c", "m-d", "m-e"],
+                "{case}: sorted"
+            );
+            assert_eq!(status.observed_generation, Some(3), "{case}");
+            let conditions = status.conditions.unwrap();
+            let c = conditions
+                .iter()
+                .find(|c| c.type_ == "RemediationAllowed")
+                .unwrap();
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str()),
+                (cond_status, reason),
+                "{case}"
+            );
+            if !allowed {
+                assert!(
+                    c.message.contains("maxUnhealthy: 2"),
+                    "{case}: {}",
+                    c.message
+                );
+            }
+        }
     }
 }

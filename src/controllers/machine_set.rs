@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::common;
 use super::external::clone_template;
 use super::machines::{aggregate, condition_of, selector_string};
-use super::{Context, Error, Result};
+use super::{Context, Error, Result, StepContext};
 use crate::api;
 use crate::api::common::DeletionOrder;
 use crate::api::machine::MachineSpec;
@@ -176,71 +176,91 @@ fn truncate(name: &str, max: usize) -> &str {
     &name[..name.len().min(max)]
 }
 
-pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action> {
-    let ns = ms.namespace().unwrap_or_default();
-    let api: Api<MachineSet> = Api::namespaced(ctx.client.clone(), &ns);
-    let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-    let selector = ms.spec.selector.match_labels.clone().unwrap_or_default();
-    let uid = ms.uid().unwrap_or_default();
+/// What one reconcile knows of a MachineSet's world, gathered once.
+struct Scope {
+    api: Api<MachineSet>,
+    machines_api: Api<Machine>,
+    /// The set's Machines: those it controls, and orphans matching its selector that it
+    /// adopted while gathering (as upstream's getAndAdoptMachinesForMachineSet).
+    machines: Vec<Machine>,
+    cluster: Option<Cluster>,
+}
 
-    // The Machines of this set: controlled by it, or orphans it adopts.
-    let mut machines = Vec::new();
-    // Only Machines with the selector's labels can be this set's (owned ones carry them too).
-    // From the shared cache: listing them from the API server on every event is quadratic.
-    let candidates = ctx
-        .machines()
-        .list(&ns, |m| matches(&selector, m.labels()))
-        .await?;
-    for m in candidates {
-        match common::controller_of(m.owner_references()) {
-            Some(c) if c.uid == uid => machines.push((*m).clone()),
-            None if matches(&selector, m.labels()) && !common::deleting(ms.as_ref()) => {
-                let mut refs = m.owner_references().to_vec();
-                refs.push(common::owner_reference(ms.as_ref(), true));
-                machines.push(
-                    common::patch_merge(
-                        &machines_api,
-                        &m.name_any(),
-                        json!({"metadata": {"ownerReferences": refs}}),
-                    )
-                    .await?,
-                );
+impl Scope {
+    async fn gather(ms: &MachineSet, ctx: &Context) -> Result<Scope> {
+        let ns = ms.namespace().unwrap_or_default();
+        let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+        let selector = ms.spec.selector.match_labels.clone().unwrap_or_default();
+        let uid = ms.uid().unwrap_or_default();
+        let mut machines = Vec::new();
+        // Only Machines with the selector's labels can be this set's (owned ones carry them
+        // too). From the shared cache: listing them from the API server on every event is
+        // quadratic.
+        let candidates = ctx
+            .machines()
+            .list(&ns, |m| matches(&selector, m.labels()))
+            .await?;
+        for m in candidates {
+            match common::controller_of(m.owner_references()) {
+                Some(c) if c.uid == uid => machines.push((*m).clone()),
+                None if !common::deleting(ms) => {
+                    let mut refs = m.owner_references().to_vec();
+                    refs.push(common::owner_reference(ms, true));
+                    machines.push(
+                        common::patch_merge(
+                            &machines_api,
+                            &m.name_any(),
+                            json!({"metadata": {"ownerReferences": refs}}),
+                        )
+                        .await?,
+                    );
+                }
+                _ => {}
             }
-            _ => {}
         }
+        let cluster = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+            .get_opt(&ms.spec.cluster_name)
+            .await?;
+        Ok(Scope {
+            api: Api::namespaced(ctx.client.clone(), &ns),
+            machines_api,
+            machines,
+            cluster,
+        })
     }
 
-    if common::deleting(ms.as_ref()) {
-        for m in machines.iter().filter(|m| !common::deleting(*m)) {
-            machines_api
-                .delete(&m.name_any(), &DeleteParams::background())
-                .await?;
-        }
-        if machines.is_empty() {
-            common::remove_finalizer(&api, ms.as_ref(), api::MACHINE_SET_FINALIZER).await?;
-            return Ok(Action::await_change());
-        }
-        return Ok(Action::requeue(Duration::from_secs(1)));
+    /// The Machines not being deleted.
+    fn live(&self) -> impl Iterator<Item = &Machine> {
+        self.machines.iter().filter(|m| !common::deleting(*m))
     }
-    let cluster = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
-        .get_opt(&ms.spec.cluster_name)
-        .await?;
-    let Some(cluster) = cluster else {
+}
+
+pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action> {
+    let scope = Scope::gather(&ms, &ctx)
+        .await
+        .step("reading and adopting the Machines")?;
+    if common::deleting(ms.as_ref()) {
+        return reconcile_delete(&ms, &scope)
+            .await
+            .step("deleting the Machines");
+    }
+    let Some(cluster) = &scope.cluster else {
         return Err(Error::Invalid(format!(
             "Cluster {} of MachineSet {} does not exist",
             ms.spec.cluster_name,
             ms.name_any()
         )));
     };
-    if common::ensure_finalizer(&api, ms.as_ref(), api::MACHINE_SET_FINALIZER).await? {
+
+    // Guards.
+    if common::ensure_finalizer(&scope.api, ms.as_ref(), api::MACHINE_SET_FINALIZER).await? {
         return Ok(Action::await_change());
     }
-    let generation = ms.meta().generation;
-    let mut status = ms.status.clone().unwrap_or_default();
-    let (is_paused, paused) = common::paused(Some(&cluster), "MachineSet", ms.annotations());
+    let (is_paused, paused) = common::paused(Some(cluster), "MachineSet", ms.annotations());
     if is_paused {
-        common::set_conditions(&mut status.conditions, generation, vec![paused]);
-        common::patch_status(&api, &ms.name_any(), &status).await?;
+        let mut status = ms.status.clone().unwrap_or_default();
+        common::set_conditions(&mut status.conditions, ms.meta().generation, vec![paused]);
+        common::patch_status(&scope.api, &ms.name_any(), &status).await?;
         return Ok(Action::await_change());
     }
     // Labels, and a Cluster owner for stand-alone sets.
@@ -251,156 +271,33 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
     if ms.labels().get(api::CLUSTER_NAME_LABEL) != Some(&ms.spec.cluster_name) || needs_owner {
         let mut refs = ms.owner_references().to_vec();
         if needs_owner {
-            refs.push(common::owner_reference(&cluster, false));
+            refs.push(common::owner_reference(cluster, false));
         }
-        common::patch_merge(&api, &ms.name_any(), json!({"metadata": {"labels": {(api::CLUSTER_NAME_LABEL): ms.spec.cluster_name}, "ownerReferences": refs}})).await?;
+        common::patch_merge(&scope.api, &ms.name_any(), json!({"metadata": {"labels": {(api::CLUSTER_NAME_LABEL): ms.spec.cluster_name}, "ownerReferences": refs}})).await?;
         return Ok(Action::await_change());
     }
 
-    // Machines a MachineHealthCheck found unhealthy go first; their replacements follow.
-    let max_in_flight = match ms.labels().get(api::DEPLOYMENT_NAME_LABEL) {
-        Some(md) if machines.iter().any(awaits_remediation) => {
-            Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
-                .get_opt(md)
-                .await?
-                .and_then(|md| {
-                    let limit = md.spec.remediation?.max_in_flight?;
-                    let total = md.spec.replicas.unwrap_or(1);
-                    Some(super::mdutil::scaled(Some(&limit), total, true, total) as usize)
-                })
-        }
-        _ => None,
-    };
-    let remediate = to_remediate(&machines, max_in_flight);
-    if !remediate.is_empty() {
-        for m in machines
-            .iter()
-            .filter(|m| remediate.contains(&m.name_any()))
-        {
-            super::machines::set_machine_condition(
-                &machines_api,
-                m,
-                NewCondition::new(
-                    api::OWNER_REMEDIATED,
-                    Status::False,
-                    "MachineDeletionInProgress",
-                )
-                .message("Machine deletionTimestamp set"),
-            )
-            .await?;
-            tracing::info!(machine = %m.name_any(), "remediating an unhealthy Machine by deleting it");
-        }
-        delete_machines(&ctx, &machines_api, &remediate).await?;
+    // Phases.
+    if remediate_unhealthy_machines(&ctx, &ms, &scope)
+        .await
+        .step("remediating unhealthy Machines")?
+    {
         return Ok(Action::await_change());
     }
+    let blocked = sync_replicas(&ctx, &ms, &scope, cluster)
+        .await
+        .step("scaling the Machines")?;
 
+    // Status, computed once from what this reconcile saw.
+    let status = compute_status(&ms, &scope.machines, &blocked, paused);
+    if ms.status.as_ref() != Some(&status) {
+        common::patch_status(&scope.api, &ms.name_any(), &status).await?;
+    }
     let desired = ms.spec.replicas.unwrap_or(1).max(0) as usize;
-    let live: Vec<&Machine> = machines.iter().filter(|m| !common::deleting(*m)).collect();
-    let mut conds = vec![
-        paused,
-        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
-    ];
-    let mut blocked = Vec::new();
-    if live.len() < desired {
-        let disabled = ms
-            .annotations()
-            .get(api::DISABLE_CREATE_ANNOTATION)
-            .is_some_and(|v| v == "true");
-        if !disabled {
-            blocked = preflight_problems(&ctx, &ms, &cluster).await?;
-        }
-        if !disabled && blocked.is_empty() {
-            // A few at a time: thousands one after the other take minutes.
-            let created: Vec<String> = futures::stream::iter(live.len()..desired)
-                .map(|_| create_machine(&ctx, &ms))
-                .buffer_unordered(CREATE_CONCURRENCY)
-                .try_collect()
-                .await?;
-            ctx.machines()
-                .wait_for("the new Machines", |cache| {
-                    created
-                        .iter()
-                        .all(|n| cache.get(&ObjectRef::new(n).within(&ns)).is_some())
-                })
-                .await?;
-        }
-        let mut message = format!("Scaling up from {} to {desired} replicas", live.len());
-        if !blocked.is_empty() {
-            message.push_str(" is blocked because:");
-            for problem in &blocked {
-                message.push_str(&format!("\n* {problem}"));
-            }
-        }
-        conds.push(
-            NewCondition::new(conditions::types::SCALING_UP, Status::True, "ScalingUp")
-                .message(message),
-        );
-    } else {
-        conds.push(NewCondition::new(
-            conditions::types::SCALING_UP,
-            Status::False,
-            "NotScalingUp",
-        ));
-    }
-    if live.len() > desired {
-        let order = ms
-            .spec
-            .deletion
-            .as_ref()
-            .and_then(|d| d.order)
-            .unwrap_or_default();
-        let live_owned: Vec<Machine> = live.iter().map(|m| (*m).clone()).collect();
-        let doomed = machines_to_delete(&live_owned, live.len() - desired, order, Timestamp::now());
-        delete_machines(&ctx, &machines_api, &doomed).await?;
-        conds.push(
-            NewCondition::new(conditions::types::SCALING_DOWN, Status::True, "ScalingDown")
-                .message(format!(
-                    "Scaling down from {} to {desired} replicas",
-                    live.len()
-                )),
-        );
-    } else {
-        conds.push(NewCondition::new(
-            conditions::types::SCALING_DOWN,
-            Status::False,
-            "NotScalingDown",
-        ));
-    }
-
-    // Status.
-    let count = |t: &str| {
-        machines
-            .iter()
-            .filter(|m| condition_of(m, t).is_some_and(|c| c.status == "True"))
-            .count() as i32
-    };
-    status.replicas = Some(machines.len() as i32);
-    status.ready_replicas = Some(count("Ready"));
-    status.available_replicas = Some(count("Available"));
-    status.up_to_date_replicas = Some(count("UpToDate"));
-    status.selector = Some(selector_string(&selector));
-    status.versions = Some(super::versions(
-        machines.iter().filter_map(|m| m.spec.version.clone()),
-    ));
-    conds.push(aggregate(
-        &machines,
-        "Ready",
-        conditions::types::MACHINES_READY,
-        MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
-    ));
-    conds.push(aggregate(
-        &machines,
-        "UpToDate",
-        conditions::types::MACHINES_UP_TO_DATE,
-        MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate"),
-    ));
-    common::set_conditions(&mut status.conditions, generation, conds);
-    status.observed_generation = generation;
-    write_status(&api, &ms, status).await?;
-    let settled = machines.len() == desired
-        && machines
-            .iter()
-            .all(|m| condition_of(m, "Available").is_some_and(|c| c.status == "True"));
+    let settled = scope.machines.len() == desired
+        && scope.machines.iter().all(|m| {
+            condition_of(m, conditions::types::AVAILABLE).is_some_and(|c| c.status == "True")
+        });
     Ok(Action::requeue(if !blocked.is_empty() {
         // Upstream's preflight retry interval.
         Duration::from_secs(15)
@@ -409,6 +306,191 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
     } else {
         Duration::from_secs(1)
     }))
+}
+
+/// Deletes the Machines; the finalizer goes once they are gone.
+async fn reconcile_delete(ms: &MachineSet, scope: &Scope) -> Result<Action> {
+    for m in scope.live() {
+        scope
+            .machines_api
+            .delete(&m.name_any(), &DeleteParams::background())
+            .await?;
+    }
+    if scope.machines.is_empty() {
+        common::remove_finalizer(&scope.api, ms, api::MACHINE_SET_FINALIZER).await?;
+        return Ok(Action::await_change());
+    }
+    Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+/// Deletes the Machines a MachineHealthCheck asked this set to remediate, within its
+/// MachineDeployment's `remediation.maxInFlight`; their replacements follow on a later
+/// reconcile. Whether any was deleted.
+async fn remediate_unhealthy_machines(
+    ctx: &Context,
+    ms: &MachineSet,
+    scope: &Scope,
+) -> Result<bool> {
+    let machines = &scope.machines;
+    let max_in_flight = match ms.labels().get(api::DEPLOYMENT_NAME_LABEL) {
+        Some(md) if machines.iter().any(awaits_remediation) => {
+            Api::<MachineDeployment>::namespaced(
+                ctx.client.clone(),
+                &ms.namespace().unwrap_or_default(),
+            )
+            .get_opt(md)
+            .await?
+            .and_then(|md| {
+                let limit = md.spec.remediation?.max_in_flight?;
+                let total = md.spec.replicas.unwrap_or(1);
+                Some(super::mdutil::scaled(Some(&limit), total, true, total) as usize)
+            })
+        }
+        _ => None,
+    };
+    let remediate = to_remediate(machines, max_in_flight);
+    if remediate.is_empty() {
+        return Ok(false);
+    }
+    for m in machines
+        .iter()
+        .filter(|m| remediate.contains(&m.name_any()))
+    {
+        super::machines::set_machine_condition(
+            &scope.machines_api,
+            m,
+            NewCondition::new(
+                api::OWNER_REMEDIATED,
+                Status::False,
+                "MachineDeletionInProgress",
+            )
+            .message("Machine deletionTimestamp set"),
+        )
+        .await?;
+        tracing::info!(machine = %m.name_any(), "remediating an unhealthy Machine by deleting it");
+    }
+    delete_machines(ctx, &scope.machines_api, &remediate).await?;
+    Ok(true)
+}
+
+/// Creates or deletes Machines towards `spec.replicas`. Returns what the preflight checks
+/// found to keep new Machines back (nothing when none are needed or none block).
+async fn sync_replicas(
+    ctx: &Context,
+    ms: &MachineSet,
+    scope: &Scope,
+    cluster: &Cluster,
+) -> Result<Vec<String>> {
+    let desired = ms.spec.replicas.unwrap_or(1).max(0) as usize;
+    let live: Vec<&Machine> = scope.live().collect();
+    if live.len() < desired {
+        let disabled = ms
+            .annotations()
+            .get(api::DISABLE_CREATE_ANNOTATION)
+            .is_some_and(|v| v == "true");
+        if disabled {
+            return Ok(Vec::new());
+        }
+        let blocked = preflight_problems(ctx, ms, cluster).await?;
+        if !blocked.is_empty() {
+            return Ok(blocked);
+        }
+        // A few at a time: thousands one after the other take minutes.
+        let created: Vec<String> = futures::stream::iter(live.len()..desired)
+            .map(|_| create_machine(ctx, ms))
+            .buffer_unordered(CREATE_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let ns = ms.namespace().unwrap_or_default();
+        ctx.machines()
+            .wait_for("the new Machines", |cache| {
+                created
+                    .iter()
+                    .all(|n| cache.get(&ObjectRef::new(n).within(&ns)).is_some())
+            })
+            .await?;
+    } else if live.len() > desired {
+        let order = ms
+            .spec
+            .deletion
+            .as_ref()
+            .and_then(|d| d.order)
+            .unwrap_or_default();
+        let live_owned: Vec<Machine> = live.iter().map(|m| (*m).clone()).collect();
+        let doomed = machines_to_delete(&live_owned, live.len() - desired, order, Timestamp::now());
+        delete_machines(ctx, &scope.machines_api, &doomed).await?;
+    }
+    Ok(Vec::new())
+}
+
+/// The MachineSet's status from its Machines as this reconcile read them, and what the
+/// preflight checks said: replica counters, selector, versions, and the v1beta2 conditions.
+fn compute_status(
+    ms: &MachineSet,
+    machines: &[Machine],
+    preflight_problems: &[String],
+    paused: NewCondition,
+) -> MachineSetStatus {
+    let mut status = ms.status.clone().unwrap_or_default();
+    let desired = ms.spec.replicas.unwrap_or(1).max(0) as usize;
+    let live = machines.iter().filter(|m| !common::deleting(*m)).count();
+    let mut conds = vec![
+        paused,
+        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
+    ];
+    conds.push(if live < desired {
+        let mut message = format!("Scaling up from {live} to {desired} replicas");
+        if !preflight_problems.is_empty() {
+            message.push_str(" is blocked because:");
+            for problem in preflight_problems {
+                message.push_str(&format!("\n* {problem}"));
+            }
+        }
+        NewCondition::new(conditions::types::SCALING_UP, Status::True, "ScalingUp").message(message)
+    } else {
+        NewCondition::new(conditions::types::SCALING_UP, Status::False, "NotScalingUp")
+    });
+    conds.push(if live > desired {
+        NewCondition::new(conditions::types::SCALING_DOWN, Status::True, "ScalingDown")
+            .message(format!("Scaling down from {live} to {desired} replicas"))
+    } else {
+        NewCondition::new(
+            conditions::types::SCALING_DOWN,
+            Status::False,
+            "NotScalingDown",
+        )
+    });
+    let count = |t: &str| {
+        machines
+            .iter()
+            .filter(|m| condition_of(m, t).is_some_and(|c| c.status == "True"))
+            .count() as i32
+    };
+    status.replicas = Some(machines.len() as i32);
+    status.ready_replicas = Some(count(conditions::types::READY));
+    status.available_replicas = Some(count(conditions::types::AVAILABLE));
+    status.up_to_date_replicas = Some(count(conditions::types::UP_TO_DATE));
+    let selector = ms.spec.selector.match_labels.clone().unwrap_or_default();
+    status.selector = Some(selector_string(&selector));
+    status.versions = Some(super::versions(
+        machines.iter().filter_map(|m| m.spec.version.clone()),
+    ));
+    conds.push(aggregate(
+        machines,
+        conditions::types::READY,
+        conditions::types::MACHINES_READY,
+        MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
+    ));
+    conds.push(aggregate(
+        machines,
+        conditions::types::UP_TO_DATE,
+        conditions::types::MACHINES_UP_TO_DATE,
+        MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate"),
+    ));
+    let generation = ms.meta().generation;
+    common::set_conditions(&mut status.conditions, generation, conds);
+    status.observed_generation = generation;
+    status
 }
 
 /// Deletes these Machines of the set and waits until the shared cache shows them going, so the
@@ -543,17 +625,6 @@ pub fn preflight(p: &Preflight<'_>) -> Vec<String> {
     problems
 }
 
-async fn write_status(
-    api: &Api<MachineSet>,
-    ms: &MachineSet,
-    status: MachineSetStatus,
-) -> Result<()> {
-    if ms.status.as_ref() != Some(&status) {
-        common::patch_status(api, &ms.name_any(), &status).await?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -572,6 +643,140 @@ mod tests {
             "status": status,
         }))
         .unwrap()
+    }
+
+    /// A Machine whose Ready, Available and UpToDate conditions have these statuses.
+    fn machine_in(
+        name: &str,
+        ready: &str,
+        available: &str,
+        up_to_date: &str,
+        deleting: bool,
+    ) -> Machine {
+        let condition = |t: &str, status: &str| {
+            let message = if status == "True" {
+                String::new()
+            } else {
+                format!("{t} is {status}")
+            };
+            json!({"type": t, "status": status, "reason": "R", "lastTransitionTime": "2026-01-01T00:00:00Z", "message": message})
+        };
+        let mut m: Machine = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"clusterName": "c", "version": "v1.30.4", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": name}},
+            "status": {"conditions": [condition("Ready", ready), condition("Available", available), condition("UpToDate", up_to_date)]},
+        }))
+        .unwrap();
+        if deleting {
+            m.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
+            );
+        }
+        m
+    }
+
+    #[test]
+    fn status_table() {
+        struct Case {
+            name: &'static str,
+            replicas: i32,
+            machines: Vec<Machine>,
+            preflight: Vec<String>,
+            /// (ready, available, up to date) replicas.
+            counters: (i32, i32, i32),
+            /// (condition type, status, message) for the ones that say something.
+            conditions: Vec<(&'static str, &'static str, &'static str)>,
+        }
+        let ok = |n: &str| machine_in(n, "True", "True", "True", false);
+        let cases = [
+            Case {
+                name: "all Machines there and ready",
+                replicas: 2,
+                machines: vec![ok("a"), ok("b")],
+                preflight: vec![],
+                counters: (2, 2, 2),
+                conditions: vec![
+                    ("ScalingUp", "False", ""),
+                    ("ScalingDown", "False", ""),
+                    ("MachinesReady", "True", ""),
+                    ("Deleting", "False", ""),
+                ],
+            },
+            Case {
+                name: "a Machine being deleted is not live: scaling up to replace it",
+                replicas: 2,
+                machines: vec![ok("a"), machine_in("b", "False", "False", "True", true)],
+                preflight: vec![],
+                counters: (1, 1, 2),
+                conditions: vec![("ScalingUp", "True", "Scaling up from 1 to 2 replicas")],
+            },
+            Case {
+                name: "preflight checks block the scale-up and say why",
+                replicas: 2,
+                machines: vec![ok("a")],
+                preflight: vec!["KubeadmControlPlane cp is upgrading".into()],
+                counters: (1, 1, 1),
+                conditions: vec![(
+                    "ScalingUp",
+                    "True",
+                    "Scaling up from 1 to 2 replicas is blocked because:\n* KubeadmControlPlane cp is upgrading",
+                )],
+            },
+            Case {
+                name: "scaling down",
+                replicas: 1,
+                machines: vec![ok("a"), ok("b"), ok("c")],
+                preflight: vec![],
+                counters: (3, 3, 3),
+                conditions: vec![("ScalingDown", "True", "Scaling down from 3 to 1 replicas")],
+            },
+            Case {
+                name: "a Machine not ready makes MachinesReady false",
+                replicas: 2,
+                machines: vec![ok("a"), machine_in("b", "False", "False", "False", false)],
+                preflight: vec![],
+                counters: (1, 1, 1),
+                conditions: vec![("MachinesReady", "False", "* Machine b: Ready is False")],
+            },
+        ];
+        for case in cases {
+            let ms: MachineSet = serde_json::from_value(json!({
+                "metadata": {"name": "ms", "namespace": "ns", "generation": 4},
+                "spec": {"clusterName": "c", "replicas": case.replicas, "selector": {"matchLabels": {"pool": "a"}}, "template": {"spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "t"}}}},
+            }))
+            .unwrap();
+            let paused = NewCondition::new(conditions::types::PAUSED, Status::False, "NotPaused");
+            let status = compute_status(&ms, &case.machines, &case.preflight, paused);
+            let name = case.name;
+            assert_eq!(status.replicas, Some(case.machines.len() as i32), "{name}");
+            assert_eq!(
+                (
+                    status.ready_replicas,
+                    status.available_replicas,
+                    status.up_to_date_replicas
+                ),
+                (
+                    Some(case.counters.0),
+                    Some(case.counters.1),
+                    Some(case.counters.2)
+                ),
+                "{name}"
+            );
+            assert_eq!(status.selector.as_deref(), Some("pool=a"), "{name}");
+            assert_eq!(status.observed_generation, Some(4), "{name}");
+            let conditions = status.conditions.unwrap_or_default();
+            for (type_, want, message) in case.conditions {
+                let c = conditions
+                    .iter()
+                    .find(|c| c.type_ == type_)
+                    .unwrap_or_else(|| panic!("{name}: no {type_} condition"));
+                assert_eq!(
+                    (c.status.as_str(), c.message.as_str()),
+                    (want, message),
+                    "{name}: {type_}"
+                );
+            }
+        }
     }
 
     #[test]
