@@ -18,7 +18,7 @@ use rand::Rng;
 use serde_json::json;
 
 use super::common;
-use super::{Context, Error, Result};
+use super::{Context, Error, Result, StepContext};
 use crate::api;
 use crate::api::kubeadm_config::{
     Format, KubeadmConfigInitializationStatus, KubeadmConfigSpec, KubeadmConfigStatus,
@@ -214,85 +214,176 @@ fn data_secret_pending(message: &str) -> NewCondition {
     .message(message)
 }
 
-/// Records what the config waits for, and looks again shortly.
-async fn waiting(
-    api: &Api<KubeadmConfig>,
-    kc: &KubeadmConfig,
-    mut status: KubeadmConfigStatus,
-    paused: NewCondition,
-    waiting_for: NewCondition,
-) -> Result<Action> {
-    common::set_conditions(
-        &mut status.conditions,
-        kc.meta().generation,
-        vec![paused, waiting_for],
-    );
-    if kc.status.as_ref() != Some(&status) {
-        common::patch_status(api, &kc.name_any(), &status).await?;
+/// What one reconcile knows of a KubeadmConfig's world, gathered once.
+struct Scope {
+    api: Api<KubeadmConfig>,
+    machine: Machine,
+    cluster: Cluster,
+}
+
+impl Scope {
+    /// None while the owning Machine or its Cluster cannot be found yet.
+    async fn gather(kc: &KubeadmConfig, ctx: &Context) -> Result<Option<Scope>> {
+        let ns = kc.namespace().unwrap_or_default();
+        let Some(owner) = kc.owner_references().iter().find(|r| r.kind == "Machine") else {
+            return Ok(None);
+        };
+        let Some(machine) = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+            .get_opt(&owner.name)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Some(cluster) = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+            .get_opt(&machine.spec.cluster_name)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Scope {
+            api: Api::namespaced(ctx.client.clone(), &ns),
+            machine,
+            cluster,
+        }))
     }
-    Ok(Action::requeue(Duration::from_secs(2)))
+
+    fn control_plane_initialized(&self) -> bool {
+        self.cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.initialization.as_ref())
+            .and_then(|i| i.control_plane_initialized)
+            == Some(true)
+    }
+}
+
+/// Where a KubeadmConfig's bootstrap data stands.
+#[derive(Debug)]
+enum Progress {
+    /// The data Secret was written by this reconcile.
+    Created,
+    /// It was written by an earlier one.
+    CreatedBefore,
+    /// Not yet: what it waits for.
+    Waiting(NewCondition),
 }
 
 pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Action> {
     if common::deleting(kc.as_ref()) {
         return Ok(Action::await_change());
     }
+    let Some(scope) = Scope::gather(&kc, &ctx)
+        .await
+        .step("reading the Machine and its Cluster")?
+    else {
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    };
+
+    // Guards.
+    let (is_paused, paused) =
+        common::paused(Some(&scope.cluster), "KubeadmConfig", kc.annotations());
+    if scope.control_plane_initialized() {
+        // The cluster is up: the init lock has served its purpose.
+        let _ =
+            Api::<ConfigMap>::namespaced(ctx.client.clone(), &kc.namespace().unwrap_or_default())
+                .delete(
+                    &format!("{}-lock", scope.cluster.name_any()),
+                    &DeleteParams::default(),
+                )
+                .await;
+    }
+
+    // Phases.
+    let progress = if is_paused {
+        None
+    } else {
+        Some(
+            bootstrap_data(&ctx, &kc, &scope)
+                .await
+                .step("writing the bootstrap data")?,
+        )
+    };
+
+    // Status, computed once from where the bootstrap data stands.
+    let status = compute_status(&kc, paused, progress.as_ref());
+    if kc.status.as_ref() != Some(&status) {
+        common::patch_status(&scope.api, &kc.name_any(), &status).await?;
+    }
+    match progress {
+        None | Some(Progress::Created) => Ok(Action::await_change()),
+        Some(Progress::Waiting(_)) => Ok(Action::requeue(Duration::from_secs(2))),
+        Some(Progress::CreatedBefore) => keep_join_token_valid(&ctx, &kc, &scope)
+            .await
+            .step("refreshing the bootstrap token"),
+    }
+}
+
+/// Until its Node shows up, a joining machine's bootstrap token must stay valid.
+async fn keep_join_token_valid(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Result<Action> {
     let ns = kc.namespace().unwrap_or_default();
-    let api: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(owner) = kc.owner_references().iter().find(|r| r.kind == "Machine") else {
-        return Ok(Action::requeue(Duration::from_secs(2)));
-    };
-    let Some(machine) = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
-        .get_opt(&owner.name)
-        .await?
-    else {
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    };
-    let Some(cluster) = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
-        .get_opt(&machine.spec.cluster_name)
-        .await?
-    else {
-        return Ok(Action::requeue(Duration::from_secs(2)));
-    };
-    let generation = kc.meta().generation;
+    let joined = super::machines::node_name(&scope.machine).is_some();
+    if let Some(token) = spec_token(&kc.spec).filter(|_| !joined)
+        && let Some(workload) = ctx.workloads.client(&ns, &scope.cluster.name_any()).await?
+    {
+        ensure_bootstrap_token(&workload, token).await?;
+        return Ok(Action::requeue(TOKEN_TTL / 3));
+    }
+    Ok(Action::await_change())
+}
+
+/// The KubeadmConfig's status: the data Secret once it exists, or what it waits for.
+fn compute_status(
+    kc: &KubeadmConfig,
+    paused: NewCondition,
+    progress: Option<&Progress>,
+) -> KubeadmConfigStatus {
     let mut status = kc.status.clone().unwrap_or_default();
-    let (is_paused, paused) = common::paused(Some(&cluster), "KubeadmConfig", kc.annotations());
-    let init_done = cluster
+    let generation = kc.meta().generation;
+    let mut conds = vec![paused];
+    match progress {
+        // Paused: only the Paused condition is news.
+        None => {}
+        Some(Progress::Waiting(waiting_for)) => conds.push(waiting_for.clone()),
+        Some(Progress::Created | Progress::CreatedBefore) => {
+            status.data_secret_name = Some(kc.name_any());
+            status.initialization = Some(KubeadmConfigInitializationStatus {
+                data_secret_created: Some(true),
+            });
+            status.observed_generation = generation;
+            conds.extend([
+                NewCondition::new(
+                    api::kubeadm_config::conditions::DATA_SECRET_AVAILABLE,
+                    Status::True,
+                    "Available",
+                ),
+                NewCondition::new(
+                    api::kubeadm_config::conditions::CERTIFICATES_AVAILABLE,
+                    Status::True,
+                    "Available",
+                ),
+                NewCondition::new(conditions::types::READY, Status::True, "Ready"),
+            ]);
+        }
+    }
+    common::set_conditions(&mut status.conditions, generation, conds);
+    status
+}
+
+/// Renders the cloud-config for `kubeadm init` (the first control plane, holding the init
+/// lock) or `kubeadm join` into the data Secret, once the cluster is far enough along.
+async fn bootstrap_data(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Result<Progress> {
+    if kc
         .status
         .as_ref()
         .and_then(|s| s.initialization.as_ref())
-        .and_then(|i| i.control_plane_initialized)
-        == Some(true);
-    if init_done {
-        // The cluster is up: the init lock has served its purpose.
-        let _ = Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
-            .delete(
-                &format!("{}-lock", cluster.name_any()),
-                &DeleteParams::default(),
-            )
-            .await;
-    }
-    if is_paused
-        || status
-            .initialization
-            .as_ref()
-            .and_then(|i| i.data_secret_created)
-            == Some(true)
+        .and_then(|i| i.data_secret_created)
+        == Some(true)
     {
-        common::set_conditions(&mut status.conditions, generation, vec![paused]);
-        if kc.status.as_ref() != Some(&status) {
-            common::patch_status(&api, &kc.name_any(), &status).await?;
-        }
-        // Until its Node shows up, a joining machine's token must stay valid.
-        let joined = super::machines::node_name(&machine).is_some();
-        if let Some(token) = spec_token(&kc.spec).filter(|_| !joined && !is_paused)
-            && let Some(workload) = ctx.workloads.client(&ns, &cluster.name_any()).await?
-        {
-            ensure_bootstrap_token(&workload, token).await?;
-            return Ok(Action::requeue(TOKEN_TTL / 3));
-        }
-        return Ok(Action::await_change());
+        return Ok(Progress::CreatedBefore);
     }
+    let (machine, cluster) = (&scope.machine, &scope.cluster);
+    let ns = kc.namespace().unwrap_or_default();
+    let init_done = scope.control_plane_initialized();
     let infra = cluster
         .status
         .as_ref()
@@ -306,63 +397,42 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
         .filter(|e| e.is_valid());
     let control_plane = machine.labels().contains_key(api::CONTROL_PLANE_LABEL);
     let version = machine.spec.version.clone().unwrap_or_default();
-    let pending = if kc.spec.format == Some(Format::Ignition) {
-        Some(
+    let waiting = |message: &str| Ok(Progress::Waiting(data_secret_pending(message)));
+    if kc.spec.format == Some(Format::Ignition) {
+        return Ok(Progress::Waiting(
             NewCondition::new(api::kubeadm_config::conditions::DATA_SECRET_AVAILABLE, Status::False, "NotSupported").message(
                 "spec.format ignition is not supported by capictl yet; use cloud-config (the default)",
             ),
-        )
-    } else if !infra {
-        Some(data_secret_pending(
-            "Waiting for Cluster status.infrastructureReady to be true",
-        ))
-    } else if endpoint.is_none() {
-        Some(data_secret_pending(
-            "Waiting for Cluster spec.controlPlaneEndpoint to be set",
-        ))
-    } else if !control_plane && !init_done {
-        Some(data_secret_pending(
-            "Waiting for Cluster control plane to be initialized",
-        ))
-    } else {
-        None
-    };
-    if let Some(condition) = pending {
-        return waiting(&api, &kc, status, paused, condition).await;
+        ));
     }
-    let endpoint = endpoint.expect("checked above").to_string();
+    if !infra {
+        return waiting("Waiting for Cluster status.infrastructureReady to be true");
+    }
+    let Some(endpoint) = endpoint else {
+        return waiting("Waiting for Cluster spec.controlPlaneEndpoint to be set");
+    };
+    if !control_plane && !init_done {
+        return waiting("Waiting for Cluster control plane to be initialized");
+    }
+    let endpoint = endpoint.to_string();
     let init = control_plane && !init_done;
     // Certificates: made for the first control-plane machine when nobody made them yet.
     let generate = init && cluster.spec.control_plane_ref.is_none();
-    let owner = generate.then(|| common::owner_reference(&cluster, true));
+    let owner = generate.then(|| common::owner_reference(cluster, true));
     let Some(certificates) =
-        super::secrets::cluster_certificates(&ctx.client, &cluster, owner).await?
+        super::secrets::cluster_certificates(&ctx.client, cluster, owner).await?
     else {
-        return waiting(
-            &api,
-            &kc,
-            status,
-            paused,
+        return Ok(Progress::Waiting(
             NewCondition::new(
                 api::kubeadm_config::conditions::CERTIFICATES_AVAILABLE,
                 Status::False,
                 "NotAvailable",
             )
             .message("Waiting for the cluster certificates"),
-        )
-        .await;
+        ));
     };
-    if init && !init_lock(&ctx.client, &cluster, &machine.name_any()).await? {
-        return waiting(
-            &api,
-            &kc,
-            status,
-            paused,
-            data_secret_pending(
-                "Waiting for the first control plane machine to initialize the cluster",
-            ),
-        )
-        .await;
+    if init && !init_lock(&ctx.client, cluster, &machine.name_any()).await? {
+        return waiting("Waiting for the first control plane machine to initialize the cluster");
     }
     let spec = &kc.spec;
     let mut files = Vec::new();
@@ -381,16 +451,7 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
         )
     } else {
         let Some(workload) = ctx.workloads.client(&ns, &cluster.name_any()).await? else {
-            return waiting(
-                &api,
-                &kc,
-                status,
-                paused,
-                data_secret_pending(
-                    "Waiting for the Cluster's kubeconfig to create a bootstrap token",
-                ),
-            )
-            .await;
+            return waiting("Waiting for the Cluster's kubeconfig to create a bootstrap token");
         };
         let token = match spec_token(spec) {
             Some(t) => t.to_string(),
@@ -398,7 +459,7 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
                 // Kept in the spec first, so a crash before the Secret is written reuses it.
                 let token = new_token();
                 common::patch_merge(
-                    &api,
+                    &scope.api,
                     &kc.name_any(),
                     json!({"spec": {"joinConfiguration": {"discovery": {"bootstrapToken": {"token": token}}}}}),
                 )
@@ -422,7 +483,7 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
                 api::CLUSTER_NAME_LABEL.to_string(),
                 cluster.name_any(),
             )])),
-            owner_references: Some(vec![common::owner_reference(kc.as_ref(), true)]),
+            owner_references: Some(vec![common::owner_reference(kc, true)]),
             ..Default::default()
         },
         type_: Some(certs::SECRET_TYPE.into()),
@@ -433,29 +494,111 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
         ..Default::default()
     };
     common::create_if_absent(&Api::<Secret>::namespaced(ctx.client.clone(), &ns), &secret).await?;
-    status.data_secret_name = Some(kc.name_any());
-    status.initialization = Some(KubeadmConfigInitializationStatus {
-        data_secret_created: Some(true),
-    });
-    status.observed_generation = generation;
-    common::set_conditions(
-        &mut status.conditions,
-        generation,
-        vec![
-            paused,
-            NewCondition::new(
-                api::kubeadm_config::conditions::DATA_SECRET_AVAILABLE,
-                Status::True,
-                "Available",
+    Ok(Progress::Created)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(status: serde_json::Value) -> KubeadmConfig {
+        serde_json::from_value(json!({
+            "metadata": {"name": "m-1", "namespace": "ns", "generation": 2},
+            "spec": {},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn condition<'a>(status: &'a KubeadmConfigStatus, type_: &str) -> Option<&'a str> {
+        status
+            .conditions
+            .as_deref()
+            .and_then(|c| c.iter().find(|c| c.type_ == type_))
+            .map(|c| c.status.as_str())
+    }
+
+    #[test]
+    fn status_table() {
+        let paused = |is: bool| {
+            let status = if is { Status::True } else { Status::False };
+            NewCondition::new(conditions::types::PAUSED, status, "R")
+        };
+        let waiting = || {
+            Progress::Waiting(data_secret_pending(
+                "Waiting for Cluster spec.controlPlaneEndpoint to be set",
+            ))
+        };
+        /// A case's name, whether paused, the progress, whether the data Secret is recorded,
+        /// and the DataSecretAvailable and Ready statuses expected.
+        type Case<'a> = (
+            &'a str,
+            bool,
+            Option<Progress>,
+            bool,
+            Option<&'a str>,
+            Option<&'a str>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "waiting says for what",
+                false,
+                Some(waiting()),
+                false,
+                Some("False"),
+                None,
             ),
-            NewCondition::new(
-                api::kubeadm_config::conditions::CERTIFICATES_AVAILABLE,
-                Status::True,
-                "Available",
+            (
+                "created: the Secret is recorded",
+                false,
+                Some(Progress::Created),
+                true,
+                Some("True"),
+                Some("True"),
             ),
-            NewCondition::new(conditions::types::READY, Status::True, "Ready"),
-        ],
-    );
-    common::patch_status(&api, &kc.name_any(), &status).await?;
-    Ok(Action::await_change())
+            (
+                "created before: still recorded",
+                false,
+                Some(Progress::CreatedBefore),
+                true,
+                Some("True"),
+                Some("True"),
+            ),
+            ("paused: only Paused changes", true, None, false, None, None),
+        ];
+        for (case, is_paused, progress, recorded, data_secret, ready) in cases {
+            let status = compute_status(&config(json!({})), paused(is_paused), progress.as_ref());
+            assert_eq!(status.data_secret_name.is_some(), recorded, "{case}");
+            assert_eq!(
+                status
+                    .initialization
+                    .as_ref()
+                    .and_then(|i| i.data_secret_created),
+                recorded.then_some(true),
+                "{case}"
+            );
+            assert_eq!(
+                condition(&status, "Paused"),
+                Some(if is_paused { "True" } else { "False" }),
+                "{case}"
+            );
+            assert_eq!(
+                condition(&status, "DataSecretAvailable"),
+                data_secret,
+                "{case}"
+            );
+            assert_eq!(condition(&status, "Ready"), ready, "{case}");
+        }
+        let status = compute_status(&config(json!({})), paused(false), Some(&waiting()));
+        let c = status
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "DataSecretAvailable")
+            .unwrap();
+        assert_eq!(
+            c.message,
+            "Waiting for Cluster spec.controlPlaneEndpoint to be set"
+        );
+    }
 }
