@@ -197,9 +197,17 @@ mod tests {
             "machine_set",
         ];
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        // A large reconciler is a folder of its own (controllers/machine/{mod,status,…}.rs).
         let mut sources: Vec<std::path::PathBuf> = RECONCILERS
             .iter()
-            .map(|r| dir.join(format!("controllers/{r}.rs")))
+            .map(|r| {
+                let folder = dir.join(format!("controllers/{r}"));
+                if folder.is_dir() {
+                    folder
+                } else {
+                    dir.join(format!("controllers/{r}.rs"))
+                }
+            })
             .collect();
         for shared in [
             "common", "external", "machines", "mdutil", "secrets", "throttle",
