@@ -1,0 +1,130 @@
+//! Deleting a Cluster: its MachineDeployments, MachineSets and stand-alone Machines first,
+//! then the control plane, then the infrastructure cluster; the finalizer goes last. Each
+//! reconcile records in `Deleting` what it waits for.
+
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+
+use super::super::common;
+use super::super::{Context, Result, StepContext};
+use super::status::Descendants;
+use crate::api;
+use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
+use crate::conditions::{self, NewCondition, Status};
+
+/// Deletes what the Cluster owns in order: workers, then the control plane, then the
+/// infrastructure; the finalizer goes last.
+pub(super) async fn reconcile_delete(
+    ctx: &Context,
+    api: &Api<Cluster>,
+    cluster: &Cluster,
+) -> Result<Action> {
+    let ns = cluster.namespace().unwrap_or_default();
+    let uid = cluster.uid().unwrap_or_default();
+    let d = Descendants::gather(ctx, cluster)
+        .await
+        .step("reading what the Cluster owns")?;
+    let owned = |refs: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference]| {
+        common::has_owner(refs, &uid)
+    };
+    let mut waiting = Vec::new();
+    for md in &d.deployments {
+        waiting.push(format!("MachineDeployment {}", md.name_any()));
+        if owned(md.owner_references()) && !common::deleting(md) {
+            Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
+                .delete(&md.name_any(), &DeleteParams::background())
+                .await?;
+        }
+    }
+    for ms in &d.sets {
+        waiting.push(format!("MachineSet {}", ms.name_any()));
+        if owned(ms.owner_references()) && !common::deleting(ms) {
+            Api::<MachineSet>::namespaced(ctx.client.clone(), &ns)
+                .delete(&ms.name_any(), &DeleteParams::background())
+                .await?;
+        }
+    }
+    let machines = Api::<Machine>::namespaced(ctx.client.clone(), &ns);
+    let standalone_cp = if cluster.spec.control_plane_ref.is_none() {
+        d.control_plane.clone()
+    } else {
+        Vec::new()
+    };
+    for m in d.workers.iter().chain(&standalone_cp) {
+        waiting.push(format!("Machine {}", m.name_any()));
+        let independent =
+            common::controller_of(m.owner_references()).is_none() || owned(m.owner_references());
+        if independent && !common::deleting(m.as_ref()) {
+            machines
+                .delete(&m.name_any(), &DeleteParams::background())
+                .await?;
+        }
+    }
+    let waiting_for = if waiting.is_empty() {
+        delete_providers(ctx, cluster)
+            .await
+            .step("deleting the control plane and the infrastructure cluster")?
+    } else {
+        Some((
+            "WaitingForWorkersDeletion",
+            format!("* Waiting for {} to be deleted", waiting.join(", ")),
+        ))
+    };
+    if let Some((reason, message)) = waiting_for {
+        let mut status = cluster.status.clone().unwrap_or_default();
+        status.phase = Some("Deleting".into());
+        common::set_conditions(
+            &mut status.conditions,
+            cluster.meta().generation,
+            vec![
+                NewCondition::new(conditions::types::DELETING, Status::True, reason)
+                    .message(message),
+            ],
+        );
+        if cluster.status.as_ref() != Some(&status) {
+            common::patch_status(api, &cluster.name_any(), &status).await?;
+        }
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+    ctx.workloads.forget(&ns, &cluster.name_any());
+    common::remove_finalizer(api, cluster, api::CLUSTER_FINALIZER).await?;
+    Ok(Action::await_change())
+}
+
+/// Deletes the control plane, then the infrastructure cluster; what is still waited for
+/// (the `Deleting` condition's reason and message), or None once both are gone.
+async fn delete_providers(
+    ctx: &Context,
+    cluster: &Cluster,
+) -> Result<Option<(&'static str, String)>> {
+    let ns = cluster.namespace().unwrap_or_default();
+    for (reference, reason) in [
+        (
+            &cluster.spec.control_plane_ref,
+            "WaitingForControlPlaneDeletion",
+        ),
+        (
+            &cluster.spec.infrastructure_ref,
+            "WaitingForInfrastructureDeletion",
+        ),
+    ] {
+        let Some(reference) = reference else { continue };
+        if let Some(object) = ctx.external.get(&ns, reference).await? {
+            if object.meta().deletion_timestamp.is_none() {
+                ctx.external
+                    .api(&ns, reference)
+                    .await?
+                    .delete(&reference.name, &DeleteParams::background())
+                    .await?;
+            }
+            return Ok(Some((
+                reason,
+                format!("Waiting for {} to be deleted", reference.kind),
+            )));
+        }
+    }
+    Ok(None)
+}
