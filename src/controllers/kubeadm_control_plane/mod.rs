@@ -1,8 +1,13 @@
 //! The KubeadmControlPlane controller: the cluster certificates and admin kubeconfig, and
 //! control-plane Machines created, scaled, upgraded and removed one at a time, moving etcd
 //! leadership off a machine and removing its etcd member before it goes.
+//!
+//! `mod.rs` gathers, decides and acts; [`status`] computes the status from what was gathered;
+//! [`deletion`] waits for the workers, then removes the control-plane Machines.
 
-use super::common::machine_condition_true as is_true;
+mod deletion;
+mod status;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,18 +19,20 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::common;
+use super::common::machine_condition_true as is_true;
 use super::machines::node_name;
-use super::{Context, Result};
+use super::{Context, Result, StepContext};
 use crate::api;
 use crate::api::common::ContractVersionedObjectReference;
-use crate::api::kubeadm_control_plane::{
-    KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus, LastRemediationStatus,
-};
+use crate::api::kubeadm_control_plane::LastRemediationStatus;
 use crate::api::machine::{Bootstrap, MachineSpec};
-use crate::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine, MachineDeployment};
+use crate::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine};
 use crate::conditions;
-use crate::conditions::{MergeReasons, NewCondition, Status};
-use crate::workload::etcd::{self, Alarm, EtcdError, Member};
+use crate::conditions::{NewCondition, Status};
+use crate::workload::etcd::{self, EtcdError};
+
+pub use status::{EtcdSeen, etcd_cluster_condition};
+use status::{Facts, Progress, Remediation};
 
 /// Why a control-plane Machine is not what the KubeadmControlPlane asks for; empty when it is.
 pub fn outdated_reasons(
@@ -126,14 +133,260 @@ fn owner_remediation_requested(m: &Machine) -> bool {
         .is_some_and(|c| c.status == "False")
 }
 
+/// What one reconcile knows of a KubeadmControlPlane's world, gathered once.
+struct Scope {
+    api: Api<KubeadmControlPlane>,
+    machines_api: Api<Machine>,
+    /// From the cluster-name label the Cluster controller puts on its control plane.
+    cluster_name: Option<String>,
+    cluster: Option<Cluster>,
+    /// The control plane's Machines, by the control-plane-name label.
+    machines: Vec<Machine>,
+}
+
+impl Scope {
+    async fn gather(kcp: &KubeadmControlPlane, ctx: &Context) -> Result<Scope> {
+        let ns = kcp.namespace().unwrap_or_default();
+        let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+        let cluster_name = kcp.labels().get(api::CLUSTER_NAME_LABEL).cloned();
+        let cluster = match &cluster_name {
+            Some(name) => {
+                Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+                    .get_opt(name)
+                    .await?
+            }
+            None => None,
+        };
+        let machines: Vec<Machine> = machines_api
+            .list(&ListParams::default().labels(&format!(
+                "{}={}",
+                api::CONTROL_PLANE_NAME_LABEL,
+                kcp.name_any()
+            )))
+            .await?
+            .items;
+        Ok(Scope {
+            api: Api::namespaced(ctx.client.clone(), &ns),
+            machines_api,
+            cluster_name,
+            cluster,
+            machines,
+        })
+    }
+
+    /// The Machines not being deleted.
+    fn live(&self) -> Vec<&Machine> {
+        self.machines
+            .iter()
+            .filter(|m| !common::deleting(*m))
+            .collect()
+    }
+}
+
+/// Whether the Cluster is far enough along for control-plane Machines: its infrastructure
+/// is provisioned and its control plane endpoint known.
+fn cluster_ready(cluster: &Cluster) -> bool {
+    cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(|i| i.infrastructure_provisioned)
+        == Some(true)
+        && cluster
+            .spec
+            .control_plane_endpoint
+            .as_ref()
+            .is_some_and(|e| e.is_valid())
+}
+
+pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Result<Action> {
+    let scope = Scope::gather(&kcp, &ctx)
+        .await
+        .step("reading the Cluster and the control-plane Machines")?;
+    if common::deleting(kcp.as_ref()) {
+        return deletion::reconcile_delete(
+            &ctx,
+            &kcp,
+            &scope.api,
+            scope.cluster_name.as_deref(),
+            &scope.machines,
+        )
+        .await
+        .step("deleting the control plane");
+    }
+    let Some(cluster) = &scope.cluster else {
+        // The Cluster controller labels the control plane once the Cluster refers to it.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    };
+
+    // Guards.
+    if common::ensure_finalizer(
+        &scope.api,
+        kcp.as_ref(),
+        api::KUBEADM_CONTROL_PLANE_FINALIZER,
+    )
+    .await?
+    {
+        return Ok(Action::await_change());
+    }
+    let (is_paused, paused) =
+        common::paused(Some(cluster), "KubeadmControlPlane", kcp.annotations());
+    if is_paused {
+        let mut status = kcp.status.clone().unwrap_or_default();
+        common::set_conditions(&mut status.conditions, kcp.meta().generation, vec![paused]);
+        common::patch_status(&scope.api, &kcp.name_any(), &status).await?;
+        return Ok(Action::await_change());
+    }
+    if !cluster_ready(cluster) {
+        let status = status::compute(&kcp, paused, Progress::WaitingForCluster);
+        write_status(&scope.api, &kcp, status).await?;
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+
+    // Phases.
+    ensure_certificates(&ctx, &kcp, cluster)
+        .await
+        .step("writing the cluster certificates and admin kubeconfig")?;
+    let outdated = mark_up_to_date(&ctx, &kcp, &scope)
+        .await
+        .step("comparing the Machines with the spec")?;
+    let live = scope.live();
+    let any_deleting = scope.machines.iter().any(common::deleting);
+    let settling = any_deleting || live.iter().any(|m| !is_true(m, conditions::types::READY));
+    // Remediation first, one Machine at a time: nothing else moves while it runs.
+    let remediation = if any_deleting {
+        None
+    } else {
+        let last = kcp
+            .status
+            .as_ref()
+            .and_then(|s| s.last_remediation.as_ref());
+        remediate(&ctx, cluster, &live, last)
+            .await
+            .step("remediating an unhealthy Machine")?
+    };
+    if remediation.is_none() && (!settling || live.is_empty()) {
+        scale(&ctx, &kcp, cluster, &live, &outdated)
+            .await
+            .step("scaling and rolling out the Machines")?;
+    }
+    let etcd = read_etcd(&ctx, cluster).await;
+
+    // Status, computed once from what this reconcile gathered.
+    let cluster_name = cluster.name_any();
+    let rolling = !outdated.is_empty();
+    let status = status::compute(
+        &kcp,
+        paused,
+        Progress::Reconciled(Facts {
+            cluster_name: &cluster_name,
+            machines: &scope.machines,
+            outdated: &outdated,
+            etcd: &etcd,
+            remediation,
+        }),
+    );
+    write_status(&scope.api, &kcp, status).await?;
+    let desired = kcp.spec.replicas.unwrap_or(1).max(0) as usize;
+    let stable = !rolling && !settling && live.len() == desired;
+    Ok(Action::requeue(if stable {
+        Duration::from_secs(10)
+    } else {
+        Duration::from_secs(1)
+    }))
+}
+
+async fn write_status(
+    api: &Api<KubeadmControlPlane>,
+    kcp: &KubeadmControlPlane,
+    status: crate::api::kubeadm_control_plane::KubeadmControlPlaneStatus,
+) -> Result<()> {
+    if kcp.status.as_ref() != Some(&status) {
+        common::patch_status(api, &kcp.name_any(), &status).await?;
+    }
+    Ok(())
+}
+
+/// Marks each Machine UpToDate or not (version, infrastructure template, rolloutAfter);
+/// the reasons of those that are not, by name.
+async fn mark_up_to_date(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    scope: &Scope,
+) -> Result<BTreeMap<String, Vec<String>>> {
+    let ns = kcp.namespace().unwrap_or_default();
+    let mut outdated = BTreeMap::new();
+    for m in &scope.machines {
+        let template = ctx
+            .external
+            .get(&ns, &m.spec.infrastructure_ref)
+            .await?
+            .and_then(|i| {
+                i.annotations()
+                    .get(api::CLONED_FROM_NAME_ANNOTATION)
+                    .cloned()
+            });
+        let reasons = outdated_reasons(kcp, m, template.as_deref());
+        let condition = if reasons.is_empty() {
+            NewCondition::new(conditions::types::UP_TO_DATE, Status::True, "UpToDate")
+        } else {
+            NewCondition::new(conditions::types::UP_TO_DATE, Status::False, "NotUpToDate")
+                .message(reasons.join("\n"))
+        };
+        super::machines::set_machine_condition(&scope.machines_api, m, condition).await?;
+        if !reasons.is_empty() {
+            outdated.insert(m.name_any(), reasons);
+        }
+    }
+    Ok(outdated)
+}
+
+/// One step towards `spec.replicas` Machines that are all up to date: create one (scaling up,
+/// or surging during a rollout), else remove one (scaling down, or an outdated one).
+async fn scale(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+    live: &[&Machine],
+    outdated: &BTreeMap<String, Vec<String>>,
+) -> Result<()> {
+    let desired = kcp.spec.replicas.unwrap_or(1).max(0) as usize;
+    let max_surge = match kcp
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.strategy.as_ref())
+        .and_then(|s| s.rolling_update.as_ref())
+        .and_then(|r| r.max_surge.as_ref())
+    {
+        Some(IntOrString::Int(n)) => *n as usize,
+        _ => 1,
+    };
+    let rolling = !outdated.is_empty();
+    let outdated_names: BTreeSet<String> = outdated.keys().cloned().collect();
+    if live.len() < desired || (rolling && live.len() < desired + max_surge && max_surge > 0) {
+        create_machine(ctx, kcp, cluster).await?;
+    } else if (live.len() > desired || rolling)
+        && let Some(victim) = pick_for_removal(live, &outdated_names)
+    {
+        let keep: Vec<&Machine> = live
+            .iter()
+            .copied()
+            .filter(|m| m.name_any() != victim.name_any())
+            .collect();
+        remove_machine(ctx, cluster, victim, &keep).await?;
+    }
+    Ok(())
+}
+
 /// Remediates the control-plane Machine a MachineHealthCheck marked, when etcd can spare it:
 /// one at a time, the Machine goes (its etcd member first) and scaling up replaces it.
 async fn remediate(
     ctx: &Context,
     cluster: &Cluster,
     machines: &[&Machine],
-    status: &mut KubeadmControlPlaneStatus,
-) -> Result<Option<NewCondition>> {
+    last: Option<&LastRemediationStatus>,
+) -> Result<Option<Remediation>> {
     let Some(victim) = machines
         .iter()
         .copied()
@@ -167,8 +420,8 @@ async fn remediate(
             .message(refusal.clone()),
         )
         .await?;
-        return Ok(Some(
-            NewCondition::new(
+        return Ok(Some(Remediation {
+            condition: NewCondition::new(
                 conditions::types::REMEDIATING,
                 Status::True,
                 "RemediationNotAllowed",
@@ -177,7 +430,8 @@ async fn remediate(
                 "Machine {} needs remediation, but {refusal}",
                 victim.name_any()
             )),
-        ));
+            started: None,
+        }));
     }
     tracing::info!(machine = %victim.name_any(), "remediating an unhealthy control-plane Machine");
     super::machines::set_machine_condition(
@@ -192,20 +446,11 @@ async fn remediate(
     )
     .await?;
     remove_machine(ctx, cluster, victim, &others).await?;
-    let retry_count = status
-        .last_remediation
-        .as_ref()
+    let retry_count = last
         .filter(|r| r.machine == victim.name_any())
         .map_or(0, |r| r.retry_count + 1);
-    status.last_remediation = Some(LastRemediationStatus {
-        machine: victim.name_any(),
-        time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            k8s_openapi::jiff::Timestamp::now(),
-        ),
-        retry_count,
-    });
-    Ok(Some(
-        NewCondition::new(
+    Ok(Some(Remediation {
+        condition: NewCondition::new(
             conditions::types::REMEDIATING,
             Status::True,
             "RemediationInProgress",
@@ -214,7 +459,14 @@ async fn remediate(
             "Deleting unhealthy Machine {}; a new one replaces it",
             victim.name_any()
         )),
-    ))
+        started: Some(LastRemediationStatus {
+            machine: victim.name_any(),
+            time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ),
+            retry_count,
+        }),
+    }))
 }
 
 /// The cluster certificates and the admin kubeconfig, owned by the control plane.
@@ -352,355 +604,10 @@ async fn read_etcd(ctx: &Context, cluster: &Cluster) -> EtcdSeen {
     Ok((etcd.members().await?, etcd.alarms().await?))
 }
 
-/// What was read of a workload cluster's etcd: its members and alarms.
-pub type EtcdSeen = etcd::Result<(Vec<Member>, Vec<Alarm>)>;
-
-/// EtcdClusterHealthy: every Ready control-plane Machine's Node has an etcd member, every
-/// member belongs to a control-plane Machine, and no alarm is raised. `machines` are the
-/// control-plane Machines' Node names (None before the Node registers) and whether they are
-/// Ready.
-pub fn etcd_cluster_condition(etcd: &EtcdSeen, machines: &[(Option<&str>, bool)]) -> NewCondition {
-    const TYPE: &str = api::kubeadm_control_plane::conditions::ETCD_CLUSTER_HEALTHY;
-    let (members, alarms) = match etcd {
-        Ok(found) => found,
-        Err(e) => {
-            return NewCondition::new(TYPE, Status::Unknown, "HealthUnknown")
-                .message(format!("Waiting for etcd: {e}"));
-        }
-    };
-    let mut problems: Vec<String> = alarms.iter().map(|a| format!("* {a}")).collect();
-    for member in members {
-        if !machines
-            .iter()
-            .any(|(node, _)| *node == Some(member.name.as_str()))
-        {
-            problems.push(format!(
-                "* etcd member {} does not belong to a control-plane Machine",
-                member.name
-            ));
-        }
-    }
-    for (node, ready) in machines {
-        if let (Some(node), true) = (node, ready)
-            && !members.iter().any(|m| m.name == *node)
-        {
-            problems.push(format!("* Machine with Node {node} has no etcd member"));
-        }
-    }
-    if problems.is_empty() {
-        NewCondition::new(TYPE, Status::True, "Healthy")
-    } else {
-        NewCondition::new(TYPE, Status::False, "NotHealthy").message(problems.join("\n"))
-    }
-}
-
-pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Result<Action> {
-    let ns = kcp.namespace().unwrap_or_default();
-    let api: Api<KubeadmControlPlane> = Api::namespaced(ctx.client.clone(), &ns);
-    let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-    let cluster_name = kcp.labels().get(api::CLUSTER_NAME_LABEL).cloned();
-    let cluster = match &cluster_name {
-        Some(name) => {
-            Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
-                .get_opt(name)
-                .await?
-        }
-        None => None,
-    };
-    let machines: Vec<Machine> = machines_api
-        .list(&ListParams::default().labels(&format!(
-            "{}={}",
-            api::CONTROL_PLANE_NAME_LABEL,
-            kcp.name_any()
-        )))
-        .await?
-        .items;
-    if common::deleting(kcp.as_ref()) {
-        return reconcile_delete(&ctx, &api, &kcp, cluster_name.as_deref(), &machines).await;
-    }
-    let Some(cluster) = cluster else {
-        // The Cluster controller labels the control plane once the Cluster refers to it.
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    };
-    if common::ensure_finalizer(&api, kcp.as_ref(), api::KUBEADM_CONTROL_PLANE_FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
-    let generation = kcp.meta().generation;
-    let mut status = kcp.status.clone().unwrap_or_default();
-    let (is_paused, paused) =
-        common::paused(Some(&cluster), "KubeadmControlPlane", kcp.annotations());
-    if is_paused {
-        common::set_conditions(&mut status.conditions, generation, vec![paused]);
-        common::patch_status(&api, &kcp.name_any(), &status).await?;
-        return Ok(Action::await_change());
-    }
-    let init = cluster
-        .status
-        .as_ref()
-        .and_then(|s| s.initialization.clone())
-        .unwrap_or_default();
-    let mut conds = vec![
-        paused,
-        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
-    ];
-    if init.infrastructure_provisioned != Some(true)
-        || !cluster
-            .spec
-            .control_plane_endpoint
-            .as_ref()
-            .is_some_and(|e| e.is_valid())
-    {
-        conds.push(
-            NewCondition::new(conditions::types::AVAILABLE, Status::False, "NotAvailable")
-                .message("Waiting for the Cluster's infrastructure and control plane endpoint"),
-        );
-        common::set_conditions(&mut status.conditions, generation, conds);
-        common::patch_status(&api, &kcp.name_any(), &status).await?;
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    }
-    ensure_certificates(&ctx, &kcp, &cluster).await?;
-    conds.push(NewCondition::new(
-        api::kubeadm_control_plane::conditions::CERTIFICATES_AVAILABLE,
-        Status::True,
-        "Available",
-    ));
-
-    // Which Machines are up to date.
-    let mut outdated: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for m in &machines {
-        let template = ctx
-            .external
-            .get(&ns, &m.spec.infrastructure_ref)
-            .await?
-            .and_then(|i| {
-                i.annotations()
-                    .get(api::CLONED_FROM_NAME_ANNOTATION)
-                    .cloned()
-            });
-        let reasons = outdated_reasons(&kcp, m, template.as_deref());
-        let condition = if reasons.is_empty() {
-            NewCondition::new(conditions::types::UP_TO_DATE, Status::True, "UpToDate")
-        } else {
-            NewCondition::new(conditions::types::UP_TO_DATE, Status::False, "NotUpToDate")
-                .message(reasons.join("\n"))
-        };
-        super::machines::set_machine_condition(&machines_api, m, condition).await?;
-        if !reasons.is_empty() {
-            outdated.insert(m.name_any(), reasons);
-        }
-    }
-
-    // One step at a time.
-    let desired = kcp.spec.replicas.unwrap_or(1).max(0) as usize;
-    let max_surge = match kcp
-        .spec
-        .rollout
-        .as_ref()
-        .and_then(|r| r.strategy.as_ref())
-        .and_then(|s| s.rolling_update.as_ref())
-        .and_then(|r| r.max_surge.as_ref())
-    {
-        Some(IntOrString::Int(n)) => *n as usize,
-        _ => 1,
-    };
-    let live: Vec<&Machine> = machines.iter().filter(|m| !common::deleting(*m)).collect();
-    let settling =
-        machines.iter().any(common::deleting) || live.iter().any(|m| !is_true(m, "Ready"));
-    let outdated_names: BTreeSet<String> = outdated.keys().cloned().collect();
-    let (scaling_up, scaling_down) = (live.len() < desired, live.len() > desired);
-    let rolling = !outdated.is_empty();
-    // Remediation first, one Machine at a time: nothing else moves while it runs.
-    let remediating = if machines.iter().any(common::deleting) {
-        None
-    } else {
-        remediate(&ctx, &cluster, &live, &mut status).await?
-    };
-    if remediating.is_none() && (!settling || live.is_empty()) {
-        if live.len() < desired || (rolling && live.len() < desired + max_surge && max_surge > 0) {
-            create_machine(&ctx, &kcp, &cluster).await?;
-        } else if (live.len() > desired || rolling)
-            && let Some(victim) = pick_for_removal(&live, &outdated_names)
-        {
-            let keep: Vec<&Machine> = live
-                .iter()
-                .copied()
-                .filter(|m| m.name_any() != victim.name_any())
-                .collect();
-            remove_machine(&ctx, &cluster, victim, &keep).await?;
-        }
-    }
-
-    // Status.
-    let count = |t: &str| machines.iter().filter(|m| is_true(m, t)).count() as i32;
-    status.replicas = Some(machines.len() as i32);
-    status.ready_replicas = Some(count("Ready"));
-    status.available_replicas = Some(count("Available"));
-    status.up_to_date_replicas = Some((machines.len() - outdated.len()) as i32);
-    let versions = super::versions(machines.iter().filter_map(|m| m.spec.version.clone()));
-    status.version = versions.first().map(|v| v.version.clone());
-    status.versions = Some(versions);
-    status.selector = Some(format!(
-        "{}={},{}",
-        api::CLUSTER_NAME_LABEL,
-        cluster.name_any(),
-        api::CONTROL_PLANE_LABEL
-    ));
-    if machines.iter().any(|m| node_name(m).is_some()) || status.initialization.is_some() {
-        status.initialization = Some(KubeadmControlPlaneInitializationStatus {
-            control_plane_initialized: Some(true),
-        });
-    }
-    let etcd = read_etcd(&ctx, &cluster).await;
-    let nodes: Vec<(Option<&str>, bool)> = machines
-        .iter()
-        .map(|m| (node_name(m), is_true(m, "Ready")))
-        .collect();
-    conds.push(etcd_cluster_condition(&etcd, &nodes));
-    conds.push(NewCondition::new(
-        api::kubeadm_control_plane::conditions::CONTROL_PLANE_COMPONENTS_HEALTHY,
-        if count("Ready") == machines.len() as i32 {
-            Status::True
-        } else {
-            Status::False
-        },
-        if count("Ready") == machines.len() as i32 {
-            "Healthy"
-        } else {
-            "NotHealthy"
-        },
-    ));
-    conds.push(
-        if status.available_replicas.unwrap_or(0) > 0 && status.initialization.is_some() {
-            NewCondition::new(conditions::types::AVAILABLE, Status::True, "Available")
-        } else {
-            NewCondition::new(conditions::types::AVAILABLE, Status::False, "NotAvailable")
-                .message("Waiting for a control plane Machine to be Available")
-        },
-    );
-    conds.push(super::machines::aggregate(
-        &machines,
-        "Ready",
-        conditions::types::MACHINES_READY,
-        MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
-    ));
-    conds.push(super::machines::aggregate(
-        &machines,
-        "UpToDate",
-        conditions::types::MACHINES_UP_TO_DATE,
-        MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate"),
-    ));
-    conds.push(flag("RollingOut", rolling, || {
-        format!("Rolling out {} not up-to-date replicas", outdated.len())
-    }));
-    conds.push(flag("ScalingUp", scaling_up, || {
-        format!("Scaling up from {} to {desired} replicas", live.len())
-    }));
-    conds.push(flag("ScalingDown", scaling_down, || {
-        format!("Scaling down from {} to {desired} replicas", live.len())
-    }));
-    conds.push(remediating.unwrap_or_else(|| {
-        NewCondition::new(
-            conditions::types::REMEDIATING,
-            Status::False,
-            "NotRemediating",
-        )
-    }));
-    common::set_conditions(&mut status.conditions, generation, conds);
-    status.observed_generation = generation;
-    write_status(&api, &kcp, status).await?;
-    let stable = !rolling && !settling && live.len() == desired;
-    Ok(Action::requeue(if stable {
-        Duration::from_secs(10)
-    } else {
-        Duration::from_secs(1)
-    }))
-}
-
-/// A condition saying whether something is going on (`RollingOut`/`NotRollingOut`), and what.
-fn flag(condition: &str, on: bool, message: impl FnOnce() -> String) -> NewCondition {
-    if on {
-        NewCondition::new(condition, Status::True, condition).message(message())
-    } else {
-        NewCondition::new(condition, Status::False, &format!("Not{condition}"))
-    }
-}
-
-async fn write_status(
-    api: &Api<KubeadmControlPlane>,
-    kcp: &KubeadmControlPlane,
-    status: KubeadmControlPlaneStatus,
-) -> Result<()> {
-    if kcp.status.as_ref() != Some(&status) {
-        common::patch_status(api, &kcp.name_any(), &status).await?;
-    }
-    Ok(())
-}
-
-/// Deletion waits for the workers to go first, then removes every control-plane Machine.
-async fn reconcile_delete(
-    ctx: &Context,
-    api: &Api<KubeadmControlPlane>,
-    kcp: &KubeadmControlPlane,
-    cluster: Option<&str>,
-    machines: &[Machine],
-) -> Result<Action> {
-    let ns = kcp.namespace().unwrap_or_default();
-    let mut status = kcp.status.clone().unwrap_or_default();
-    if let Some(cluster) = cluster {
-        let selector =
-            ListParams::default().labels(&format!("{}={cluster}", api::CLUSTER_NAME_LABEL));
-        let workers = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
-            .list(&selector)
-            .await?
-            .items
-            .into_iter()
-            .filter(|m| !m.labels().contains_key(api::CONTROL_PLANE_LABEL))
-            .count();
-        let deployments = Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
-            .list(&selector)
-            .await?
-            .items
-            .len();
-        if workers > 0 || deployments > 0 {
-            common::set_conditions(
-                &mut status.conditions,
-                kcp.meta().generation,
-                vec![NewCondition::new(conditions::types::DELETING, Status::True, "WaitingForWorkersDeletion")
-                    .message(format!("Waiting for worker nodes to be deleted: {deployments} MachineDeployments, {workers} worker Machines"))],
-            );
-            write_status(api, kcp, status).await?;
-            return Ok(Action::requeue(Duration::from_secs(1)));
-        }
-    }
-    if machines.is_empty() {
-        common::remove_finalizer(api, kcp, api::KUBEADM_CONTROL_PLANE_FINALIZER).await?;
-        return Ok(Action::await_change());
-    }
-    let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-    for m in machines.iter().filter(|m| !common::deleting(*m)) {
-        machines_api
-            .delete(&m.name_any(), &DeleteParams::background())
-            .await?;
-    }
-    common::set_conditions(
-        &mut status.conditions,
-        kcp.meta().generation,
-        vec![
-            NewCondition::new(
-                conditions::types::DELETING,
-                Status::True,
-                "WaitingForMachineDeletion",
-            )
-            .message(format!("Deleting {} Machines", machines.len())),
-        ],
-    );
-    write_status(api, kcp, status).await?;
-    Ok(Action::requeue(Duration::from_secs(1)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::etcd::{Alarm, Member};
     use serde_json::json;
 
     fn machine(name: &str, created: i64, domain: Option<&str>, version: &str) -> Machine {

@@ -1,0 +1,478 @@
+//! A KubeadmControlPlane's status, computed from what one reconcile gathered: its Machines,
+//! which of them are outdated, what etcd said, and any remediation; the v1beta2 conditions.
+
+use std::collections::BTreeMap;
+
+use kube::Resource;
+
+use super::super::common;
+use super::super::common::machine_condition_true as is_true;
+use super::super::machines::node_name;
+use crate::api;
+use crate::api::kubeadm_control_plane::{
+    KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus, LastRemediationStatus,
+};
+use crate::api::{KubeadmControlPlane, Machine};
+use crate::conditions;
+use crate::conditions::{MergeReasons, NewCondition, Status};
+use crate::workload::etcd::{self, Alarm, Member};
+
+/// What was read of a workload cluster's etcd: its members and alarms.
+pub type EtcdSeen = etcd::Result<(Vec<Member>, Vec<Alarm>)>;
+
+/// What the remediation phase did.
+#[derive(Debug)]
+pub struct Remediation {
+    /// `Remediating`: what is being remediated, or why it may not be.
+    pub condition: NewCondition,
+    /// The remediation started now, for `status.lastRemediation`.
+    pub started: Option<LastRemediationStatus>,
+}
+
+/// What one reconcile gathered and did.
+pub struct Facts<'a> {
+    pub cluster_name: &'a str,
+    pub machines: &'a [Machine],
+    /// The Machines that are not up to date, with the reasons.
+    pub outdated: &'a BTreeMap<String, Vec<String>>,
+    pub etcd: &'a EtcdSeen,
+    pub remediation: Option<Remediation>,
+}
+
+/// How far the reconcile got.
+pub enum Progress<'a> {
+    /// The Cluster's infrastructure or endpoint is not there yet; nothing was done.
+    WaitingForCluster,
+    Reconciled(Facts<'a>),
+}
+
+pub fn compute(
+    kcp: &KubeadmControlPlane,
+    paused: NewCondition,
+    progress: Progress<'_>,
+) -> KubeadmControlPlaneStatus {
+    let generation = kcp.meta().generation;
+    let mut status = kcp.status.clone().unwrap_or_default();
+    let mut conds = vec![
+        paused,
+        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
+    ];
+    let facts = match progress {
+        Progress::WaitingForCluster => {
+            conds.push(
+                NewCondition::new(conditions::types::AVAILABLE, Status::False, "NotAvailable")
+                    .message("Waiting for the Cluster's infrastructure and control plane endpoint"),
+            );
+            common::set_conditions(&mut status.conditions, generation, conds);
+            return status;
+        }
+        Progress::Reconciled(facts) => facts,
+    };
+    let machines = facts.machines;
+    conds.push(NewCondition::new(
+        api::kubeadm_control_plane::conditions::CERTIFICATES_AVAILABLE,
+        Status::True,
+        "Available",
+    ));
+    let desired = kcp.spec.replicas.unwrap_or(1).max(0) as usize;
+    let live = machines.iter().filter(|m| !common::deleting(*m)).count();
+    let count = |t: &str| machines.iter().filter(|m| is_true(m, t)).count() as i32;
+    status.replicas = Some(machines.len() as i32);
+    status.ready_replicas = Some(count(conditions::types::READY));
+    status.available_replicas = Some(count(conditions::types::AVAILABLE));
+    status.up_to_date_replicas = Some((machines.len() - facts.outdated.len()) as i32);
+    let versions = super::super::versions(machines.iter().filter_map(|m| m.spec.version.clone()));
+    status.version = versions.first().map(|v| v.version.clone());
+    status.versions = Some(versions);
+    status.selector = Some(format!(
+        "{}={},{}",
+        api::CLUSTER_NAME_LABEL,
+        facts.cluster_name,
+        api::CONTROL_PLANE_LABEL
+    ));
+    if machines.iter().any(|m| node_name(m).is_some()) || status.initialization.is_some() {
+        status.initialization = Some(KubeadmControlPlaneInitializationStatus {
+            control_plane_initialized: Some(true),
+        });
+    }
+    let nodes: Vec<(Option<&str>, bool)> = machines
+        .iter()
+        .map(|m| (node_name(m), is_true(m, conditions::types::READY)))
+        .collect();
+    conds.push(etcd_cluster_condition(facts.etcd, &nodes));
+    let all_ready = count(conditions::types::READY) == machines.len() as i32;
+    conds.push(NewCondition::new(
+        api::kubeadm_control_plane::conditions::CONTROL_PLANE_COMPONENTS_HEALTHY,
+        if all_ready {
+            Status::True
+        } else {
+            Status::False
+        },
+        if all_ready { "Healthy" } else { "NotHealthy" },
+    ));
+    conds.push(
+        if status.available_replicas.unwrap_or(0) > 0 && status.initialization.is_some() {
+            NewCondition::new(conditions::types::AVAILABLE, Status::True, "Available")
+        } else {
+            NewCondition::new(conditions::types::AVAILABLE, Status::False, "NotAvailable")
+                .message("Waiting for a control plane Machine to be Available")
+        },
+    );
+    conds.push(super::super::machines::aggregate(
+        machines,
+        conditions::types::READY,
+        conditions::types::MACHINES_READY,
+        MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
+    ));
+    conds.push(super::super::machines::aggregate(
+        machines,
+        conditions::types::UP_TO_DATE,
+        conditions::types::MACHINES_UP_TO_DATE,
+        MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate"),
+    ));
+    conds.push(flag(
+        conditions::types::ROLLING_OUT,
+        !facts.outdated.is_empty(),
+        || {
+            format!(
+                "Rolling out {} not up-to-date replicas",
+                facts.outdated.len()
+            )
+        },
+    ));
+    conds.push(flag(conditions::types::SCALING_UP, live < desired, || {
+        format!("Scaling up from {live} to {desired} replicas")
+    }));
+    conds.push(flag(
+        conditions::types::SCALING_DOWN,
+        live > desired,
+        || format!("Scaling down from {live} to {desired} replicas"),
+    ));
+    match facts.remediation {
+        Some(remediation) => {
+            if let Some(started) = remediation.started {
+                status.last_remediation = Some(started);
+            }
+            conds.push(remediation.condition);
+        }
+        None => conds.push(NewCondition::new(
+            conditions::types::REMEDIATING,
+            Status::False,
+            "NotRemediating",
+        )),
+    }
+    common::set_conditions(&mut status.conditions, generation, conds);
+    status.observed_generation = generation;
+    status
+}
+
+/// A condition saying whether something is going on (`RollingOut`/`NotRollingOut`), and what.
+fn flag(condition: &str, on: bool, message: impl FnOnce() -> String) -> NewCondition {
+    if on {
+        NewCondition::new(condition, Status::True, condition).message(message())
+    } else {
+        NewCondition::new(condition, Status::False, &format!("Not{condition}"))
+    }
+}
+
+/// EtcdClusterHealthy: every Ready control-plane Machine's Node has an etcd member, every
+/// member belongs to a control-plane Machine, and no alarm is raised. `machines` are the
+/// control-plane Machines' Node names (None before the Node registers) and whether they are
+/// Ready.
+pub fn etcd_cluster_condition(etcd: &EtcdSeen, machines: &[(Option<&str>, bool)]) -> NewCondition {
+    const TYPE: &str = api::kubeadm_control_plane::conditions::ETCD_CLUSTER_HEALTHY;
+    let (members, alarms) = match etcd {
+        Ok(found) => found,
+        Err(e) => {
+            return NewCondition::new(TYPE, Status::Unknown, "HealthUnknown")
+                .message(format!("Waiting for etcd: {e}"));
+        }
+    };
+    let mut problems: Vec<String> = alarms.iter().map(|a| format!("* {a}")).collect();
+    for member in members {
+        if !machines
+            .iter()
+            .any(|(node, _)| *node == Some(member.name.as_str()))
+        {
+            problems.push(format!(
+                "* etcd member {} does not belong to a control-plane Machine",
+                member.name
+            ));
+        }
+    }
+    for (node, ready) in machines {
+        if let (Some(node), true) = (node, ready)
+            && !members.iter().any(|m| m.name == *node)
+        {
+            problems.push(format!("* Machine with Node {node} has no etcd member"));
+        }
+    }
+    if problems.is_empty() {
+        NewCondition::new(TYPE, Status::True, "Healthy")
+    } else {
+        NewCondition::new(TYPE, Status::False, "NotHealthy").message(problems.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::etcd::EtcdError;
+    use serde_json::json;
+
+    fn kcp(replicas: i32) -> KubeadmControlPlane {
+        serde_json::from_value(json!({
+            "metadata": {"name": "cp", "namespace": "ns", "generation": 5},
+            "spec": {"replicas": replicas, "version": "v1.30.4", "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": "g", "kind": "InMemoryMachineTemplate", "name": "t"}}}},
+        }))
+        .unwrap()
+    }
+
+    /// A control-plane Machine whose Node is `node-<name>`, Ready and Available or not.
+    fn machine(name: &str, ready: bool) -> Machine {
+        let status = if ready { "True" } else { "False" };
+        let condition = |t: &str| json!({"type": t, "status": status, "reason": "R", "message": if ready { "" } else { "not yet" }, "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"clusterName": "c", "version": "v1.30.4", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": name}},
+            "status": {"nodeRef": {"name": format!("node-{name}")}, "conditions": [condition("Ready"), condition("Available"), condition("UpToDate")]},
+        }))
+        .unwrap()
+    }
+
+    fn members(names: &[&str]) -> EtcdSeen {
+        Ok((
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| Member {
+                    id: i as u64 + 1,
+                    name: n.to_string(),
+                    learner: false,
+                })
+                .collect(),
+            Vec::new(),
+        ))
+    }
+
+    fn get(status: &KubeadmControlPlaneStatus, type_: &str) -> (String, String, String) {
+        let c = status
+            .conditions
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("no {type_} condition"));
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    }
+
+    fn not_paused() -> NewCondition {
+        NewCondition::new(conditions::types::PAUSED, Status::False, "NotPaused")
+    }
+
+    #[test]
+    fn waiting_for_the_cluster_says_so() {
+        let status = compute(&kcp(3), not_paused(), Progress::WaitingForCluster);
+        assert_eq!(
+            get(&status, "Available"),
+            (
+                "False".into(),
+                "NotAvailable".into(),
+                "Waiting for the Cluster's infrastructure and control plane endpoint".into()
+            )
+        );
+        assert_eq!(status.replicas, None);
+    }
+
+    #[test]
+    fn status_table() {
+        let three = || vec![machine("a", true), machine("b", true), machine("c", true)];
+        let all_members = || members(&["node-a", "node-b", "node-c"]);
+        struct Case {
+            name: &'static str,
+            replicas: i32,
+            machines: Vec<Machine>,
+            outdated: Vec<&'static str>,
+            etcd: EtcdSeen,
+            remediation: Option<Remediation>,
+            /// (replicas, ready, up to date)
+            counters: (i32, i32, i32),
+            /// (condition type, status, reason, message); "*" matches any message.
+            conditions: Vec<(&'static str, &'static str, &'static str, &'static str)>,
+        }
+        let cases = vec![
+            Case {
+                name: "three healthy members",
+                replicas: 3,
+                machines: three(),
+                outdated: vec![],
+                etcd: all_members(),
+                remediation: None,
+                counters: (3, 3, 3),
+                conditions: vec![
+                    ("Available", "True", "Available", ""),
+                    ("EtcdClusterHealthy", "True", "Healthy", ""),
+                    ("ControlPlaneComponentsHealthy", "True", "Healthy", ""),
+                    ("RollingOut", "False", "NotRollingOut", ""),
+                    ("Remediating", "False", "NotRemediating", ""),
+                ],
+            },
+            Case {
+                name: "an upgrade rolls out one Machine at a time",
+                replicas: 3,
+                machines: three(),
+                outdated: vec!["a"],
+                etcd: all_members(),
+                remediation: None,
+                counters: (3, 3, 2),
+                conditions: vec![(
+                    "RollingOut",
+                    "True",
+                    "RollingOut",
+                    "Rolling out 1 not up-to-date replicas",
+                )],
+            },
+            Case {
+                name: "scaling up from one",
+                replicas: 3,
+                machines: vec![machine("a", true)],
+                outdated: vec![],
+                etcd: members(&["node-a"]),
+                remediation: None,
+                counters: (1, 1, 1),
+                conditions: vec![(
+                    "ScalingUp",
+                    "True",
+                    "ScalingUp",
+                    "Scaling up from 1 to 3 replicas",
+                )],
+            },
+            Case {
+                name: "a Machine without an etcd member",
+                replicas: 3,
+                machines: three(),
+                outdated: vec![],
+                etcd: members(&["node-a", "node-b"]),
+                remediation: None,
+                counters: (3, 3, 3),
+                conditions: vec![(
+                    "EtcdClusterHealthy",
+                    "False",
+                    "NotHealthy",
+                    "* Machine with Node node-c has no etcd member",
+                )],
+            },
+            Case {
+                name: "etcd cannot be reached",
+                replicas: 1,
+                machines: vec![machine("a", true)],
+                outdated: vec![],
+                etcd: Err(EtcdError::Unreachable("connection refused".into())),
+                remediation: None,
+                counters: (1, 1, 1),
+                conditions: vec![("EtcdClusterHealthy", "Unknown", "HealthUnknown", "*")],
+            },
+            Case {
+                name: "a Machine not ready",
+                replicas: 3,
+                machines: vec![machine("a", true), machine("b", true), machine("c", false)],
+                outdated: vec![],
+                etcd: all_members(),
+                remediation: None,
+                counters: (3, 2, 3),
+                conditions: vec![
+                    ("ControlPlaneComponentsHealthy", "False", "NotHealthy", ""),
+                    ("MachinesReady", "False", "NotReady", "* Machine c: not yet"),
+                ],
+            },
+        ];
+        for case in cases {
+            let outdated: BTreeMap<String, Vec<String>> = case
+                .outdated
+                .iter()
+                .map(|n| {
+                    (
+                        n.to_string(),
+                        vec!["* Version v1.30.4 required".to_string()],
+                    )
+                })
+                .collect();
+            let status = compute(
+                &kcp(case.replicas),
+                not_paused(),
+                Progress::Reconciled(Facts {
+                    cluster_name: "c",
+                    machines: &case.machines,
+                    outdated: &outdated,
+                    etcd: &case.etcd,
+                    remediation: case.remediation,
+                }),
+            );
+            let name = case.name;
+            assert_eq!(
+                (
+                    status.replicas,
+                    status.ready_replicas,
+                    status.up_to_date_replicas
+                ),
+                (
+                    Some(case.counters.0),
+                    Some(case.counters.1),
+                    Some(case.counters.2)
+                ),
+                "{name}"
+            );
+            assert_eq!(status.version.as_deref(), Some("v1.30.4"), "{name}");
+            assert_eq!(
+                status.selector.as_deref(),
+                Some("cluster.x-k8s.io/cluster-name=c,cluster.x-k8s.io/control-plane"),
+                "{name}"
+            );
+            assert_eq!(status.observed_generation, Some(5), "{name}");
+            for (type_, want, reason, message) in case.conditions {
+                let (s, r, m) = get(&status, type_);
+                assert_eq!((s.as_str(), r.as_str()), (want, reason), "{name}: {type_}");
+                if message != "*" {
+                    assert_eq!(m, message, "{name}: {type_}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_remediation_is_recorded() {
+        let machines = vec![machine("a", true), machine("b", true), machine("c", false)];
+        let started = LastRemediationStatus {
+            machine: "c".into(),
+            time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ),
+            retry_count: 0,
+        };
+        let remediation = Remediation {
+            condition: NewCondition::new(
+                conditions::types::REMEDIATING,
+                Status::True,
+                "RemediationInProgress",
+            )
+            .message("Deleting unhealthy Machine c; a new one replaces it"),
+            started: Some(started),
+        };
+        let status = compute(
+            &kcp(3),
+            not_paused(),
+            Progress::Reconciled(Facts {
+                cluster_name: "c",
+                machines: &machines,
+                outdated: &BTreeMap::new(),
+                etcd: &members(&["node-a", "node-b", "node-c"]),
+                remediation: Some(remediation),
+            }),
+        );
+        assert_eq!(get(&status, "Remediating").1, "RemediationInProgress");
+        assert_eq!(
+            status.last_remediation.map(|r| r.machine).as_deref(),
+            Some("c")
+        );
+    }
+}
