@@ -253,12 +253,90 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
     if common::ensure_finalizer(&api, im.as_ref(), api::IN_MEMORY_MACHINE_FINALIZER).await? {
         return Ok(Action::await_change());
     }
-    let generation = im.meta().generation;
-    let mut status = im.status.clone().unwrap_or_default();
     let (is_paused, paused) = common::paused(Some(&cluster), "InMemoryMachine", im.annotations());
-    let mut conds = vec![paused];
-    let wait = |reason: &str, message: &str| {
-        NewCondition::new(conditions::types::READY, Status::False, reason).message(message)
+    let boot = boot_state(
+        &im,
+        &machine,
+        &cluster,
+        is_paused,
+        workload.is_some(),
+        Timestamp::now(),
+    );
+
+    // Phases: a booted machine has its Node (and, on a control plane, its etcd member).
+    if let (Boot::Running, Some(workload)) = (&boot, &workload) {
+        let control_plane = machine.labels().contains_key(api::CONTROL_PLANE_LABEL);
+        let provider_id = provider_id(&im);
+        ensure_node(
+            &workload.client,
+            &im.name_any(),
+            &provider_id,
+            machine.spec.version.as_deref().unwrap_or_default(),
+            control_plane,
+        )
+        .await?;
+        if control_plane {
+            workload.etcd.join(&im.name_any());
+        }
+        if im.spec.provider_id.as_deref() != Some(provider_id.as_str()) {
+            common::patch_merge(
+                &api,
+                &im.name_any(),
+                json!({"spec": {"providerID": provider_id}}),
+            )
+            .await?;
+            return Ok(Action::await_change());
+        }
+    }
+
+    // Status.
+    let status = machine_status(&im, &machine, paused, &boot);
+    if im.status.as_ref() != Some(&status) {
+        common::patch_status(&api, &im.name_any(), &status).await?;
+    }
+    Ok(match boot {
+        Boot::Waiting { requeue, .. } => Action::requeue(requeue),
+        // The workload cluster lives in memory: look again now and then, and make the Node
+        // again if this process restarted.
+        Boot::Running => Action::requeue(Duration::from_secs(30)),
+    })
+}
+
+/// The providerID of an in-memory machine.
+fn provider_id(im: &InMemoryMachine) -> String {
+    format!(
+        "in-memory://{}/{}",
+        im.namespace().unwrap_or_default(),
+        im.name_any()
+    )
+}
+
+/// Where a simulated machine stands.
+#[derive(Debug, PartialEq)]
+enum Boot {
+    /// Not running yet: its Ready condition says what it waits for; when to look again.
+    Waiting {
+        condition: NewCondition,
+        requeue: Duration,
+    },
+    Running,
+}
+
+/// What a simulated machine waits for, in order: reconciliation unpaused, the cluster's
+/// infrastructure, (for workers) an initialized control plane, bootstrap data, the workload
+/// API server, then its boot time (`spec.behaviour`, jittered per machine).
+fn boot_state(
+    im: &InMemoryMachine,
+    machine: &Machine,
+    cluster: &Cluster,
+    paused: bool,
+    workload_running: bool,
+    now: Timestamp,
+) -> Boot {
+    let waiting = |reason: &str, message: &str, requeue_secs: f64| Boot::Waiting {
+        condition: NewCondition::new(conditions::types::READY, Status::False, reason)
+            .message(message),
+        requeue: Duration::from_secs_f64(requeue_secs),
     };
     let init = cluster
         .status
@@ -266,119 +344,93 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
         .and_then(|s| s.initialization.clone())
         .unwrap_or_default();
     let control_plane = machine.labels().contains_key(api::CONTROL_PLANE_LABEL);
-    let pending = if is_paused {
-        Some((wait("Paused", "Reconciliation is paused"), None))
-    } else if init.infrastructure_provisioned != Some(true) {
-        Some((
-            wait(
-                "WaitingForClusterInfrastructureReady",
-                "Waiting for Cluster status.initialization.infrastructureProvisioned",
-            ),
-            None,
-        ))
-    } else if !control_plane && init.control_plane_initialized != Some(true) {
-        Some((
-            wait(
-                "WaitingForControlPlaneInitialized",
-                "Waiting for the control plane to be initialized",
-            ),
-            None,
-        ))
-    } else if machine.spec.bootstrap.data_secret_name.is_none() {
-        Some((
-            wait(
-                "WaitingForBootstrapData",
-                "Waiting for Machine spec.bootstrap.dataSecretName",
-            ),
-            None,
-        ))
-    } else if workload.is_none() {
-        Some((
-            wait(
-                "WaitingForClusterInfrastructureReady",
-                "Waiting for the workload API server of the InMemoryCluster",
-            ),
-            Some(Duration::from_secs(1)),
-        ))
-    } else {
-        let created = im
-            .meta()
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0)
-            .unwrap_or_else(Timestamp::now);
-        let boot = boot_seconds(
-            im.spec.behaviour.as_ref(),
-            control_plane,
-            seed(&im.uid().unwrap_or_default()),
+    if paused {
+        return waiting("Paused", "Reconciliation is paused", 2.0);
+    }
+    if init.infrastructure_provisioned != Some(true) {
+        return waiting(
+            "WaitingForClusterInfrastructureReady",
+            "Waiting for Cluster status.initialization.infrastructureProvisioned",
+            2.0,
         );
-        let elapsed = (Timestamp::now().as_second() - created.as_second()) as f64;
-        (elapsed < boot).then(|| {
-            (
-                wait(
-                    "Provisioning",
-                    &format!(
-                        "The machine is booting ({:.0}s of {boot:.0}s)",
-                        elapsed.max(0.0)
-                    ),
-                ),
-                Some(Duration::from_secs_f64(boot - elapsed)),
-            )
-        })
-    };
-    if let Some((condition, requeue)) = pending {
-        conds.push(condition);
-        common::set_conditions(&mut status.conditions, generation, conds);
-        if im.status.as_ref() != Some(&status) {
-            common::patch_status(&api, &im.name_any(), &status).await?;
-        }
-        return Ok(requeue.map_or_else(|| Action::requeue(Duration::from_secs(2)), Action::requeue));
     }
-    let workload = workload.expect("checked above");
-    let provider_id = format!("in-memory://{ns}/{}", im.name_any());
-    ensure_node(
-        &workload.client,
-        &im.name_any(),
-        &provider_id,
-        machine.spec.version.as_deref().unwrap_or_default(),
+    if !control_plane && init.control_plane_initialized != Some(true) {
+        return waiting(
+            "WaitingForControlPlaneInitialized",
+            "Waiting for the control plane to be initialized",
+            2.0,
+        );
+    }
+    if machine.spec.bootstrap.data_secret_name.is_none() {
+        return waiting(
+            "WaitingForBootstrapData",
+            "Waiting for Machine spec.bootstrap.dataSecretName",
+            2.0,
+        );
+    }
+    if !workload_running {
+        return waiting(
+            "WaitingForClusterInfrastructureReady",
+            "Waiting for the workload API server of the InMemoryCluster",
+            1.0,
+        );
+    }
+    let created = im
+        .meta()
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .unwrap_or(now);
+    let boot = boot_seconds(
+        im.spec.behaviour.as_ref(),
         control_plane,
-    )
-    .await?;
-    if control_plane {
-        workload.etcd.join(&im.name_any());
-    }
-    if im.spec.provider_id.as_deref() != Some(provider_id.as_str()) {
-        common::patch_merge(
-            &api,
-            &im.name_any(),
-            json!({"spec": {"providerID": provider_id}}),
-        )
-        .await?;
-        return Ok(Action::await_change());
-    }
-    status.initialization = Some(crate::api::docker::ProvisionedStatus {
-        provisioned: Some(true),
-    });
-    status.addresses = Some(
-        serde_json::from_value(json!([
-            {"type": "Hostname", "address": im.name_any()},
-            {"type": "InternalIP", "address": "127.0.0.1"},
-        ]))
-        .expect("addresses"),
+        seed(&im.uid().unwrap_or_default()),
     );
-    status.failure_domain = machine.spec.failure_domain.clone();
-    conds.push(NewCondition::new(
-        conditions::types::READY,
-        Status::True,
-        "Ready",
-    ));
-    common::set_conditions(&mut status.conditions, generation, conds);
-    if im.status.as_ref() != Some(&status) {
-        common::patch_status(&api, &im.name_any(), &status).await?;
+    let elapsed = (now.as_second() - created.as_second()) as f64;
+    if elapsed < boot {
+        return waiting(
+            "Provisioning",
+            &format!(
+                "The machine is booting ({:.0}s of {boot:.0}s)",
+                elapsed.max(0.0)
+            ),
+            boot - elapsed,
+        );
     }
-    // The workload cluster lives in memory: look again now and then, and make the Node again
-    // if this process restarted.
-    Ok(Action::requeue(Duration::from_secs(30)))
+    Boot::Running
+}
+
+/// The InMemoryMachine's status: what it waits for, or provisioned with its addresses.
+fn machine_status(
+    im: &InMemoryMachine,
+    machine: &Machine,
+    paused: NewCondition,
+    boot: &Boot,
+) -> crate::api::in_memory::InMemoryMachineStatus {
+    let mut status = im.status.clone().unwrap_or_default();
+    let ready = match boot {
+        Boot::Waiting { condition, .. } => condition.clone(),
+        Boot::Running => {
+            status.initialization = Some(crate::api::docker::ProvisionedStatus {
+                provisioned: Some(true),
+            });
+            status.addresses = Some(
+                serde_json::from_value(json!([
+                    {"type": "Hostname", "address": im.name_any()},
+                    {"type": "InternalIP", "address": "127.0.0.1"},
+                ]))
+                .expect("addresses"),
+            );
+            status.failure_domain = machine.spec.failure_domain.clone();
+            NewCondition::new(conditions::types::READY, Status::True, "Ready")
+        }
+    };
+    common::set_conditions(
+        &mut status.conditions,
+        im.meta().generation,
+        vec![paused, ready],
+    );
+    status
 }
 
 /// Registers the machine's Node in its workload cluster: Ready, with the kubelet version.
@@ -433,6 +485,149 @@ async fn ensure_node(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_simulated_machine_waits_for() {
+        let now: Timestamp = "2026-12-01T00:00:30Z".parse().unwrap();
+        let im: InMemoryMachine = serde_json::from_value(json!({
+            "metadata": {"name": "m", "namespace": "ns", "uid": "u", "creationTimestamp": "2026-12-01T00:00:00Z"},
+            "spec": {"behaviour": {"vm": {"provisioning": {"startupDuration": "60s"}}}},
+        }))
+        .unwrap();
+        let machine = |control_plane: bool, data: bool| -> Machine {
+            let labels = if control_plane {
+                json!({(api::CONTROL_PLANE_LABEL): ""})
+            } else {
+                json!({})
+            };
+            let bootstrap = if data {
+                json!({"dataSecretName": "m"})
+            } else {
+                json!({})
+            };
+            serde_json::from_value(json!({
+                "metadata": {"name": "m", "labels": labels},
+                "spec": {"clusterName": "c", "bootstrap": bootstrap, "infrastructureRef": {"apiGroup": "g", "kind": "InMemoryMachine", "name": "m"}},
+            }))
+            .unwrap()
+        };
+        let cluster = |infra: bool, cp: bool| -> Cluster {
+            serde_json::from_value(json!({
+                "metadata": {"name": "c"}, "spec": {},
+                "status": {"initialization": {"infrastructureProvisioned": infra, "controlPlaneInitialized": cp}},
+            }))
+            .unwrap()
+        };
+        let reason = |boot: Boot| match boot {
+            Boot::Waiting { condition, .. } => condition.reason,
+            Boot::Running => "Running".into(),
+        };
+        // (case, machine, cluster, paused, workload API server running, expected reason)
+        let cases = [
+            (
+                "paused",
+                machine(true, true),
+                cluster(true, true),
+                true,
+                true,
+                "Paused",
+            ),
+            (
+                "no infrastructure yet",
+                machine(true, true),
+                cluster(false, false),
+                false,
+                true,
+                "WaitingForClusterInfrastructureReady",
+            ),
+            (
+                "a worker waits for the control plane",
+                machine(false, true),
+                cluster(true, false),
+                false,
+                true,
+                "WaitingForControlPlaneInitialized",
+            ),
+            (
+                "a control plane does not",
+                machine(true, true),
+                cluster(true, false),
+                false,
+                true,
+                "Provisioning",
+            ),
+            (
+                "no bootstrap data",
+                machine(true, false),
+                cluster(true, true),
+                false,
+                true,
+                "WaitingForBootstrapData",
+            ),
+            (
+                "no workload API server",
+                machine(true, true),
+                cluster(true, true),
+                false,
+                false,
+                "WaitingForClusterInfrastructureReady",
+            ),
+        ];
+        for (case, m, c, paused, running, want) in cases {
+            assert_eq!(
+                reason(boot_state(&im, &m, &c, paused, running, now)),
+                want,
+                "{case}"
+            );
+        }
+        // Booting: 30 s of about 60 s (jittered per machine) gone, so it looks again then.
+        match boot_state(
+            &im,
+            &machine(false, true),
+            &cluster(true, true),
+            false,
+            true,
+            now,
+        ) {
+            Boot::Waiting { condition, requeue } => {
+                assert!(
+                    condition
+                        .message
+                        .starts_with("The machine is booting (30s of "),
+                    "{}",
+                    condition.message
+                );
+                assert!(
+                    requeue > Duration::from_secs(0) && requeue <= Duration::from_secs(60),
+                    "{requeue:?}"
+                );
+            }
+            Boot::Running => panic!("booted before its startup duration"),
+        }
+        let later: Timestamp = "2026-12-01T00:05:00Z".parse().unwrap();
+        assert_eq!(
+            boot_state(
+                &im,
+                &machine(false, true),
+                &cluster(true, true),
+                false,
+                true,
+                later
+            ),
+            Boot::Running
+        );
+        let status = machine_status(
+            &im,
+            &machine(false, true),
+            NewCondition::new(conditions::types::PAUSED, Status::False, "NotPaused"),
+            &Boot::Running,
+        );
+        assert_eq!(
+            status.initialization.and_then(|i| i.provisioned),
+            Some(true)
+        );
+        assert_eq!(status.addresses.map(|a| a.len()), Some(2));
+    }
 
     #[test]
     fn durations_as_go_writes_them() {
