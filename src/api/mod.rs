@@ -63,6 +63,9 @@ pub const CONTRACT_LABEL: &str = "cluster.x-k8s.io/v1beta2";
 /// The label on every object `capictl init` installs, naming the provider it belongs to.
 pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
 
+/// A kind's CRD name, and how to make its CRD.
+type Kind = (&'static str, fn() -> CustomResourceDefinition);
+
 /// The groups of CRDs that are installed together, one per provider.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
 pub enum CrdSet {
@@ -103,38 +106,51 @@ impl CrdSet {
         }
     }
 
-    /// The CRDs of this set, labelled as an installed provider's are.
-    pub fn crds(self) -> Vec<CustomResourceDefinition> {
-        let crds = match self {
+    /// The kinds of this set: each one's CRD name, and how to make its CRD.
+    fn kinds(self) -> Vec<Kind> {
+        fn of<K: CustomResourceExt>() -> Kind {
+            (K::crd_name(), K::crd)
+        }
+        match self {
             CrdSet::Core => vec![
-                Cluster::crd(),
-                ClusterClass::crd(),
-                Machine::crd(),
-                MachineSet::crd(),
-                MachineDeployment::crd(),
-                MachineHealthCheck::crd(),
+                of::<Cluster>(),
+                of::<ClusterClass>(),
+                of::<Machine>(),
+                of::<MachineSet>(),
+                of::<MachineDeployment>(),
+                of::<MachineHealthCheck>(),
             ],
-            CrdSet::KubeadmBootstrap => vec![KubeadmConfig::crd(), KubeadmConfigTemplate::crd()],
-            CrdSet::KubeadmControlPlane => {
-                vec![
-                    KubeadmControlPlane::crd(),
-                    KubeadmControlPlaneTemplate::crd(),
-                ]
-            }
+            CrdSet::KubeadmBootstrap => vec![of::<KubeadmConfig>(), of::<KubeadmConfigTemplate>()],
+            CrdSet::KubeadmControlPlane => vec![
+                of::<KubeadmControlPlane>(),
+                of::<KubeadmControlPlaneTemplate>(),
+            ],
             CrdSet::Docker => vec![
-                DockerCluster::crd(),
-                DockerClusterTemplate::crd(),
-                DockerMachine::crd(),
-                DockerMachineTemplate::crd(),
+                of::<DockerCluster>(),
+                of::<DockerClusterTemplate>(),
+                of::<DockerMachine>(),
+                of::<DockerMachineTemplate>(),
             ],
             CrdSet::InMemory => vec![
-                InMemoryCluster::crd(),
-                InMemoryMachine::crd(),
-                InMemoryMachineTemplate::crd(),
+                of::<InMemoryCluster>(),
+                of::<InMemoryMachine>(),
+                of::<InMemoryMachineTemplate>(),
             ],
-            CrdSet::Clusterctl => vec![Provider::crd()],
-        };
-        crds.into_iter().map(|crd| self.label(crd)).collect()
+            CrdSet::Clusterctl => vec![of::<Provider>()],
+        }
+    }
+
+    /// The names of this set's CRDs (`clusters.cluster.x-k8s.io`, …), without making them.
+    pub fn crd_names(self) -> Vec<&'static str> {
+        self.kinds().into_iter().map(|(name, _)| name).collect()
+    }
+
+    /// The CRDs of this set, labelled as an installed provider's are.
+    pub fn crds(self) -> Vec<CustomResourceDefinition> {
+        self.kinds()
+            .into_iter()
+            .map(|(_, crd)| self.label(crd()))
+            .collect()
     }
 
     fn label(self, mut crd: CustomResourceDefinition) -> CustomResourceDefinition {

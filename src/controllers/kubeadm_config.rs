@@ -18,6 +18,10 @@ use rand::Rng;
 use serde_json::json;
 
 use super::common;
+use futures::future::BoxFuture;
+use kube::runtime::{Controller, watcher};
+
+use super::runtime::Wiring;
 use super::{Context, Error, Result, StepContext};
 use crate::api;
 use crate::api::kubeadm_config::{
@@ -266,6 +270,15 @@ enum Progress {
     CreatedBefore,
     /// Not yet: what it waits for.
     Waiting(NewCondition),
+}
+
+/// The KubeadmConfig controller: KubeadmConfigs.
+pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
+    let controller = Controller::new(
+        Api::<KubeadmConfig>::all(w.client.clone()),
+        watcher::Config::default(),
+    );
+    w.run("kubeadmconfig", controller, reconcile)
 }
 
 pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Action> {

@@ -13,6 +13,10 @@ use serde_json::json;
 
 use super::common;
 use super::mdutil::{scaled, template_differences, template_hash};
+use futures::future::BoxFuture;
+use kube::runtime::{Controller, watcher};
+
+use super::runtime::Wiring;
 use super::{Context, Error, Result, StepContext};
 use crate::api;
 use crate::api::machine_deployment::{MachineDeploymentStatus, RolloutStrategyType};
@@ -199,6 +203,19 @@ impl Rollout {
             paused: md.spec.paused == Some(true),
         }
     }
+}
+
+/// The MachineDeployment controller: MachineDeployments, woken by their MachineSets.
+pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
+    let controller = Controller::new(
+        Api::<MachineDeployment>::all(w.client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<MachineSet>::all(w.client.clone()),
+        watcher::Config::default(),
+    );
+    w.run("machinedeployment", controller, reconcile)
 }
 
 pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<Action> {

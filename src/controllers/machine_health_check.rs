@@ -16,6 +16,10 @@ use serde_json::json;
 use super::common;
 use super::machines::set_machine_condition;
 use super::mdutil::scaled;
+use futures::future::BoxFuture;
+use kube::runtime::{Controller, watcher};
+
+use super::runtime::Wiring;
 use super::{Context, Error, Result, StepContext};
 use crate::api;
 use crate::api::health_check::HealthChecks;
@@ -224,6 +228,16 @@ struct Findings<'a> {
     unhealthy: Vec<&'a Machine>,
     /// When the next undecided Machine is to be looked at again.
     next: Option<Duration>,
+}
+
+/// The MachineHealthCheck controller: MachineHealthChecks, which look again every few seconds
+/// (Node changes are read from the workload clusters' Node caches).
+pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
+    let controller = Controller::new(
+        Api::<MachineHealthCheck>::all(w.client.clone()),
+        watcher::Config::default(),
+    );
+    w.run("machinehealthcheck", controller, reconcile)
 }
 
 pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Result<Action> {

@@ -19,6 +19,10 @@ use serde_json::{Value, json};
 use super::common;
 use super::external::clone_template;
 use super::machines::{aggregate, condition_of, selector_string};
+use futures::future::BoxFuture;
+use kube::runtime::{Controller, watcher};
+
+use super::runtime::{Wiring, controllers_of};
 use super::{Context, Error, Result, StepContext};
 use crate::api;
 use crate::api::common::DeletionOrder;
@@ -233,6 +237,16 @@ impl Scope {
     fn live(&self) -> impl Iterator<Item = &Machine> {
         self.machines.iter().filter(|m| !common::deleting(*m))
     }
+}
+
+/// The MachineSet controller: MachineSets, woken by changes of the Machines they control.
+pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
+    let controller = Controller::new(
+        Api::<MachineSet>::all(w.client.clone()),
+        watcher::Config::default(),
+    )
+    .reconcile_on(controllers_of(w.ctx.machines().changes()));
+    w.run("machineset", controller, reconcile)
 }
 
 pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action> {

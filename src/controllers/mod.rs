@@ -19,6 +19,7 @@ pub mod machine_set;
 pub mod machines;
 pub mod manager;
 pub mod mdutil;
+pub mod runtime;
 pub mod secrets;
 pub mod throttle;
 
@@ -210,7 +211,7 @@ mod tests {
             })
             .collect();
         for shared in [
-            "common", "external", "machines", "mdutil", "secrets", "throttle",
+            "common", "external", "machines", "mdutil", "runtime", "secrets", "throttle",
         ] {
             sources.push(dir.join(format!("controllers/{shared}.rs")));
         }

@@ -19,6 +19,13 @@ use serde_json::{Value, json};
 
 use super::common;
 use super::external::{self, initialization_flag};
+use std::future::ready;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use kube::runtime::{Controller, watcher};
+
+use super::runtime::{Wiring, cluster_of};
 use super::{Context, Result, StepContext};
 use crate::api;
 use crate::api::common::{ApiEndpoint, ContractVersionedObjectReference};
@@ -134,6 +141,26 @@ async fn adopt(
     )
     .await?;
     Ok(())
+}
+
+/// The Cluster controller: Clusters, woken by their Machines and MachineDeployments.
+pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
+    let machines = w
+        .ctx
+        .machines()
+        .changes()
+        .filter_map(|m| ready(cluster_of(m.as_ref(), &m.spec.cluster_name)));
+    let controller = Controller::new(
+        Api::<Cluster>::all(w.client.clone()),
+        watcher::Config::default(),
+    )
+    .reconcile_on(machines)
+    .watches(
+        Api::<MachineDeployment>::all(w.client.clone()),
+        watcher::Config::default(),
+        |m| cluster_of(&m, &m.spec.cluster_name),
+    );
+    w.run("cluster", controller, reconcile)
 }
 
 pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action> {

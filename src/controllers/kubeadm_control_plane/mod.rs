@@ -21,6 +21,10 @@ use kube::{Resource, ResourceExt};
 use super::common;
 use super::common::machine_condition_true as is_true;
 use super::machines::node_name;
+use futures::future::BoxFuture;
+use kube::runtime::{Controller, watcher};
+
+use super::runtime::{Wiring, controllers_of};
 use super::{Context, Result, StepContext};
 use crate::api;
 use crate::api::common::ContractVersionedObjectReference;
@@ -197,6 +201,16 @@ fn cluster_ready(cluster: &Cluster) -> bool {
             .control_plane_endpoint
             .as_ref()
             .is_some_and(|e| e.is_valid())
+}
+
+/// The KubeadmControlPlane controller: KubeadmControlPlanes, woken by changes of their Machines.
+pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
+    let controller = Controller::new(
+        Api::<KubeadmControlPlane>::all(w.client.clone()),
+        watcher::Config::default(),
+    )
+    .reconcile_on(controllers_of(w.ctx.machines().changes()));
+    w.run("kubeadmcontrolplane", controller, reconcile)
 }
 
 pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Result<Action> {

@@ -21,6 +21,10 @@ use serde_json::{Value, json};
 
 use super::common;
 use super::external::{self, initialization_flag};
+use futures::future::BoxFuture;
+use kube::runtime::{Controller, watcher};
+
+use super::runtime::Wiring;
 use super::{Context, Result, StepContext};
 use crate::api;
 use crate::api::common::ContractVersionedObjectReference;
@@ -73,6 +77,28 @@ async fn adopt(
     )
     .await?;
     Ok(())
+}
+
+/// The Machine controller: Machines, woken by their Nodes in the workload cluster and, for
+/// workers waiting to look for their Node, by their Cluster's control plane becoming
+/// initialized.
+pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
+    let controller = Controller::new(
+        Api::<Machine>::all(w.client.clone()),
+        watcher::Config::default(),
+    );
+    let cache = controller.store();
+    let controller = controller
+        .watches(
+            Api::<Cluster>::all(w.client.clone()),
+            watcher::Config::default(),
+            machines_of_initialized_cluster(cache.clone()),
+        )
+        .reconcile_on(machines_of_node_changes(
+            w.ctx.workloads.node_changes(),
+            cache,
+        ));
+    w.run("machine", controller, reconcile)
 }
 
 pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Action> {

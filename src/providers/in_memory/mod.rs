@@ -8,10 +8,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -21,6 +24,7 @@ use crate::api::{Cluster, InMemoryCluster, InMemoryMachine, Machine};
 use crate::conditions;
 use crate::conditions::{NewCondition, Status};
 use crate::controllers::common;
+use crate::controllers::runtime::Wiring;
 use crate::controllers::{Error, Result};
 use crate::kubeadm::certs;
 use workload::Workloads;
@@ -144,6 +148,32 @@ async fn cluster_ca(client: &Client, cluster: &Cluster) -> Result<crate::apiserv
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The in-memory provider's controllers: InMemoryClusters, and InMemoryMachines woken by the
+/// Machines that refer to them.
+pub fn controllers(w: &Wiring, ctx: Arc<InMemory>) -> Vec<BoxFuture<'static, ()>> {
+    let clusters = Controller::new(
+        Api::<InMemoryCluster>::all(w.client.clone()),
+        watcher::Config::default(),
+    );
+    let machines = Controller::new(
+        Api::<InMemoryMachine>::all(w.client.clone()),
+        watcher::Config::default(),
+    )
+    .watches(
+        Api::<Machine>::all(w.client.clone()),
+        watcher::Config::default(),
+        |m| {
+            let r = &m.spec.infrastructure_ref;
+            (r.kind == "InMemoryMachine")
+                .then(|| ObjectRef::new(&r.name).within(&m.namespace().unwrap_or_default()))
+        },
+    );
+    vec![
+        w.run_with("inmemorycluster", clusters, reconcile_cluster, ctx.clone()),
+        w.run_with("inmemorymachine", machines, reconcile_machine, ctx),
+    ]
 }
 
 pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> Result<Action> {

@@ -1,0 +1,171 @@
+//! What every controller runs on, written once: the [`Wiring`] the manager hands each
+//! reconciler module (client, shared context, limits, the stop signal), the shared backoff
+//! around every reconcile, and the helpers that map a change to the objects to wake.
+
+use std::future::{Future, ready};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, controller, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use super::{Context, error_policy};
+use crate::api::Cluster;
+
+/// What a controller needs to run, handed to each reconciler module's `controller` function,
+/// which declares what wakes its kind beside its reconcile.
+#[derive(Clone)]
+pub struct Wiring {
+    pub client: Client,
+    pub ctx: Arc<Context>,
+    pub(super) config: controller::Config,
+    pub(super) stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Wiring {
+    /// Resolves when the manager stops.
+    fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.stop.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    }
+
+    /// Runs a controller of Cluster API's kinds until the manager stops: bounded concurrency,
+    /// a reconcile that succeeds clears the object's failure backoff, failures go through the
+    /// shared error policy.
+    pub fn run<K, F, Fut>(
+        &self,
+        name: &'static str,
+        controller: Controller<K>,
+        reconcile: F,
+    ) -> BoxFuture<'static, ()>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        F: Fn(Arc<K>, Arc<Context>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<controller::Action, super::Error>> + Send + 'static,
+    {
+        let reconcile = Arc::new(reconcile);
+        let stream = controller
+            .with_config(self.config.clone())
+            .graceful_shutdown_on(self.stopped())
+            .run(
+                move |o, c| {
+                    let reconcile = reconcile.clone();
+                    async move { tracked(o, c, |o, c| reconcile(o, c)).await }
+                },
+                error_policy,
+                self.ctx.clone(),
+            );
+        drive(name, stream).boxed()
+    }
+
+    /// Runs a controller of a provider with a context of its own (the in-memory provider).
+    pub fn run_with<K, C, F, Fut>(
+        &self,
+        name: &'static str,
+        controller: Controller<K>,
+        reconcile: F,
+        ctx: Arc<C>,
+    ) -> BoxFuture<'static, ()>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        C: Send + Sync + 'static,
+        F: FnMut(Arc<K>, Arc<C>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<controller::Action, super::Error>> + Send + 'static,
+    {
+        let stream = controller
+            .with_config(self.config.clone())
+            .graceful_shutdown_on(self.stopped())
+            .run(reconcile, provider_error_policy, ctx);
+        drive(name, stream).boxed()
+    }
+}
+
+/// Drives one controller's stream, logging what failed.
+async fn drive<K, S>(name: &'static str, stream: S)
+where
+    K: Resource,
+    S: futures::Stream<
+            Item = Result<
+                (ObjectRef<K>, kube::runtime::controller::Action),
+                controller::Error<super::Error, watcher::Error>,
+            >,
+        >,
+{
+    stream
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(controller = name, error = %e, "reconcile error");
+            }
+        })
+        .await;
+}
+
+/// Runs a reconcile and clears the object's failure backoff when it succeeds.
+async fn tracked<K, F, Fut>(
+    object: Arc<K>,
+    ctx: Arc<Context>,
+    reconcile: F,
+) -> Result<kube::runtime::controller::Action, super::Error>
+where
+    K: Resource<DynamicType = ()>,
+    F: FnOnce(Arc<K>, Arc<Context>) -> Fut,
+    Fut: Future<Output = Result<kube::runtime::controller::Action, super::Error>>,
+{
+    let key = super::object_key(object.as_ref());
+    let result = reconcile(object, ctx.clone()).await;
+    if result.is_ok() {
+        ctx.backoff.succeeded(&key);
+    }
+    result
+}
+
+/// The controllers (owners with controller: true) of kind `P` of the changed objects, to wake.
+pub fn controllers_of<P, K>(
+    changes: impl futures::Stream<Item = Arc<K>> + Send + 'static,
+) -> impl futures::Stream<Item = ObjectRef<P>> + Send + 'static
+where
+    P: Resource<DynamicType = ()> + 'static,
+    K: Resource + Send + Sync + 'static,
+{
+    changes.filter_map(|o| {
+        let owner = super::common::controller_of(o.owner_references())
+            .filter(|r| r.kind == P::kind(&()))
+            .map(|r| {
+                ObjectRef::new(&r.name).within(o.meta().namespace.as_deref().unwrap_or_default())
+            });
+        ready(owner)
+    })
+}
+
+/// The Cluster an object belongs to, to wake.
+pub fn cluster_of<K: Resource>(object: &K, cluster: &str) -> Option<ObjectRef<Cluster>> {
+    Some(ObjectRef::new(cluster).within(object.meta().namespace.as_deref().unwrap_or_default()))
+}
+
+/// Failures of a provider's own controllers are retried shortly; the message is in the log.
+fn provider_error_policy<K: Resource<DynamicType = ()>, C>(
+    object: Arc<K>,
+    error: &super::Error,
+    _: Arc<C>,
+) -> kube::runtime::controller::Action {
+    tracing::warn!(kind = %K::kind(&()), name = %object.name_any(), %error, "reconcile failed");
+    kube::runtime::controller::Action::requeue(Duration::from_secs(2))
+}
