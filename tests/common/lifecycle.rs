@@ -24,13 +24,19 @@ pub async fn api_server() -> Client {
     Client::new(apiserver::local_router(server), NS)
 }
 
-/// An embedded management cluster with the CRDs of `sets` and the controllers running.
-pub async fn management(sets: &[CrdSet]) -> Client {
+/// An embedded management cluster with the CRDs of `sets`, no controllers running.
+pub async fn management_without_controllers(sets: &[CrdSet]) -> Client {
     let client = api_server().await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in api::crds(sets) {
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
+    client
+}
+
+/// An embedded management cluster with the CRDs of `sets` and the controllers running.
+pub async fn management(sets: &[CrdSet]) -> Client {
+    let client = management_without_controllers(sets).await;
     let c = client.clone();
     tokio::spawn(async move {
         manager::run(c, manager::Options::default(), std::future::pending()).await

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+pub mod fixtures;
 pub mod lifecycle;
 
 /// `../shared/reference/upstream/<rel>` beside the checkout, where upstream's CRDs and

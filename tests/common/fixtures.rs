@@ -1,0 +1,169 @@
+//! Builders for the objects the specifications apply, and a cluster brought up to Available:
+//! one place for what a test Cluster, Machine or MachineDeployment looks like.
+
+use kube::Client;
+use kube::api::Api;
+use serde_json::{Value, json};
+
+use capictl::api::{Cluster, CrdSet};
+
+use super::lifecycle::{NS, apply, condition_true, management, until};
+
+const INFRASTRUCTURE: &str = "infrastructure.cluster.x-k8s.io";
+
+/// A Cluster on the in-memory provider.
+pub fn cluster(name: &str) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": name},
+        "spec": {"infrastructureRef": {"apiGroup": INFRASTRUCTURE, "kind": "InMemoryCluster", "name": name}}
+    })
+}
+
+pub fn in_memory_cluster(name: &str) -> Value {
+    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "InMemoryCluster", "metadata": {"name": name}, "spec": {}})
+}
+
+/// A simulated machine that boots in `startup`, e.g. `1s`.
+pub fn in_memory_machine(name: &str, startup: &str) -> Value {
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "InMemoryMachine", "metadata": {"name": name},
+        "spec": {"behaviour": {"vm": {"provisioning": {"startupDuration": startup}}}}
+    })
+}
+
+/// A template of simulated machines that boot at once.
+pub fn in_memory_machine_template(name: &str) -> Value {
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "InMemoryMachineTemplate",
+        "metadata": {"name": name},
+        "spec": {"template": {"spec": {"behaviour": {"vm": {"provisioning": {"startupDuration": "0s"}}}}}}
+    })
+}
+
+/// A stand-alone control-plane Machine (no control-plane provider) of `cluster`, on the
+/// in-memory machine of the same name.
+pub fn control_plane_machine(cluster: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": name, "labels": {"cluster.x-k8s.io/control-plane": ""}},
+        "spec": {
+            "clusterName": cluster, "version": "v1.30.4", "bootstrap": {"dataSecretName": format!("{cluster}-bootstrap")},
+            "infrastructureRef": {"apiGroup": INFRASTRUCTURE, "kind": "InMemoryMachine", "name": name}
+        }
+    })
+}
+
+/// A MachineDeployment of `replicas` workers labelled `pool: <name>`, rolling out one at a
+/// time (maxSurge 1, maxUnavailable 0), on the in-memory machine template `template`.
+pub fn machine_deployment(cluster: &str, name: &str, replicas: i32, template: &str) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment", "metadata": {"name": name},
+        "spec": {
+            "clusterName": cluster, "replicas": replicas,
+            "rollout": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}},
+            "selector": {"matchLabels": {"pool": name}},
+            "template": {
+                "metadata": {"labels": {"pool": name}},
+                "spec": {
+                    "clusterName": cluster, "version": "v1.30.4", "bootstrap": {"dataSecretName": format!("{cluster}-bootstrap")},
+                    "infrastructureRef": {"apiGroup": INFRASTRUCTURE, "kind": "InMemoryMachineTemplate", "name": template}
+                }
+            }
+        }
+    })
+}
+
+/// A MachineHealthCheck of the Machines with these labels: a Node not Ready for `seconds` is
+/// unhealthy.
+pub fn machine_health_check(cluster: &str, name: &str, labels: Value, seconds: i64) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck", "metadata": {"name": name},
+        "spec": {
+            "clusterName": cluster, "selector": {"matchLabels": labels},
+            "checks": {"unhealthyNodeConditions": [{"type": "Ready", "status": "False", "timeoutSeconds": seconds}]}
+        }
+    })
+}
+
+/// An embedded management cluster with the core and in-memory controllers, and on it the
+/// cluster `c1`: one stand-alone control-plane Machine `c1-cp-0` and the MachineDeployment
+/// `md-0` of `workers` (template `c1-workers-v1`), up to Available.
+pub async fn available_cluster(workers: i32) -> Client {
+    let client = management(&[CrdSet::Core, CrdSet::InMemory]).await;
+    for object in [
+        cluster("c1"),
+        in_memory_cluster("c1"),
+        in_memory_machine("c1-cp-0", "1s"),
+        control_plane_machine("c1", "c1-cp-0"),
+        in_memory_machine_template("c1-workers-v1"),
+        machine_deployment("c1", "md-0", workers, "c1-workers-v1"),
+    ] {
+        apply(&client, object).await;
+    }
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    until("the Cluster is Available", 60, async || {
+        let c = clusters.get("c1").await.ok()?;
+        condition_true(c.status.as_ref()?.conditions.as_ref(), "Available").then_some(())
+    })
+    .await;
+    client
+}
+
+/// An embedded management cluster with the core, kubeadm and in-memory controllers, and on it
+/// the cluster `k1` generated from the in-memory flavor at `version` with `control_planes`
+/// control-plane Machines (KubeadmControlPlane `k1-control-plane`) and two workers
+/// (MachineDeployment `k1-md-0`), up to Available with every control-plane Machine Ready.
+pub async fn kubeadm_cluster(control_planes: i32, version: &str) -> Client {
+    use capictl::api::KubeadmControlPlane;
+    let client = management(&[
+        CrdSet::Core,
+        CrdSet::KubeadmBootstrap,
+        CrdSet::KubeadmControlPlane,
+        CrdSet::InMemory,
+    ])
+    .await;
+    let template = capictl::generate::flavor("in-memory", "").unwrap();
+    let count = control_planes.to_string();
+    let vars = |name: &str| -> Option<String> {
+        match name {
+            "CLUSTER_NAME" => Some("k1".into()),
+            "NAMESPACE" => Some(NS.into()),
+            "KUBERNETES_VERSION" => Some(version.into()),
+            "CONTROL_PLANE_MACHINE_COUNT" => Some(count.clone()),
+            "WORKER_MACHINE_COUNT" => Some("2".into()),
+            "VM_STARTUP_DURATION" | "NODE_STARTUP_DURATION" => Some("0s".into()),
+            _ => None,
+        }
+    };
+    let text = capictl::generate::render(template, NS, &vars).unwrap();
+    for doc in capictl::yaml::from_multiple::<Value>(&text).unwrap() {
+        apply(&client, doc).await;
+    }
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    until("the Cluster is Available", 120, async || {
+        let c = clusters.get("k1").await.ok()?;
+        condition_true(c.status.as_ref()?.conditions.as_ref(), "Available").then_some(())
+    })
+    .await;
+    let kcps: Api<KubeadmControlPlane> = Api::namespaced(client.clone(), NS);
+    until("every control-plane Machine is Ready", 90, async || {
+        let s = kcps.get("k1-control-plane").await.ok()?.status?;
+        (s.ready_replicas == Some(control_planes) && s.replicas == Some(control_planes))
+            .then_some(())
+    })
+    .await;
+    client
+}
+
+/// Marks a workload cluster's Node NotReady, as a kubelet that stopped posting leaves it.
+pub async fn node_not_ready(workload: &Client, node: &str) {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Patch, PatchParams};
+    let now = capictl::apiserver::object::now();
+    Api::<Node>::all(workload.clone())
+        .patch_status(node, &PatchParams::default(), &Patch::Merge(json!({"status": {"conditions": [
+            {"type": "Ready", "status": "False", "reason": "KubeletDown", "message": "kubelet stopped posting", "lastTransitionTime": now, "lastHeartbeatTime": now}
+        ]}})))
+        .await
+        .unwrap();
+}

@@ -1,0 +1,220 @@
+//! The KubeadmControlPlane controller.
+
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use capictl::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine};
+use k8s_openapi::api::core::v1::Secret;
+
+use crate::common::fixtures::{kubeadm_cluster, machine_health_check, node_not_ready};
+use crate::common::lifecycle::*;
+
+const CONTROL_PLANE: &str = "cluster.x-k8s.io/control-plane";
+
+fn ready(m: &Machine) -> bool {
+    condition_true(
+        m.status.as_ref().and_then(|s| s.conditions.as_ref()),
+        "Ready",
+    )
+}
+
+fn kcps(client: &kube::Client) -> Api<KubeadmControlPlane> {
+    Api::namespaced(client.clone(), NS)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_even_control_plane_is_refused_and_three_join_one_at_a_time() {
+    let client = kubeadm_cluster(1, "v1.28.13").await;
+    let kcps = kcps(&client);
+    // Even counts are refused (stacked etcd).
+    let even = kcps
+        .patch(
+            "k1-control-plane",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(even.to_string().contains("spec.replicas"), "{even}");
+    kcps.patch(
+        "k1-control-plane",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .unwrap();
+    let status = until("three control-plane Machines are Ready", 60, async || {
+        let s = kcps.get("k1-control-plane").await.ok()?.status?;
+        (s.ready_replicas == Some(3) && s.replicas == Some(3)).then_some(s)
+    })
+    .await;
+    assert_eq!(status.up_to_date_replicas, Some(3));
+    assert_eq!(status.version.as_deref(), Some("v1.28.13"));
+    until("etcd has the three members", 30, async || {
+        let s = kcps.get("k1-control-plane").await.ok()?.status?;
+        condition_true(s.conditions.as_ref(), "EtcdClusterHealthy").then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_replaces_control_plane_machines_one_at_a_time() {
+    let client = kubeadm_cluster(3, "v1.28.13").await;
+    let kcps = kcps(&client);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    // Skipping a minor version is refused, naming the version to go to first, and changes
+    // nothing.
+    let refused = kcps
+        .patch(
+            "k1-control-plane",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"version": "v1.30.4"}})),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("{refused}")
+    };
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.contains("spec.version")
+            && status.message.contains("upgrade to v1.29.x first"),
+        "{}",
+        status.message
+    );
+    assert_eq!(
+        kcps.get("k1-control-plane").await.unwrap().spec.version,
+        "v1.28.13"
+    );
+
+    // Upgrade: one control-plane Machine at a time, never fewer Ready than desired.
+    kcps.patch(
+        "k1-control-plane",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"version": "v1.29.10"}})),
+    )
+    .await
+    .unwrap();
+    let mut most = 0;
+    until(
+        "every control-plane Machine runs v1.29.10",
+        240,
+        async || {
+            let cps: Vec<Machine> = machines
+                .list(&ListParams::default().labels(CONTROL_PLANE))
+                .await
+                .unwrap()
+                .items;
+            let live = cps
+                .iter()
+                .filter(|m| m.metadata.deletion_timestamp.is_none());
+            let ready_live = live.clone().filter(|m| ready(m)).count();
+            assert!(
+                ready_live >= 3,
+                "only {ready_live} Ready control-plane Machines during the upgrade"
+            );
+            most = most.max(cps.len());
+            let done = cps.len() == 3
+                && cps
+                    .iter()
+                    .all(|m| m.spec.version.as_deref() == Some("v1.29.10") && ready(m));
+            done.then_some(())
+        },
+    )
+    .await;
+    assert_eq!(most, 4, "one Machine surged at a time");
+    until(
+        "the KubeadmControlPlane reports v1.29.10 and healthy etcd",
+        60,
+        async || {
+            let s = kcps.get("k1-control-plane").await.ok()?.status?;
+            (s.version.as_deref() == Some("v1.29.10")
+                && s.up_to_date_replicas == Some(3)
+                && condition_true(s.conditions.as_ref(), "EtcdClusterHealthy"))
+            .then_some(())
+        },
+    )
+    .await;
+    let downgrade = kcps
+        .patch(
+            "k1-control-plane",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"version": "v1.28.13"}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        downgrade.to_string().contains("cannot downgrade"),
+        "{downgrade}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unhealthy_control_plane_machine_is_remediated_keeping_etcd_quorum() {
+    let client = kubeadm_cluster(3, "v1.28.13").await;
+    let kcps = kcps(&client);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    // The Machine and its etcd member go, a new Machine replaces it.
+    apply(
+        &client,
+        machine_health_check("k1", "k1-control-plane", json!({CONTROL_PLANE: ""}), 1),
+    )
+    .await;
+    let control_plane = ListParams::default().labels(CONTROL_PLANE);
+    let victim = machines.list(&control_plane).await.unwrap().items[0].name_any();
+    node_not_ready(&workload(&client, "k1").await, &victim).await;
+    until(
+        "the unhealthy control-plane Machine is replaced",
+        90,
+        async || {
+            let list = machines.list(&control_plane).await.ok()?.items;
+            let ready_count = list.iter().filter(|m| ready(m)).count();
+            (!list.iter().any(|m| m.name_any() == victim) && list.len() == 3 && ready_count == 3)
+                .then_some(())
+        },
+    )
+    .await;
+    let status = until("etcd is healthy again", 30, async || {
+        let s = kcps.get("k1-control-plane").await.ok()?.status?;
+        condition_true(s.conditions.as_ref(), "EtcdClusterHealthy").then_some(s)
+    })
+    .await;
+    assert_eq!(status.last_remediation.unwrap().machine, victim);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_kubeadm_cluster_removes_every_object_and_secret() {
+    let client = kubeadm_cluster(1, "v1.28.13").await;
+    let kcps = kcps(&client);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    let configs: Api<KubeadmConfig> = Api::namespaced(client.clone(), NS);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    clusters
+        .delete("k1", &DeleteParams::default())
+        .await
+        .unwrap();
+    let all = ListParams::default();
+    until("everything is gone", 120, async || {
+        let left = machines.list(&all).await.unwrap().items.len()
+            + kcps.list(&all).await.unwrap().items.len()
+            + configs.list(&all).await.unwrap().items.len()
+            + clusters.list(&all).await.unwrap().items.len();
+        (left == 0).then_some(())
+    })
+    .await;
+    // The Secrets (certificates, kubeconfig, bootstrap data) go with their owners.
+    until("the cluster's Secrets are gone", 30, async || {
+        let left: Vec<String> = secrets
+            .list(&all)
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|s| s.name_any())
+            .collect();
+        left.is_empty().then_some(())
+    })
+    .await;
+}

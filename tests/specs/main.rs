@@ -1,0 +1,13 @@
+//! Specifications of the controllers, one behaviour per test, each on an embedded management
+//! cluster of its own with the in-memory provider: one file per controller.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cluster;
+mod kubeadm_config;
+mod kubeadm_control_plane;
+mod machine;
+mod machine_deployment;
+mod machine_health_check;
+mod manager;
