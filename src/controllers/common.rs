@@ -7,6 +7,7 @@ use std::fmt::Debug;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -19,6 +20,56 @@ use crate::conditions::{self, NewCondition, Status};
 
 /// The field manager capictl's controllers write as.
 pub const MANAGER: &str = "capictl";
+
+/// A kind whose status carries v1beta2 conditions, so the steps every reconciler shares (the
+/// pause guard) can write them.
+pub trait WithConditions: Resource + Clone + DeserializeOwned + Debug {
+    type Status: Default + Clone + Serialize + PartialEq;
+    fn status(&self) -> Option<&Self::Status>;
+    fn conditions(status: &mut Self::Status) -> &mut Option<Vec<Condition>>;
+}
+
+macro_rules! with_conditions {
+    ($($kind:ty => $status:ty),* $(,)?) => {
+        $(impl WithConditions for $kind {
+            type Status = $status;
+            fn status(&self) -> Option<&$status> {
+                self.status.as_ref()
+            }
+            fn conditions(status: &mut $status) -> &mut Option<Vec<Condition>> {
+                &mut status.conditions
+            }
+        })*
+    };
+}
+
+with_conditions!(
+    Cluster => crate::api::cluster::ClusterStatus,
+    crate::api::Machine => crate::api::machine::MachineStatus,
+    crate::api::MachineSet => crate::api::machine_set::MachineSetStatus,
+    crate::api::MachineDeployment => crate::api::machine_deployment::MachineDeploymentStatus,
+    crate::api::MachineHealthCheck => crate::api::machine_health_check::MachineHealthCheckStatus,
+    crate::api::KubeadmControlPlane => crate::api::kubeadm_control_plane::KubeadmControlPlaneStatus,
+    crate::api::KubeadmConfig => crate::api::kubeadm_config::KubeadmConfigStatus,
+    crate::api::InMemoryCluster => crate::api::in_memory::InMemoryClusterStatus,
+);
+
+/// The pause guard's write: a paused object gets its `Paused` condition (and nothing else),
+/// and waits for a change (its Cluster's `spec.paused` or its annotation going).
+pub async fn record_paused<K: WithConditions>(
+    api: &Api<K>,
+    object: &K,
+    paused: NewCondition,
+) -> Result<Action> {
+    let mut status = object.status().cloned().unwrap_or_default();
+    set_conditions(
+        K::conditions(&mut status),
+        object.meta().generation,
+        vec![paused],
+    );
+    write_status(api, &object.name_any(), object.status(), &status).await?;
+    Ok(Action::await_change())
+}
 
 /// Adds a finalizer; returns whether it was missing (the caller then waits for the change).
 pub async fn ensure_finalizer<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<bool>
@@ -150,6 +201,24 @@ where
     Ok(())
 }
 
+/// Writes an object's status when it differs from the status read with the object (`read`):
+/// one merge patch on the status subresource, nothing when they are the same.
+pub async fn write_status<K, S>(
+    api: &Api<K>,
+    name: &str,
+    read: Option<&S>,
+    status: &S,
+) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    S: Serialize + PartialEq,
+{
+    if read != Some(status) {
+        patch_status(api, name, status).await?;
+    }
+    Ok(())
+}
+
 /// Creates an object unless one of its name exists; whether this call created it. Creating
 /// what an earlier, interrupted reconcile already made is how reconcilers stay idempotent.
 pub async fn create_if_absent<K>(api: &Api<K>, object: &K) -> Result<bool>
@@ -179,6 +248,17 @@ pub fn machine_condition_true(m: &crate::api::Machine, condition_type: &str) -> 
         .as_ref()
         .and_then(|s| s.conditions.as_deref())
         .is_some_and(|c| crate::conditions::is_true(c, condition_type))
+}
+
+/// In tests: the condition of this type in a status's list, or a panic naming what is missing.
+#[cfg(test)]
+pub fn expect_condition<'a>(
+    list: Option<&'a Vec<Condition>>,
+    type_: &str,
+    case: &str,
+) -> &'a Condition {
+    list.and_then(|l| l.iter().find(|c| c.type_ == type_))
+        .unwrap_or_else(|| panic!("{case}: no {type_} condition"))
 }
 
 /// Whether an object is being deleted.

@@ -113,6 +113,25 @@ impl Resolver {
             .get_opt(&reference.name)
             .await?)
     }
+
+    /// Deletes the object a reference names, unless it is being deleted already (its own
+    /// finalizers decide when it goes); whether it still exists, to be waited for.
+    pub async fn delete(
+        &self,
+        namespace: &str,
+        reference: &ContractVersionedObjectReference,
+    ) -> Result<bool> {
+        let Some(object) = self.get(namespace, reference).await? else {
+            return Ok(false);
+        };
+        if object.metadata.deletion_timestamp.is_none() {
+            self.api(namespace, reference)
+                .await?
+                .delete(&reference.name, &kube::api::DeleteParams::background())
+                .await?;
+        }
+        Ok(true)
+    }
 }
 
 /// A field of an unstructured object, by path.

@@ -319,9 +319,7 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
 
     // Status, computed once from where the bootstrap data stands.
     let status = compute_status(&kc, paused, progress.as_ref());
-    if kc.status.as_ref() != Some(&status) {
-        common::patch_status(&scope.api, &kc.name_any(), &status).await?;
-    }
+    common::write_status(&scope.api, &kc.name_any(), kc.status.as_ref(), &status).await?;
     match progress {
         None | Some(Progress::Created) => Ok(Action::await_change()),
         Some(Progress::Waiting(_)) => Ok(Action::requeue(Duration::from_secs(2))),

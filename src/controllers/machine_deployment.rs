@@ -241,10 +241,7 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
     }
     let (is_paused, paused) = common::paused(Some(cluster), "MachineDeployment", md.annotations());
     if is_paused {
-        let mut status = md.status.clone().unwrap_or_default();
-        common::set_conditions(&mut status.conditions, md.meta().generation, vec![paused]);
-        common::patch_status(&scope.api, &md.name_any(), &status).await?;
-        return Ok(Action::await_change());
+        return common::record_paused(&scope.api, &md, paused).await;
     }
     if md.labels().get(api::CLUSTER_NAME_LABEL) != Some(&md.spec.cluster_name)
         || !common::has_owner(md.owner_references(), &cluster.uid().unwrap_or_default())
@@ -285,9 +282,7 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
     let settled = status.replicas == Some(rollout.desired)
         && status.available_replicas == Some(rollout.desired)
         && status.up_to_date_replicas == Some(rollout.desired);
-    if md.status.as_ref() != Some(&status) {
-        common::patch_status(&scope.api, &md.name_any(), &status).await?;
-    }
+    common::write_status(&scope.api, &md.name_any(), md.status.as_ref(), &status).await?;
     Ok(Action::requeue(if settled {
         Duration::from_secs(10)
     } else {
@@ -557,6 +552,7 @@ fn compute_status(
 
 #[cfg(test)]
 mod tests {
+    use super::super::common::expect_condition;
     use super::*;
 
     fn set(name: &str, spec: i32, status: i32, available: i32) -> SetState {
@@ -748,12 +744,8 @@ mod tests {
             assert_eq!(status.up_to_date_replicas, Some(u), "{name}");
             assert_eq!(status.selector.as_deref(), Some("pool=a"), "{name}");
             assert_eq!(status.observed_generation, Some(2), "{name}");
-            let conditions = status.conditions.unwrap_or_default();
             for (type_, want_status, reason, message) in case.conditions {
-                let c = conditions
-                    .iter()
-                    .find(|c| c.type_ == type_)
-                    .unwrap_or_else(|| panic!("{name}: no {type_} condition"));
+                let c = expect_condition(status.conditions.as_ref(), type_, name);
                 assert_eq!(
                     (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
                     (want_status, reason, message),

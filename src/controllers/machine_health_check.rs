@@ -256,10 +256,7 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
     let (is_paused, paused) =
         common::paused(Some(cluster), "MachineHealthCheck", mhc.annotations());
     if is_paused {
-        let mut status = mhc.status.clone().unwrap_or_default();
-        common::set_conditions(&mut status.conditions, mhc.meta().generation, vec![paused]);
-        common::patch_status(&scope.api, &mhc.name_any(), &status).await?;
-        return Ok(Action::await_change());
+        return common::record_paused(&scope.api, &mhc, paused).await;
     }
     if !common::has_owner(mhc.owner_references(), &cluster.uid().unwrap_or_default()) {
         let mut refs = mhc.owner_references().to_vec();
@@ -282,9 +279,7 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
 
     // Status, computed once from what this reconcile found.
     let status = compute_status(&mhc, &scope.targets, findings.healthy, verdict, paused);
-    if mhc.status.as_ref() != Some(&status) {
-        common::patch_status(&scope.api, &mhc.name_any(), &status).await?;
-    }
+    common::write_status(&scope.api, &mhc.name_any(), mhc.status.as_ref(), &status).await?;
     Ok(Action::requeue(
         findings
             .next

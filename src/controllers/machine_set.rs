@@ -272,10 +272,7 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
     }
     let (is_paused, paused) = common::paused(Some(cluster), "MachineSet", ms.annotations());
     if is_paused {
-        let mut status = ms.status.clone().unwrap_or_default();
-        common::set_conditions(&mut status.conditions, ms.meta().generation, vec![paused]);
-        common::patch_status(&scope.api, &ms.name_any(), &status).await?;
-        return Ok(Action::await_change());
+        return common::record_paused(&scope.api, &ms, paused).await;
     }
     // Labels, and a Cluster owner for stand-alone sets.
     let standalone = !ms.labels().contains_key(api::DEPLOYMENT_NAME_LABEL)
@@ -304,9 +301,7 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
 
     // Status, computed once from what this reconcile saw.
     let status = compute_status(&ms, &scope.machines, &blocked, paused);
-    if ms.status.as_ref() != Some(&status) {
-        common::patch_status(&scope.api, &ms.name_any(), &status).await?;
-    }
+    common::write_status(&scope.api, &ms.name_any(), ms.status.as_ref(), &status).await?;
     let desired = ms.spec.replicas.unwrap_or(1).max(0) as usize;
     let settled = scope.machines.len() == desired
         && scope.machines.iter().all(|m| {
@@ -641,6 +636,7 @@ pub fn preflight(p: &Preflight<'_>) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::common::expect_condition;
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
@@ -778,12 +774,8 @@ mod tests {
             );
             assert_eq!(status.selector.as_deref(), Some("pool=a"), "{name}");
             assert_eq!(status.observed_generation, Some(4), "{name}");
-            let conditions = status.conditions.unwrap_or_default();
             for (type_, want, message) in case.conditions {
-                let c = conditions
-                    .iter()
-                    .find(|c| c.type_ == type_)
-                    .unwrap_or_else(|| panic!("{name}: no {type_} condition"));
+                let c = expect_condition(status.conditions.as_ref(), type_, name);
                 assert_eq!(
                     (c.status.as_str(), c.message.as_str()),
                     (want, message),

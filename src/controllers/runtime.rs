@@ -16,6 +16,23 @@ use serde::de::DeserializeOwned;
 use super::{Context, error_policy};
 use crate::api::Cluster;
 
+/// What a controller can watch: a kind kube-runtime can cache and share across tasks.
+pub trait Watched:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// What a controller needs to run, handed to each reconciler module's `controller` function,
 /// which declares what wakes its kind beside its reconcile.
 #[derive(Clone)]
@@ -35,6 +52,13 @@ impl Wiring {
         }
     }
 
+    /// The manager's limits (concurrency, debounce) and its stop signal, on a controller.
+    fn limited<K: Watched>(&self, controller: Controller<K>) -> Controller<K> {
+        controller
+            .with_config(self.config.clone())
+            .graceful_shutdown_on(self.stopped())
+    }
+
     /// Runs a controller of Cluster API's kinds until the manager stops: bounded concurrency,
     /// a reconcile that succeeds clears the object's failure backoff, failures go through the
     /// shared error policy.
@@ -45,28 +69,19 @@ impl Wiring {
         reconcile: F,
     ) -> BoxFuture<'static, ()>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Watched,
         F: Fn(Arc<K>, Arc<Context>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<controller::Action, super::Error>> + Send + 'static,
     {
         let reconcile = Arc::new(reconcile);
-        let stream = controller
-            .with_config(self.config.clone())
-            .graceful_shutdown_on(self.stopped())
-            .run(
-                move |o, c| {
-                    let reconcile = reconcile.clone();
-                    async move { tracked(o, c, |o, c| reconcile(o, c)).await }
-                },
-                error_policy,
-                self.ctx.clone(),
-            );
+        let stream = self.limited(controller).run(
+            move |o, c| {
+                let reconcile = reconcile.clone();
+                async move { tracked(o, c, |o, c| reconcile(o, c)).await }
+            },
+            error_policy,
+            self.ctx.clone(),
+        );
         drive(name, stream).boxed()
     }
 
@@ -79,20 +94,13 @@ impl Wiring {
         ctx: Arc<C>,
     ) -> BoxFuture<'static, ()>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Watched,
         C: Send + Sync + 'static,
         F: FnMut(Arc<K>, Arc<C>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<controller::Action, super::Error>> + Send + 'static,
     {
-        let stream = controller
-            .with_config(self.config.clone())
-            .graceful_shutdown_on(self.stopped())
+        let stream = self
+            .limited(controller)
             .run(reconcile, provider_error_policy, ctx);
         drive(name, stream).boxed()
     }

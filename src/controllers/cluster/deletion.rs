@@ -84,9 +84,7 @@ pub(super) async fn reconcile_delete(
                     .message(message),
             ],
         );
-        if cluster.status.as_ref() != Some(&status) {
-            common::patch_status(api, &cluster.name_any(), &status).await?;
-        }
+        common::write_status(api, &cluster.name_any(), cluster.status.as_ref(), &status).await?;
         return Ok(Action::requeue(Duration::from_secs(2)));
     }
     ctx.workloads.forget(&ns, &cluster.name_any());
@@ -112,14 +110,7 @@ async fn delete_providers(
         ),
     ] {
         let Some(reference) = reference else { continue };
-        if let Some(object) = ctx.external.get(&ns, reference).await? {
-            if object.meta().deletion_timestamp.is_none() {
-                ctx.external
-                    .api(&ns, reference)
-                    .await?
-                    .delete(&reference.name, &DeleteParams::background())
-                    .await?;
-            }
+        if ctx.external.delete(&ns, reference).await? {
             return Ok(Some((
                 reason,
                 format!("Waiting for {} to be deleted", reference.kind),

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::common;
@@ -176,14 +176,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     }
     let (is_paused, paused) = common::paused(Some(&cluster), "Cluster", cluster.annotations());
     if is_paused {
-        let mut status = cluster.status.clone().unwrap_or_default();
-        common::set_conditions(
-            &mut status.conditions,
-            cluster.meta().generation,
-            vec![paused],
-        );
-        common::patch_status(&api, &cluster.name_any(), &status).await?;
-        return Ok(Action::await_change());
+        return common::record_paused(&api, &cluster, paused).await;
     }
 
     // Phases.
@@ -223,9 +216,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
 
     // Status, computed once from what this reconcile gathered.
     let (status, settled) = status::compute(&cluster, paused, &providers, &descendants, probe);
-    if cluster.status.as_ref() != Some(&status) {
-        common::patch_status(&api, &cluster.name_any(), &status).await?;
-    }
+    common::write_status(&api, &cluster.name_any(), cluster.status.as_ref(), &status).await?;
     Ok(Action::requeue(if settled && !kubeconfig_created {
         Duration::from_secs(10)
     } else {

@@ -568,6 +568,7 @@ fn count_workers(d: &Descendants) -> ReplicasSummary {
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::common::expect_condition;
     use super::*;
     use serde_json::json;
 
@@ -783,12 +784,8 @@ mod tests {
             let name = case.name;
             assert_eq!(settled, case.settled, "{name}");
             assert_eq!(status.phase.as_deref(), Some(case.phase), "{name}");
-            let list = status.conditions.clone().unwrap_or_default();
             for (type_, want, reason, message) in case.conditions {
-                let got = list
-                    .iter()
-                    .find(|c| c.type_ == type_)
-                    .unwrap_or_else(|| panic!("{name}: no {type_} condition"));
+                let got = expect_condition(status.conditions.as_ref(), type_, name);
                 assert_eq!(
                     (got.status.as_str(), got.reason.as_str()),
                     (want, reason),

@@ -9,7 +9,6 @@ use kube::{Resource, ResourceExt};
 
 use super::super::common;
 use super::super::{Context, Result};
-use super::write_status;
 use crate::api;
 use crate::api::{KubeadmControlPlane, Machine, MachineDeployment};
 use crate::conditions::{self, NewCondition, Status};
@@ -46,7 +45,7 @@ pub(super) async fn reconcile_delete(
                 vec![NewCondition::new(conditions::types::DELETING, Status::True, "WaitingForWorkersDeletion")
                     .message(format!("Waiting for worker nodes to be deleted: {deployments} MachineDeployments, {workers} worker Machines"))],
             );
-            write_status(api, kcp, status).await?;
+            common::write_status(api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
     }
@@ -72,6 +71,6 @@ pub(super) async fn reconcile_delete(
             .message(format!("Deleting {} Machines", machines.len())),
         ],
     );
-    write_status(api, kcp, status).await?;
+    common::write_status(api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
     Ok(Action::requeue(Duration::from_secs(1)))
 }

@@ -246,14 +246,11 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     let (is_paused, paused) =
         common::paused(Some(cluster), "KubeadmControlPlane", kcp.annotations());
     if is_paused {
-        let mut status = kcp.status.clone().unwrap_or_default();
-        common::set_conditions(&mut status.conditions, kcp.meta().generation, vec![paused]);
-        common::patch_status(&scope.api, &kcp.name_any(), &status).await?;
-        return Ok(Action::await_change());
+        return common::record_paused(&scope.api, &kcp, paused).await;
     }
     if !cluster_ready(cluster) {
         let status = status::compute(&kcp, paused, Progress::WaitingForCluster);
-        write_status(&scope.api, &kcp, status).await?;
+        common::write_status(&scope.api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
 
@@ -300,7 +297,7 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
             remediation,
         }),
     );
-    write_status(&scope.api, &kcp, status).await?;
+    common::write_status(&scope.api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
     let desired = kcp.spec.replicas.unwrap_or(1).max(0) as usize;
     let stable = !rolling && !settling && live.len() == desired;
     Ok(Action::requeue(if stable {
@@ -308,17 +305,6 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     } else {
         Duration::from_secs(1)
     }))
-}
-
-async fn write_status(
-    api: &Api<KubeadmControlPlane>,
-    kcp: &KubeadmControlPlane,
-    status: crate::api::kubeadm_control_plane::KubeadmControlPlaneStatus,
-) -> Result<()> {
-    if kcp.status.as_ref() != Some(&status) {
-        common::patch_status(api, &kcp.name_any(), &status).await?;
-    }
-    Ok(())
 }
 
 /// Marks each Machine UpToDate or not (version, infrastructure template, rolloutAfter);

@@ -256,13 +256,7 @@ mod tests {
     }
 
     fn get(status: &KubeadmControlPlaneStatus, type_: &str) -> (String, String, String) {
-        let c = status
-            .conditions
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .find(|c| c.type_ == type_)
-            .unwrap_or_else(|| panic!("no {type_} condition"));
+        let c = common::expect_condition(status.conditions.as_ref(), type_, "the status");
         (c.status.clone(), c.reason.clone(), c.message.clone())
     }
 

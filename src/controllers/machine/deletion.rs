@@ -73,9 +73,8 @@ pub(super) async fn reconcile_delete(
                         .message(message),
                 ],
             );
-            if machine.status.as_ref() != Some(&status) {
-                common::patch_status(api, &machine.name_any(), &status).await?;
-            }
+            common::write_status(api, &machine.name_any(), machine.status.as_ref(), &status)
+                .await?;
             Ok(Action::requeue(requeue))
         }
     }
@@ -131,14 +130,7 @@ async fn next_step(
     ];
     for (reference, reason) in references {
         let Some(reference) = reference else { continue };
-        if let Some(object) = ctx.external.get(&ns, reference).await? {
-            if object.meta().deletion_timestamp.is_none() {
-                ctx.external
-                    .api(&ns, reference)
-                    .await?
-                    .delete(&reference.name, &DeleteParams::background())
-                    .await?;
-            }
+        if ctx.external.delete(&ns, reference).await? {
             return Ok(Progress::waiting(
                 reason,
                 format!("Waiting for {} to be deleted", reference.kind),

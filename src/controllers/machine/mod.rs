@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::common;
@@ -125,14 +125,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
     }
     let (is_paused, paused) = common::paused(Some(&cluster), "Machine", machine.annotations());
     if is_paused {
-        let mut status = machine.status.clone().unwrap_or_default();
-        common::set_conditions(
-            &mut status.conditions,
-            machine.meta().generation,
-            vec![paused],
-        );
-        common::patch_status(&api, &machine.name_any(), &status).await?;
-        return Ok(Action::await_change());
+        return common::record_paused(&api, &machine, paused).await;
     }
     if let Some(patch) = ownership_patch(&machine, &cluster) {
         common::patch_merge(&api, &machine.name_any(), json!({"metadata": patch})).await?;
@@ -163,9 +156,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
 
     // Status, computed once from what this reconcile gathered.
     let (status, available_wait) = status::compute(&machine, paused, &providers, &node, up_to_date);
-    if machine.status.as_ref() != Some(&status) {
-        common::patch_status(&api, &machine.name_any(), &status).await?;
-    }
+    common::write_status(&api, &machine.name_any(), machine.status.as_ref(), &status).await?;
     let requeue = available_wait.map_or(node.requeue(), |w| node.requeue().min(w));
     Ok(Action::requeue(requeue))
 }

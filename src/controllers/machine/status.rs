@@ -433,13 +433,7 @@ mod tests {
     }
 
     fn get<'a>(status: &'a MachineStatus, type_: &str) -> (&'a str, &'a str, &'a str) {
-        let c = status
-            .conditions
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .find(|c| c.type_ == type_)
-            .unwrap_or_else(|| panic!("no {type_} condition"));
+        let c = common::expect_condition(status.conditions.as_ref(), type_, "the status");
         (c.status.as_str(), c.reason.as_str(), c.message.as_str())
     }
 

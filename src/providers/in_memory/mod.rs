@@ -198,9 +198,7 @@ pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> 
     let mut status = ic.status.clone().unwrap_or_default();
     let (is_paused, paused) = common::paused(Some(&cluster), "InMemoryCluster", ic.annotations());
     if is_paused {
-        common::set_conditions(&mut status.conditions, generation, vec![paused]);
-        common::patch_status(&api, &ic.name_any(), &status).await?;
-        return Ok(Action::await_change());
+        return common::record_paused(&api, &ic, paused).await;
     }
     let ca = cluster_ca(&ctx.client, &cluster).await?;
     let port = ic
@@ -238,9 +236,7 @@ pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> 
             NewCondition::new(conditions::types::READY, Status::True, "Ready"),
         ],
     );
-    if ic.status.as_ref() != Some(&status) {
-        common::patch_status(&api, &ic.name_any(), &status).await?;
-    }
+    common::write_status(&api, &ic.name_any(), ic.status.as_ref(), &status).await?;
     Ok(Action::requeue(Duration::from_secs(30)))
 }
 
@@ -321,9 +317,7 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
 
     // Status.
     let status = machine_status(&im, &machine, paused, &boot);
-    if im.status.as_ref() != Some(&status) {
-        common::patch_status(&api, &im.name_any(), &status).await?;
-    }
+    common::write_status(&api, &im.name_any(), im.status.as_ref(), &status).await?;
     Ok(match boot {
         Boot::Waiting { requeue, .. } => Action::requeue(requeue),
         // The workload cluster lives in memory: look again now and then, and make the Node
