@@ -40,7 +40,7 @@ pub mod types {
     pub const MACHINES_UP_TO_DATE: &str = "MachinesUpToDate";
 }
 
-/// Reasons shared by many condition types.
+/// Reasons shared by many condition types and kinds.
 pub mod reasons {
     pub const NOT_YET_REPORTED: &str = "NotYetReported";
     pub const ISSUES_REPORTED: &str = "IssuesReported";
@@ -48,6 +48,40 @@ pub mod reasons {
     pub const INFO_REPORTED: &str = "InfoReported";
     pub const INTERNAL_ERROR: &str = "InternalError";
     pub const NO_REASON_REPORTED: &str = "NoReasonReported";
+    // What conditions of many kinds say: available or not, rolling out, scaling, …
+    pub const AVAILABLE: &str = "Available";
+    pub const NOT_AVAILABLE: &str = "NotAvailable";
+    pub const AVAILABLE_UNKNOWN: &str = "AvailableUnknown";
+    pub const READY: &str = "Ready";
+    pub const NOT_READY: &str = "NotReady";
+    pub const READY_UNKNOWN: &str = "ReadyUnknown";
+    pub const UP_TO_DATE: &str = "UpToDate";
+    pub const NOT_UP_TO_DATE: &str = "NotUpToDate";
+    pub const UP_TO_DATE_UNKNOWN: &str = "UpToDateUnknown";
+    pub const NOT_DELETING: &str = "NotDeleting";
+    pub const PAUSED: &str = "Paused";
+    pub const NOT_PAUSED: &str = "NotPaused";
+    pub const ROLLING_OUT: &str = "RollingOut";
+    pub const NOT_ROLLING_OUT: &str = "NotRollingOut";
+    pub const ROLLING_OUT_UNKNOWN: &str = "RollingOutUnknown";
+    pub const SCALING_UP: &str = "ScalingUp";
+    pub const NOT_SCALING_UP: &str = "NotScalingUp";
+    pub const SCALING_UP_UNKNOWN: &str = "ScalingUpUnknown";
+    pub const SCALING_DOWN: &str = "ScalingDown";
+    pub const NOT_SCALING_DOWN: &str = "NotScalingDown";
+    pub const SCALING_DOWN_UNKNOWN: &str = "ScalingDownUnknown";
+    pub const REMEDIATING: &str = "Remediating";
+    pub const NOT_REMEDIATING: &str = "NotRemediating";
+    pub const REMEDIATING_UNKNOWN: &str = "RemediatingUnknown";
+    pub const OBJECT_DOES_NOT_EXIST: &str = "ObjectDoesNotExist";
+    pub const HEALTHY: &str = "Healthy";
+    pub const NOT_HEALTHY: &str = "NotHealthy";
+    pub const HEALTH_UNKNOWN: &str = "HealthUnknown";
+    pub const MACHINE_DELETION_IN_PROGRESS: &str = "MachineDeletionInProgress";
+    pub const WAITING_FOR_WORKERS_DELETION: &str = "WaitingForWorkersDeletion";
+    pub const WAITING_FOR_MACHINE_DELETION: &str = "WaitingForMachineDeletion";
+    pub const NO_REPLICAS: &str = "NoReplicas";
+    pub const WAITING_FOR_INFRASTRUCTURE_DELETION: &str = "WaitingForInfrastructureDeletion";
 }
 
 /// The message for internal errors, which are only in the controller's log.

@@ -28,6 +28,18 @@ pub mod conditions {
     pub const WORKER_MACHINES_UP_TO_DATE: &str = "WorkerMachinesUpToDate";
 }
 
+/// The reasons of cluster conditions, beside the shared ones
+/// ([`crate::conditions::reasons`]).
+pub mod reasons {
+    pub const NO_INFRASTRUCTURE: &str = "NoInfrastructure";
+    pub const NO_WORKERS: &str = "NoWorkers";
+    pub const PROBE_FAILED: &str = "ProbeFailed";
+    pub const PROBE_SUCCEEDED: &str = "ProbeSucceeded";
+    pub const INITIALIZED: &str = "Initialized";
+    pub const NOT_INITIALIZED: &str = "NotInitialized";
+    pub const WAITING_FOR_CONTROL_PLANE_DELETION: &str = "WaitingForControlPlaneDeletion";
+}
+
 /// The finalizer the Cluster controller keeps until everything the Cluster made is gone.
 pub const CLUSTER_FINALIZER: &str = "cluster.cluster.x-k8s.io";
 

@@ -16,6 +16,16 @@ use super::schema;
 pub const IN_MEMORY_CLUSTER_FINALIZER: &str = "inmemorycluster.infrastructure.cluster.x-k8s.io";
 pub const IN_MEMORY_MACHINE_FINALIZER: &str = "inmemorymachine.infrastructure.cluster.x-k8s.io";
 
+/// The reasons of the in-memory machines' Ready condition, beside the shared ones
+/// ([`crate::conditions::reasons`]).
+pub mod reasons {
+    pub const WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY: &str =
+        "WaitingForClusterInfrastructureReady";
+    pub const WAITING_FOR_CONTROL_PLANE_INITIALIZED: &str = "WaitingForControlPlaneInitialized";
+    pub const WAITING_FOR_BOOTSTRAP_DATA: &str = "WaitingForBootstrapData";
+    pub const PROVISIONING: &str = "Provisioning";
+}
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

@@ -20,6 +20,12 @@ pub mod conditions {
     pub const CERTIFICATES_AVAILABLE: &str = "CertificatesAvailable";
 }
 
+/// The reasons of kubeadm config conditions, beside the shared ones
+/// ([`crate::conditions::reasons`]).
+pub mod reasons {
+    pub const NOT_SUPPORTED: &str = "NotSupported";
+}
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

@@ -24,6 +24,13 @@ pub mod conditions {
     pub const CONTROL_PLANE_COMPONENTS_HEALTHY: &str = "ControlPlaneComponentsHealthy";
 }
 
+/// The reasons of kubeadm control plane conditions, beside the shared ones
+/// ([`crate::conditions::reasons`]).
+pub mod reasons {
+    pub const REMEDIATION_IN_PROGRESS: &str = "RemediationInProgress";
+    pub const REMEDIATION_NOT_ALLOWED: &str = "RemediationNotAllowed";
+}
+
 /// The finalizer the KubeadmControlPlane controller keeps until its Machines are gone.
 pub const KUBEADM_CONTROL_PLANE_FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
 

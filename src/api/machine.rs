@@ -23,6 +23,27 @@ pub mod conditions {
     pub const HEALTH_CHECK_SUCCEEDED: &str = "HealthCheckSucceeded";
 }
 
+/// The reasons of machine conditions, beside the shared ones
+/// ([`crate::conditions::reasons`]).
+pub mod reasons {
+    pub const DATA_SECRET_PROVIDED: &str = "DataSecretProvided";
+    pub const NODE_DOES_NOT_EXIST: &str = "NodeDoesNotExist";
+    pub const NODE_HEALTHY: &str = "NodeHealthy";
+    pub const NODE_HEALTHY_UNKNOWN: &str = "NodeHealthyUnknown";
+    pub const NODE_NOT_HEALTHY: &str = "NodeNotHealthy";
+    pub const NODE_READY: &str = "NodeReady";
+    pub const NODE_READY_UNKNOWN: &str = "NodeReadyUnknown";
+    pub const WAITING_FOR_MIN_READY_SECONDS: &str = "WaitingForMinReadySeconds";
+    pub const WAITING_FOR_PRE_DRAIN_HOOK: &str = "WaitingForPreDrainHook";
+    pub const WAITING_FOR_PRE_TERMINATE_HOOK: &str = "WaitingForPreTerminateHook";
+    pub const WAITING_FOR_BOOTSTRAP_DELETION: &str = "WaitingForBootstrapDeletion";
+    pub const DRAINING_NODE: &str = "DrainingNode";
+    pub const DELETING_NODE: &str = "DeletingNode";
+    pub const INSPECTION_FAILED: &str = "InspectionFailed";
+    pub const CONNECTION_DOWN: &str = "ConnectionDown";
+    pub const NODE_NOT_READY: &str = "NodeNotReady";
+}
+
 /// On a control-plane Machine (and its Node's objects): present, with an empty value.
 pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
 /// On a control-plane Machine: the name of its control plane.

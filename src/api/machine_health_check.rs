@@ -16,6 +16,19 @@ pub mod conditions {
     pub const REMEDIATION_ALLOWED: &str = "RemediationAllowed";
 }
 
+/// The reasons of machine health check conditions, beside the shared ones
+/// ([`crate::conditions::reasons`]).
+pub mod reasons {
+    pub const HEALTH_CHECK_SUCCEEDED: &str = "HealthCheckSucceeded";
+    pub const REMEDIATION_ALLOWED: &str = "RemediationAllowed";
+    pub const TOO_MANY_UNHEALTHY: &str = "TooManyUnhealthy";
+    pub const WAITING_FOR_REMEDIATION: &str = "WaitingForRemediation";
+    pub const NODE_STARTUP_TIMEOUT: &str = "NodeStartupTimeout";
+    pub const NODE_DELETED: &str = "NodeDeleted";
+    pub const UNHEALTHY_NODE: &str = "UnhealthyNode";
+    pub const HAS_REMEDIATE_ANNOTATION: &str = "HasRemediateAnnotation";
+}
+
 /// On a Machine: a MachineHealthCheck never remediates it.
 pub const SKIP_REMEDIATION_ANNOTATION: &str = "cluster.x-k8s.io/skip-remediation";
 /// On a Machine: remediate it now, whatever its health.

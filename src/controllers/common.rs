@@ -140,13 +140,21 @@ pub fn paused(
     if reasons.is_empty() {
         (
             false,
-            NewCondition::new(conditions::types::PAUSED, Status::False, "NotPaused"),
+            NewCondition::new(
+                conditions::types::PAUSED,
+                Status::False,
+                conditions::reasons::NOT_PAUSED,
+            ),
         )
     } else {
         (
             true,
-            NewCondition::new(conditions::types::PAUSED, Status::True, "Paused")
-                .message(reasons.join(", ")),
+            NewCondition::new(
+                conditions::types::PAUSED,
+                Status::True,
+                conditions::reasons::PAUSED,
+            )
+            .message(reasons.join(", ")),
         )
     }
 }

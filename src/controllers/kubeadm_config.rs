@@ -213,7 +213,7 @@ fn data_secret_pending(message: &str) -> NewCondition {
     NewCondition::new(
         api::kubeadm_config::conditions::DATA_SECRET_AVAILABLE,
         Status::False,
-        "NotAvailable",
+        conditions::reasons::NOT_AVAILABLE,
     )
     .message(message)
 }
@@ -365,14 +365,18 @@ fn compute_status(
                 NewCondition::new(
                     api::kubeadm_config::conditions::DATA_SECRET_AVAILABLE,
                     Status::True,
-                    "Available",
+                    conditions::reasons::AVAILABLE,
                 ),
                 NewCondition::new(
                     api::kubeadm_config::conditions::CERTIFICATES_AVAILABLE,
                     Status::True,
-                    "Available",
+                    conditions::reasons::AVAILABLE,
                 ),
-                NewCondition::new(conditions::types::READY, Status::True, "Ready"),
+                NewCondition::new(
+                    conditions::types::READY,
+                    Status::True,
+                    conditions::reasons::READY,
+                ),
             ]);
         }
     }
@@ -411,7 +415,7 @@ async fn bootstrap_data(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Res
     let waiting = |message: &str| Ok(Progress::Waiting(data_secret_pending(message)));
     if kc.spec.format == Some(Format::Ignition) {
         return Ok(Progress::Waiting(
-            NewCondition::new(api::kubeadm_config::conditions::DATA_SECRET_AVAILABLE, Status::False, "NotSupported").message(
+            NewCondition::new(api::kubeadm_config::conditions::DATA_SECRET_AVAILABLE, Status::False, api::kubeadm_config::reasons::NOT_SUPPORTED).message(
                 "spec.format ignition is not supported by capictl yet; use cloud-config (the default)",
             ),
         ));
@@ -437,7 +441,7 @@ async fn bootstrap_data(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Res
             NewCondition::new(
                 api::kubeadm_config::conditions::CERTIFICATES_AVAILABLE,
                 Status::False,
-                "NotAvailable",
+                conditions::reasons::NOT_AVAILABLE,
             )
             .message("Waiting for the cluster certificates"),
         ));

@@ -496,42 +496,63 @@ fn compute_status(
     let needed = (desired - max_unavailable).max(0);
     let mut conds = vec![
         paused,
-        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
+        NewCondition::new(
+            conditions::types::DELETING,
+            Status::False,
+            conditions::reasons::NOT_DELETING,
+        ),
     ];
     conds.push(if available >= needed {
-        NewCondition::new(conditions::types::AVAILABLE, Status::True, "Available")
+        NewCondition::new(conditions::types::AVAILABLE, Status::True, conditions::reasons::AVAILABLE)
     } else {
-        NewCondition::new(conditions::types::AVAILABLE, Status::False, "NotAvailable").message(format!(
+        NewCondition::new(conditions::types::AVAILABLE, Status::False, conditions::reasons::NOT_AVAILABLE).message(format!(
             "{available} available replicas, at least {needed} required (spec.strategy.rollout.maxUnavailable is {max_unavailable}, spec.replicas is {desired})"
         ))
     });
     let not_up_to_date = status.replicas.unwrap_or(0) - status.up_to_date_replicas.unwrap_or(0);
     conds.push(if not_up_to_date > 0 {
-        NewCondition::new(conditions::types::ROLLING_OUT, Status::True, "RollingOut").message(
-            format!("Rolling out {not_up_to_date} not up-to-date replicas"),
+        NewCondition::new(
+            conditions::types::ROLLING_OUT,
+            Status::True,
+            conditions::reasons::ROLLING_OUT,
         )
+        .message(format!(
+            "Rolling out {not_up_to_date} not up-to-date replicas"
+        ))
     } else {
         NewCondition::new(
             conditions::types::ROLLING_OUT,
             Status::False,
-            "NotRollingOut",
+            conditions::reasons::NOT_ROLLING_OUT,
         )
     });
     let current = status.replicas.unwrap_or(0);
     conds.push(if current < desired {
-        NewCondition::new(conditions::types::SCALING_UP, Status::True, "ScalingUp")
-            .message(format!("Scaling up from {current} to {desired} replicas"))
+        NewCondition::new(
+            conditions::types::SCALING_UP,
+            Status::True,
+            conditions::reasons::SCALING_UP,
+        )
+        .message(format!("Scaling up from {current} to {desired} replicas"))
     } else {
-        NewCondition::new(conditions::types::SCALING_UP, Status::False, "NotScalingUp")
+        NewCondition::new(
+            conditions::types::SCALING_UP,
+            Status::False,
+            conditions::reasons::NOT_SCALING_UP,
+        )
     });
     conds.push(if current > desired {
-        NewCondition::new(conditions::types::SCALING_DOWN, Status::True, "ScalingDown")
-            .message(format!("Scaling down from {current} to {desired} replicas"))
+        NewCondition::new(
+            conditions::types::SCALING_DOWN,
+            Status::True,
+            conditions::reasons::SCALING_DOWN,
+        )
+        .message(format!("Scaling down from {current} to {desired} replicas"))
     } else {
         NewCondition::new(
             conditions::types::SCALING_DOWN,
             Status::False,
-            "NotScalingDown",
+            conditions::reasons::NOT_SCALING_DOWN,
         )
     });
     status.phase = Some(

@@ -53,7 +53,7 @@ pub fn check(
         .contains_key(api::REMEDIATE_MACHINE_ANNOTATION)
     {
         return Health::Unhealthy {
-            reason: "HasRemediateAnnotation",
+            reason: api::machine_health_check::reasons::HAS_REMEDIATE_ANNOTATION,
             message: "Health check failed: marked for remediation via cluster.x-k8s.io/remediate-machine annotation".into(),
         };
     }
@@ -70,7 +70,7 @@ pub fn check(
         let elapsed = now.as_second() - started.as_second();
         if elapsed > timeout {
             return Health::Unhealthy {
-                reason: "NodeStartupTimeout",
+                reason: api::machine_health_check::reasons::NODE_STARTUP_TIMEOUT,
                 message: format!(
                     "Health check failed: Node failed to report startup in {timeout}s"
                 ),
@@ -97,7 +97,7 @@ pub fn check(
             .unwrap_or(0);
         if since > i64::from(rule.timeout_seconds) {
             return Health::Unhealthy {
-                reason: "UnhealthyNode",
+                reason: api::machine_health_check::reasons::UNHEALTHY_NODE,
                 message: format!(
                     "Health check failed: Condition {} on Node is reporting status {} for more than {}s",
                     rule.type_, rule.status, rule.timeout_seconds
@@ -327,7 +327,7 @@ async fn check_targets<'a>(
             .unwrap_or(now);
         let health = if node_deleted {
             Health::Unhealthy {
-                reason: "NodeDeleted",
+                reason: api::machine_health_check::reasons::NODE_DELETED,
                 message: "Health check failed: Node has been deleted".into(),
             }
         } else {
@@ -339,7 +339,7 @@ async fn check_targets<'a>(
                 NewCondition::new(
                     api::machine::conditions::HEALTH_CHECK_SUCCEEDED,
                     Status::True,
-                    "HealthCheckSucceeded",
+                    api::machine_health_check::reasons::HEALTH_CHECK_SUCCEEDED,
                 )
             }
             Health::Unhealthy { reason, message } => {
@@ -374,7 +374,7 @@ async fn remediate(scope: &Scope, unhealthy: &[&Machine]) -> Result<()> {
                 NewCondition::new(
                     api::OWNER_REMEDIATED,
                     Status::False,
-                    "WaitingForRemediation",
+                    api::machine_health_check::reasons::WAITING_FOR_REMEDIATION,
                 )
                 .message(format!(
                     "Waiting for {} {} to remediate this Machine",
@@ -409,13 +409,13 @@ fn compute_status(
         NewCondition::new(
             api::machine_health_check::conditions::REMEDIATION_ALLOWED,
             Status::True,
-            "RemediationAllowed",
+            api::machine_health_check::reasons::REMEDIATION_ALLOWED,
         )
     } else {
         NewCondition::new(
             api::machine_health_check::conditions::REMEDIATION_ALLOWED,
             Status::False,
-            "TooManyUnhealthy",
+            api::machine_health_check::reasons::TOO_MANY_UNHEALTHY,
         )
         .message(verdict.refusal)
     };

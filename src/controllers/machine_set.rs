@@ -371,7 +371,7 @@ async fn remediate_unhealthy_machines(
             NewCondition::new(
                 api::OWNER_REMEDIATED,
                 Status::False,
-                "MachineDeletionInProgress",
+                conditions::reasons::MACHINE_DELETION_IN_PROGRESS,
             )
             .message("Machine deletionTimestamp set"),
         )
@@ -445,7 +445,11 @@ fn compute_status(
     let live = machines.iter().filter(|m| !common::deleting(*m)).count();
     let mut conds = vec![
         paused,
-        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
+        NewCondition::new(
+            conditions::types::DELETING,
+            Status::False,
+            conditions::reasons::NOT_DELETING,
+        ),
     ];
     conds.push(if live < desired {
         let mut message = format!("Scaling up from {live} to {desired} replicas");
@@ -455,18 +459,31 @@ fn compute_status(
                 message.push_str(&format!("\n* {problem}"));
             }
         }
-        NewCondition::new(conditions::types::SCALING_UP, Status::True, "ScalingUp").message(message)
+        NewCondition::new(
+            conditions::types::SCALING_UP,
+            Status::True,
+            conditions::reasons::SCALING_UP,
+        )
+        .message(message)
     } else {
-        NewCondition::new(conditions::types::SCALING_UP, Status::False, "NotScalingUp")
+        NewCondition::new(
+            conditions::types::SCALING_UP,
+            Status::False,
+            conditions::reasons::NOT_SCALING_UP,
+        )
     });
     conds.push(if live > desired {
-        NewCondition::new(conditions::types::SCALING_DOWN, Status::True, "ScalingDown")
-            .message(format!("Scaling down from {live} to {desired} replicas"))
+        NewCondition::new(
+            conditions::types::SCALING_DOWN,
+            Status::True,
+            conditions::reasons::SCALING_DOWN,
+        )
+        .message(format!("Scaling down from {live} to {desired} replicas"))
     } else {
         NewCondition::new(
             conditions::types::SCALING_DOWN,
             Status::False,
-            "NotScalingDown",
+            conditions::reasons::NOT_SCALING_DOWN,
         )
     });
     let count = |t: &str| {
@@ -488,13 +505,21 @@ fn compute_status(
         machines,
         conditions::types::READY,
         conditions::types::MACHINES_READY,
-        MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
+        MergeReasons::new(
+            conditions::reasons::NOT_READY,
+            conditions::reasons::READY_UNKNOWN,
+            conditions::reasons::READY,
+        ),
     ));
     conds.push(aggregate(
         machines,
         conditions::types::UP_TO_DATE,
         conditions::types::MACHINES_UP_TO_DATE,
-        MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate"),
+        MergeReasons::new(
+            conditions::reasons::NOT_UP_TO_DATE,
+            conditions::reasons::UP_TO_DATE_UNKNOWN,
+            conditions::reasons::UP_TO_DATE,
+        ),
     ));
     let generation = ms.meta().generation;
     common::set_conditions(&mut status.conditions, generation, conds);

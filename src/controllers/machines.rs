@@ -72,7 +72,7 @@ pub fn aggregate<M: std::borrow::Borrow<Machine>>(
     reasons: MergeReasons,
 ) -> NewCondition {
     if machines.is_empty() {
-        return NewCondition::new(target, Status::True, "NoReplicas");
+        return NewCondition::new(target, Status::True, conditions::reasons::NO_REPLICAS);
     }
     let machines: Vec<&Machine> = machines.iter().map(|m| m.borrow()).collect();
     let names: Vec<String> = machines.iter().map(|m| m.name_any()).collect();

@@ -95,7 +95,7 @@ pub async fn machine_up_to_date(ctx: &Context, machine: &Machine) -> Result<Opti
         return Ok(Some(NewCondition::new(
             conditions::types::UP_TO_DATE,
             Status::True,
-            "UpToDate",
+            conditions::reasons::UP_TO_DATE,
         )));
     };
     let Some(md) = Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
@@ -106,10 +106,18 @@ pub async fn machine_up_to_date(ctx: &Context, machine: &Machine) -> Result<Opti
     };
     let differences = template_differences(&ms.spec.template, &md.spec.template);
     Ok(Some(if differences.is_empty() {
-        NewCondition::new(conditions::types::UP_TO_DATE, Status::True, "UpToDate")
+        NewCondition::new(
+            conditions::types::UP_TO_DATE,
+            Status::True,
+            conditions::reasons::UP_TO_DATE,
+        )
     } else {
-        NewCondition::new(conditions::types::UP_TO_DATE, Status::False, "NotUpToDate")
-            .message(differences.join("\n"))
+        NewCondition::new(
+            conditions::types::UP_TO_DATE,
+            Status::False,
+            conditions::reasons::NOT_UP_TO_DATE,
+        )
+        .message(differences.join("\n"))
     }))
 }
 

@@ -69,7 +69,7 @@ pub(super) async fn reconcile_delete(
             .step("deleting the control plane and the infrastructure cluster")?
     } else {
         Some((
-            "WaitingForWorkersDeletion",
+            conditions::reasons::WAITING_FOR_WORKERS_DELETION,
             format!("* Waiting for {} to be deleted", waiting.join(", ")),
         ))
     };
@@ -102,11 +102,11 @@ async fn delete_providers(
     for (reference, reason) in [
         (
             &cluster.spec.control_plane_ref,
-            "WaitingForControlPlaneDeletion",
+            api::cluster::reasons::WAITING_FOR_CONTROL_PLANE_DELETION,
         ),
         (
             &cluster.spec.infrastructure_ref,
-            "WaitingForInfrastructureDeletion",
+            conditions::reasons::WAITING_FOR_INFRASTRUCTURE_DELETION,
         ),
     ] {
         let Some(reference) = reference else { continue };

@@ -247,25 +247,25 @@ async fn probe(ctx: &Context, cluster: &Cluster) -> NewCondition {
             Ok(_) => NewCondition::new(
                 api::cluster::conditions::REMOTE_CONNECTION_PROBE,
                 Status::True,
-                "ProbeSucceeded",
+                api::cluster::reasons::PROBE_SUCCEEDED,
             ),
             Err(e) => NewCondition::new(
                 api::cluster::conditions::REMOTE_CONNECTION_PROBE,
                 Status::False,
-                "ProbeFailed",
+                api::cluster::reasons::PROBE_FAILED,
             )
             .message(format!("Remote connection probe failed: {e}")),
         },
         Ok(None) => NewCondition::new(
             api::cluster::conditions::REMOTE_CONNECTION_PROBE,
             Status::False,
-            "ProbeFailed",
+            api::cluster::reasons::PROBE_FAILED,
         )
         .message("Remote connection not established yet: the kubeconfig Secret does not exist"),
         Err(e) => NewCondition::new(
             api::cluster::conditions::REMOTE_CONNECTION_PROBE,
             Status::False,
-            "ProbeFailed",
+            api::cluster::reasons::PROBE_FAILED,
         )
         .message(e.to_string()),
     }

@@ -75,7 +75,11 @@ pub fn compute(
     let mut settled = true;
     let mut new_conditions = vec![
         paused,
-        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
+        NewCondition::new(
+            conditions::types::DELETING,
+            Status::False,
+            conditions::reasons::NOT_DELETING,
+        ),
     ];
 
     // Infrastructure.
@@ -86,7 +90,7 @@ pub fn compute(
                 NewCondition::new(
                     api::cluster::conditions::INFRASTRUCTURE_READY,
                     Status::False,
-                    "ObjectDoesNotExist",
+                    conditions::reasons::OBJECT_DOES_NOT_EXIST,
                 )
                 .message(format!(
                     "{} {} does not exist",
@@ -104,12 +108,14 @@ pub fn compute(
                 settled = false;
             }
             let fallback = if provisioned {
-                NewCondition::new("", Status::True, "Ready")
+                NewCondition::new("", Status::True, conditions::reasons::READY)
             } else {
-                NewCondition::new("", Status::False, "NotReady").message(format!(
-                    "{} status.initialization.provisioned is false",
-                    reference.kind
-                ))
+                NewCondition::new("", Status::False, conditions::reasons::NOT_READY).message(
+                    format!(
+                        "{} status.initialization.provisioned is false",
+                        reference.kind
+                    ),
+                )
             };
             new_conditions.push(conditions::mirror(
                 condition(infra, conditions::types::READY).as_ref(),
@@ -123,7 +129,7 @@ pub fn compute(
             new_conditions.push(NewCondition::new(
                 api::cluster::conditions::INFRASTRUCTURE_READY,
                 Status::True,
-                "NoInfrastructure",
+                api::cluster::reasons::NO_INFRASTRUCTURE,
             ));
         }
     }
@@ -139,13 +145,13 @@ pub fn compute(
             NewCondition::new(
                 api::cluster::conditions::CONTROL_PLANE_INITIALIZED,
                 Status::True,
-                "Initialized",
+                api::cluster::reasons::INITIALIZED,
             )
         } else {
             NewCondition::new(
                 api::cluster::conditions::CONTROL_PLANE_INITIALIZED,
                 Status::False,
-                "NotInitialized",
+                api::cluster::reasons::NOT_INITIALIZED,
             )
             .message(waiting_for)
         }
@@ -157,7 +163,7 @@ pub fn compute(
                 NewCondition::new(
                     api::cluster::conditions::CONTROL_PLANE_INITIALIZED,
                     Status::Unknown,
-                    "ObjectDoesNotExist",
+                    conditions::reasons::OBJECT_DOES_NOT_EXIST,
                 )
                 .message(format!("{} does not exist", reference.kind)),
             );
@@ -193,8 +199,9 @@ pub fn compute(
                     .and_then(|v| serde_json::from_value(v.clone()).ok()),
                 upgrade_plan: None,
             });
-            let fallback = NewCondition::new("", Status::Unknown, "NotYetReported")
-                .message(format!("{} has not reported Available", reference.kind));
+            let fallback =
+                NewCondition::new("", Status::Unknown, conditions::reasons::NOT_YET_REPORTED)
+                    .message(format!("{} has not reported Available", reference.kind));
             new_conditions.push(conditions::mirror(
                 condition(cp, conditions::types::AVAILABLE).as_ref(),
                 conditions::types::AVAILABLE,
@@ -216,13 +223,13 @@ pub fn compute(
                 NewCondition::new(
                     api::cluster::conditions::CONTROL_PLANE_AVAILABLE,
                     Status::True,
-                    "Available",
+                    conditions::reasons::AVAILABLE,
                 )
             } else {
                 NewCondition::new(
                     api::cluster::conditions::CONTROL_PLANE_AVAILABLE,
                     Status::False,
-                    "NotAvailable",
+                    conditions::reasons::NOT_AVAILABLE,
                 )
                 .message("Waiting for a control plane Machine to be Available")
             });
@@ -247,7 +254,7 @@ pub fn compute(
         NewCondition::new(
             api::cluster::conditions::WORKERS_AVAILABLE,
             Status::True,
-            "NoWorkers",
+            api::cluster::reasons::NO_WORKERS,
         )
     } else {
         let inputs: Vec<AggregateInput<'_>> = md_names
@@ -264,7 +271,11 @@ pub fn compute(
             &inputs,
             conditions::types::AVAILABLE,
             api::cluster::conditions::WORKERS_AVAILABLE,
-            &MergeReasons::new("NotAvailable", "AvailableUnknown", "Available"),
+            &MergeReasons::new(
+                conditions::reasons::NOT_AVAILABLE,
+                conditions::reasons::AVAILABLE_UNKNOWN,
+                conditions::reasons::AVAILABLE,
+            ),
         )
     });
     new_conditions.extend(aggregated_conditions(
@@ -280,7 +291,11 @@ pub fn compute(
         let list = status.conditions.clone().unwrap_or_default();
         let options = SummaryOptions {
             ignore_if_missing: &[api::cluster::conditions::REMOTE_CONNECTION_PROBE],
-            reasons: MergeReasons::new("NotAvailable", "AvailableUnknown", "Available"),
+            reasons: MergeReasons::new(
+                conditions::reasons::NOT_AVAILABLE,
+                conditions::reasons::AVAILABLE_UNKNOWN,
+                conditions::reasons::AVAILABLE,
+            ),
             ..Default::default()
         };
         conditions::summary(
@@ -315,8 +330,20 @@ fn aggregated_conditions(
     now: Timestamp,
 ) -> Vec<NewCondition> {
     use super::super::machines::{aggregate, condition_of};
-    let ready = || MergeReasons::new("NotReady", "ReadyUnknown", "Ready");
-    let up_to_date = || MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate");
+    let ready = || {
+        MergeReasons::new(
+            conditions::reasons::NOT_READY,
+            conditions::reasons::READY_UNKNOWN,
+            conditions::reasons::READY,
+        )
+    };
+    let up_to_date = || {
+        MergeReasons::new(
+            conditions::reasons::NOT_UP_TO_DATE,
+            conditions::reasons::UP_TO_DATE_UNKNOWN,
+            conditions::reasons::UP_TO_DATE,
+        )
+    };
     // A Machine just made has not had the time to say whether it is up to date.
     let settled = |machines: &[Arc<Machine>]| -> Vec<Arc<Machine>> {
         machines
@@ -381,17 +408,29 @@ fn aggregated_conditions(
     for (t, reasons, with_sets) in [
         (
             "RollingOut",
-            MergeReasons::new("RollingOut", "RollingOutUnknown", "NotRollingOut"),
+            MergeReasons::new(
+                conditions::reasons::ROLLING_OUT,
+                conditions::reasons::ROLLING_OUT_UNKNOWN,
+                conditions::reasons::NOT_ROLLING_OUT,
+            ),
             false,
         ),
         (
             "ScalingUp",
-            MergeReasons::new("ScalingUp", "ScalingUpUnknown", "NotScalingUp"),
+            MergeReasons::new(
+                conditions::reasons::SCALING_UP,
+                conditions::reasons::SCALING_UP_UNKNOWN,
+                conditions::reasons::NOT_SCALING_UP,
+            ),
             true,
         ),
         (
             "ScalingDown",
-            MergeReasons::new("ScalingDown", "ScalingDownUnknown", "NotScalingDown"),
+            MergeReasons::new(
+                conditions::reasons::SCALING_DOWN,
+                conditions::reasons::SCALING_DOWN_UNKNOWN,
+                conditions::reasons::NOT_SCALING_DOWN,
+            ),
             true,
         ),
     ] {
@@ -448,7 +487,7 @@ fn aggregated_conditions(
         let c = NewCondition::new(
             conditions::types::REMEDIATING,
             Status::False,
-            "NotRemediating",
+            conditions::reasons::NOT_REMEDIATING,
         );
         match names.len() {
             0 => c,
@@ -466,7 +505,11 @@ fn aggregated_conditions(
             &to_remediate,
             api::OWNER_REMEDIATED,
             "Remediating",
-            MergeReasons::new("Remediating", "RemediatingUnknown", "NotRemediating"),
+            MergeReasons::new(
+                conditions::reasons::REMEDIATING,
+                conditions::reasons::REMEDIATING_UNKNOWN,
+                conditions::reasons::NOT_REMEDIATING,
+            ),
         )
     });
     out

@@ -42,7 +42,7 @@ pub(super) async fn reconcile_delete(
             common::set_conditions(
                 &mut status.conditions,
                 kcp.meta().generation,
-                vec![NewCondition::new(conditions::types::DELETING, Status::True, "WaitingForWorkersDeletion")
+                vec![NewCondition::new(conditions::types::DELETING, Status::True, conditions::reasons::WAITING_FOR_WORKERS_DELETION)
                     .message(format!("Waiting for worker nodes to be deleted: {deployments} MachineDeployments, {workers} worker Machines"))],
             );
             common::write_status(api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
@@ -66,7 +66,7 @@ pub(super) async fn reconcile_delete(
             NewCondition::new(
                 conditions::types::DELETING,
                 Status::True,
-                "WaitingForMachineDeletion",
+                conditions::reasons::WAITING_FOR_MACHINE_DELETION,
             )
             .message(format!("Deleting {} Machines", machines.len())),
         ],

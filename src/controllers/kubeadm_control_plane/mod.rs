@@ -328,10 +328,18 @@ async fn mark_up_to_date(
             });
         let reasons = outdated_reasons(kcp, m, template.as_deref());
         let condition = if reasons.is_empty() {
-            NewCondition::new(conditions::types::UP_TO_DATE, Status::True, "UpToDate")
+            NewCondition::new(
+                conditions::types::UP_TO_DATE,
+                Status::True,
+                conditions::reasons::UP_TO_DATE,
+            )
         } else {
-            NewCondition::new(conditions::types::UP_TO_DATE, Status::False, "NotUpToDate")
-                .message(reasons.join("\n"))
+            NewCondition::new(
+                conditions::types::UP_TO_DATE,
+                Status::False,
+                conditions::reasons::NOT_UP_TO_DATE,
+            )
+            .message(reasons.join("\n"))
         };
         super::machines::set_machine_condition(&scope.machines_api, m, condition).await?;
         if !reasons.is_empty() {
@@ -415,7 +423,7 @@ async fn remediate(
             NewCondition::new(
                 api::OWNER_REMEDIATED,
                 Status::False,
-                "RemediationNotAllowed",
+                api::kubeadm_control_plane::reasons::REMEDIATION_NOT_ALLOWED,
             )
             .message(refusal.clone()),
         )
@@ -424,7 +432,7 @@ async fn remediate(
             condition: NewCondition::new(
                 conditions::types::REMEDIATING,
                 Status::True,
-                "RemediationNotAllowed",
+                api::kubeadm_control_plane::reasons::REMEDIATION_NOT_ALLOWED,
             )
             .message(format!(
                 "Machine {} needs remediation, but {refusal}",
@@ -440,7 +448,7 @@ async fn remediate(
         NewCondition::new(
             api::OWNER_REMEDIATED,
             Status::False,
-            "MachineDeletionInProgress",
+            conditions::reasons::MACHINE_DELETION_IN_PROGRESS,
         )
         .message("Machine is being deleted; a new one replaces it"),
     )
@@ -453,7 +461,7 @@ async fn remediate(
         condition: NewCondition::new(
             conditions::types::REMEDIATING,
             Status::True,
-            "RemediationInProgress",
+            api::kubeadm_control_plane::reasons::REMEDIATION_IN_PROGRESS,
         )
         .message(format!(
             "Deleting unhealthy Machine {}; a new one replaces it",

@@ -55,13 +55,21 @@ pub fn compute(
     let mut status = kcp.status.clone().unwrap_or_default();
     let mut conds = vec![
         paused,
-        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
+        NewCondition::new(
+            conditions::types::DELETING,
+            Status::False,
+            conditions::reasons::NOT_DELETING,
+        ),
     ];
     let facts = match progress {
         Progress::WaitingForCluster => {
             conds.push(
-                NewCondition::new(conditions::types::AVAILABLE, Status::False, "NotAvailable")
-                    .message("Waiting for the Cluster's infrastructure and control plane endpoint"),
+                NewCondition::new(
+                    conditions::types::AVAILABLE,
+                    Status::False,
+                    conditions::reasons::NOT_AVAILABLE,
+                )
+                .message("Waiting for the Cluster's infrastructure and control plane endpoint"),
             );
             common::set_conditions(&mut status.conditions, generation, conds);
             return status;
@@ -72,7 +80,7 @@ pub fn compute(
     conds.push(NewCondition::new(
         api::kubeadm_control_plane::conditions::CERTIFICATES_AVAILABLE,
         Status::True,
-        "Available",
+        conditions::reasons::AVAILABLE,
     ));
     let desired = kcp.spec.replicas.unwrap_or(1).max(0) as usize;
     let live = machines.iter().filter(|m| !common::deleting(*m)).count();
@@ -108,27 +116,47 @@ pub fn compute(
         } else {
             Status::False
         },
-        if all_ready { "Healthy" } else { "NotHealthy" },
+        if all_ready {
+            conditions::reasons::HEALTHY
+        } else {
+            conditions::reasons::NOT_HEALTHY
+        },
     ));
     conds.push(
         if status.available_replicas.unwrap_or(0) > 0 && status.initialization.is_some() {
-            NewCondition::new(conditions::types::AVAILABLE, Status::True, "Available")
+            NewCondition::new(
+                conditions::types::AVAILABLE,
+                Status::True,
+                conditions::reasons::AVAILABLE,
+            )
         } else {
-            NewCondition::new(conditions::types::AVAILABLE, Status::False, "NotAvailable")
-                .message("Waiting for a control plane Machine to be Available")
+            NewCondition::new(
+                conditions::types::AVAILABLE,
+                Status::False,
+                conditions::reasons::NOT_AVAILABLE,
+            )
+            .message("Waiting for a control plane Machine to be Available")
         },
     );
     conds.push(super::super::machines::aggregate(
         machines,
         conditions::types::READY,
         conditions::types::MACHINES_READY,
-        MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
+        MergeReasons::new(
+            conditions::reasons::NOT_READY,
+            conditions::reasons::READY_UNKNOWN,
+            conditions::reasons::READY,
+        ),
     ));
     conds.push(super::super::machines::aggregate(
         machines,
         conditions::types::UP_TO_DATE,
         conditions::types::MACHINES_UP_TO_DATE,
-        MergeReasons::new("NotUpToDate", "UpToDateUnknown", "UpToDate"),
+        MergeReasons::new(
+            conditions::reasons::NOT_UP_TO_DATE,
+            conditions::reasons::UP_TO_DATE_UNKNOWN,
+            conditions::reasons::UP_TO_DATE,
+        ),
     ));
     conds.push(flag(
         conditions::types::ROLLING_OUT,
@@ -158,7 +186,7 @@ pub fn compute(
         None => conds.push(NewCondition::new(
             conditions::types::REMEDIATING,
             Status::False,
-            "NotRemediating",
+            conditions::reasons::NOT_REMEDIATING,
         )),
     }
     common::set_conditions(&mut status.conditions, generation, conds);
@@ -184,7 +212,7 @@ pub fn etcd_cluster_condition(etcd: &EtcdSeen, machines: &[(Option<&str>, bool)]
     let (members, alarms) = match etcd {
         Ok(found) => found,
         Err(e) => {
-            return NewCondition::new(TYPE, Status::Unknown, "HealthUnknown")
+            return NewCondition::new(TYPE, Status::Unknown, conditions::reasons::HEALTH_UNKNOWN)
                 .message(format!("Waiting for etcd: {e}"));
         }
     };
@@ -208,9 +236,10 @@ pub fn etcd_cluster_condition(etcd: &EtcdSeen, machines: &[(Option<&str>, bool)]
         }
     }
     if problems.is_empty() {
-        NewCondition::new(TYPE, Status::True, "Healthy")
+        NewCondition::new(TYPE, Status::True, conditions::reasons::HEALTHY)
     } else {
-        NewCondition::new(TYPE, Status::False, "NotHealthy").message(problems.join("\n"))
+        NewCondition::new(TYPE, Status::False, conditions::reasons::NOT_HEALTHY)
+            .message(problems.join("\n"))
     }
 }
 

@@ -110,7 +110,7 @@ async fn next_step(
             .wait_for_pre_terminate_hook_start_time
             .get_or_insert(Time(Timestamp::now()));
         return Ok(Progress::waiting(
-            "WaitingForPreTerminateHook",
+            api::machine::reasons::WAITING_FOR_PRE_TERMINATE_HOOK,
             format!(
                 "Waiting for pre-terminate hooks to succeed (hooks: {})",
                 pre_terminate.join(",")
@@ -121,11 +121,11 @@ async fn next_step(
     let references = [
         (
             Some(&machine.spec.infrastructure_ref),
-            "WaitingForInfrastructureDeletion",
+            conditions::reasons::WAITING_FOR_INFRASTRUCTURE_DELETION,
         ),
         (
             machine.spec.bootstrap.config_ref.as_ref(),
-            "WaitingForBootstrapDeletion",
+            api::machine::reasons::WAITING_FOR_BOOTSTRAP_DELETION,
         ),
     ];
     for (reference, reason) in references {
@@ -147,7 +147,7 @@ async fn next_step(
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => {
                 return Ok(Progress::waiting(
-                    "DeletingNode",
+                    api::machine::reasons::DELETING_NODE,
                     format!("Deleting Node {node} failed: {e}"),
                     2,
                 ));
@@ -171,7 +171,7 @@ async fn drain(
             .wait_for_pre_drain_hook_start_time
             .get_or_insert(Time(Timestamp::now()));
         return Ok(Some(Progress::waiting(
-            "WaitingForPreDrainHook",
+            api::machine::reasons::WAITING_FOR_PRE_DRAIN_HOOK,
             format!(
                 "Waiting for pre-drain hooks to succeed (hooks: {})",
                 pre_drain.join(",")
@@ -209,5 +209,9 @@ async fn drain(
     for refused in &remaining.refused {
         message.push_str(&format!("\n* {refused}"));
     }
-    Ok(Some(Progress::waiting("DrainingNode", message, 2)))
+    Ok(Some(Progress::waiting(
+        api::machine::reasons::DRAINING_NODE,
+        message,
+        2,
+    )))
 }

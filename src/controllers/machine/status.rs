@@ -87,7 +87,11 @@ pub fn compute(
     let mut init = status.initialization.clone().unwrap_or_default();
     let mut conds = vec![
         paused,
-        NewCondition::new(conditions::types::DELETING, Status::False, "NotDeleting"),
+        NewCondition::new(
+            conditions::types::DELETING,
+            Status::False,
+            conditions::reasons::NOT_DELETING,
+        ),
     ];
 
     // Bootstrap.
@@ -106,13 +110,13 @@ pub fn compute(
                 NewCondition::new(
                     api::machine::conditions::BOOTSTRAP_CONFIG_READY,
                     Status::True,
-                    "DataSecretProvided",
+                    api::machine::reasons::DATA_SECRET_PROVIDED,
                 )
             } else {
                 NewCondition::new(
                     api::machine::conditions::BOOTSTRAP_CONFIG_READY,
                     Status::False,
-                    "NotReady",
+                    conditions::reasons::NOT_READY,
                 )
                 .message("Waiting for spec.bootstrap.dataSecretName to be set")
             });
@@ -121,7 +125,7 @@ pub fn compute(
             NewCondition::new(
                 api::machine::conditions::BOOTSTRAP_CONFIG_READY,
                 Status::False,
-                "ObjectDoesNotExist",
+                conditions::reasons::OBJECT_DOES_NOT_EXIST,
             )
             .message(format!("{bootstrap_kind} does not exist")),
         ),
@@ -145,7 +149,7 @@ pub fn compute(
             NewCondition::new(
                 api::machine::conditions::INFRASTRUCTURE_READY,
                 Status::False,
-                "ObjectDoesNotExist",
+                conditions::reasons::OBJECT_DOES_NOT_EXIST,
             )
             .message(format!("{infra_kind} does not exist")),
         ),
@@ -180,19 +184,19 @@ pub fn compute(
         }
         NodeState::Absent => conds.extend(node_conditions(None)),
         NodeState::NoKubeconfig => conds.push(node_inspection_failed(
-            "InspectionFailed",
+            api::machine::reasons::INSPECTION_FAILED,
             "Waiting for the Cluster's kubeconfig Secret".into(),
         )),
         NodeState::Unreachable(e) => conds.push(node_inspection_failed(
-            "ConnectionDown",
+            api::machine::reasons::CONNECTION_DOWN,
             format!("Cannot reach the workload cluster: {e}"),
         )),
         NodeState::WaitingForControlPlane(id) => conds.push(node_inspection_failed(
-            "InspectionFailed",
+            api::machine::reasons::INSPECTION_FAILED,
             format!("Waiting for Cluster control plane to be initialized to find the Node with spec.providerID {id}"),
         )),
         NodeState::WaitingForProviderId => conds.push(node_inspection_failed(
-            "InspectionFailed",
+            api::machine::reasons::INSPECTION_FAILED,
             format!("Waiting for {infra_kind} to report spec.providerID"),
         )),
     }
@@ -214,7 +218,11 @@ pub fn compute(
         ],
         &SummaryOptions {
             ignore_if_missing: &[api::machine::conditions::HEALTH_CHECK_SUCCEEDED],
-            reasons: MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
+            reasons: MergeReasons::new(
+                conditions::reasons::NOT_READY,
+                conditions::reasons::READY_UNKNOWN,
+                conditions::reasons::READY,
+            ),
             ..Default::default()
         },
     );
@@ -227,7 +235,7 @@ pub fn compute(
             summary.push(NewCondition::new(
                 conditions::types::UP_TO_DATE,
                 Status::True,
-                "UpToDate",
+                conditions::reasons::UP_TO_DATE,
             ));
         }
         None => {}
@@ -249,9 +257,9 @@ pub fn compute(
 /// the provider reports none, its initialization flag.
 fn mirror_provider(object: &DynamicObject, flag: &str, kind: &str, into: &str) -> NewCondition {
     let fallback = if initialization_flag(object, flag) {
-        NewCondition::new("", Status::True, "Ready")
+        NewCondition::new("", Status::True, conditions::reasons::READY)
     } else {
-        NewCondition::new("", Status::False, "NotReady")
+        NewCondition::new("", Status::False, conditions::reasons::NOT_READY)
             .message(format!("{kind} status.initialization.{flag} is false"))
     };
     conditions::mirror(
@@ -278,13 +286,13 @@ fn node_conditions(node: Option<&Node>) -> Vec<NewCondition> {
             NewCondition::new(
                 api::machine::conditions::NODE_READY,
                 Status::Unknown,
-                "NodeDoesNotExist",
+                api::machine::reasons::NODE_DOES_NOT_EXIST,
             )
             .message("Node does not exist"),
             NewCondition::new(
                 api::machine::conditions::NODE_HEALTHY,
                 Status::Unknown,
-                "NodeDoesNotExist",
+                api::machine::reasons::NODE_DOES_NOT_EXIST,
             )
             .message("Node does not exist"),
         ];
@@ -299,15 +307,15 @@ fn node_conditions(node: Option<&Node>) -> Vec<NewCondition> {
         Some(c) if c.status == "True" => NewCondition::new(
             api::machine::conditions::NODE_READY,
             Status::True,
-            "NodeReady",
+            api::machine::reasons::NODE_READY,
         ),
         Some(c) => NewCondition::new(
             api::machine::conditions::NODE_READY,
             Status::parse(&c.status),
             if c.status == "False" {
-                "NodeNotReady"
+                api::machine::reasons::NODE_NOT_READY
             } else {
-                "NodeReadyUnknown"
+                api::machine::reasons::NODE_READY_UNKNOWN
             },
         )
         .message(format!(
@@ -319,7 +327,7 @@ fn node_conditions(node: Option<&Node>) -> Vec<NewCondition> {
         None => NewCondition::new(
             api::machine::conditions::NODE_READY,
             Status::Unknown,
-            "NodeReadyUnknown",
+            api::machine::reasons::NODE_READY_UNKNOWN,
         )
         .message("* Node.Ready: Condition not yet reported"),
     };
@@ -354,20 +362,20 @@ fn node_conditions(node: Option<&Node>) -> Vec<NewCondition> {
         NewCondition::new(
             api::machine::conditions::NODE_HEALTHY,
             Status::True,
-            "NodeHealthy",
+            api::machine::reasons::NODE_HEALTHY,
         )
     } else if unknown && problems.len() == 1 {
         NewCondition::new(
             api::machine::conditions::NODE_HEALTHY,
             Status::Unknown,
-            "NodeHealthyUnknown",
+            api::machine::reasons::NODE_HEALTHY_UNKNOWN,
         )
         .message(problems.join("\n"))
     } else {
         NewCondition::new(
             api::machine::conditions::NODE_HEALTHY,
             Status::False,
-            "NodeNotHealthy",
+            api::machine::reasons::NODE_NOT_HEALTHY,
         )
         .message(problems.join("\n"))
     };
@@ -382,7 +390,11 @@ fn available_condition(
 ) -> (NewCondition, Option<Duration>) {
     if ready.status != Status::True {
         return (
-            NewCondition::new(conditions::types::AVAILABLE, Status::False, "NotReady"),
+            NewCondition::new(
+                conditions::types::AVAILABLE,
+                Status::False,
+                conditions::reasons::NOT_READY,
+            ),
             None,
         );
     }
@@ -393,7 +405,11 @@ fn available_condition(
         .unwrap_or(0);
     if since >= min {
         (
-            NewCondition::new(conditions::types::AVAILABLE, Status::True, "Available"),
+            NewCondition::new(
+                conditions::types::AVAILABLE,
+                Status::True,
+                conditions::reasons::AVAILABLE,
+            ),
             None,
         )
     } else {
@@ -401,7 +417,7 @@ fn available_condition(
             NewCondition::new(
                 conditions::types::AVAILABLE,
                 Status::False,
-                "WaitingForMinReadySeconds",
+                api::machine::reasons::WAITING_FOR_MIN_READY_SECONDS,
             ),
             Some(Duration::from_secs((min - since) as u64)),
         )

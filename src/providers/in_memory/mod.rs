@@ -233,7 +233,11 @@ pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> 
         generation,
         vec![
             paused,
-            NewCondition::new(conditions::types::READY, Status::True, "Ready"),
+            NewCondition::new(
+                conditions::types::READY,
+                Status::True,
+                conditions::reasons::READY,
+            ),
         ],
     );
     common::write_status(&api, &ic.name_any(), ic.status.as_ref(), &status).await?;
@@ -369,32 +373,32 @@ fn boot_state(
         .unwrap_or_default();
     let control_plane = machine.labels().contains_key(api::CONTROL_PLANE_LABEL);
     if paused {
-        return waiting("Paused", "Reconciliation is paused", 2.0);
+        return waiting(conditions::reasons::PAUSED, "Reconciliation is paused", 2.0);
     }
     if init.infrastructure_provisioned != Some(true) {
         return waiting(
-            "WaitingForClusterInfrastructureReady",
+            api::in_memory::reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY,
             "Waiting for Cluster status.initialization.infrastructureProvisioned",
             2.0,
         );
     }
     if !control_plane && init.control_plane_initialized != Some(true) {
         return waiting(
-            "WaitingForControlPlaneInitialized",
+            api::in_memory::reasons::WAITING_FOR_CONTROL_PLANE_INITIALIZED,
             "Waiting for the control plane to be initialized",
             2.0,
         );
     }
     if machine.spec.bootstrap.data_secret_name.is_none() {
         return waiting(
-            "WaitingForBootstrapData",
+            api::in_memory::reasons::WAITING_FOR_BOOTSTRAP_DATA,
             "Waiting for Machine spec.bootstrap.dataSecretName",
             2.0,
         );
     }
     if !workload_running {
         return waiting(
-            "WaitingForClusterInfrastructureReady",
+            api::in_memory::reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY,
             "Waiting for the workload API server of the InMemoryCluster",
             1.0,
         );
@@ -413,7 +417,7 @@ fn boot_state(
     let elapsed = (now.as_second() - created.as_second()) as f64;
     if elapsed < boot {
         return waiting(
-            "Provisioning",
+            api::in_memory::reasons::PROVISIONING,
             &format!(
                 "The machine is booting ({:.0}s of {boot:.0}s)",
                 elapsed.max(0.0)
@@ -446,7 +450,11 @@ fn machine_status(
                 .expect("addresses"),
             );
             status.failure_domain = machine.spec.failure_domain.clone();
-            NewCondition::new(conditions::types::READY, Status::True, "Ready")
+            NewCondition::new(
+                conditions::types::READY,
+                Status::True,
+                conditions::reasons::READY,
+            )
         }
     };
     common::set_conditions(
