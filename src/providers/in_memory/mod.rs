@@ -194,8 +194,6 @@ pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> 
     if common::ensure_finalizer(&api, ic.as_ref(), api::IN_MEMORY_CLUSTER_FINALIZER).await? {
         return Ok(Action::await_change());
     }
-    let generation = ic.meta().generation;
-    let mut status = ic.status.clone().unwrap_or_default();
     let (is_paused, paused) = common::paused(Some(&cluster), "InMemoryCluster", ic.annotations());
     if is_paused {
         return common::record_paused(&api, &ic, paused).await;
@@ -224,24 +222,32 @@ pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> 
         .await?;
         return Ok(Action::await_change());
     }
+    let status = cluster_status(&ic, paused);
+    common::write_status(&api, &ic.name_any(), ic.status.as_ref(), &status).await?;
+    Ok(Action::requeue(Duration::from_secs(30)))
+}
+
+/// A running simulated cluster's status: provisioned, its failure domains, Ready.
+fn cluster_status(
+    ic: &InMemoryCluster,
+    paused: NewCondition,
+) -> crate::api::in_memory::InMemoryClusterStatus {
+    let mut status = ic.status.clone().unwrap_or_default();
     status.initialization = Some(crate::api::docker::ProvisionedStatus {
         provisioned: Some(true),
     });
     status.failure_domains = ic.spec.failure_domains.clone();
+    let ready = NewCondition::new(
+        conditions::types::READY,
+        Status::True,
+        conditions::reasons::READY,
+    );
     common::set_conditions(
         &mut status.conditions,
-        generation,
-        vec![
-            paused,
-            NewCondition::new(
-                conditions::types::READY,
-                Status::True,
-                conditions::reasons::READY,
-            ),
-        ],
+        ic.meta().generation,
+        vec![paused, ready],
     );
-    common::write_status(&api, &ic.name_any(), ic.status.as_ref(), &status).await?;
-    Ok(Action::requeue(Duration::from_secs(30)))
+    status
 }
 
 /// A stable number in [0, 1) per machine, so that its jitter does not change between reconciles.
@@ -659,6 +665,35 @@ mod tests {
             Some(true)
         );
         assert_eq!(status.addresses.map(|a| a.len()), Some(2));
+    }
+
+    #[test]
+    fn a_running_simulated_cluster_is_provisioned_and_ready() {
+        let ic: InMemoryCluster = serde_json::from_value(json!({
+            "metadata": {"name": "c", "generation": 2},
+            "spec": {"failureDomains": [{"name": "fd-1", "controlPlane": true}]},
+        }))
+        .unwrap();
+        let status = cluster_status(
+            &ic,
+            NewCondition::new(conditions::types::PAUSED, Status::False, "NotPaused"),
+        );
+        assert_eq!(
+            status.initialization.and_then(|i| i.provisioned),
+            Some(true)
+        );
+        assert_eq!(status.failure_domains, ic.spec.failure_domains);
+        let conditions = status.conditions.unwrap();
+        let ready = conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.observed_generation),
+            ("True", Some(2))
+        );
+        assert!(
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Paused" && c.status == "False")
+        );
     }
 
     #[test]
