@@ -226,6 +226,25 @@ impl NewCondition {
         self
     }
 
+    /// A condition saying whether something is going on, by upstream's convention for
+    /// RollingOut, ScalingUp, ScalingDown and the like: True with the type as reason and the
+    /// message saying what, or False with `Not<type>` as reason.
+    ///
+    /// ```
+    /// use capictl::conditions::{NewCondition, Status};
+    /// let c = NewCondition::activity("ScalingUp", true, || "Scaling up from 1 to 3 replicas".into());
+    /// assert_eq!((c.status, c.reason.as_str()), (Status::True, "ScalingUp"));
+    /// let c = NewCondition::activity("ScalingUp", false, || unreachable!());
+    /// assert_eq!((c.status, c.reason.as_str(), c.message.as_str()), (Status::False, "NotScalingUp", ""));
+    /// ```
+    pub fn activity(type_: &str, on: bool, message: impl FnOnce() -> String) -> Self {
+        if on {
+            NewCondition::new(type_, Status::True, type_).message(message())
+        } else {
+            NewCondition::new(type_, Status::False, &format!("Not{type_}"))
+        }
+    }
+
     fn from_condition(c: &Condition) -> Self {
         NewCondition {
             type_: c.type_.clone(),

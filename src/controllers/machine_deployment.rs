@@ -510,51 +510,22 @@ fn compute_status(
         ))
     });
     let not_up_to_date = status.replicas.unwrap_or(0) - status.up_to_date_replicas.unwrap_or(0);
-    conds.push(if not_up_to_date > 0 {
-        NewCondition::new(
-            conditions::types::ROLLING_OUT,
-            Status::True,
-            conditions::reasons::ROLLING_OUT,
-        )
-        .message(format!(
-            "Rolling out {not_up_to_date} not up-to-date replicas"
-        ))
-    } else {
-        NewCondition::new(
-            conditions::types::ROLLING_OUT,
-            Status::False,
-            conditions::reasons::NOT_ROLLING_OUT,
-        )
-    });
+    conds.push(NewCondition::activity(
+        conditions::types::ROLLING_OUT,
+        not_up_to_date > 0,
+        || format!("Rolling out {not_up_to_date} not up-to-date replicas"),
+    ));
     let current = status.replicas.unwrap_or(0);
-    conds.push(if current < desired {
-        NewCondition::new(
-            conditions::types::SCALING_UP,
-            Status::True,
-            conditions::reasons::SCALING_UP,
-        )
-        .message(format!("Scaling up from {current} to {desired} replicas"))
-    } else {
-        NewCondition::new(
-            conditions::types::SCALING_UP,
-            Status::False,
-            conditions::reasons::NOT_SCALING_UP,
-        )
-    });
-    conds.push(if current > desired {
-        NewCondition::new(
-            conditions::types::SCALING_DOWN,
-            Status::True,
-            conditions::reasons::SCALING_DOWN,
-        )
-        .message(format!("Scaling down from {current} to {desired} replicas"))
-    } else {
-        NewCondition::new(
-            conditions::types::SCALING_DOWN,
-            Status::False,
-            conditions::reasons::NOT_SCALING_DOWN,
-        )
-    });
+    conds.push(NewCondition::activity(
+        conditions::types::SCALING_UP,
+        current < desired,
+        || format!("Scaling up from {current} to {desired} replicas"),
+    ));
+    conds.push(NewCondition::activity(
+        conditions::types::SCALING_DOWN,
+        current > desired,
+        || format!("Scaling down from {current} to {desired} replicas"),
+    ));
     status.phase = Some(
         if current == desired {
             "Running"

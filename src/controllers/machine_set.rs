@@ -451,41 +451,25 @@ fn compute_status(
             conditions::reasons::NOT_DELETING,
         ),
     ];
-    conds.push(if live < desired {
-        let mut message = format!("Scaling up from {live} to {desired} replicas");
-        if !preflight_problems.is_empty() {
-            message.push_str(" is blocked because:");
-            for problem in preflight_problems {
-                message.push_str(&format!("\n* {problem}"));
+    conds.push(NewCondition::activity(
+        conditions::types::SCALING_UP,
+        live < desired,
+        || {
+            let mut message = format!("Scaling up from {live} to {desired} replicas");
+            if !preflight_problems.is_empty() {
+                message.push_str(" is blocked because:");
+                for problem in preflight_problems {
+                    message.push_str(&format!("\n* {problem}"));
+                }
             }
-        }
-        NewCondition::new(
-            conditions::types::SCALING_UP,
-            Status::True,
-            conditions::reasons::SCALING_UP,
-        )
-        .message(message)
-    } else {
-        NewCondition::new(
-            conditions::types::SCALING_UP,
-            Status::False,
-            conditions::reasons::NOT_SCALING_UP,
-        )
-    });
-    conds.push(if live > desired {
-        NewCondition::new(
-            conditions::types::SCALING_DOWN,
-            Status::True,
-            conditions::reasons::SCALING_DOWN,
-        )
-        .message(format!("Scaling down from {live} to {desired} replicas"))
-    } else {
-        NewCondition::new(
-            conditions::types::SCALING_DOWN,
-            Status::False,
-            conditions::reasons::NOT_SCALING_DOWN,
-        )
-    });
+            message
+        },
+    ));
+    conds.push(NewCondition::activity(
+        conditions::types::SCALING_DOWN,
+        live > desired,
+        || format!("Scaling down from {live} to {desired} replicas"),
+    ));
     let count = |t: &str| {
         machines
             .iter()

@@ -15,6 +15,24 @@ use crate::api;
 use crate::api::Machine;
 use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status};
 
+/// A Machine's UpToDate condition: True, or False with what differs from its owner's spec.
+pub fn up_to_date(differences: &[String]) -> NewCondition {
+    if differences.is_empty() {
+        NewCondition::new(
+            conditions::types::UP_TO_DATE,
+            Status::True,
+            conditions::reasons::UP_TO_DATE,
+        )
+    } else {
+        NewCondition::new(
+            conditions::types::UP_TO_DATE,
+            Status::False,
+            conditions::reasons::NOT_UP_TO_DATE,
+        )
+        .message(differences.join("\n"))
+    }
+}
+
 pub fn condition_of<'a>(m: &'a Machine, t: &str) -> Option<&'a Condition> {
     m.status
         .as_ref()

@@ -105,20 +105,7 @@ pub async fn machine_up_to_date(ctx: &Context, machine: &Machine) -> Result<Opti
         return Ok(None);
     };
     let differences = template_differences(&ms.spec.template, &md.spec.template);
-    Ok(Some(if differences.is_empty() {
-        NewCondition::new(
-            conditions::types::UP_TO_DATE,
-            Status::True,
-            conditions::reasons::UP_TO_DATE,
-        )
-    } else {
-        NewCondition::new(
-            conditions::types::UP_TO_DATE,
-            Status::False,
-            conditions::reasons::NOT_UP_TO_DATE,
-        )
-        .message(differences.join("\n"))
-    }))
+    Ok(Some(super::machines::up_to_date(&differences)))
 }
 
 /// A short stable hash of the template fields that make a rollout (FNV-1a, 32 bits).

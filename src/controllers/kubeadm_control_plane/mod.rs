@@ -327,20 +327,7 @@ async fn mark_up_to_date(
                     .cloned()
             });
         let reasons = outdated_reasons(kcp, m, template.as_deref());
-        let condition = if reasons.is_empty() {
-            NewCondition::new(
-                conditions::types::UP_TO_DATE,
-                Status::True,
-                conditions::reasons::UP_TO_DATE,
-            )
-        } else {
-            NewCondition::new(
-                conditions::types::UP_TO_DATE,
-                Status::False,
-                conditions::reasons::NOT_UP_TO_DATE,
-            )
-            .message(reasons.join("\n"))
-        };
+        let condition = super::machines::up_to_date(&reasons);
         super::machines::set_machine_condition(&scope.machines_api, m, condition).await?;
         if !reasons.is_empty() {
             outdated.insert(m.name_any(), reasons);

@@ -158,7 +158,7 @@ pub fn compute(
             conditions::reasons::UP_TO_DATE,
         ),
     ));
-    conds.push(flag(
+    conds.push(NewCondition::activity(
         conditions::types::ROLLING_OUT,
         !facts.outdated.is_empty(),
         || {
@@ -168,10 +168,12 @@ pub fn compute(
             )
         },
     ));
-    conds.push(flag(conditions::types::SCALING_UP, live < desired, || {
-        format!("Scaling up from {live} to {desired} replicas")
-    }));
-    conds.push(flag(
+    conds.push(NewCondition::activity(
+        conditions::types::SCALING_UP,
+        live < desired,
+        || format!("Scaling up from {live} to {desired} replicas"),
+    ));
+    conds.push(NewCondition::activity(
         conditions::types::SCALING_DOWN,
         live > desired,
         || format!("Scaling down from {live} to {desired} replicas"),
@@ -192,15 +194,6 @@ pub fn compute(
     common::set_conditions(&mut status.conditions, generation, conds);
     status.observed_generation = generation;
     status
-}
-
-/// A condition saying whether something is going on (`RollingOut`/`NotRollingOut`), and what.
-fn flag(condition: &str, on: bool, message: impl FnOnce() -> String) -> NewCondition {
-    if on {
-        NewCondition::new(condition, Status::True, condition).message(message())
-    } else {
-        NewCondition::new(condition, Status::False, &format!("Not{condition}"))
-    }
 }
 
 /// EtcdClusterHealthy: every Ready control-plane Machine's Node has an etcd member, every
