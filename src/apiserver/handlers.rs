@@ -394,10 +394,9 @@ impl Call<'_> {
             return Ok(self.respond_object(StatusCode::CREATED, obj));
         }
         let key = self.key(&name);
-        let event = self
+        let record = self
             .server
-            .store
-            .create(key, obj)
+            .create_object(&self.resource, key, obj)
             .await
             .map_err(|e| match e {
                 StoreError::AlreadyExists(_) => {
@@ -405,9 +404,7 @@ impl Call<'_> {
                 }
                 other => other.into(),
             })?;
-        self.server
-            .after_write(&self.resource, Some(&event.record.value));
-        Ok(self.respond_object(StatusCode::CREATED, self.present(&event.record)))
+        Ok(self.respond_object(StatusCode::CREATED, self.present(&record)))
     }
 
     /// Stores `new` in place of `current`, or deletes the object when a deleting object loses

@@ -1,10 +1,11 @@
-//! An object's way out of the store, written once: what a DELETE does to an object (mark it
-//! deleting while finalizers hold it, else remove it) and what an update does when it takes
-//! the last finalizer off an object being deleted (remove it). The handlers, the garbage
-//! collector and the namespace deleter all write through here, so the generation bump, a
-//! namespace's `Terminating` phase, waking the collectors and a CRD's after-delete cleanup
-//! happen whoever deletes, as in kube-apiserver's generic registry store
-//! (`BeforeDelete`, `updateForGracefulDeletionAndFinalizers`, `finalizeDelete`).
+//! The one write path of the store, as kube-apiserver's generic registry store is: creating,
+//! updating and deleting objects, and what follows each write (a CRD served or no longer
+//! served, the collectors woken). A DELETE marks an object deleting while finalizers hold it,
+//! else removes it; an update that takes the last finalizer off an object being deleted
+//! removes it (`BeforeDelete`, `updateForGracefulDeletionAndFinalizers`, `finalizeDelete`).
+//! The handlers, the garbage collector and the namespace deleter all write through here, so
+//! the generation bump, a namespace's `Terminating` phase, waking the collectors and a CRD's
+//! after-delete cleanup happen whoever writes.
 //!
 //! Every write is a compare-and-swap on the revision of the record the caller read: a
 //! [`StoreError::Conflict`] means someone else wrote first, and the caller reads again.
@@ -100,6 +101,18 @@ fn mark_deleting(resource: &Resource, object: &mut Value) {
 }
 
 impl ApiServer {
+    /// Stores a new object under `key` (refused if one is there).
+    pub async fn create_object(
+        &self,
+        resource: &Resource,
+        key: String,
+        object: Value,
+    ) -> Result<Arc<Record>, StoreError> {
+        let event = self.store.create(key, object).await?;
+        self.after_write(resource, Some(&event.record.value));
+        Ok(event.record.clone())
+    }
+
     /// Deletes `current` as a DELETE with `propagation` does.
     pub async fn delete_object(
         &self,

@@ -97,7 +97,9 @@ impl ApiServer {
                 let mut ns = json!({"metadata": {"name": name}});
                 object::prepare_create(&namespaces, &mut ns, None)?;
                 server.strategy_create(&namespaces, &mut ns)?;
-                server.store.create(namespaces.key(None, name), ns).await?;
+                server
+                    .create_object(&namespaces, namespaces.key(None, name), ns)
+                    .await?;
             }
         }
         tokio::spawn(namespace_deleter(
