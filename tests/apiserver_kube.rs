@@ -282,6 +282,14 @@ async fn deleting_a_namespace_deletes_what_is_in_it(client: Client) {
         .await
         .unwrap();
     }
+    // A finalizer on one of them holds the namespace in Terminating until it is removed.
+    maps.patch(
+        "m0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": ["test.capictl.io/hold"]}})),
+    )
+    .await
+    .unwrap();
     let uid = namespaces.get("team").await.unwrap().uid().unwrap();
     namespaces
         .delete("team", &DeleteParams::default())
@@ -298,6 +306,35 @@ async fn deleting_a_namespace_deletes_what_is_in_it(client: Client) {
         matches!(err, kube::Error::Api(ref s) if s.code == 403),
         "{err}"
     );
+    let held = tokio::time::timeout(
+        Duration::from_secs(5),
+        await_condition(maps.clone(), "m0", |m: Option<&ConfigMap>| {
+            m.is_some_and(|m| m.metadata.deletion_timestamp.is_some())
+        }),
+    )
+    .await
+    .expect("the held object is marked for deletion")
+    .unwrap()
+    .unwrap();
+    assert_eq!(held.name_any(), "m0");
+    assert_eq!(
+        namespaces
+            .get("team")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .phase
+            .as_deref(),
+        Some("Terminating")
+    );
+    maps.patch(
+        "m0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     tokio::time::timeout(
         Duration::from_secs(5),
         await_condition(namespaces.clone(), "team", conditions::is_deleted(&uid)),
