@@ -79,20 +79,26 @@ pub fn outdated_reasons(
     reasons
 }
 
-/// Which Machine goes when scaling down: from the failure domain with the most Machines, the
-/// oldest (outdated Machines first during a rollout).
+/// Which Machine goes when scaling down, as upstream picks it: among the outdated Machines a
+/// user marked with `cluster.x-k8s.io/delete-machine`, else any marked one, else the outdated
+/// ones (`outdated`, during a rollout), else all; of those, the oldest in the failure domain
+/// with the most Machines.
 pub fn pick_for_removal<'a>(
     machines: &[&'a Machine],
-    prefer: &BTreeSet<String>,
+    outdated: &BTreeSet<String>,
 ) -> Option<&'a Machine> {
-    let candidates: Vec<&&Machine> = if machines.iter().any(|m| prefer.contains(&m.name_any())) {
+    let marked = |m: &&&Machine| m.annotations().contains_key(api::DELETE_MACHINE_ANNOTATION);
+    let is_outdated = |m: &&&Machine| outdated.contains(&m.name_any());
+    let choices: [Vec<&&Machine>; 4] = [
         machines
             .iter()
-            .filter(|m| prefer.contains(&m.name_any()))
-            .collect()
-    } else {
-        machines.iter().collect()
-    };
+            .filter(|m| marked(m) && is_outdated(m))
+            .collect(),
+        machines.iter().filter(marked).collect(),
+        machines.iter().filter(is_outdated).collect(),
+        machines.iter().collect(),
+    ];
+    let candidates = choices.into_iter().find(|c| !c.is_empty())?;
     let mut per_domain: BTreeMap<Option<String>, usize> = BTreeMap::new();
     for m in &candidates {
         *per_domain.entry(m.spec.failure_domain.clone()).or_default() += 1;
@@ -756,5 +762,50 @@ mod tests {
             "b",
             "outdated Machines go first"
         );
+    }
+
+    #[test]
+    fn scale_down_honours_the_delete_machine_annotation() {
+        let mark = |mut m: Machine| {
+            m.metadata.annotations = Some(BTreeMap::from([(
+                api::DELETE_MACHINE_ANNOTATION.to_string(),
+                "yes".to_string(),
+            )]));
+            m
+        };
+        let (a, b, c) = (
+            machine("a", 100, Some("fd1"), "v1"),
+            mark(machine("b", 50, Some("fd2"), "v1")),
+            mark(machine("c", 200, Some("fd1"), "v1")),
+        );
+        let all = [&a, &b, &c];
+        let none = BTreeSet::new();
+        let outdated =
+            |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+        // (case, outdated Machines, the one that goes)
+        let cases = [
+            (
+                "marked ones go before the others, the oldest first",
+                none.clone(),
+                "b",
+            ),
+            (
+                "a marked outdated one before a marked up-to-date one",
+                outdated(&["c"]),
+                "c",
+            ),
+            (
+                "a marked one before an outdated unmarked one",
+                outdated(&["a"]),
+                "b",
+            ),
+        ];
+        for (case, outdated, want) in cases {
+            assert_eq!(
+                pick_for_removal(&all, &outdated).unwrap().name_any(),
+                want,
+                "{case}"
+            );
+        }
     }
 }
