@@ -79,6 +79,13 @@ pub fn condition_true(
     conditions.is_some_and(|c| conditions::is_true(c, t))
 }
 
+pub fn machine_ready(m: &Machine) -> bool {
+    condition_true(
+        m.status.as_ref().and_then(|s| s.conditions.as_ref()),
+        "Ready",
+    )
+}
+
 pub fn machine_available(m: &Machine) -> bool {
     condition_true(
         m.status.as_ref().and_then(|s| s.conditions.as_ref()),

@@ -12,13 +12,6 @@ use crate::common::lifecycle::*;
 
 const CONTROL_PLANE: &str = "cluster.x-k8s.io/control-plane";
 
-fn ready(m: &Machine) -> bool {
-    condition_true(
-        m.status.as_ref().and_then(|s| s.conditions.as_ref()),
-        "Ready",
-    )
-}
-
 fn kcps(client: &kube::Client) -> Api<KubeadmControlPlane> {
     Api::namespaced(client.clone(), NS)
 }
@@ -109,7 +102,7 @@ async fn an_upgrade_replaces_control_plane_machines_one_at_a_time() {
             let live = cps
                 .iter()
                 .filter(|m| m.metadata.deletion_timestamp.is_none());
-            let ready_live = live.clone().filter(|m| ready(m)).count();
+            let ready_live = live.clone().filter(|m| machine_ready(m)).count();
             assert!(
                 ready_live >= 3,
                 "only {ready_live} Ready control-plane Machines during the upgrade"
@@ -118,7 +111,7 @@ async fn an_upgrade_replaces_control_plane_machines_one_at_a_time() {
             let done = cps.len() == 3
                 && cps
                     .iter()
-                    .all(|m| m.spec.version.as_deref() == Some("v1.29.10") && ready(m));
+                    .all(|m| m.spec.version.as_deref() == Some("v1.29.10") && machine_ready(m));
             done.then_some(())
         },
     )
@@ -169,7 +162,7 @@ async fn an_unhealthy_control_plane_machine_is_remediated_keeping_etcd_quorum() 
         90,
         async || {
             let list = machines.list(&control_plane).await.ok()?.items;
-            let ready_count = list.iter().filter(|m| ready(m)).count();
+            let ready_count = list.iter().filter(|m| machine_ready(m)).count();
             (!list.iter().any(|m| m.name_any() == victim) && list.len() == 3 && ready_count == 3)
                 .then_some(())
         },
