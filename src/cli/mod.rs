@@ -6,6 +6,7 @@ mod delete;
 mod describe;
 mod generate;
 mod get;
+mod images;
 mod init;
 mod management;
 mod manager;
@@ -50,6 +51,9 @@ pub enum Command {
     /// Plan and apply provider upgrades.
     #[command(subcommand)]
     Upgrade(UpgradeCommand),
+    /// Build the Docker provider's node and load-balancer images from Debian packages.
+    #[command(subcommand)]
+    Images(images::Images),
     /// Remove providers from the management cluster.
     Delete(delete::Args),
     /// Run the embedded management cluster: up, serve, down, status.
@@ -92,6 +96,7 @@ impl Command {
             Command::Move(_) => "move",
             Command::Upgrade(_) => "upgrade plan",
             Command::Delete(_) => "delete",
+            Command::Images(_) => "images",
             Command::Management(_) => "management",
             Command::Manager(_) => "manager",
             Command::Version(_) => "version",
@@ -115,6 +120,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Describe(cmd) => cmd.run(),
         Command::Init(args) => init::run(args),
         Command::Delete(args) => delete::run(args),
+        Command::Images(cmd) => cmd.run(),
         _ => Err(not_built(name)),
     };
     match result {
