@@ -58,6 +58,7 @@ async fn run(
         kubeconfig: None,
         context: "bench".into(),
         etcd_endpoints,
+        etcd_tls: None,
     };
     let running = management::start(&options).await.unwrap();
     let client = client_for(&options).await;

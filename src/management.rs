@@ -269,6 +269,8 @@ pub struct ServeOptions {
     pub context: String,
     /// etcd to keep objects in instead of the embedded store.
     pub etcd_endpoints: Vec<String>,
+    /// The CA, client certificate and key for etcd over TLS.
+    pub etcd_tls: Option<[PathBuf; 3]>,
 }
 
 /// A running management cluster.
@@ -330,10 +332,26 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
             info.pid, info.address
         )));
     }
-    let store = Store::open(&dir.store()).map_err(|source| ManagementError::Store {
-        path: dir.store(),
-        source,
-    })?;
+    let store = if options.etcd_endpoints.is_empty() {
+        Store::open(&dir.store()).map_err(|source| ManagementError::Store {
+            path: dir.store(),
+            source,
+        })?
+    } else {
+        let etcd_error = |source| ManagementError::Etcd {
+            endpoints: options.etcd_endpoints.join(","),
+            source,
+        };
+        let tls = match &options.etcd_tls {
+            Some([ca, cert, key]) => {
+                Some(apiserver::store::EtcdTls::from_files(ca, cert, key).map_err(etcd_error)?)
+            }
+            None => None,
+        };
+        Store::etcd(&options.etcd_endpoints, tls.as_ref())
+            .await
+            .map_err(etcd_error)?
+    };
     let server = ApiServer::start(store).await?;
     crate::webhooks::register(&server.admission);
     let listener = bind(dir, &options.listen).await?;
@@ -445,6 +463,15 @@ pub async fn up(
         command
             .arg("--etcd-endpoints")
             .arg(options.etcd_endpoints.join(","));
+    }
+    if let Some([ca, cert, key]) = &options.etcd_tls {
+        command
+            .arg("--etcd-cafile")
+            .arg(ca)
+            .arg("--etcd-certfile")
+            .arg(cert)
+            .arg("--etcd-keyfile")
+            .arg(key);
     }
     match &options.kubeconfig {
         Some(path) => command.arg("--kubeconfig").arg(path),

@@ -42,7 +42,7 @@ macro_rules! on_both_back_ends {
                 #[tokio::test]
                 async fn $name() {
                     let etcd = super::common::Etcd::start();
-                    let store = capictl::apiserver::store::Store::etcd(std::slice::from_ref(&etcd.endpoint)).await.unwrap();
+                    let store = capictl::apiserver::store::Store::etcd(std::slice::from_ref(&etcd.endpoint), None).await.unwrap();
                     super::$name(super::client_of(store).await).await;
                     drop(etcd);
                 }
@@ -414,6 +414,7 @@ async fn a_watch_resumes_across_a_server_restart() {
         kubeconfig: None,
         context: "test".into(),
         etcd_endpoints: Vec::new(),
+        etcd_tls: None,
     };
     let running = management::start(&options).await.unwrap();
     let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();
@@ -653,7 +654,7 @@ async fn open_when_released(path: &std::path::Path) -> Store {
 async fn two_servers_on_one_etcd(etcd: &common::Etcd) -> (Client, Client) {
     let server = async || {
         client_of(
-            Store::etcd(std::slice::from_ref(&etcd.endpoint))
+            Store::etcd(std::slice::from_ref(&etcd.endpoint), None)
                 .await
                 .unwrap(),
         )

@@ -45,6 +45,29 @@ pub fn name_problem(name: &str) -> Option<String> {
     })
 }
 
+/// Why a name cannot be a path segment (what kube-apiserver asks of RBAC names, which may
+/// hold `:` as in `system:node-bootstrapper`), if it cannot.
+pub fn path_segment_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("a name is required".into());
+    }
+    if name == "." || name == ".." {
+        return Some(format!("may not be '{name}'"));
+    }
+    name.contains(['/', '%'])
+        .then(|| "may not contain '/' or '%'".into())
+}
+
+/// The name rule of a resource: RBAC's names are path segments, every other name a DNS
+/// subdomain.
+fn name_problem_of(resource: &Resource, name: &str) -> Option<String> {
+    if resource.group == "rbac.authorization.k8s.io" {
+        path_segment_problem(name)
+    } else {
+        name_problem(name)
+    }
+}
+
 fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
     if !object["metadata"].is_object() {
         object["metadata"] = json!({});
@@ -153,7 +176,7 @@ pub fn prepare_create(
             }
         },
     };
-    if let Some(problem) = name_problem(&name) {
+    if let Some(problem) = name_problem_of(resource, &name) {
         return Err(ApiError::invalid(
             &resource.kind,
             &resource.group,
@@ -359,6 +382,15 @@ mod tests {
             ("", false),
         ] {
             assert_eq!(name_problem(name).is_none(), ok, "{name}");
+        }
+        for (name, ok) in [
+            ("system:node-bootstrapper", true),
+            ("kubeadm:get-nodes", true),
+            ("..", false),
+            ("a/b", false),
+            ("a%2f", false),
+        ] {
+            assert_eq!(path_segment_problem(name).is_none(), ok, "{name}");
         }
     }
 

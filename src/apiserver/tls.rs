@@ -44,6 +44,15 @@ pub struct KeyPairPem {
     pub key: String,
 }
 
+/// What a certificate may be used for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Usage {
+    Server,
+    Client,
+    /// etcd's serving and peer certificates: each member is both.
+    ServerAndClient,
+}
+
 /// The cluster's certificate authority.
 pub struct Pki {
     pub ca: KeyPairPem,
@@ -122,12 +131,14 @@ impl Pki {
         Ok(pki)
     }
 
-    fn issue(
+    /// A certificate the CA signs (ECDSA P-256, one year), for these subject alternative names
+    /// (DNS names and IP addresses alike).
+    pub fn issue(
         &self,
         common_name: &str,
         organizations: &[&str],
         sans: &[String],
-        server: bool,
+        usage: Usage,
     ) -> Result<KeyPairPem, TlsError> {
         let ca_key = KeyPair::from_pem(&self.ca.key)?;
         let issuer = Issuer::from_ca_cert_pem(&self.ca.cert, ca_key)?;
@@ -143,11 +154,14 @@ impl Pki {
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
         ];
-        params.extended_key_usages = vec![if server {
-            ExtendedKeyUsagePurpose::ServerAuth
-        } else {
-            ExtendedKeyUsagePurpose::ClientAuth
-        }];
+        params.extended_key_usages = match usage {
+            Usage::Server => vec![ExtendedKeyUsagePurpose::ServerAuth],
+            Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+            Usage::ServerAndClient => vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        };
         validity(&mut params, 365);
         let cert = params.signed_by(&key, &issuer)?;
         Ok(KeyPairPem {
@@ -158,33 +172,43 @@ impl Pki {
 
     /// A serving certificate for these host names and addresses.
     pub fn serving_certificate(&self, hosts: &[String]) -> Result<KeyPairPem, TlsError> {
-        self.issue("capictl-apiserver", &[], hosts, true)
+        self.issue("capictl-apiserver", &[], hosts, Usage::Server)
     }
 
     /// A client certificate: the user is the CN, the groups are the organizations.
     pub fn client_certificate(&self, user: &str, groups: &[&str]) -> Result<KeyPairPem, TlsError> {
-        self.issue(user, groups, &[], false)
+        self.issue(user, groups, &[], Usage::Client)
     }
 
     /// A TLS configuration that serves `serving` and checks client certificates against the CA
     /// (clients without one are let through as anonymous).
     pub fn server_config(&self, serving: &KeyPairPem) -> Result<rustls::ServerConfig, TlsError> {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(self.ca.cert.as_bytes()) {
-            roots.add(cert?)?;
-        }
-        let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
-            .allow_unauthenticated()
-            .build()?;
-        let chain: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_slice_iter(serving.cert.as_bytes()).collect::<Result<_, _>>()?;
-        let key = PrivateKeyDer::from_pem_slice(serving.key.as_bytes())?;
-        let mut config = rustls::ServerConfig::builder()
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(chain, key)?;
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(config)
+        server_config(&self.ca.cert, serving)
     }
+}
+
+/// A TLS configuration that serves `serving` and checks client certificates against the CAs
+/// in `client_ca` (PEM; kube-apiserver's `--client-ca-file`); clients without a certificate
+/// are let through as anonymous.
+pub fn server_config(
+    client_ca: &str,
+    serving: &KeyPairPem,
+) -> Result<rustls::ServerConfig, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(client_ca.as_bytes()) {
+        roots.add(cert?)?;
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
+        .allow_unauthenticated()
+        .build()?;
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(serving.cert.as_bytes()).collect::<Result<_, _>>()?;
+    let key = PrivateKeyDer::from_pem_slice(serving.key.as_bytes())?;
+    let mut config = rustls::ServerConfig::builder()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
 }
 
 /// A TLS configuration that serves `serving` to any client (an admission webhook server: the

@@ -125,6 +125,7 @@ async fn connect(args: &Args) -> anyhow::Result<Client> {
                     kubeconfig: Some(crate::management::kubeconfig_path(None)),
                     context: crate::management::DEFAULT_CONTEXT.into(),
                     etcd_endpoints: Vec::new(),
+                    etcd_tls: None,
                 };
                 super::management::up(&options).await?;
                 Ok(args.cluster.client().await?.0)

@@ -46,6 +46,15 @@ pub struct ServeArgs {
     /// Keep objects in etcd (comma-separated client URLs) instead of the embedded store.
     #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
     etcd_endpoints: Vec<String>,
+    /// The CA that etcd's serving certificates chain to (etcd over TLS).
+    #[arg(long, value_name = "PATH", requires_all = ["etcd_certfile", "etcd_keyfile", "etcd_endpoints"])]
+    etcd_cafile: Option<PathBuf>,
+    /// The client certificate to present to etcd.
+    #[arg(long, value_name = "PATH", requires = "etcd_cafile")]
+    etcd_certfile: Option<PathBuf>,
+    /// The client certificate's private key.
+    #[arg(long, value_name = "PATH", requires = "etcd_cafile")]
+    etcd_keyfile: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -57,6 +66,10 @@ impl ServeArgs {
                 .then(|| management::kubeconfig_path(self.kubeconfig.clone())),
             context: self.context.clone(),
             etcd_endpoints: self.etcd_endpoints.clone(),
+            etcd_tls: match (&self.etcd_cafile, &self.etcd_certfile, &self.etcd_keyfile) {
+                (Some(ca), Some(cert), Some(key)) => Some([ca.clone(), cert.clone(), key.clone()]),
+                _ => None,
+            },
         }
     }
 }

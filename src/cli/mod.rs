@@ -10,6 +10,7 @@ mod images;
 mod init;
 mod management;
 mod manager;
+mod node;
 mod version;
 
 use std::process::ExitCode;
@@ -65,6 +66,27 @@ pub enum Command {
     Version(version::Args),
     /// Print a shell completion script (bash, zsh or fish).
     Completion(completion::Args),
+    /// The node agent of a capictl node container.
+    #[command(subcommand, hide = true)]
+    Node(node::Node),
+    /// kubeadm, in a capictl node.
+    #[command(hide = true)]
+    Kubeadm(node::Passthrough),
+    /// The API server of a capictl node (kube-apiserver's flags).
+    #[command(hide = true)]
+    KubeApiserver(node::Passthrough),
+    /// The controller-manager of a capictl node.
+    #[command(hide = true)]
+    KubeControllerManager(node::Passthrough),
+    /// The scheduler of a capictl node.
+    #[command(hide = true)]
+    KubeScheduler(node::Passthrough),
+    /// crictl, in a capictl node.
+    #[command(hide = true)]
+    Crictl(node::Passthrough),
+    /// ctr, in a capictl node.
+    #[command(hide = true)]
+    Ctr(node::Passthrough),
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,6 +101,22 @@ pub enum UpgradeCommand {
 pub struct NotBuilt {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
     args: Vec<String>,
+}
+
+/// Runs capictl as one of a node's programs when it was started under that name (`kubeadm`,
+/// `crictl`, `ctr` are links to capictl in a node image); None otherwise.
+pub fn run_as_node_program() -> Option<ExitCode> {
+    let argv0 = std::env::args().next()?;
+    let name = std::path::Path::new(&argv0)
+        .file_name()?
+        .to_str()?
+        .to_string();
+    if !crate::providers::docker::images::NODE_ALIASES.contains(&name.as_str()) {
+        return None;
+    }
+    init_logging(0);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    Some(node::program(&name, &args))
 }
 
 /// A mistake in how the command was called; exits with status 2 like clap's own usage errors.
@@ -101,6 +139,13 @@ impl Command {
             Command::Manager(_) => "manager",
             Command::Version(_) => "version",
             Command::Completion(_) => "completion",
+            Command::Node(_) => "node",
+            Command::Kubeadm(_) => "kubeadm",
+            Command::KubeApiserver(_) => "kube-apiserver",
+            Command::KubeControllerManager(_) => "kube-controller-manager",
+            Command::KubeScheduler(_) => "kube-scheduler",
+            Command::Crictl(_) => "crictl",
+            Command::Ctr(_) => "ctr",
         }
     }
 }
@@ -111,6 +156,13 @@ pub fn run(cli: Cli) -> ExitCode {
     init_logging(cli.verbose);
     let name = cli.command.name();
     let result = match cli.command {
+        Command::Node(cmd) => return cmd.run(),
+        Command::Kubeadm(p)
+        | Command::KubeApiserver(p)
+        | Command::KubeControllerManager(p)
+        | Command::KubeScheduler(p)
+        | Command::Crictl(p)
+        | Command::Ctr(p) => return node::program(name, &p.args),
         Command::Generate(cmd) => cmd.run(),
         Command::Version(args) => version::run(&args),
         Command::Completion(args) => completion::run(&args),

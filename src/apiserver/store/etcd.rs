@@ -80,10 +80,48 @@ fn prefix_end(prefix: &str) -> Vec<u8> {
     end
 }
 
-pub(super) async fn connect(endpoints: &[String]) -> Result<Store, StoreError> {
-    let options = etcd_client::ConnectOptions::new()
+/// A client certificate for etcd and the CA its serving certificates chain to, PEM-encoded
+/// (kube-apiserver's `--etcd-certfile`, `--etcd-keyfile`, `--etcd-cafile`).
+#[derive(Clone)]
+pub struct EtcdTls {
+    pub ca: String,
+    pub cert: String,
+    pub key: String,
+}
+
+impl EtcdTls {
+    /// Reads the three PEM files.
+    pub fn from_files(
+        ca: &std::path::Path,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<EtcdTls, StoreError> {
+        let read = |p: &std::path::Path| {
+            std::fs::read_to_string(p)
+                .map_err(|e| StoreError::Storage(format!("reading {}: {e}", p.display())))
+        };
+        Ok(EtcdTls {
+            ca: read(ca)?,
+            cert: read(cert)?,
+            key: read(key)?,
+        })
+    }
+}
+
+pub(super) async fn connect(
+    endpoints: &[String],
+    tls: Option<&EtcdTls>,
+) -> Result<Store, StoreError> {
+    let mut options = etcd_client::ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(5))
         .with_timeout(Duration::from_secs(30));
+    if let Some(tls) = tls {
+        options = options.with_tls(
+            etcd_client::TlsOptions::new()
+                .ca_certificate(etcd_client::Certificate::from_pem(&tls.ca))
+                .identity(etcd_client::Identity::from_pem(&tls.cert, &tls.key)),
+        );
+    }
     let mut client = Client::connect(endpoints, Some(options)).await?;
     let (objects, revision) = load(&mut client).await?;
     let shared = Shared::new(objects, revision);

@@ -10,6 +10,8 @@
 pub mod etcd;
 pub mod local;
 
+pub use etcd::EtcdTls;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::path::Path;
@@ -220,9 +222,10 @@ impl Store {
         local::open(path)
     }
 
-    /// Connects to etcd and follows its `/registry/` keys.
-    pub async fn etcd(endpoints: &[String]) -> Result<Store, StoreError> {
-        etcd::connect(endpoints).await
+    /// Connects to etcd (over TLS with a client certificate when `tls` is given) and follows
+    /// its `/registry/` keys.
+    pub async fn etcd(endpoints: &[String], tls: Option<&EtcdTls>) -> Result<Store, StoreError> {
+        etcd::connect(endpoints, tls).await
     }
 
     /// The latest committed revision.

@@ -1,0 +1,297 @@
+//! `kube-controller-manager` and `kube-scheduler` in a capictl node. Both serve `/healthz` on
+//! their secure ports (self-signed, as kubeadm's components do) so that their static pods are
+//! Ready. The controller-manager, as the elected leader among the control planes, runs the
+//! node lifecycle controller: a Node whose Lease has not been renewed for 40 s gets
+//! `Ready=Unknown` ("Kubelet stopped posting node status.") and the
+//! `node.kubernetes.io/unreachable` taints, which health checks act on; both go when the kubelet
+//! is back. The scheduler has nothing to schedule: no Pods run here but the static ones.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use super::kube_apiserver::parse_flags;
+use super::{NodeError, Result};
+use crate::apiserver::tls;
+
+/// kube-controller-manager's `--node-monitor-grace-period`.
+pub const NODE_MONITOR_GRACE: Duration = Duration::from_secs(40);
+const NODE_MONITOR_PERIOD: Duration = Duration::from_secs(5);
+pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
+
+/// Serves `/healthz` over HTTPS with a self-signed certificate.
+async fn serve_health(bind: &str, port: u16) -> Result<()> {
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .map_err(|e| NodeError::Failed(format!("a serving certificate: {e}")))?;
+    let serving = tls::KeyPairPem {
+        cert: certified.cert.pem(),
+        key: certified.signing_key.serialize_pem(),
+    };
+    let config = tls::plain_server_config(&serving)?;
+    let address = super::kubeadm::pki::join_host_port(bind, port);
+    let listener = tokio::net::TcpListener::bind(&address)
+        .await
+        .map_err(super::io_error(address.as_ref()))?;
+    let router = Router::new().route("/healthz", get(|| async { "ok" }));
+    tokio::spawn(tls::serve(listener, router, config, std::future::pending()));
+    Ok(())
+}
+
+async fn terminated() {
+    if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        s.recv().await;
+    }
+}
+
+/// What the node lifecycle controller changes on a Node, given its Lease and the time: None
+/// when the Node is as it should be.
+pub fn node_lifecycle(
+    node: &Value,
+    lease_renewed: Option<i64>,
+    now: i64,
+    now_text: &str,
+) -> Option<(Option<Value>, Option<Value>)> {
+    let grace = NODE_MONITOR_GRACE.as_secs() as i64;
+    let created = node["metadata"]["creationTimestamp"]
+        .as_str()
+        .and_then(parse_time)
+        .unwrap_or(now);
+    let heard = lease_renewed.unwrap_or(created);
+    let stale = now - heard > grace;
+    let conditions: Vec<Value> = node["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ready = conditions
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .map(|c| c["status"].as_str().unwrap_or_default().to_string());
+    let taints: Vec<Value> = node["spec"]["taints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let tainted = taints.iter().any(|t| t["key"] == UNREACHABLE_TAINT);
+    if stale {
+        let status = (ready.as_deref() != Some("Unknown")).then(|| {
+            let unknown: Vec<Value> = conditions
+                .iter()
+                .map(|c| {
+                    let mut c = c.clone();
+                    c["status"] = json!("Unknown");
+                    c["reason"] = json!("NodeStatusUnknown");
+                    c["message"] = json!("Kubelet stopped posting node status.");
+                    c["lastTransitionTime"] = json!(now_text);
+                    c
+                })
+                .collect();
+            json!({"status": {"conditions": if unknown.is_empty() {
+                vec![json!({"type": "Ready", "status": "Unknown", "reason": "NodeStatusNeverUpdated", "message": "Kubelet never posted node status.", "lastTransitionTime": now_text})]
+            } else { unknown }}})
+        });
+        let spec = (!tainted).then(|| {
+            let mut all = taints.clone();
+            for effect in ["NoSchedule", "NoExecute"] {
+                all.push(
+                    json!({"key": UNREACHABLE_TAINT, "effect": effect, "timeAdded": now_text}),
+                );
+            }
+            json!({"spec": {"taints": all}})
+        });
+        return (status.is_some() || spec.is_some()).then_some((status, spec));
+    }
+    if tainted && ready.as_deref() == Some("True") {
+        let kept: Vec<Value> = taints
+            .into_iter()
+            .filter(|t| t["key"] != UNREACHABLE_TAINT)
+            .collect();
+        return Some((None, Some(json!({"spec": {"taints": kept}}))));
+    }
+    None
+}
+
+fn parse_time(text: &str) -> Option<i64> {
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(|t| t.unix_timestamp())
+}
+
+/// One pass of the node lifecycle controller.
+async fn monitor_nodes(client: &Client) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let renewed: std::collections::HashMap<String, i64> = leases
+        .list(&ListParams::default())
+        .await?
+        .into_iter()
+        .filter_map(|l| Some((l.name_any(), l.spec?.renew_time?.0.as_second())))
+        .collect();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let now_text = crate::apiserver::object::now();
+    for node in nodes.list(&ListParams::default()).await? {
+        let name = node.name_any();
+        let value = serde_json::to_value(&node).unwrap_or_default();
+        let Some((status, spec)) =
+            node_lifecycle(&value, renewed.get(&name).copied(), now, &now_text)
+        else {
+            continue;
+        };
+        if let Some(status) = status {
+            println!("Node {name} stopped posting its status: marking it Unknown");
+            nodes
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+                .await?;
+        }
+        if let Some(spec) = spec {
+            nodes
+                .patch(&name, &PatchParams::default(), &Patch::Merge(spec))
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the controller-manager until SIGTERM.
+pub async fn run_controller_manager(args: &[String]) -> Result<()> {
+    let flags = parse_flags(args);
+    let bind = flags
+        .get("bind-address")
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1".into());
+    let port = flags
+        .get("secure-port")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(super::kubeadm::manifests::CONTROLLER_MANAGER_PORT);
+    serve_health(&bind, port).await?;
+    let kubeconfig = flags
+        .get("kubeconfig")
+        .ok_or_else(|| NodeError::Config("--kubeconfig is required".into()))?;
+    let client = super::kubelet::client_from(kubeconfig.as_ref()).await?;
+    let identity = format!("{}_{}", super::hostname(), uuid::Uuid::new_v4());
+    let election = crate::controllers::leader::LeaderElection::new(
+        client.clone(),
+        "kube-system",
+        "kube-controller-manager",
+        &identity,
+        Duration::from_secs(15),
+    );
+    let work = async {
+        loop {
+            election.acquire().await;
+            println!("{identity} became the leader");
+            let lead = async {
+                loop {
+                    if let Err(e) = monitor_nodes(&client).await {
+                        tracing::warn!(error = %e, "node lifecycle: a pass failed");
+                    }
+                    tokio::time::sleep(NODE_MONITOR_PERIOD).await;
+                }
+            };
+            tokio::select! {
+                _ = election.hold() => println!("{identity} lost the leader lease"),
+                _ = lead => {}
+            }
+        }
+    };
+    tokio::select! {
+        _ = work => {}
+        _ = terminated() => election.release().await,
+    }
+    Ok(())
+}
+
+/// Runs the scheduler (its health endpoint) until SIGTERM.
+pub async fn run_scheduler(args: &[String]) -> Result<()> {
+    let flags = parse_flags(args);
+    let bind = flags
+        .get("bind-address")
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1".into());
+    let port = flags
+        .get("secure-port")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(super::kubeadm::manifests::SCHEDULER_PORT);
+    serve_health(&bind, port).await?;
+    terminated().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(ready: &str, taints: Value) -> Value {
+        json!({
+            "metadata": {"name": "w1", "creationTimestamp": "2026-12-01T08:00:00Z"},
+            "spec": {"taints": taints},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady"}, {"type": "MemoryPressure", "status": "False"}]},
+        })
+    }
+
+    #[test]
+    fn nodes_that_stop_renewing_their_lease_become_unknown_and_unreachable() {
+        let created = parse_time("2026-12-01T08:00:00Z").unwrap();
+        let t = "2026-12-01T09:00:00Z";
+        // Fresh lease: nothing to do.
+        assert_eq!(
+            node_lifecycle(
+                &node("True", json!([])),
+                Some(created + 100),
+                created + 110,
+                t
+            ),
+            None
+        );
+        // Stale lease: Unknown and tainted.
+        let (status, spec) = node_lifecycle(
+            &node("True", json!([])),
+            Some(created + 100),
+            created + 141,
+            t,
+        )
+        .unwrap();
+        let status = status.unwrap();
+        assert_eq!(status["status"]["conditions"][0]["status"], "Unknown");
+        assert_eq!(
+            status["status"]["conditions"][0]["message"],
+            "Kubelet stopped posting node status."
+        );
+        assert_eq!(
+            status["status"]["conditions"][1]["status"], "Unknown",
+            "every condition goes Unknown"
+        );
+        let taints = spec.unwrap()["spec"]["taints"].clone();
+        assert_eq!(taints.as_array().unwrap().len(), 2);
+        assert_eq!(taints[1]["effect"], "NoExecute");
+        // Already marked: nothing more.
+        let marked = node(
+            "Unknown",
+            json!([{"key": UNREACHABLE_TAINT, "effect": "NoSchedule"}]),
+        );
+        assert_eq!(
+            node_lifecycle(&marked, Some(created), created + 1000, t),
+            None
+        );
+        // Back: the kubelet wrote Ready=True again; the taints go.
+        let back = node(
+            "True",
+            json!([{"key": UNREACHABLE_TAINT, "effect": "NoSchedule"}, {"key": "a", "effect": "NoSchedule"}]),
+        );
+        let (status, spec) =
+            node_lifecycle(&back, Some(created + 1000), created + 1005, t).unwrap();
+        assert!(status.is_none());
+        assert_eq!(
+            spec.unwrap()["spec"]["taints"],
+            json!([{"key": "a", "effect": "NoSchedule"}])
+        );
+        // A Node without a Lease counts from its creation.
+        assert!(node_lifecycle(&node("True", json!([])), None, created + 30, t).is_none());
+        assert!(node_lifecycle(&node("True", json!([])), None, created + 50, t).is_some());
+    }
+}

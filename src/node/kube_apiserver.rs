@@ -1,0 +1,176 @@
+//! `kube-apiserver` in a capictl node: capictl's API server on the node's etcd, started by the
+//! node agent from kubeadm's manifest with kube-apiserver's own flags. It keeps objects in etcd
+//! over mTLS (`--etcd-servers`, `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`), serves
+//! HTTPS with `--tls-cert-file` and `--tls-private-key-file`, authenticates clients by
+//! certificates of `--client-ca-file`, and answers `/healthz` anonymously (the load balancer's
+//! check). Flags it has no use for are accepted and ignored, so kubeadm's manifests and the
+//! users' `extraArgs` run unchanged.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{NodeError, Result, read_file};
+use crate::apiserver::store::{EtcdTls, Store};
+use crate::apiserver::tls::{self, KeyPairPem};
+use crate::apiserver::{self, ApiServer};
+
+/// How long the API server waits for etcd at start (etcd starts beside it).
+const ETCD_WAIT: Duration = Duration::from_secs(60);
+
+/// `--name=value` flags as a map (the last one wins; `--flag` alone is `true`).
+pub fn parse_flags(args: &[String]) -> BTreeMap<String, String> {
+    let mut flags = BTreeMap::new();
+    let mut it = args.iter().peekable();
+    while let Some(arg) = it.next() {
+        let Some(name) = arg.strip_prefix("--") else {
+            continue;
+        };
+        match name.split_once('=') {
+            Some((k, v)) => {
+                flags.insert(k.to_string(), v.to_string());
+            }
+            None => {
+                let value = match it.peek() {
+                    Some(next) if !next.starts_with("--") => it.next().cloned().unwrap_or_default(),
+                    _ => "true".to_string(),
+                };
+                flags.insert(name.to_string(), value);
+            }
+        }
+    }
+    flags
+}
+
+fn required<'a>(flags: &'a BTreeMap<String, String>, name: &str) -> Result<&'a str> {
+    flags
+        .get(name)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| NodeError::Config(format!("--{name} is required")))
+}
+
+/// The `default/kubernetes` Service every cluster has, at the service range's first address.
+async fn ensure_kubernetes_service(server: &Arc<ApiServer>, cluster_ip: Option<String>) {
+    let client = kube::Client::new(apiserver::local_router(server.clone()), "default");
+    let api: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(client, "default");
+    let mut spec = json!({
+        "type": "ClusterIP",
+        "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+        "sessionAffinity": "None",
+    });
+    if let Some(ip) = cluster_ip {
+        spec["clusterIP"] = json!(ip);
+    }
+    let service = serde_json::from_value(json!({
+        "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": spec,
+    }))
+    .expect("a Service");
+    match api.create(&Default::default(), &service).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => tracing::warn!(error = %e, "creating the default/kubernetes Service failed"),
+    }
+}
+
+/// Runs the API server until SIGTERM.
+pub async fn run(args: &[String]) -> Result<()> {
+    let flags = parse_flags(args);
+    let servers: Vec<String> = required(&flags, "etcd-servers")?
+        .split(',')
+        .map(String::from)
+        .collect();
+    let etcd_tls = match (
+        flags.get("etcd-cafile"),
+        flags.get("etcd-certfile"),
+        flags.get("etcd-keyfile"),
+    ) {
+        (Some(ca), Some(cert), Some(key)) => Some(
+            EtcdTls::from_files(ca.as_ref(), cert.as_ref(), key.as_ref())
+                .map_err(|e| NodeError::Config(e.to_string()))?,
+        ),
+        _ => None,
+    };
+    let serving = KeyPairPem {
+        cert: read_file(required(&flags, "tls-cert-file")?.as_ref())?,
+        key: read_file(required(&flags, "tls-private-key-file")?.as_ref())?,
+    };
+    let client_ca = read_file(required(&flags, "client-ca-file")?.as_ref())?;
+    let started = Instant::now();
+    let store = loop {
+        match Store::etcd(&servers, etcd_tls.as_ref()).await {
+            Ok(s) => break s,
+            Err(e) if started.elapsed() < ETCD_WAIT => {
+                tracing::info!(error = %e, "waiting for etcd");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => {
+                return Err(NodeError::Failed(format!(
+                    "etcd at {} did not answer within {}s: {e}",
+                    servers.join(","),
+                    ETCD_WAIT.as_secs()
+                )));
+            }
+        }
+    };
+    let server = ApiServer::start(store)
+        .await
+        .map_err(|e| NodeError::Failed(format!("starting the API server: {e:?}")))?;
+    let cluster_ip = flags
+        .get("service-cluster-ip-range")
+        .and_then(|range| super::kubeadm::config::service_ip(range, 1))
+        .map(|ip| ip.to_string());
+    ensure_kubernetes_service(&server, cluster_ip).await;
+    let bind = flags
+        .get("bind-address")
+        .cloned()
+        .unwrap_or_else(|| "0.0.0.0".into());
+    let port: u16 = flags
+        .get("secure-port")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(super::kubeadm::config::API_SERVER_PORT);
+    let address = super::kubeadm::pki::join_host_port(&bind, port);
+    let listener = tokio::net::TcpListener::bind(&address)
+        .await
+        .map_err(super::io_error(address.as_ref()))?;
+    let config = tls::server_config(&client_ca, &serving)?;
+    println!("Serving securely on {address}");
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(super::io_error("SIGTERM".as_ref()))?;
+    tls::serve(listener, apiserver::router(server), config, async move {
+        terminate.recv().await;
+    })
+    .await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kube_apiserver_flags() {
+        let args: Vec<String> = [
+            "--etcd-servers=https://127.0.0.1:2379",
+            "--secure-port",
+            "6443",
+            "--allow-privileged",
+            "--v=2",
+            "stray",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let flags = parse_flags(&args);
+        assert_eq!(flags["etcd-servers"], "https://127.0.0.1:2379");
+        assert_eq!(flags["secure-port"], "6443");
+        assert_eq!(flags["allow-privileged"], "true");
+        assert_eq!(flags["v"], "2");
+        let err = required(&flags, "tls-cert-file").unwrap_err().to_string();
+        assert_eq!(err, "--tls-cert-file is required");
+    }
+}
