@@ -290,6 +290,22 @@ const BUILTINS: &[Builtin] = &[
         columns: no_columns,
     },
     Builtin {
+        group: "certificates.k8s.io",
+        version: "v1",
+        kind: "CertificateSigningRequest",
+        plural: "certificatesigningrequests",
+        short_names: &["csr"],
+        namespaced: false,
+        status: true,
+        generation: false,
+        columns: || {
+            vec![
+                path("SignerName", "string", ".spec.signerName"),
+                path("Requestor", "string", ".spec.username"),
+            ]
+        },
+    },
+    Builtin {
         group: "policy",
         version: "v1",
         kind: "PodDisruptionBudget",

@@ -70,6 +70,8 @@ impl Representation {
 
 /// Everything a verb needs to know about one request.
 pub struct Call<'a> {
+    /// Who asked.
+    pub user: super::User,
     pub server: &'a ApiServer,
     pub resource: Arc<Resource>,
     pub path: ResourcePath,
@@ -388,6 +390,8 @@ impl Call<'_> {
         self.apply_schema(&mut obj)?;
         self.check_namespace().await?;
         self.server.strategy_create(&self.resource, &mut obj)?;
+        self.server
+            .record_requester(&self.resource, &mut obj, &self.user);
         self.admit(Operation::Create, None, &mut obj)?;
         let name = object::name_of(&obj).to_string();
         if self.dry_run() {

@@ -6,6 +6,7 @@
 //! [`watch`]es, [`table`] printing, and background loops for namespace deletion.
 
 pub mod admission;
+pub mod authn;
 pub mod builtin;
 pub mod discovery;
 pub mod eviction;
@@ -153,6 +154,17 @@ impl ApiServer {
             fold_string_data(object);
         }
         Ok(())
+    }
+
+    /// What kube-apiserver records of who created an object: a CertificateSigningRequest's
+    /// requester, which its approver checks.
+    fn record_requester(&self, resource: &Resource, object: &mut Value, user: &User) {
+        if resource.group == "certificates.k8s.io"
+            && resource.plural == "certificatesigningrequests"
+        {
+            object["spec"]["username"] = json!(user.name);
+            object["spec"]["groups"] = json!(user.groups);
+        }
     }
 
     fn is_secret(resource: &Resource) -> bool {
@@ -440,13 +452,43 @@ async fn serve(State(server): State<Arc<ApiServer>>, req: Request) -> Response {
     response
 }
 
+/// The user of a request without a client certificate: a valid bootstrap token's.
+fn token_user(server: &ApiServer, headers: &http::HeaderMap) -> Option<User> {
+    let bearer = headers
+        .get(http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")?
+        .trim();
+    let (id, secret) = authn::bootstrap_token(bearer)?;
+    let secrets = server.registry.get("", "v1", "secrets")?;
+    let stored = server.store.get(&secrets.key(
+        Some(authn::BOOTSTRAP_TOKEN_NAMESPACE),
+        &format!("{}{id}", authn::BOOTSTRAP_TOKEN_PREFIX),
+    ))?;
+    authn::bootstrap_token_user(
+        &stored.value,
+        id,
+        secret,
+        time::OffsetDateTime::now_utc().unix_timestamp(),
+    )
+}
+
 async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
-    if req.extensions().get::<User>().is_none() && !is_anonymous(&path) {
+    let headers = req.headers().clone();
+    let user = match req.extensions().get::<User>() {
+        Some(u) => Some(u.clone()),
+        None => token_user(server, &headers),
+    };
+    if user.is_none() && !is_anonymous(&path) {
         return Err(ApiError::unauthorized());
     }
-    let headers = req.headers().clone();
     match path.as_str() {
+        // What kube-apiserver lists at its root (clients probe it to check a connection).
+        "/" => {
+            return Ok(axum::Json(json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v2", "/openapi/v3", "/readyz", "/version"]})).into_response());
+        }
         "/healthz" | "/readyz" | "/livez" => return Ok((StatusCode::OK, "ok").into_response()),
         "/version" => return Ok(axum::Json(discovery::version()).into_response()),
         "/openapi/v2" => return Ok(discovery::openapi_v2(&headers)),
@@ -502,6 +544,10 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
         )));
     }
     let call = Call {
+        user: user.unwrap_or_else(|| User {
+            name: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+        }),
         server,
         resource,
         path: resource_path,

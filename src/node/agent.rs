@@ -98,7 +98,8 @@ impl Slot {
 pub struct Supervisor {
     layout: Layout,
     slots: BTreeMap<String, Slot>,
-    states: tokio::sync::watch::Sender<Vec<PodState>>,
+    /// None until the first sync: the kubelet loop must not take "nothing yet" for "none".
+    states: tokio::sync::watch::Sender<Option<Vec<PodState>>>,
 }
 
 fn send_signal(pid: u32, signal: i32) {
@@ -109,8 +110,13 @@ fn send_signal(pid: u32, signal: i32) {
 }
 
 impl Supervisor {
-    pub fn new(layout: Layout) -> (Supervisor, tokio::sync::watch::Receiver<Vec<PodState>>) {
-        let (states, receiver) = tokio::sync::watch::channel(Vec::new());
+    pub fn new(
+        layout: Layout,
+    ) -> (
+        Supervisor,
+        tokio::sync::watch::Receiver<Option<Vec<PodState>>>,
+    ) {
+        let (states, receiver) = tokio::sync::watch::channel(None);
         (
             Supervisor {
                 layout,
@@ -357,10 +363,10 @@ impl Supervisor {
             }
         }
         self.states.send_if_modified(|current| {
-            if *current == states {
+            if current.as_ref() == Some(&states) {
                 false
             } else {
-                *current = states;
+                *current = Some(states);
                 true
             }
         });

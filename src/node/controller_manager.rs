@@ -4,7 +4,11 @@
 //! node lifecycle controller: a Node whose Lease has not been renewed for 40 s gets
 //! `Ready=Unknown` ("Kubelet stopped posting node status.") and the
 //! `node.kubernetes.io/unreachable` taints, which health checks act on; both go when the kubelet
-//! is back. The scheduler has nothing to schedule: no Pods run here but the static ones.
+//! is back. It also approves and signs the kubelet client certificates joining workers ask for
+//! (CertificateSigningRequests for `kubernetes.io/kube-apiserver-client-kubelet` from a
+//! bootstrap token, or from the node itself when it renews), with the cluster CA
+//! (`--cluster-signing-cert-file`, `--cluster-signing-key-file`). The scheduler has nothing to
+//! schedule: no Pods run here but the static ones.
 
 use std::time::Duration;
 
@@ -22,7 +26,7 @@ use crate::apiserver::tls;
 
 /// kube-controller-manager's `--node-monitor-grace-period`.
 pub const NODE_MONITOR_GRACE: Duration = Duration::from_secs(40);
-const NODE_MONITOR_PERIOD: Duration = Duration::from_secs(5);
+const NODE_MONITOR_PERIOD: Duration = Duration::from_secs(2);
 pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 
 /// Serves `/healthz` over HTTPS with a self-signed certificate.
@@ -157,6 +161,115 @@ async fn monitor_nodes(client: &Client) -> Result<()> {
     Ok(())
 }
 
+/// The signer of kubelet client certificates.
+pub const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+
+/// Why a CSR is not approved automatically (None: it is).
+pub fn csr_refusal(csr: &Value) -> Option<String> {
+    let spec = &csr["spec"];
+    if spec["signerName"] != KUBELET_CLIENT_SIGNER {
+        return Some(format!(
+            "signer {} is not auto-approved",
+            spec["signerName"]
+        ));
+    }
+    let groups: Vec<&str> = spec["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let username = spec["username"].as_str().unwrap_or_default();
+    let request = spec["request"].as_str().and_then(|b| {
+        use base64::Engine;
+        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b).ok()?).ok()
+    });
+    let Some(request) = request else {
+        return Some("spec.request is not a base64 PEM certificate request".into());
+    };
+    let Ok(params) = rcgen::CertificateSigningRequestParams::from_pem(&request) else {
+        return Some("spec.request is not a certificate request".into());
+    };
+    let dn = &params.params.distinguished_name;
+    let text = |t: rcgen::DnType| match dn.get(&t) {
+        Some(rcgen::DnValue::Utf8String(s)) => s.clone(),
+        Some(rcgen::DnValue::PrintableString(s)) => s.as_str().to_string(),
+        _ => String::new(),
+    };
+    let common_name = text(rcgen::DnType::CommonName);
+    if !common_name.starts_with("system:node:")
+        || text(rcgen::DnType::OrganizationName) != "system:nodes"
+    {
+        return Some(format!(
+            "the request is for {common_name:?}, not a node (CN system:node:<name>, O system:nodes)"
+        ));
+    }
+    let bootstrapper = groups.contains(&"system:bootstrappers");
+    let renewal = username == common_name && groups.contains(&"system:nodes");
+    (!bootstrapper && !renewal)
+        .then(|| format!("{username} may not ask for a certificate for {common_name}"))
+}
+
+/// The certificate for an approved request, signed by the CA (one year, client use).
+pub fn sign_csr(csr: &Value, ca: &crate::apiserver::tls::Pki) -> Result<String> {
+    use base64::Engine;
+    let request = csr["spec"]["request"]
+        .as_str()
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or_else(|| NodeError::Failed("spec.request is not base64 PEM".into()))?;
+    let mut params = rcgen::CertificateSigningRequestParams::from_pem(&request)
+        .map_err(|e| NodeError::Failed(format!("reading the certificate request: {e}")))?;
+    let now = time::OffsetDateTime::now_utc();
+    params.params.not_before = now - time::Duration::minutes(5);
+    params.params.not_after = now + time::Duration::days(365);
+    params.params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    params.params.key_usages = vec![
+        rcgen::KeyUsagePurpose::DigitalSignature,
+        rcgen::KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.params.is_ca = rcgen::IsCa::NoCa;
+    let key =
+        rcgen::KeyPair::from_pem(&ca.ca.key).map_err(crate::apiserver::tls::TlsError::from)?;
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.ca.cert, key)
+        .map_err(crate::apiserver::tls::TlsError::from)?;
+    let cert = params
+        .signed_by(&issuer)
+        .map_err(crate::apiserver::tls::TlsError::from)?;
+    Ok(cert.pem())
+}
+
+/// One pass of the CSR approver and signer.
+async fn approve_and_sign(client: &Client, ca: &crate::apiserver::tls::Pki) -> Result<()> {
+    use base64::Engine;
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
+    for csr in csrs.list(&ListParams::default()).await? {
+        let name = csr.name_any();
+        let value = serde_json::to_value(&csr).unwrap_or_default();
+        let decided = value["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty());
+        if decided || value["status"]["certificate"].is_string() {
+            continue;
+        }
+        if let Some(reason) = csr_refusal(&value) {
+            tracing::debug!(%name, %reason, "CSR left for a person to approve");
+            continue;
+        }
+        let certificate = sign_csr(&value, ca)?;
+        let now = crate::apiserver::object::now();
+        let status = json!({"status": {
+            "conditions": [{"type": "Approved", "status": "True", "reason": "AutoApproved", "message": "Auto approving kubelet client certificate after SubjectAccessReview.", "lastUpdateTime": now, "lastTransitionTime": now}],
+            "certificate": base64::engine::general_purpose::STANDARD.encode(certificate),
+        }});
+        csrs.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+            .await?;
+        println!("Approved and signed the kubelet certificate request {name}");
+    }
+    Ok(())
+}
+
 /// Runs the controller-manager until SIGTERM.
 pub async fn run_controller_manager(args: &[String]) -> Result<()> {
     let flags = parse_flags(args);
@@ -173,6 +286,18 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
         .get("kubeconfig")
         .ok_or_else(|| NodeError::Config("--kubeconfig is required".into()))?;
     let client = super::kubelet::client_from(kubeconfig.as_ref()).await?;
+    let signing = match (
+        flags.get("cluster-signing-cert-file"),
+        flags.get("cluster-signing-key-file"),
+    ) {
+        (Some(cert), Some(key)) => Some(crate::apiserver::tls::Pki {
+            ca: crate::apiserver::tls::KeyPairPem {
+                cert: super::read_file(cert.as_ref())?,
+                key: super::read_file(key.as_ref())?,
+            },
+        }),
+        _ => None,
+    };
     let identity = format!("{}_{}", super::hostname(), uuid::Uuid::new_v4());
     let election = crate::controllers::leader::LeaderElection::new(
         client.clone(),
@@ -189,6 +314,11 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
                 loop {
                     if let Err(e) = monitor_nodes(&client).await {
                         tracing::warn!(error = %e, "node lifecycle: a pass failed");
+                    }
+                    if let Some(ca) = &signing
+                        && let Err(e) = approve_and_sign(&client, ca).await
+                    {
+                        tracing::warn!(error = %e, "CSR signer: a pass failed");
                     }
                     tokio::time::sleep(NODE_MONITOR_PERIOD).await;
                 }

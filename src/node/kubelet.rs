@@ -342,7 +342,7 @@ struct Loop {
 
 /// Runs until the agent stops: waits for kubeadm's kubelet.conf, then keeps the Node, its
 /// Lease and the mirror Pods.
-pub async fn run(layout: Layout, mut states: tokio::sync::watch::Receiver<Vec<PodState>>) {
+pub async fn run(layout: Layout, mut states: tokio::sync::watch::Receiver<Option<Vec<PodState>>>) {
     let kubeconfig = layout.kubernetes().join("kubelet.conf");
     let mut looped: Option<Loop> = None;
     loop {
@@ -354,7 +354,7 @@ pub async fn run(layout: Layout, mut states: tokio::sync::watch::Receiver<Vec<Po
         }
         if let Some(l) = looped.as_mut() {
             let current = states.borrow_and_update().clone();
-            if let Err(e) = l.sync(&current).await {
+            if let Err(e) = l.sync(current.as_deref()).await {
                 tracing::warn!(error = %e, "kubelet: syncing with the API server failed; retrying");
             }
         }
@@ -397,7 +397,7 @@ fn due(last: Option<Instant>, every: Duration) -> bool {
 }
 
 impl Loop {
-    async fn sync(&mut self, pods: &[PodState]) -> Result<()> {
+    async fn sync(&mut self, pods: Option<&[PodState]>) -> Result<()> {
         if self.node_uid.is_none() {
             self.register().await?;
         }
@@ -421,7 +421,10 @@ impl Loop {
                 .await?;
             self.last_status = Some(Instant::now());
         }
-        self.mirror(pods).await
+        match pods {
+            Some(pods) => self.mirror(pods).await,
+            None => Ok(()),
+        }
     }
 
     /// Registers the Node, or takes the one registered before (a restarted node keeps its

@@ -18,6 +18,8 @@ use crate::node::{NodeError, Result, read_file};
 
 /// How long a learner may take to catch up before the join gives up.
 const PROMOTE_WAIT: Duration = Duration::from_secs(120);
+/// How long a join waits for etcd to accept another member.
+const MEMBER_ADD_WAIT: Duration = Duration::from_secs(90);
 
 /// A client from a kubeconfig's text.
 pub async fn client_from_yaml(kubeconfig: &str) -> Result<Client> {
@@ -125,13 +127,34 @@ pub async fn join_member(
             (id, false)
         }
         None => {
-            let response = etcd
-                .member_add(
-                    [peer_url.as_str()],
-                    Some(etcd_client::MemberAddOptions::new().with_is_learner()),
-                )
-                .await
-                .map_err(|e| NodeError::Failed(format!("adding {name} as an etcd learner: {e}")))?;
+            // etcd refuses to grow while a member is not yet connected (a join just before
+            // this one) or another learner catches up: wait, as kubeadm does.
+            let started = Instant::now();
+            let response = loop {
+                match etcd
+                    .member_add(
+                        [peer_url.as_str()],
+                        Some(etcd_client::MemberAddOptions::new().with_is_learner()),
+                    )
+                    .await
+                {
+                    Ok(r) => break r,
+                    Err(e)
+                        if started.elapsed() < MEMBER_ADD_WAIT
+                            && ["unhealthy cluster", "too many learner", "not started"]
+                                .iter()
+                                .any(|m| e.to_string().contains(m)) =>
+                    {
+                        println!("[etcd] etcd cannot take a new member yet ({e}); retrying");
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                    }
+                    Err(e) => {
+                        return Err(NodeError::Failed(format!(
+                            "adding {name} as an etcd learner: {e}"
+                        )));
+                    }
+                }
+            };
             let id = response.member().map(|m| m.id()).unwrap_or_default();
             println!("[etcd] Added {name} ({peer_url}) to etcd as a learner");
             (id, true)

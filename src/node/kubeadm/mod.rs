@@ -99,7 +99,7 @@ pub async fn run(args: &[String]) -> std::process::ExitCode {
 fn phase_of(invocation: &Invocation) -> &'static str {
     match invocation.command.as_str() {
         "init" => "init",
-        "join" if invocation.control_plane => "join control-plane",
+        "join" if invocation.control_plane => "control-plane-join",
         _ => "join",
     }
 }
@@ -366,9 +366,7 @@ async fn join(layout: &Layout, invocation: &Invocation) -> Result<()> {
         NodeError::Config("the JoinConfiguration has no discovery.bootstrapToken with apiServerEndpoint and token".into())
     })?;
     if !(invocation.control_plane || config.is_control_plane_join()) {
-        return Err(NodeError::Failed(
-            "joining a worker needs bootstrap-token authentication and CertificateSigningRequests, which capictl's node image does not offer yet".into(),
-        ));
+        return join_worker(layout, &config, &discovery).await;
     }
     println!("[preflight] Running pre-flight checks");
     let pki_dir = layout.path(
@@ -432,6 +430,170 @@ async fn join(layout: &Layout, invocation: &Invocation) -> Result<()> {
     }
     wait_for_api_server(&node.address).await?;
     println!("\nThis node has joined the cluster and a new control plane instance was created.");
+    Ok(())
+}
+
+/// How long a worker waits for its kubelet certificate to be signed.
+const CSR_WAIT: Duration = Duration::from_secs(120);
+
+/// A client of `endpoint` authenticated by the bootstrap token; trusting `ca` (PEM), or any
+/// server while the CA is not known yet.
+fn token_client(endpoint: &str, token: &str, ca: Option<&str>) -> Result<kube::Client> {
+    let url = format!("https://{endpoint}").parse().map_err(|e| {
+        NodeError::Config(format!(
+            "discovery.bootstrapToken.apiServerEndpoint {endpoint:?}: {e}"
+        ))
+    })?;
+    let mut config = kube::Config::new(url);
+    config.auth_info.token = Some(token.to_string().into());
+    config.connect_timeout = Some(Duration::from_secs(10));
+    match ca {
+        Some(pem) => {
+            use rustls::pki_types::pem::PemObject;
+            let ders = rustls::pki_types::CertificateDer::pem_slice_iter(pem.as_bytes())
+                .map(|c| c.map(|c| c.to_vec()))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| NodeError::Failed(format!("the cluster CA: {e}")))?;
+            config.root_cert = Some(ders);
+        }
+        None => config.accept_invalid_certs = true,
+    }
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// A worker's join: the cluster CA from `kube-public/cluster-info`, checked against the pinned
+/// hash; a kubelet client certificate through a CertificateSigningRequest, authenticated by
+/// the bootstrap token and signed by the control plane; then kubelet.conf and the kubelet
+/// flags, from which the agent registers the Node.
+async fn join_worker(
+    layout: &Layout,
+    config: &Config,
+    discovery: &config::Discovery,
+) -> Result<()> {
+    use base64::Engine;
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    println!(
+        "[discovery] Reading kube-public/cluster-info from {}",
+        discovery.endpoint
+    );
+    let insecure = token_client(&discovery.endpoint, &discovery.token, None)?;
+    let info = kube::Api::<ConfigMap>::namespaced(insecure, "kube-public")
+        .get("cluster-info")
+        .await
+        .map_err(|e| {
+            NodeError::Failed(format!(
+                "reading kube-public/cluster-info from {}: {e}",
+                discovery.endpoint
+            ))
+        })?;
+    let kubeconfig = info
+        .data
+        .and_then(|d| d.get("kubeconfig").cloned())
+        .ok_or_else(|| NodeError::Failed("kube-public/cluster-info has no kubeconfig".into()))?;
+    let parsed = kube::config::Kubeconfig::from_yaml(&kubeconfig)
+        .map_err(|e| NodeError::Failed(format!("kube-public/cluster-info: {e}")))?;
+    let ca = parsed
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.certificate_authority_data.clone())
+        .and_then(|d| b64.decode(d).ok())
+        .and_then(|d| String::from_utf8(d).ok())
+        .ok_or_else(|| NodeError::Failed("kube-public/cluster-info names no CA".into()))?;
+    verify_ca(discovery, &ca)?;
+    println!("[discovery] The cluster CA matches the pinned hash");
+    let client = token_client(&discovery.endpoint, &discovery.token, Some(&ca))?;
+    let name = config.registration(&super::hostname()).name;
+    println!("[kubelet-start] Asking for a kubelet client certificate for system:node:{name}");
+    let key = rcgen::KeyPair::generate().map_err(crate::apiserver::tls::TlsError::from)?;
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())
+        .map_err(crate::apiserver::tls::TlsError::from)?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("system:node:{name}"));
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, "system:nodes");
+    let request = params
+        .serialize_request(&key)
+        .and_then(|r| r.pem())
+        .map_err(crate::apiserver::tls::TlsError::from)?;
+    let csr_name = format!("node-csr-{}", crate::apiserver::object::random_suffix());
+    let csr: CertificateSigningRequest = serde_json::from_value(json!({
+        "metadata": {"name": csr_name},
+        "spec": {
+            "request": b64.encode(&request),
+            "signerName": super::controller_manager::KUBELET_CLIENT_SIGNER,
+            "usages": ["digital signature", "client auth"],
+        },
+    }))
+    .expect("a CertificateSigningRequest");
+    let csrs: kube::Api<CertificateSigningRequest> = kube::Api::all(client);
+    csrs.create(&Default::default(), &csr).await?;
+    let started = Instant::now();
+    let certificate = loop {
+        let current = csrs.get(&csr_name).await?;
+        if let Some(cert) = current.status.as_ref().and_then(|s| s.certificate.clone()) {
+            break String::from_utf8(cert.0)
+                .map_err(|_| NodeError::Failed("the signed certificate is not PEM".into()))?;
+        }
+        if let Some(denied) = current
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.type_ == "Denied" || c.type_ == "Failed")
+            })
+        {
+            return Err(NodeError::Failed(format!(
+                "the kubelet certificate request {csr_name} was {}: {}",
+                denied.type_,
+                denied.message.clone().unwrap_or_default()
+            )));
+        }
+        if started.elapsed() > CSR_WAIT {
+            return Err(NodeError::Failed(format!(
+                "the kubelet certificate request {csr_name} was not signed within {}s: is the control plane's controller-manager running?",
+                CSR_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    println!("[kubelet-start] The kubelet certificate was signed");
+    let pki_dir = layout.path(config::DEFAULT_CERTIFICATES_DIR);
+    write_file(&pki_dir.join("ca.crt"), ca.as_bytes(), 0o644)?;
+    let pair = crate::apiserver::tls::KeyPairPem {
+        cert: certificate,
+        key: key.serialize_pem(),
+    };
+    let user = format!("system:node:{name}");
+    let kubelet_conf = pki::kubeconfig_yaml(
+        &format!("https://{}", discovery.endpoint),
+        &ca,
+        &pair,
+        &user,
+    )?;
+    let node = Node {
+        name,
+        address: super::node_ip().map(|i| i.to_string()).unwrap_or_default(),
+        version: super::kubernetes_version(),
+    };
+    write_if_changed(
+        &KubeletFlags::file(layout),
+        &kubelet_flags(config, &node, false).render(),
+        0o644,
+    )?;
+    write_file(
+        &layout.kubernetes().join("kubelet.conf"),
+        kubelet_conf.as_bytes(),
+        0o600,
+    )?;
+    println!(
+        "\nThis node has joined the cluster: its kubelet registers it with the control plane."
+    );
     Ok(())
 }
 

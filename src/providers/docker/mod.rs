@@ -5,14 +5,12 @@
 //! route to, while the load balancer container `<cluster>-lb` also publishes the API server
 //! port on 127.0.0.1.
 
+pub mod bootstrap;
+pub mod container;
 pub mod haproxy;
 pub mod images;
 
 use bollard::Docker;
-use bollard::query_parameters::InspectContainerOptions;
-
-/// The API server port inside the load balancer container.
-const API_SERVER_PORT: &str = "6443/tcp";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DockerError {
@@ -37,24 +35,75 @@ pub fn load_balancer_container(cluster: &str) -> String {
 /// on; None when there is no such container here or it publishes nothing.
 pub async fn load_balancer_host_port(cluster: &str) -> Result<Option<u16>, DockerError> {
     let docker = connect().await?;
-    let inspected = match docker
-        .inspect_container(
-            &load_balancer_container(cluster),
-            None::<InspectContainerOptions>,
+    Ok(
+        container::inspect(&docker, &load_balancer_container(cluster))
+            .await?
+            .and_then(|c| container::host_port_of(&c, container::API_SERVER_PORT)),
+    )
+}
+
+/// What a command run in a container printed, and its exit code.
+#[derive(Clone, Debug, Default)]
+pub struct ExecOutput {
+    pub code: i64,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `argv` in `container` (as `docker exec -i`), feeding it `stdin`, and waits for it.
+pub async fn exec(
+    docker: &Docker,
+    container: &str,
+    argv: &[String],
+    stdin: Option<&[u8]>,
+) -> Result<ExecOutput, DockerError> {
+    use bollard::exec::{CreateExecOptions, StartExecResults};
+    use futures::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    let created = docker
+        .create_exec(
+            container,
+            CreateExecOptions {
+                attach_stdin: Some(stdin.is_some()),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                cmd: Some(argv.to_vec()),
+                ..Default::default()
+            },
         )
-        .await
+        .await?;
+    let mut out = ExecOutput::default();
+    if let StartExecResults::Attached {
+        mut output,
+        mut input,
+    } = docker.start_exec(&created.id, None).await?
     {
-        Ok(c) => c,
-        Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 404, ..
-        }) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    Ok(inspected
-        .network_settings
-        .and_then(|n| n.ports)
-        .and_then(|ports| ports.get(API_SERVER_PORT).cloned().flatten())
-        .into_iter()
-        .flatten()
-        .find_map(|b| b.host_port.and_then(|p| p.parse().ok())))
+        if let Some(data) = stdin {
+            input
+                .write_all(data)
+                .await
+                .map_err(|e| DockerError::Engine(bollard::errors::Error::IOError { err: e }))?;
+        }
+        let _ = input.shutdown().await;
+        drop(input);
+        while let Some(chunk) = output.next().await {
+            match chunk? {
+                bollard::container::LogOutput::StdOut { message } => {
+                    out.stdout.push_str(&String::from_utf8_lossy(&message))
+                }
+                bollard::container::LogOutput::StdErr { message } => {
+                    out.stderr.push_str(&String::from_utf8_lossy(&message))
+                }
+                _ => {}
+            }
+        }
+    }
+    loop {
+        let inspected = docker.inspect_exec(&created.id).await?;
+        if inspected.running != Some(true) {
+            out.code = inspected.exit_code.unwrap_or(-1);
+            return Ok(out);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
