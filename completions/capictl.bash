@@ -34,6 +34,9 @@ _capictl() {
             capictl,help)
                 cmd="capictl__subcmd__help"
                 ;;
+            capictl,images)
+                cmd="capictl__subcmd__images"
+                ;;
             capictl,init)
                 cmd="capictl__subcmd__init"
                 ;;
@@ -118,6 +121,9 @@ _capictl() {
             capictl__subcmd__help,help)
                 cmd="capictl__subcmd__help__subcmd__help"
                 ;;
+            capictl__subcmd__help,images)
+                cmd="capictl__subcmd__help__subcmd__images"
+                ;;
             capictl__subcmd__help,init)
                 cmd="capictl__subcmd__help__subcmd__init"
                 ;;
@@ -151,6 +157,9 @@ _capictl() {
             capictl__subcmd__help__subcmd__get,kubeconfig)
                 cmd="capictl__subcmd__help__subcmd__get__subcmd__kubeconfig"
                 ;;
+            capictl__subcmd__help__subcmd__images,build)
+                cmd="capictl__subcmd__help__subcmd__images__subcmd__build"
+                ;;
             capictl__subcmd__help__subcmd__management,down)
                 cmd="capictl__subcmd__help__subcmd__management__subcmd__down"
                 ;;
@@ -165,6 +174,18 @@ _capictl() {
                 ;;
             capictl__subcmd__help__subcmd__upgrade,plan)
                 cmd="capictl__subcmd__help__subcmd__upgrade__subcmd__plan"
+                ;;
+            capictl__subcmd__images,build)
+                cmd="capictl__subcmd__images__subcmd__build"
+                ;;
+            capictl__subcmd__images,help)
+                cmd="capictl__subcmd__images__subcmd__help"
+                ;;
+            capictl__subcmd__images__subcmd__help,build)
+                cmd="capictl__subcmd__images__subcmd__help__subcmd__build"
+                ;;
+            capictl__subcmd__images__subcmd__help,help)
+                cmd="capictl__subcmd__images__subcmd__help__subcmd__help"
                 ;;
             capictl__subcmd__management,down)
                 cmd="capictl__subcmd__management__subcmd__down"
@@ -215,7 +236,7 @@ _capictl() {
 
     case "${cmd}" in
         capictl)
-            opts="-v -h -V --verbose --help --version init generate describe get move upgrade delete management manager version completion help"
+            opts="-v -h -V --verbose --help --version init generate describe get move upgrade images delete management manager version completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -711,7 +732,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help)
-            opts="init generate describe get move upgrade delete management manager version completion help"
+            opts="init generate describe get move upgrade images delete management manager version completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -878,6 +899,34 @@ _capictl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        capictl__subcmd__help__subcmd__images)
+            opts="build"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__images__subcmd__build)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         capictl__subcmd__help__subcmd__init)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1021,6 +1070,84 @@ _capictl() {
         capictl__subcmd__help__subcmd__version)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__images)
+            opts="-v -h -V --verbose --help --version build help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__images__subcmd__build)
+            opts="-v -h -V --kubernetes-version --force --mirror --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --kubernetes-version)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mirror)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__images__subcmd__help)
+            opts="build help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__images__subcmd__help__subcmd__build)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__images__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1215,7 +1342,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__serve)
-            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --verbose --help --version"
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1238,6 +1365,18 @@ _capictl() {
                     return 0
                     ;;
                 --etcd-endpoints)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-cafile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-certfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-keyfile)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1267,7 +1406,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__up)
-            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --verbose --help --version"
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1290,6 +1429,18 @@ _capictl() {
                     return 0
                     ;;
                 --etcd-endpoints)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-cafile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-certfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-keyfile)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -33,6 +33,7 @@ complete -c capictl -n "__fish_capictl_needs_command" -f -a "describe" -d 'Show 
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "get" -d 'Get things out of the management cluster, e.g. a workload cluster\'s kubeconfig'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "move" -d 'Move clusters and their objects to another management cluster'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "upgrade" -d 'Plan and apply provider upgrades'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "images" -d 'Build the Docker provider\'s node and load-balancer images from Debian packages'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "delete" -d 'Remove providers from the management cluster'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "management" -d 'Run the embedded management cluster: up, serve, down, status'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "manager" -d 'Run the controllers of the providers installed in a management cluster'
@@ -147,6 +148,19 @@ complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "plan" -d 'Which provider versions the management cluster can move to'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -f -a "build" -d 'Build the load-balancer image and a node image per Kubernetes version; what exists and is up to date is kept'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -l kubernetes-version -d 'The Kubernetes versions to build node images for' -r
+complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -l mirror -d 'The Debian mirror to debootstrap from [default: the one this host\'s apt sources name]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -l force -d 'Rebuild everything, the Debian root filesystem included'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from help" -f -a "build" -d 'Build the load-balancer image and a node image per Kubernetes version; what exists and is up to date is kept'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand delete" -l core -d 'The core provider: cluster-api' -r
 complete -c capictl -n "__fish_capictl_using_subcommand delete" -s b -l bootstrap -d 'Bootstrap providers' -r
 complete -c capictl -n "__fish_capictl_using_subcommand delete" -s c -l control-plane -d 'Control plane providers' -r
@@ -172,6 +186,9 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l kubeconfig -d 'The kubeconfig to add a context to [default: $KUBECONFIG, else ~/.kube/config]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l context -d 'The name of the kubeconfig context (and cluster and user) to write' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l etcd-endpoints -d 'Keep objects in etcd (comma-separated client URLs) instead of the embedded store' -r
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l etcd-cafile -d 'The CA that etcd\'s serving certificates chain to (etcd over TLS)' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l etcd-certfile -d 'The client certificate to present to etcd' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l etcd-keyfile -d 'The client certificate\'s private key' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l no-kubeconfig -d 'Write no kubeconfig context (the admin kubeconfig in the state directory is always there)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s h -l help -d 'Print help'
@@ -181,6 +198,9 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l kubeconfig -d 'The kubeconfig to add a context to [default: $KUBECONFIG, else ~/.kube/config]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l context -d 'The name of the kubeconfig context (and cluster and user) to write' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l etcd-endpoints -d 'Keep objects in etcd (comma-separated client URLs) instead of the embedded store' -r
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l etcd-cafile -d 'The CA that etcd\'s serving certificates chain to (etcd over TLS)' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l etcd-certfile -d 'The client certificate to present to etcd' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l etcd-keyfile -d 'The client certificate\'s private key' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l no-kubeconfig -d 'Write no kubeconfig context (the admin kubeconfig in the state directory is always there)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s h -l help -d 'Print help'
@@ -223,24 +243,26 @@ complete -c capictl -n "__fish_capictl_using_subcommand version" -s V -l version
 complete -c capictl -n "__fish_capictl_using_subcommand completion" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand completion" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand completion" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "init" -d 'Install Cluster API providers into a management cluster (the embedded one by default)'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "generate" -d 'Print YAML: cluster templates, provider components, CRDs'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "describe" -d 'Show a cluster\'s objects and their conditions as a tree'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "get" -d 'Get things out of the management cluster, e.g. a workload cluster\'s kubeconfig'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "move" -d 'Move clusters and their objects to another management cluster'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "upgrade" -d 'Plan and apply provider upgrades'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "delete" -d 'Remove providers from the management cluster'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "management" -d 'Run the embedded management cluster: up, serve, down, status'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "manager" -d 'Run the controllers of the providers installed in a management cluster'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "version" -d 'Print the version, git commit, build date and Cluster API contract'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "completion" -d 'Print a shell completion script (bash, zsh or fish)'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade delete management manager version completion help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "init" -d 'Install Cluster API providers into a management cluster (the embedded one by default)'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "generate" -d 'Print YAML: cluster templates, provider components, CRDs'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "describe" -d 'Show a cluster\'s objects and their conditions as a tree'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "get" -d 'Get things out of the management cluster, e.g. a workload cluster\'s kubeconfig'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "move" -d 'Move clusters and their objects to another management cluster'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "upgrade" -d 'Plan and apply provider upgrades'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "images" -d 'Build the Docker provider\'s node and load-balancer images from Debian packages'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "delete" -d 'Remove providers from the management cluster'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "management" -d 'Run the embedded management cluster: up, serve, down, status'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "manager" -d 'Run the controllers of the providers installed in a management cluster'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "version" -d 'Print the version, git commit, build date and Cluster API contract'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "completion" -d 'Print a shell completion script (bash, zsh or fish)'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from init generate describe get move upgrade images delete management manager version completion help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "crds" -d 'The CustomResourceDefinitions of one or more providers, ready for `kubectl apply -f -`'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "cluster" -d 'A workload cluster\'s objects from a flavor template (or any clusterctl template)'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "provider" -d 'A provider\'s components, as `init` would install them'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from describe" -f -a "cluster" -d 'The tree of a Cluster\'s objects with their conditions'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from get" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, from its `<cluster>-kubeconfig` Secret'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from upgrade" -f -a "plan" -d 'Which provider versions the management cluster can move to'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from images" -f -a "build" -d 'Build the load-balancer image and a node image per Kubernetes version; what exists and is up to date is kept'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "serve" -d 'Run the management cluster in the foreground (what `up` starts)'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "down" -d 'Stop the management cluster'

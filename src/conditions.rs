@@ -226,6 +226,36 @@ impl NewCondition {
         self
     }
 
+    /// A provider object's `Ready` from the conditions it is made of: True when each is True,
+    /// else False with a `* Type: message` line for each that is not.
+    ///
+    /// ```
+    /// use capictl::conditions::{NewCondition, Status};
+    /// let lb = NewCondition::new("LoadBalancerAvailable", Status::False, "NotAvailable").message("no image");
+    /// let ready = NewCondition::ready_of(&[&lb]);
+    /// assert_eq!((ready.status, ready.message.as_str()), (Status::False, "* LoadBalancerAvailable: no image"));
+    /// ```
+    pub fn ready_of(parts: &[&NewCondition]) -> NewCondition {
+        let problems: Vec<String> = parts
+            .iter()
+            .filter(|c| c.status != Status::True)
+            .map(|c| {
+                let why = if c.message.is_empty() {
+                    &c.reason
+                } else {
+                    &c.message
+                };
+                format!("* {}: {why}", c.type_)
+            })
+            .collect();
+        if problems.is_empty() {
+            NewCondition::new(types::READY, Status::True, reasons::READY)
+        } else {
+            NewCondition::new(types::READY, Status::False, reasons::NOT_READY)
+                .message(problems.join("\n"))
+        }
+    }
+
     /// A condition saying whether something is going on, by upstream's convention for
     /// RollingOut, ScalingUp, ScalingDown and the like: True with the type as reason and the
     /// message saying what, or False with `Not<type>` as reason.

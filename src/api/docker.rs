@@ -13,6 +13,32 @@ use serde_with::skip_serializing_none;
 use super::common::{ApiEndpoint, DeprecatedStatus, FailureDomain, MachineAddress, ObjectMeta};
 use super::schema;
 
+pub const DOCKER_CLUSTER_FINALIZER: &str = "dockercluster.infrastructure.cluster.x-k8s.io";
+pub const DOCKER_MACHINE_FINALIZER: &str = "dockermachine.infrastructure.cluster.x-k8s.io";
+/// On control-plane DockerMachines: the weight its load balancer back end has (100, or 0
+/// while its Machine is deleted).
+pub const WEIGHT_ANNOTATION: &str = "devmachine.infrastructure.cluster.x-k8s.io/weight";
+
+/// Condition types of DockerClusters and DockerMachines (upstream's v1beta2 names).
+pub mod conditions {
+    pub const LOAD_BALANCER_AVAILABLE: &str = "LoadBalancerAvailable";
+    pub const CONTAINER_PROVISIONED: &str = "ContainerProvisioned";
+    pub const BOOTSTRAP_COMPLETED: &str = "BootstrapCompleted";
+}
+
+/// Their reasons.
+pub mod reasons {
+    pub const WAITING_FOR_CLUSTER_INFRASTRUCTURE: &str = "WaitingForClusterInfrastructureReady";
+    pub const WAITING_FOR_CONTROL_PLANE_INITIALIZED: &str = "WaitingForControlPlaneInitialized";
+    pub const WAITING_FOR_BOOTSTRAP_DATA: &str = "WaitingForBootstrapData";
+    pub const PROVISIONED: &str = "Provisioned";
+    pub const NOT_PROVISIONED: &str = "NotProvisioned";
+    pub const WAITING_FOR_CONTAINER: &str = "WaitingForContainer";
+    pub const COMPLETED: &str = "Completed";
+    pub const NOT_COMPLETED: &str = "NotCompleted";
+    pub const FAILED: &str = "Failed";
+}
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

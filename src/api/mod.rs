@@ -33,6 +33,7 @@ pub use common::{
     CLUSTER_NAMESPACE_ANNOTATION, MACHINE_ANNOTATION, OWNER_KIND_ANNOTATION, OWNER_NAME_ANNOTATION,
     PAUSED_ANNOTATION,
 };
+pub use docker::{DOCKER_CLUSTER_FINALIZER, DOCKER_MACHINE_FINALIZER};
 pub use docker::{DockerCluster, DockerClusterTemplate, DockerMachine, DockerMachineTemplate};
 pub use in_memory::{IN_MEMORY_CLUSTER_FINALIZER, IN_MEMORY_MACHINE_FINALIZER};
 pub use in_memory::{InMemoryCluster, InMemoryMachine, InMemoryMachineTemplate};

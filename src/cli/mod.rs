@@ -66,27 +66,6 @@ pub enum Command {
     Version(version::Args),
     /// Print a shell completion script (bash, zsh or fish).
     Completion(completion::Args),
-    /// The node agent of a capictl node container.
-    #[command(subcommand, hide = true)]
-    Node(node::Node),
-    /// kubeadm, in a capictl node.
-    #[command(hide = true)]
-    Kubeadm(node::Passthrough),
-    /// The API server of a capictl node (kube-apiserver's flags).
-    #[command(hide = true)]
-    KubeApiserver(node::Passthrough),
-    /// The controller-manager of a capictl node.
-    #[command(hide = true)]
-    KubeControllerManager(node::Passthrough),
-    /// The scheduler of a capictl node.
-    #[command(hide = true)]
-    KubeScheduler(node::Passthrough),
-    /// crictl, in a capictl node.
-    #[command(hide = true)]
-    Crictl(node::Passthrough),
-    /// ctr, in a capictl node.
-    #[command(hide = true)]
-    Ctr(node::Passthrough),
 }
 
 #[derive(Debug, Subcommand)]
@@ -103,20 +82,34 @@ pub struct NotBuilt {
     args: Vec<String>,
 }
 
-/// Runs capictl as one of a node's programs when it was started under that name (`kubeadm`,
-/// `crictl`, `ctr` are links to capictl in a node image); None otherwise.
+/// Runs capictl as one of a node container's programs, outside the command line users see:
+/// `capictl node agent` (PID 1), `capictl node <program> ARGS` (the static pods' processes), or
+/// `kubeadm`/`crictl`/`ctr` (links to capictl in a node image, dispatched on argv[0]). None
+/// when capictl was started as itself.
 pub fn run_as_node_program() -> Option<ExitCode> {
-    let argv0 = std::env::args().next()?;
-    let name = std::path::Path::new(&argv0)
+    let args: Vec<String> = std::env::args().collect();
+    let argv0 = std::path::Path::new(args.first()?)
         .file_name()?
         .to_str()?
         .to_string();
-    if !crate::providers::docker::images::NODE_ALIASES.contains(&name.as_str()) {
+    if crate::providers::docker::images::NODE_ALIASES.contains(&argv0.as_str()) {
+        init_logging(0);
+        return Some(node::program(&argv0, &args[1..]));
+    }
+    if args.get(1).map(String::as_str) != Some("node") {
         return None;
     }
     init_logging(0);
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    Some(node::program(&name, &args))
+    Some(match args.get(2).map(String::as_str) {
+        Some("agent") => node::agent(),
+        Some(program) => node::program(program, &args[3..]),
+        None => {
+            eprintln!(
+                "capictl node: the programs of a capictl node container (agent, kubeadm, kube-apiserver, kube-controller-manager, kube-scheduler, crictl, ctr); the node image runs them"
+            );
+            ExitCode::from(2)
+        }
+    })
 }
 
 /// A mistake in how the command was called; exits with status 2 like clap's own usage errors.
@@ -139,13 +132,6 @@ impl Command {
             Command::Manager(_) => "manager",
             Command::Version(_) => "version",
             Command::Completion(_) => "completion",
-            Command::Node(_) => "node",
-            Command::Kubeadm(_) => "kubeadm",
-            Command::KubeApiserver(_) => "kube-apiserver",
-            Command::KubeControllerManager(_) => "kube-controller-manager",
-            Command::KubeScheduler(_) => "kube-scheduler",
-            Command::Crictl(_) => "crictl",
-            Command::Ctr(_) => "ctr",
         }
     }
 }
@@ -156,13 +142,6 @@ pub fn run(cli: Cli) -> ExitCode {
     init_logging(cli.verbose);
     let name = cli.command.name();
     let result = match cli.command {
-        Command::Node(cmd) => return cmd.run(),
-        Command::Kubeadm(p)
-        | Command::KubeApiserver(p)
-        | Command::KubeControllerManager(p)
-        | Command::KubeScheduler(p)
-        | Command::Crictl(p)
-        | Command::Ctr(p) => return node::program(name, &p.args),
         Command::Generate(cmd) => cmd.run(),
         Command::Version(args) => version::run(&args),
         Command::Completion(args) => completion::run(&args),

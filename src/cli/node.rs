@@ -1,23 +1,11 @@
-//! The programs of a capictl node container (hidden: the node image runs them): the agent
-//! (PID 1), kubeadm, the control-plane components the static pods name, `crictl` and `ctr`.
-//! In a node, `kubeadm`, `crictl` and `ctr` are links to capictl, dispatched on argv[0].
+//! The programs of a capictl node container, which the node image runs (`capictl node …`, not
+//! part of the command line users see): the agent (PID 1), kubeadm, the control-plane
+//! components the static pods name, `crictl` and `ctr`. In a node, `kubeadm`, `crictl` and
+//! `ctr` are links to capictl, dispatched on argv[0].
 
 use std::process::ExitCode;
 
 use crate::node;
-
-/// The arguments of one of the node's programs, passed through as given.
-#[derive(Debug, clap::Args)]
-pub struct Passthrough {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub args: Vec<String>,
-}
-
-#[derive(Debug, clap::Subcommand)]
-pub enum Node {
-    /// The node agent, PID 1 of a node container.
-    Agent,
-}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -37,15 +25,12 @@ fn exit(result: node::Result<()>, program: &str) -> ExitCode {
     }
 }
 
-impl Node {
-    pub fn run(self) -> ExitCode {
-        match self {
-            Node::Agent => exit(
-                runtime().block_on(node::agent::run(node::Layout::from_env())),
-                "node agent",
-            ),
-        }
-    }
+/// The node agent, PID 1 of a node container.
+pub fn agent() -> ExitCode {
+    exit(
+        runtime().block_on(node::agent::run(node::Layout::from_env())),
+        "node agent",
+    )
 }
 
 /// Runs one of the node's programs by name.
@@ -63,6 +48,9 @@ pub fn program(name: &str, args: &[String]) -> ExitCode {
         ),
         "crictl" => node::tools::crictl(args),
         "ctr" => node::tools::ctr(args),
-        _ => ExitCode::FAILURE,
+        other => {
+            eprintln!("capictl node: there is no node program {other:?}");
+            ExitCode::from(2)
+        }
     }
 }

@@ -52,6 +52,8 @@ with_conditions!(
     crate::api::KubeadmControlPlane => crate::api::kubeadm_control_plane::KubeadmControlPlaneStatus,
     crate::api::KubeadmConfig => crate::api::kubeadm_config::KubeadmConfigStatus,
     crate::api::InMemoryCluster => crate::api::in_memory::InMemoryClusterStatus,
+    crate::api::DockerCluster => crate::api::docker::DockerClusterStatus,
+    crate::api::DockerMachine => crate::api::docker::DockerMachineStatus,
 );
 
 /// The pause guard's write: a paused object gets its `Paused` condition (and nothing else),
@@ -267,6 +269,59 @@ pub fn expect_condition<'a>(
 ) -> &'a Condition {
     list.and_then(|l| l.iter().find(|c| c.type_ == type_))
         .unwrap_or_else(|| panic!("{case}: no {type_} condition"))
+}
+
+/// The Machine that owns `object` (a bootstrap config or an infrastructure machine) and the
+/// Machine's Cluster; None while either cannot be found yet.
+pub async fn owning_machine_and_cluster<K: Resource>(
+    client: &kube::Client,
+    object: &K,
+) -> Result<Option<(crate::api::Machine, Cluster)>> {
+    let ns = object.meta().namespace.clone().unwrap_or_default();
+    let Some(owner) = object
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.kind == "Machine")
+    else {
+        return Ok(None);
+    };
+    let Some(machine) = Api::<crate::api::Machine>::namespaced(client.clone(), &ns)
+        .get_opt(&owner.name)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let Some(cluster) = Api::<Cluster>::namespaced(client.clone(), &ns)
+        .get_opt(&machine.spec.cluster_name)
+        .await?
+    else {
+        return Ok(None);
+    };
+    Ok(Some((machine, cluster)))
+}
+
+/// The Cluster an infrastructure object belongs to, by its `cluster.x-k8s.io/cluster-name`
+/// label (which the Cluster controller sets).
+pub async fn labelled_cluster<K: Resource>(
+    client: &kube::Client,
+    object: &K,
+) -> Result<Option<Cluster>> {
+    let Some(name) = object
+        .meta()
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(api::CLUSTER_NAME_LABEL))
+    else {
+        return Ok(None);
+    };
+    Ok(Api::<Cluster>::namespaced(
+        client.clone(),
+        object.meta().namespace.as_deref().unwrap_or_default(),
+    )
+    .get_opt(name)
+    .await?)
 }
 
 /// Whether an object is being deleted.

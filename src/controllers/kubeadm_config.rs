@@ -229,18 +229,7 @@ impl Scope {
     /// None while the owning Machine or its Cluster cannot be found yet.
     async fn gather(kc: &KubeadmConfig, ctx: &Context) -> Result<Option<Scope>> {
         let ns = kc.namespace().unwrap_or_default();
-        let Some(owner) = kc.owner_references().iter().find(|r| r.kind == "Machine") else {
-            return Ok(None);
-        };
-        let Some(machine) = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
-            .get_opt(&owner.name)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let Some(cluster) = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
-            .get_opt(&machine.spec.cluster_name)
-            .await?
+        let Some((machine, cluster)) = common::owning_machine_and_cluster(&ctx.client, kc).await?
         else {
             return Ok(None);
         };

@@ -17,7 +17,9 @@ use kube::runtime::controller;
 use super::Context;
 use super::runtime::Wiring;
 use crate::api::CrdSet;
+use crate::providers::docker::{self, DockerProvider};
 use crate::providers::in_memory::{self, InMemory};
+use crate::workload::etcd::{EtcdClient, EtcdClients, EtcdError, NetworkEtcd};
 
 /// How the manager runs its controllers.
 #[derive(Clone, Debug)]
@@ -68,10 +70,36 @@ struct Provider {
 /// The contexts of providers whose controllers keep state of their own.
 struct ProviderContexts {
     in_memory: Arc<InMemory>,
+    docker: Arc<DockerProvider>,
+}
+
+/// The etcd of a workload cluster: the in-memory provider's simulation for its clusters, real
+/// etcd over the network for the others.
+struct WorkloadEtcd {
+    in_memory: Arc<in_memory::workload::Workloads>,
+    network: NetworkEtcd,
+}
+
+impl EtcdClients for WorkloadEtcd {
+    fn connect<'a>(
+        &'a self,
+        namespace: &'a str,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<dyn EtcdClient>, EtcdError>> {
+        if self
+            .in_memory
+            .get(&format!("{namespace}/{cluster}"))
+            .is_some()
+        {
+            self.in_memory.connect(namespace, cluster)
+        } else {
+            self.network.connect(namespace, cluster)
+        }
+    }
 }
 
 /// Every controller the manager runs, by provider.
-const PROVIDERS: [Provider; 4] = [
+const PROVIDERS: [Provider; 5] = [
     Provider {
         crds: CrdSet::Core,
         what: "the core controllers",
@@ -96,6 +124,11 @@ const PROVIDERS: [Provider; 4] = [
         controllers: |w, _| vec![super::kubeadm_control_plane::controller(w)],
     },
     Provider {
+        crds: CrdSet::Docker,
+        what: "the Docker infrastructure controllers",
+        controllers: |w, p| docker::controllers(w, p.docker.clone()),
+    },
+    Provider {
         crds: CrdSet::InMemory,
         what: "the in-memory infrastructure controllers",
         controllers: |w, p| in_memory::controllers(w, p.in_memory.clone()),
@@ -117,10 +150,11 @@ pub async fn run(
 ) {
     // The in-memory provider's workload clusters, whose etcd the control plane provider reaches.
     let workloads = Arc::new(in_memory::workload::Workloads::default());
-    let ctx = Context::new(
-        client.clone(),
-        Some(workloads.clone() as Arc<dyn crate::workload::etcd::EtcdClients>),
-    );
+    let etcd = WorkloadEtcd {
+        in_memory: workloads.clone(),
+        network: NetworkEtcd::new(client.clone()),
+    };
+    let ctx = Context::new(client.clone(), Some(Arc::new(etcd) as Arc<dyn EtcdClients>));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let wiring = Wiring {
         client: client.clone(),
@@ -130,6 +164,7 @@ pub async fn run(
     };
     let contexts = ProviderContexts {
         in_memory: InMemory::new(client.clone(), workloads),
+        docker: DockerProvider::new(client.clone(), wiring.ctx.clone()),
     };
     let mut running = tokio::task::JoinSet::new();
     let mut started = [false; PROVIDERS.len()];

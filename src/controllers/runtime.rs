@@ -168,6 +168,17 @@ pub fn cluster_of<K: Resource>(object: &K, cluster: &str) -> Option<ObjectRef<Cl
     Some(ObjectRef::new(cluster).within(object.meta().namespace.as_deref().unwrap_or_default()))
 }
 
+/// The infrastructure machine (of kind `K`) a Machine refers to, to wake: what an
+/// infrastructure provider's machine reconciler watches Machines for.
+pub fn infrastructure_machine_of<K: Resource<DynamicType = ()>>(
+    machine: crate::api::Machine,
+) -> Option<ObjectRef<K>> {
+    let r = &machine.spec.infrastructure_ref;
+    (r.kind == K::kind(&())).then(|| {
+        ObjectRef::new(&r.name).within(machine.meta().namespace.as_deref().unwrap_or_default())
+    })
+}
+
 /// Failures of a provider's own controllers are retried shortly; the message is in the log.
 fn provider_error_policy<K: Resource<DynamicType = ()>, C>(
     object: Arc<K>,

@@ -79,7 +79,7 @@ fn program(image: &str) -> Option<Vec<String>> {
     match name {
         "etcd" => Some(vec!["/usr/bin/etcd".into()]),
         "kube-apiserver" | "kube-controller-manager" | "kube-scheduler" => {
-            Some(vec![NODE_BINARY.into(), name.into()])
+            Some(vec![NODE_BINARY.into(), "node".into(), name.into()])
         }
         _ => None,
     }
@@ -192,8 +192,12 @@ mod tests {
             .replace("[etcd,", "[kube-apiserver,");
         let pod2 = parse(&api).unwrap();
         assert_eq!(
-            pod2.argv[..2],
-            [NODE_BINARY.to_string(), "kube-apiserver".to_string()]
+            pod2.argv[..3],
+            [
+                NODE_BINARY.to_string(),
+                "node".to_string(),
+                "kube-apiserver".to_string()
+            ]
         );
         assert_ne!(pod.hash, pod2.hash, "the hash follows the manifest");
         let nginx = etcd.replace("registry.k8s.io/etcd:3.5.16-0", "nginx:1");

@@ -214,6 +214,238 @@ impl EtcdClient for SimulatedEtcd {
     }
 }
 
+/// Real etcd of a kubeadm workload cluster, reached over the network as upstream's control
+/// plane provider reaches it: the members' client URLs from the etcd mirror Pods'
+/// `kubeadm.kubernetes.io/etcd.advertise-client-urls` annotation, TLS to them with a client
+/// certificate (CN `cluster-api.x-k8s.io`) from the cluster's `<cluster>-etcd` CA, the chain
+/// checked against that CA. (Upstream tunnels through the API server's `pods/portforward`; the
+/// members' addresses are on the Docker network, which this host reaches.)
+pub struct NetworkEtcd {
+    management: kube::Client,
+    workloads: super::clusters::WorkloadClusters,
+}
+
+impl NetworkEtcd {
+    pub fn new(management: kube::Client) -> NetworkEtcd {
+        NetworkEtcd {
+            workloads: super::clusters::WorkloadClusters::new(management.clone()),
+            management,
+        }
+    }
+}
+
+/// The client certificate name the control plane provider uses for etcd.
+pub const ETCD_CLIENT_CN: &str = "cluster-api.x-k8s.io";
+const ETCD_DIAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const ETCD_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+struct NetworkClient {
+    client: etcd_client::Client,
+    tls: etcd_client::TlsOptions,
+}
+
+fn unreachable(e: impl std::fmt::Display) -> EtcdError {
+    EtcdError::Unreachable(e.to_string())
+}
+
+fn options(tls: &etcd_client::TlsOptions) -> etcd_client::ConnectOptions {
+    etcd_client::ConnectOptions::new()
+        .with_tls(tls.clone())
+        .with_connect_timeout(ETCD_DIAL_TIMEOUT)
+        .with_timeout(ETCD_CALL_TIMEOUT)
+}
+
+impl NetworkClient {
+    async fn member_list(&self) -> Result<Vec<etcd_client::Member>> {
+        let mut c = self.client.clone();
+        Ok(c.member_list()
+            .await
+            .map_err(unreachable)?
+            .members()
+            .to_vec())
+    }
+}
+
+impl EtcdClient for NetworkClient {
+    fn members(&self) -> BoxFuture<'_, Result<Vec<Member>>> {
+        Box::pin(async move {
+            Ok(self
+                .member_list()
+                .await?
+                .iter()
+                .map(|m| Member {
+                    id: m.id(),
+                    name: m.name().to_string(),
+                    learner: m.is_learner(),
+                })
+                .collect())
+        })
+    }
+
+    fn leader(&self) -> BoxFuture<'_, Result<Option<Member>>> {
+        Box::pin(async move {
+            let mut c = self.client.clone();
+            let leader = c.status().await.map_err(unreachable)?.leader();
+            Ok(self.members().await?.into_iter().find(|m| m.id == leader))
+        })
+    }
+
+    fn alarms(&self) -> BoxFuture<'_, Result<Vec<Alarm>>> {
+        Box::pin(async move {
+            let mut c = self.client.clone();
+            let response = c
+                .alarm(
+                    etcd_client::AlarmAction::Get,
+                    etcd_client::AlarmType::None,
+                    None,
+                )
+                .await
+                .map_err(unreachable)?;
+            let members = self.members().await?;
+            let name = |id: u64| {
+                members
+                    .iter()
+                    .find(|m| m.id == id)
+                    .map(|m| m.name.clone())
+                    .unwrap_or_else(|| format!("{id:x}"))
+            };
+            Ok(response
+                .alarms()
+                .iter()
+                .filter_map(|a| match a.alarm() {
+                    etcd_client::AlarmType::Nospace => Some(Alarm::NoSpace {
+                        member: name(a.member_id()),
+                    }),
+                    etcd_client::AlarmType::Corrupt => Some(Alarm::Corrupt {
+                        member: name(a.member_id()),
+                    }),
+                    _ => None,
+                })
+                .collect())
+        })
+    }
+
+    fn move_leader<'a>(&'a self, to: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let members = self.member_list().await?;
+            let target = members
+                .iter()
+                .find(|m| m.name() == to)
+                .ok_or_else(|| EtcdError::NoSuchMember(to.to_string()))?;
+            let mut c = self.client.clone();
+            let leader = c.status().await.map_err(unreachable)?.leader();
+            let leader_urls = members
+                .iter()
+                .find(|m| m.id() == leader)
+                .map(|m| m.client_urls().to_vec())
+                .ok_or_else(|| EtcdError::Unreachable("etcd has no leader now".into()))?;
+            // etcd takes MoveLeader only from the leader itself.
+            let mut on_leader = etcd_client::Client::connect(leader_urls, Some(options(&self.tls)))
+                .await
+                .map_err(unreachable)?;
+            on_leader
+                .move_leader(target.id())
+                .await
+                .map_err(|e| EtcdError::Refused(format!("moving etcd leadership to {to}: {e}")))?;
+            Ok(())
+        })
+    }
+
+    fn remove_member<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let members = self.member_list().await?;
+            let Some(member) = members.iter().find(|m| m.name() == name) else {
+                return Ok(());
+            };
+            if members.len() == 1 {
+                return Err(EtcdError::Refused(format!(
+                    "{name} is the last etcd member"
+                )));
+            }
+            // Asked of the others: a member cannot be relied on to remove itself.
+            let others: Vec<String> = members
+                .iter()
+                .filter(|m| m.id() != member.id())
+                .flat_map(|m| m.client_urls().to_vec())
+                .collect();
+            let mut c = etcd_client::Client::connect(others, Some(options(&self.tls)))
+                .await
+                .map_err(unreachable)?;
+            c.member_remove(member.id())
+                .await
+                .map_err(|e| EtcdError::Refused(format!("removing etcd member {name}: {e}")))?;
+            Ok(())
+        })
+    }
+}
+
+impl EtcdClients for NetworkEtcd {
+    fn connect<'a>(
+        &'a self,
+        namespace: &'a str,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<dyn EtcdClient>>> {
+        Box::pin(async move {
+            use k8s_openapi::api::core::v1::{Pod, Secret};
+            use kube::ResourceExt;
+            let secrets: kube::Api<Secret> =
+                kube::Api::namespaced(self.management.clone(), namespace);
+            let secret = secrets
+                .get_opt(&format!("{cluster}-etcd"))
+                .await
+                .map_err(unreachable)?
+                .ok_or_else(|| {
+                    EtcdError::Unreachable(format!(
+                        "the etcd CA Secret {cluster}-etcd is not there yet"
+                    ))
+                })?;
+            let ca = crate::kubeadm::certs::ca_from_secret(&secret).map_err(unreachable)?;
+            let client_cert = ca
+                .client_certificate(ETCD_CLIENT_CN, &[])
+                .map_err(unreachable)?;
+            let workload = self
+                .workloads
+                .client(namespace, cluster)
+                .await
+                .map_err(unreachable)?
+                .ok_or_else(|| {
+                    EtcdError::Unreachable(format!(
+                        "the kubeconfig of {namespace}/{cluster} is not there yet"
+                    ))
+                })?;
+            let pods: kube::Api<Pod> = kube::Api::namespaced(workload, "kube-system");
+            let listed = pods
+                .list(&kube::api::ListParams::default().labels("component=etcd,tier=control-plane"))
+                .await
+                .map_err(unreachable)?;
+            let endpoints: Vec<String> = listed
+                .iter()
+                .filter_map(|p| {
+                    p.annotations()
+                        .get("kubeadm.kubernetes.io/etcd.advertise-client-urls")
+                        .cloned()
+                })
+                .flat_map(|urls| urls.split(',').map(String::from).collect::<Vec<_>>())
+                .collect();
+            if endpoints.is_empty() {
+                return Err(EtcdError::Unreachable(
+                    "no etcd member has announced itself in kube-system yet".into(),
+                ));
+            }
+            let tls = etcd_client::TlsOptions::new()
+                .ca_certificate(etcd_client::Certificate::from_pem(&ca.ca.cert))
+                .identity(etcd_client::Identity::from_pem(
+                    &client_cert.cert,
+                    &client_cert.key,
+                ));
+            let client = etcd_client::Client::connect(endpoints, Some(options(&tls)))
+                .await
+                .map_err(unreachable)?;
+            Ok(Arc::new(NetworkClient { client, tls }) as Arc<dyn EtcdClient>)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -158,6 +158,56 @@ pub fn create_body(spec: &Spec) -> ContainerCreateBody {
     }
 }
 
+/// The names of the cluster's containers of a role, found by kind's labels and capictl's
+/// owner label (so that a kind cluster or a same-named cluster elsewhere is never taken).
+pub async fn find(
+    docker: &Docker,
+    cluster: &str,
+    owner: &str,
+    role: Role,
+) -> Result<Vec<String>, DockerError> {
+    use bollard::query_parameters::ListContainersOptions;
+    let filters = HashMap::from([(
+        "label".to_string(),
+        vec![
+            format!("{CLUSTER_LABEL}={cluster}"),
+            format!("{ROLE_LABEL}={}", role.label()),
+            format!("{OWNER_LABEL}={owner}"),
+        ],
+    )]);
+    let listed = docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
+        .await?;
+    let mut names: Vec<String> = listed
+        .iter()
+        .filter_map(|c| {
+            c.names
+                .as_ref()?
+                .first()
+                .map(|n| n.trim_start_matches('/').to_string())
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// `preferred` when no container has that name, else `<namespace>-<preferred>` (two clusters
+/// of one name in two namespaces, or a kind cluster, cannot both have `<name>-lb`).
+pub async fn free_name(
+    docker: &Docker,
+    preferred: &str,
+    namespace: &str,
+) -> Result<String, DockerError> {
+    if inspect(docker, preferred).await?.is_none() {
+        return Ok(preferred.to_string());
+    }
+    Ok(format!("{namespace}-{preferred}"))
+}
+
 /// Creates and starts the container; one that cannot start is removed again (CAPD does the
 /// same: a half-made container would be found and taken for the machine).
 pub async fn create_and_start(docker: &Docker, spec: &Spec) -> Result<(), DockerError> {

@@ -332,32 +332,94 @@ pub async fn build(
             continue;
         }
         progress(&format!("building {image}"));
-        let links = NODE_ALIASES
-            .iter()
-            .map(|a| format!("ln -sf {NODE_BINARY} /usr/bin/{a}"))
-            .collect::<Vec<_>>()
-            .join(" && ");
-        let dockerfile = format!(
-            "FROM {rootfs}\n\
-             COPY capictl {NODE_BINARY}\n\
-             RUN {links} && mkdir -p /etc/kubernetes/manifests /var/lib/kubelet /var/lib/etcd\n\
-             ENV {VERSION_ENV}={version}\n\
-             LABEL {ROLE_LABEL}=node {NODE_LABEL}={version} {BINARY_LABEL}={digest}\n\
-             STOPSIGNAL SIGTERM\n\
-             ENTRYPOINT [\"{NODE_BINARY}\", \"node\", \"agent\"]\n"
-        );
-        let binary = std::fs::read(&options.binary).map_err(io_error(&options.binary))?;
-        let context = context_tar(&[
-            ("Dockerfile", dockerfile.into_bytes(), 0o644),
-            ("capictl", binary, 0o755),
-        ])?;
-        build_from_context(docker, &image, context).await?;
+        build_node_image(docker, &rootfs, &version, &options.binary, &digest).await?;
         built.push(Built {
             image,
             reused: false,
         });
     }
     Ok(built)
+}
+
+/// The node image of `version` from the root filesystem `rootfs`, with `binary` in it.
+async fn build_node_image(
+    docker: &Docker,
+    rootfs: &str,
+    version: &str,
+    binary: &Path,
+    digest: &str,
+) -> Result<(), ImageError> {
+    let image = node_image(version);
+    let links = NODE_ALIASES
+        .iter()
+        .map(|a| format!("ln -sf {NODE_BINARY} /usr/bin/{a}"))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    let dockerfile = format!(
+        "FROM {rootfs}\n\
+         COPY capictl {NODE_BINARY}\n\
+         RUN {links} && mkdir -p /etc/kubernetes/manifests /var/lib/kubelet /var/lib/etcd\n\
+         ENV {VERSION_ENV}={version}\n\
+         LABEL {ROLE_LABEL}=node {NODE_LABEL}={version} {BINARY_LABEL}={digest}\n\
+         STOPSIGNAL SIGTERM\n\
+         ENTRYPOINT [\"{NODE_BINARY}\", \"node\", \"agent\"]\n"
+    );
+    let bytes = std::fs::read(binary).map_err(io_error(binary))?;
+    let context = context_tar(&[
+        ("Dockerfile", dockerfile.into_bytes(), 0o644),
+        ("capictl", bytes, 0o755),
+    ])?;
+    build_from_context(docker, &image, context).await
+}
+
+/// Builds the node image of `version` when a capictl root filesystem is on this Engine (one
+/// layer on top of it, seconds); whether it could. Without the root filesystem (it needs
+/// debootstrap and root) nothing is built.
+pub async fn build_node(docker: &Docker, version: &str, binary: &Path) -> Result<bool, ImageError> {
+    let version = normalize_version(version)?;
+    let os_release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+    let Some(release) = host_release(&os_release) else {
+        return Ok(false);
+    };
+    let rootfs = format!("{ROOTFS_REPOSITORY}:{release}");
+    if !exists(docker, &rootfs).await? {
+        return Ok(false);
+    }
+    let digest = file_digest(binary)?;
+    build_node_image(docker, &rootfs, &version, binary, &digest).await?;
+    Ok(true)
+}
+
+/// This process's own binary when it is capictl (not, say, a test binary), to put in nodes.
+pub fn own_binary() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    (exe.file_name()? == "capictl").then_some(exe)
+}
+
+/// Whether `image` is one of capictl's node images (runs unprivileged).
+pub async fn is_capictl_node(docker: &Docker, image: &str) -> Result<bool, ImageError> {
+    Ok(labels_of(docker, image)
+        .await?
+        .is_some_and(|l| l.get(ROLE_LABEL).map(String::as_str) == Some("node")))
+}
+
+/// capictl's load balancer image on this Engine, if one was built.
+pub async fn find_load_balancer(docker: &Docker) -> Result<Option<String>, ImageError> {
+    use bollard::query_parameters::ListImagesOptions;
+    let images = docker
+        .list_images(Some(ListImagesOptions {
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![format!("{ROLE_LABEL}=load-balancer")],
+            )])),
+            ..Default::default()
+        }))
+        .await?;
+    Ok(images
+        .iter()
+        .flat_map(|i| i.repo_tags.iter())
+        .find(|t| t.starts_with(LOAD_BALANCER_REPOSITORY))
+        .cloned())
 }
 
 /// A build context: these files in a tar.

@@ -6,9 +6,21 @@
 //! port on 127.0.0.1.
 
 pub mod bootstrap;
+pub mod cluster;
 pub mod container;
 pub mod haproxy;
 pub mod images;
+pub mod machine;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::{Controller, watcher};
+
+use crate::api::{DockerCluster, DockerMachine, Machine};
+use crate::controllers::runtime::Wiring;
 
 use bollard::Docker;
 
@@ -16,6 +28,66 @@ use bollard::Docker;
 pub enum DockerError {
     #[error("cannot reach the Docker Engine: {0}")]
     Engine(#[from] bollard::errors::Error),
+    #[error("{0}")]
+    Exec(String),
+}
+
+/// What the Docker reconcilers share: the management cluster, the Docker Engine (connected on
+/// first use, so that a manager without an Engine still runs the other providers), the
+/// workload clusters and the bootstraps running in this process.
+pub struct DockerProvider {
+    pub client: Client,
+    pub shared: Arc<crate::controllers::Context>,
+    engine: tokio::sync::OnceCell<Docker>,
+    pub bootstraps: machine::Bootstraps,
+}
+
+impl DockerProvider {
+    pub fn new(client: Client, shared: Arc<crate::controllers::Context>) -> Arc<DockerProvider> {
+        Arc::new(DockerProvider {
+            client,
+            shared,
+            engine: tokio::sync::OnceCell::new(),
+            bootstraps: Default::default(),
+        })
+    }
+
+    /// The Docker Engine, or what to do when it does not answer.
+    pub async fn docker(&self) -> Result<Docker, String> {
+        self.engine
+            .get_or_try_init(|| async {
+                let docker = connect().await.map_err(|e| e.to_string())?;
+                docker.ping().await.map_err(|e| e.to_string())?;
+                Ok::<_, String>(docker)
+            })
+            .await
+            .cloned()
+            .map_err(|e| {
+                format!("the Docker Engine does not answer ({e}): start it, or set DOCKER_HOST")
+            })
+    }
+}
+
+/// The Docker provider's controllers: DockerClusters, and DockerMachines woken by the Machines
+/// that refer to them.
+pub fn controllers(w: &Wiring, ctx: Arc<DockerProvider>) -> Vec<BoxFuture<'static, ()>> {
+    let clusters = Controller::new(
+        Api::<DockerCluster>::all(w.client.clone()),
+        watcher::Config::default(),
+    );
+    let machines = Controller::new(
+        Api::<DockerMachine>::all(w.client.clone()),
+        watcher::Config::default(),
+    )
+    .watches(
+        Api::<Machine>::all(w.client.clone()),
+        watcher::Config::default(),
+        crate::controllers::runtime::infrastructure_machine_of::<DockerMachine>,
+    );
+    vec![
+        w.run_with("dockercluster", clusters, cluster::reconcile, ctx.clone()),
+        w.run_with("dockermachine", machines, machine::reconcile, ctx),
+    ]
 }
 
 /// The local Docker Engine (DOCKER_HOST, else its socket), speaking its API version, whichever

@@ -13,7 +13,6 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -112,24 +111,6 @@ pub fn boot_seconds(
     total
 }
 
-/// The Cluster an infrastructure object belongs to, by its label.
-async fn owner_cluster<K: Resource>(client: &Client, object: &K) -> Result<Option<Cluster>> {
-    let Some(name) = object
-        .meta()
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(api::CLUSTER_NAME_LABEL))
-    else {
-        return Ok(None);
-    };
-    Ok(Api::<Cluster>::namespaced(
-        client.clone(),
-        object.meta().namespace.as_deref().unwrap_or_default(),
-    )
-    .get_opt(name)
-    .await?)
-}
-
 /// The cluster CA, made when nobody brought one: workload API servers need it to serve.
 async fn cluster_ca(client: &Client, cluster: &Cluster) -> Result<crate::apiserver::tls::Pki> {
     let ns = cluster.namespace().unwrap_or_default();
@@ -164,11 +145,7 @@ pub fn controllers(w: &Wiring, ctx: Arc<InMemory>) -> Vec<BoxFuture<'static, ()>
     .watches(
         Api::<Machine>::all(w.client.clone()),
         watcher::Config::default(),
-        |m| {
-            let r = &m.spec.infrastructure_ref;
-            (r.kind == "InMemoryMachine")
-                .then(|| ObjectRef::new(&r.name).within(&m.namespace().unwrap_or_default()))
-        },
+        crate::controllers::runtime::infrastructure_machine_of::<InMemoryMachine>,
     );
     vec![
         w.run_with("inmemorycluster", clusters, reconcile_cluster, ctx.clone()),
@@ -179,7 +156,7 @@ pub fn controllers(w: &Wiring, ctx: Arc<InMemory>) -> Vec<BoxFuture<'static, ()>
 pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> Result<Action> {
     let ns = ic.namespace().unwrap_or_default();
     let api: Api<InMemoryCluster> = Api::namespaced(ctx.client.clone(), &ns);
-    let cluster = owner_cluster(&ctx.client, ic.as_ref()).await?;
+    let cluster = common::labelled_cluster(&ctx.client, ic.as_ref()).await?;
     if common::deleting(ic.as_ref()) {
         if let Some(name) = ic.labels().get(api::CLUSTER_NAME_LABEL) {
             ctx.workloads.stop(&key(&ns, name));
@@ -266,7 +243,7 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
         .iter()
         .find(|r| r.kind == "Machine")
         .cloned();
-    let cluster = owner_cluster(&ctx.client, im.as_ref()).await?;
+    let cluster = common::labelled_cluster(&ctx.client, im.as_ref()).await?;
     let workload = cluster
         .as_ref()
         .and_then(|c| ctx.workloads.get(&key(&ns, &c.name_any())));

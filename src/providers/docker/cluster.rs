@@ -1,0 +1,457 @@
+//! The DockerCluster reconciler: the Cluster's HAProxy load balancer container `<cluster>-lb`
+//! on the `kind` network (created when missing, started when stopped), its address as the
+//! control plane endpoint, and its configuration following the control-plane machines. On
+//! deletion the load balancer goes after every DockerMachine of the cluster.
+//!
+//! (Upstream: CAPD's `dockercluster_backend.go`; the load balancer's configuration, which CAPD
+//! rewrites from the DockerMachine reconciler, is kept here, level-triggered, from the
+//! control-plane containers and Machines as they are.)
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::container::{self, Role};
+use super::haproxy::{self, Backend};
+use super::{DockerProvider, images};
+use crate::api::docker::{DockerClusterStatus, ProvisionedStatus, conditions as docker_conditions};
+use crate::api::{self, Cluster, DockerCluster, DockerMachine, Machine};
+use crate::conditions::{self, NewCondition, Status};
+use crate::controllers::{Error, Result, common};
+
+/// kind's load balancer image, used when present on the Engine.
+pub const KINDEST_HAPROXY: &str = "kindest/haproxy:v20230606-42a2262b";
+
+/// What the load balancer's phase found.
+#[derive(Debug)]
+pub enum LoadBalancer {
+    Available { address: String },
+    Unavailable(String),
+}
+
+/// The DockerCluster's status, computed once.
+pub fn compute_status(
+    dc: &DockerCluster,
+    paused: NewCondition,
+    lb: &LoadBalancer,
+) -> DockerClusterStatus {
+    let mut status = dc.status.clone().unwrap_or_default();
+    status.failure_domains = dc.spec.failure_domains.clone();
+    let endpoint_set = dc
+        .spec
+        .control_plane_endpoint
+        .as_ref()
+        .is_some_and(|e| e.is_valid());
+    let available = match lb {
+        LoadBalancer::Available { .. } => NewCondition::new(
+            docker_conditions::LOAD_BALANCER_AVAILABLE,
+            Status::True,
+            conditions::reasons::AVAILABLE,
+        ),
+        LoadBalancer::Unavailable(why) => NewCondition::new(
+            docker_conditions::LOAD_BALANCER_AVAILABLE,
+            Status::False,
+            conditions::reasons::NOT_AVAILABLE,
+        )
+        .message(why.clone()),
+    };
+    if matches!(lb, LoadBalancer::Available { .. }) && endpoint_set {
+        status.initialization = Some(ProvisionedStatus {
+            provisioned: Some(true),
+        });
+    }
+    let endpoint = if endpoint_set {
+        NewCondition::new(
+            "ControlPlaneEndpoint",
+            Status::True,
+            conditions::reasons::AVAILABLE,
+        )
+    } else {
+        NewCondition::new(
+            "ControlPlaneEndpoint",
+            Status::False,
+            conditions::reasons::NOT_AVAILABLE,
+        )
+        .message("Waiting for spec.controlPlaneEndpoint to be set")
+    };
+    let ready = NewCondition::ready_of(&[&available, &endpoint]);
+    common::set_conditions(
+        &mut status.conditions,
+        dc.meta().generation,
+        vec![paused, available, ready],
+    );
+    status
+}
+
+/// The load balancer's back ends: every control-plane container of the cluster, weight 0 for
+/// one whose Machine is being deleted while others remain (so that no new connection goes to
+/// it), by container name, which Docker's DNS resolves even after a restart changed its IP.
+pub fn backends(control_planes: &[String], deleting: &[String]) -> BTreeMap<String, Backend> {
+    let others_remain = control_planes.len() > 1;
+    control_planes
+        .iter()
+        .map(|name| {
+            let weight = if others_remain && deleting.contains(name) {
+                0
+            } else {
+                100
+            };
+            (
+                name.clone(),
+                Backend {
+                    address: name.clone(),
+                    weight,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The load balancer image: the DockerCluster's, else kind's when present here, else
+/// capictl's own (built by `capictl images build`).
+async fn load_balancer_image(
+    ctx: &DockerProvider,
+    dc: &DockerCluster,
+) -> std::result::Result<String, String> {
+    let lb = dc.spec.load_balancer.as_ref();
+    if let Some(repo) = lb.and_then(|l| l.image_repository.clone()) {
+        let tag = lb
+            .and_then(|l| l.image_tag.clone())
+            .unwrap_or_else(|| "latest".into());
+        return Ok(format!("{repo}/haproxy:{tag}"));
+    }
+    let docker = ctx.docker().await?;
+    if images::exists(&docker, KINDEST_HAPROXY)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        return Ok(KINDEST_HAPROXY.into());
+    }
+    images::find_load_balancer(&docker)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "no load balancer image on this Docker Engine: run `capictl images build` (or load kindest/haproxy)".to_string())
+}
+
+/// Finds or makes the load balancer; starts it when stopped.
+async fn ensure_load_balancer(
+    ctx: &DockerProvider,
+    dc: &DockerCluster,
+    cluster: &Cluster,
+) -> std::result::Result<String, String> {
+    let docker = ctx.docker().await?;
+    let ns = dc.namespace().unwrap_or_default();
+    let owner = format!("{ns}/{}", cluster.name_any());
+    let existing = container::find(&docker, &cluster.name_any(), &owner, Role::LoadBalancer)
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = match existing.first() {
+        Some(name) => name.clone(),
+        None => {
+            container::ensure_network(&docker)
+                .await
+                .map_err(|e| e.to_string())?;
+            let name = container::free_name(
+                &docker,
+                &super::load_balancer_container(&cluster.name_any()),
+                &ns,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let spec = container::Spec {
+                name: name.clone(),
+                cluster: cluster.name_any(),
+                owner,
+                role: Role::LoadBalancer,
+                image: load_balancer_image(ctx, dc).await?,
+                privileged: false,
+                labels: Default::default(),
+                mounts: vec![],
+            };
+            container::create_and_start(&docker, &spec)
+                .await
+                .map_err(|e| format!("creating the load balancer container {name}: {e}"))?;
+            name
+        }
+    };
+    let inspected = container::inspect(&docker, &name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("the load balancer container {name} is gone"))?;
+    if inspected.state.as_ref().and_then(|s| s.running) != Some(true) {
+        // A stopped load balancer (a Docker restart) is started again, not a failure.
+        docker
+            .start_container(
+                &name,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
+            .await
+            .map_err(|e| format!("starting the stopped load balancer container {name}: {e}"))?;
+    }
+    Ok(name)
+}
+
+/// Rewrites the load balancer's configuration from the control-plane containers and Machines.
+pub async fn sync_load_balancer(
+    ctx: &DockerProvider,
+    dc: &DockerCluster,
+    cluster: &Cluster,
+    lb: &str,
+) -> std::result::Result<(), String> {
+    let docker = ctx.docker().await?;
+    let ns = dc.namespace().unwrap_or_default();
+    let owner = format!("{ns}/{}", cluster.name_any());
+    let control_planes = container::find(&docker, &cluster.name_any(), &owner, Role::ControlPlane)
+        .await
+        .map_err(|e| e.to_string())?;
+    let machines = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+        .list(&ListParams::default().labels(&format!(
+            "{}={},{}",
+            api::CLUSTER_NAME_LABEL,
+            cluster.name_any(),
+            api::CONTROL_PLANE_LABEL
+        )))
+        .await
+        .map_err(|e| e.to_string())?;
+    let deleting: Vec<String> = machines
+        .iter()
+        .filter(|m| common::deleting(*m))
+        .map(|m| super::machine::container_name(&cluster.name_any(), &m.name_any()))
+        .collect();
+    let template = match dc.spec.load_balancer.as_ref().and_then(|l| l.custom_haproxy_config_template_ref.as_ref()).and_then(|r| r.name.clone()) {
+        Some(name) => Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
+            .get_opt(&name)
+            .await
+            .map_err(|e| e.to_string())?
+            .and_then(|c| c.data?.get("value").cloned())
+            .ok_or_else(|| format!("spec.loadBalancer.customHAProxyConfigTemplateRef: ConfigMap {name} with the key \"value\" not found in namespace {ns}"))?,
+        None => haproxy::DEFAULT_TEMPLATE.to_string(),
+    };
+    let port = dc
+        .spec
+        .control_plane_endpoint
+        .as_ref()
+        .and_then(|e| e.port)
+        .filter(|p| *p > 0)
+        .unwrap_or(6443) as u16;
+    let config = haproxy::render(
+        &template,
+        &haproxy::data(port, &backends(&control_planes, &deleting), false),
+    )
+    .map_err(|e| e.to_string())?;
+    if haproxy::apply(&docker, lb, &config)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        tracing::info!(
+            load_balancer = lb,
+            backends = control_planes.len(),
+            "load balancer configuration written and reloaded"
+        );
+    }
+    Ok(())
+}
+
+pub async fn reconcile(dc: Arc<DockerCluster>, ctx: Arc<DockerProvider>) -> Result<Action> {
+    let ns = dc.namespace().unwrap_or_default();
+    let api: Api<DockerCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    let cluster = common::labelled_cluster(&ctx.client, dc.as_ref()).await?;
+
+    // Guards.
+    if common::deleting(dc.as_ref()) {
+        return delete(&dc, &ctx, &api, cluster.as_ref()).await;
+    }
+    let Some(cluster) = cluster else {
+        // The Cluster controller labels the DockerCluster once the Cluster refers to it.
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    };
+    if common::ensure_finalizer(&api, dc.as_ref(), api::DOCKER_CLUSTER_FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    let (is_paused, paused) = common::paused(Some(&cluster), "DockerCluster", dc.annotations());
+    if is_paused {
+        return common::record_paused(&api, &dc, paused).await;
+    }
+
+    // Phases: the load balancer, its address as the endpoint, its configuration.
+    let lb = match ensure_load_balancer(&ctx, &dc, &cluster).await {
+        Ok(name) => {
+            let docker = ctx.docker().await.map_err(Error::Invalid)?;
+            let inspected = container::inspect(&docker, &name)
+                .await
+                .map_err(|e| Error::Invalid(e.to_string()))?;
+            match inspected.as_ref().and_then(container::ip_of) {
+                Some(address) => match sync_load_balancer(&ctx, &dc, &cluster, &name).await {
+                    Ok(()) => LoadBalancer::Available { address },
+                    Err(e) => LoadBalancer::Unavailable(format!("configuring {name}: {e}")),
+                },
+                None => LoadBalancer::Unavailable(format!(
+                    "the load balancer container {name} has no address on the {} network yet",
+                    container::NETWORK
+                )),
+            }
+        }
+        Err(e) => LoadBalancer::Unavailable(e),
+    };
+    if let LoadBalancer::Available { address } = &lb
+        && !dc
+            .spec
+            .control_plane_endpoint
+            .as_ref()
+            .is_some_and(|e| e.is_valid())
+    {
+        let port = dc
+            .spec
+            .control_plane_endpoint
+            .as_ref()
+            .and_then(|e| e.port)
+            .filter(|p| *p > 0)
+            .unwrap_or(6443);
+        common::patch_merge(
+            &api,
+            &dc.name_any(),
+            json!({"spec": {"controlPlaneEndpoint": {"host": address, "port": port}}}),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    }
+
+    // Status.
+    let status = compute_status(&dc, paused, &lb);
+    common::write_status(&api, &dc.name_any(), dc.status.as_ref(), &status).await?;
+    Ok(Action::requeue(match lb {
+        LoadBalancer::Available { .. } => Duration::from_secs(30),
+        LoadBalancer::Unavailable(_) => Duration::from_secs(5),
+    }))
+}
+
+/// Deletion: the load balancer goes once every DockerMachine of the cluster has gone.
+async fn delete(
+    dc: &DockerCluster,
+    ctx: &DockerProvider,
+    api: &Api<DockerCluster>,
+    cluster: Option<&Cluster>,
+) -> Result<Action> {
+    let ns = dc.namespace().unwrap_or_default();
+    let cluster_name = dc
+        .labels()
+        .get(api::CLUSTER_NAME_LABEL)
+        .cloned()
+        .or_else(|| cluster.map(|c| c.name_any()));
+    let machines = match &cluster_name {
+        Some(c) => Api::<DockerMachine>::namespaced(ctx.client.clone(), &ns)
+            .list(&ListParams::default().labels(&format!("{}={c}", api::CLUSTER_NAME_LABEL)))
+            .await?
+            .items
+            .len(),
+        None => 0,
+    };
+    let mut status = dc.status.clone().unwrap_or_default();
+    let deleting = NewCondition::new(
+        docker_conditions::LOAD_BALANCER_AVAILABLE,
+        Status::False,
+        conditions::types::DELETING,
+    );
+    let deleting = if machines > 0 {
+        deleting.message(format!(
+            "Waiting for {machines} DockerMachines to be deleted before the load balancer"
+        ))
+    } else {
+        deleting.message("Deleting the load balancer")
+    };
+    common::set_conditions(&mut status.conditions, dc.meta().generation, vec![deleting]);
+    common::write_status(api, &dc.name_any(), dc.status.as_ref(), &status).await?;
+    if machines > 0 {
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+    if let Some(c) = &cluster_name
+        && !dc.finalizers().is_empty()
+    {
+        let docker = ctx.docker().await.map_err(Error::Invalid)?;
+        for name in container::find(&docker, c, &format!("{ns}/{c}"), Role::LoadBalancer)
+            .await
+            .map_err(|e| Error::Invalid(e.to_string()))?
+        {
+            container::remove(&docker, &name)
+                .await
+                .map_err(|e| Error::Invalid(format!("removing the load balancer {name}: {e}")))?;
+        }
+    }
+    common::remove_finalizer(api, dc, api::DOCKER_CLUSTER_FINALIZER).await?;
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deleting_control_planes_get_no_new_connections_unless_they_are_the_last() {
+        let all = vec!["c-cp-a".to_string(), "c-cp-b".to_string()];
+        let b = backends(&all, &["c-cp-a".into()]);
+        assert_eq!(b["c-cp-a"].weight, 0);
+        assert_eq!(b["c-cp-b"].weight, 100);
+        assert_eq!(
+            b["c-cp-b"].address, "c-cp-b",
+            "by name, which survives a restart"
+        );
+        let last = backends(&["c-cp-a".into()], &["c-cp-a".into()]);
+        assert_eq!(last["c-cp-a"].weight, 100, "the last one keeps serving");
+    }
+
+    #[test]
+    fn status_says_what_the_load_balancer_waits_for() {
+        let dc: DockerCluster =
+            serde_json::from_value(json!({"metadata": {"name": "c", "generation": 1}, "spec": {}}))
+                .unwrap();
+        let paused = NewCondition::new(
+            conditions::types::PAUSED,
+            Status::False,
+            conditions::reasons::NOT_PAUSED,
+        );
+        let s = compute_status(
+            &dc,
+            paused.clone(),
+            &LoadBalancer::Unavailable("no load balancer image".into()),
+        );
+        let lb = common::expect_condition(
+            s.conditions.as_ref(),
+            docker_conditions::LOAD_BALANCER_AVAILABLE,
+            "no image",
+        );
+        assert_eq!(
+            (lb.status.as_str(), lb.reason.as_str()),
+            ("False", "NotAvailable")
+        );
+        let ready =
+            common::expect_condition(s.conditions.as_ref(), conditions::types::READY, "no image");
+        assert_eq!(ready.status, "False");
+        assert!(
+            ready.message.contains("no load balancer image"),
+            "{}",
+            ready.message
+        );
+        assert!(s.initialization.is_none());
+        let dc: DockerCluster = serde_json::from_value(json!({"metadata": {"name": "c", "generation": 1}, "spec": {"controlPlaneEndpoint": {"host": "172.18.0.2", "port": 6443}}})).unwrap();
+        let s = compute_status(
+            &dc,
+            paused,
+            &LoadBalancer::Available {
+                address: "172.18.0.2".into(),
+            },
+        );
+        let ready =
+            common::expect_condition(s.conditions.as_ref(), conditions::types::READY, "available");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "Ready")
+        );
+        assert_eq!(s.initialization.unwrap().provisioned, Some(true));
+    }
+}
