@@ -203,16 +203,25 @@ async fn control_planes_on_real_etcd_a_worker_by_csr_and_recovery() {
         },
     )
     .await;
-    let mut etcd2 = cluster.etcd("cp2").await;
-    until(
-        "cp2's etcd member answers and follows the leader",
-        60,
-        async || {
-            let status = etcd2.status().await.ok()?;
-            (status.leader() != 0).then_some(())
-        },
-    )
-    .await;
+    // cp2's own member answers with a leader (a fresh connection each try: its address is
+    // read again, in case the restart gave the container another one).
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    let mut last;
+    loop {
+        match cluster.try_etcd("cp2").await {
+            Ok(mut c) => match c.status().await {
+                Ok(s) if s.leader() != 0 => break,
+                Ok(_) => last = "no leader yet".into(),
+                Err(e) => last = format!("status: {e}"),
+            },
+            Err(e) => last = format!("connecting: {e}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cp2's etcd member did not answer with a leader within 60s after the restart: {last}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
     let members = etcd.member_list().await.unwrap();
     assert_eq!(members.members().len(), 3, "the restart added no member");
 }

@@ -33,6 +33,9 @@ pub mod reasons {
 
 /// The finalizer the KubeadmControlPlane controller keeps until its Machines are gone.
 pub const KUBEADM_CONTROL_PLANE_FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
+/// The pre-terminate hook on every control-plane Machine: the Machine waits, drained, while
+/// the control plane provider removes its etcd member, before its infrastructure goes.
+pub const KCP_CLEANUP_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup";
 
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

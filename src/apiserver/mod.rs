@@ -489,7 +489,20 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
         "/" => {
             return Ok(axum::Json(json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v2", "/openapi/v3", "/readyz", "/version"]})).into_response());
         }
-        "/healthz" | "/readyz" | "/livez" => return Ok((StatusCode::OK, "ok").into_response()),
+        // As kube-apiserver's: healthz and readyz include the storage (a load balancer stops
+        // sending to an API server whose etcd is gone); livez does not, so that the kubelet
+        // does not restart an API server for its etcd.
+        "/healthz" | "/readyz" => {
+            return Ok(match server.store.healthy().await {
+                Ok(()) => (StatusCode::OK, "ok").into_response(),
+                Err(e) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("[-]etcd failed: {e}\nhealthz check failed"),
+                )
+                    .into_response(),
+            });
+        }
+        "/livez" => return Ok((StatusCode::OK, "ok").into_response()),
         "/version" => return Ok(axum::Json(discovery::version()).into_response()),
         "/openapi/v2" => return Ok(discovery::openapi_v2(&headers)),
         "/openapi/v3" => return Ok(discovery::openapi_v3_index(&server.registry)),

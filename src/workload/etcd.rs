@@ -74,6 +74,23 @@ pub trait EtcdClients: Send + Sync {
     ) -> BoxFuture<'a, Result<Arc<dyn EtcdClient>>>;
 }
 
+/// Moves etcd leadership off `member` to `successor` when `member` leads, before its Machine is
+/// deleted (a member that is not there, or does not lead, needs nothing).
+pub async fn forward_leadership(
+    etcd: &dyn EtcdClient,
+    member: &str,
+    successor: Option<&str>,
+) -> Result<()> {
+    let leads = etcd.leader().await?.is_some_and(|l| l.name == member);
+    match (leads, successor) {
+        (false, _) => Ok(()),
+        (true, Some(successor)) => etcd.move_leader(successor).await,
+        (true, None) => Err(EtcdError::Refused(format!(
+            "{member} leads etcd and no Ready control-plane Machine is there to take over; waiting for one"
+        ))),
+    }
+}
+
 /// Takes `member` out of etcd before its Machine goes: leadership moves to `successor` first
 /// when `member` leads (a leaderless cluster stalls writes while it elects), then the member is
 /// removed. A member that is already gone is fine: a crash after the removal, before the

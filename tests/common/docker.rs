@@ -317,6 +317,10 @@ impl NodeCluster {
     /// An etcd client of the cluster's etcd through `machine`'s member, with a client
     /// certificate from the `<cluster>-etcd` CA (as the control plane provider makes one).
     pub async fn etcd(&self, machine: &str) -> etcd_client::Client {
+        self.try_etcd(machine).await.unwrap()
+    }
+
+    pub async fn try_etcd(&self, machine: &str) -> Result<etcd_client::Client, etcd_client::Error> {
         let secrets: Api<Secret> = Api::namespaced(self.management.clone(), NS);
         let ca = capictl::kubeadm::certs::ca_from_secret(
             &secrets.get(&format!("{}-etcd", self.name)).await.unwrap(),
@@ -335,7 +339,6 @@ impl NodeCluster {
             Some(options),
         )
         .await
-        .unwrap()
     }
 
     /// The memory a container uses now (MiB).

@@ -338,6 +338,20 @@ impl Store {
         }
     }
 
+    /// Whether the storage answers (kube-apiserver's `etcd` health check): the embedded store
+    /// always does; etcd must give its revision within two seconds.
+    pub async fn healthy(&self) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Local(_) => Ok(()),
+            Backend::Etcd(etcd) => {
+                match tokio::time::timeout(Duration::from_secs(2), etcd.current_revision()).await {
+                    Ok(result) => result.map(|_| ()),
+                    Err(_) => Err(StoreError::Storage("etcd did not answer within 2s".into())),
+                }
+            }
+        }
+    }
+
     /// Waits until the cache has seen `revision`, for a client that saw it elsewhere (through
     /// another API server on the same etcd); [`StoreError::TooNew`] if it does not come soon.
     pub async fn caught_up(&self, revision: u64) -> Result<(), StoreError> {

@@ -54,10 +54,15 @@ pub(super) async fn reconcile_delete(
         return Ok(Action::await_change());
     }
     let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-    for m in machines.iter().filter(|m| !common::deleting(*m)) {
-        machines_api
-            .delete(&m.name_any(), &DeleteParams::background())
-            .await?;
+    for m in machines {
+        if common::deleting(m) {
+            // The whole control plane goes: no etcd member is worth keeping.
+            super::drop_cleanup_hook(&machines_api, m).await?;
+        } else {
+            machines_api
+                .delete(&m.name_any(), &DeleteParams::background())
+                .await?;
+        }
     }
     common::set_conditions(
         &mut status.conditions,

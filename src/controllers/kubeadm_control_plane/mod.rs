@@ -267,6 +267,9 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     let outdated = mark_up_to_date(&ctx, &kcp, &scope)
         .await
         .step("comparing the Machines with the spec")?;
+    release_members(&ctx, &kcp, cluster, &scope.machines)
+        .await
+        .step("removing the etcd members of deleted Machines")?;
     let live = scope.live();
     let any_deleting = scope.machines.iter().any(common::deleting);
     let settling = any_deleting || live.iter().any(|m| !is_true(m, conditions::types::READY));
@@ -535,12 +538,20 @@ async fn create_machine(ctx: &Context, kcp: &KubeadmControlPlane, cluster: &Clus
             name: Some(name.clone()),
             namespace: Some(ns.clone()),
             labels: Some(labels),
-            annotations: kcp
-                .spec
-                .machine_template
-                .metadata
-                .as_ref()
-                .and_then(|m| m.annotations.clone()),
+            annotations: Some({
+                let mut annotations = kcp
+                    .spec
+                    .machine_template
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.annotations.clone())
+                    .unwrap_or_default();
+                annotations.insert(
+                    api::kubeadm_control_plane::KCP_CLEANUP_HOOK.into(),
+                    String::new(),
+                );
+                annotations
+            }),
             owner_references: Some(vec![owner]),
             finalizers: Some(vec![api::MACHINE_FINALIZER.to_string()]),
             ..Default::default()
@@ -570,8 +581,10 @@ async fn create_machine(ctx: &Context, kcp: &KubeadmControlPlane, cluster: &Clus
     Ok(())
 }
 
-/// Removes a control-plane Machine: leadership moves off its etcd member, the member goes,
-/// then the Machine. A Machine whose Node never registered has no member to release.
+/// Removes a control-plane Machine, as upstream does: leadership moves off its etcd member
+/// first (a leaderless etcd stalls writes while it elects), then the Machine is deleted; its
+/// member goes in the pre-terminate hook ([`release_members`]), once the Machine is drained and
+/// the load balancer sends it nothing new, so its API server never serves without etcd.
 async fn remove_machine(
     ctx: &Context,
     cluster: &Cluster,
@@ -585,11 +598,70 @@ async fn remove_machine(
             .iter()
             .filter(|m| is_true(m, "Ready"))
             .find_map(|m| node_name(m));
-        etcd::release_member(etcd.as_ref(), member, successor).await?;
+        etcd::forward_leadership(etcd.as_ref(), member, successor).await?;
     }
     Api::<Machine>::namespaced(ctx.client.clone(), &ns)
         .delete(&machine.name_any(), &DeleteParams::background())
         .await?;
+    Ok(())
+}
+
+/// The pre-terminate hook of deleting control-plane Machines: once a Machine waits for it, its
+/// etcd member is released (leadership moved, member removed; never the last), then the hook
+/// goes and the Machine's infrastructure with it. When the whole control plane goes, or the
+/// Machine is the last one, there is nothing to keep and the hook just goes.
+async fn release_members(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+    machines: &[Machine],
+) -> Result<()> {
+    let ns = cluster.namespace().unwrap_or_default();
+    let hook = api::kubeadm_control_plane::KCP_CLEANUP_HOOK;
+    let remaining: Vec<&Machine> = machines.iter().filter(|m| !common::deleting(*m)).collect();
+    for machine in machines.iter().filter(|m| common::deleting(*m)) {
+        if !machine.annotations().contains_key(hook) {
+            continue;
+        }
+        let waiting = machine
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == conditions::types::DELETING))
+            .is_some_and(|c| c.reason == api::machine::reasons::WAITING_FOR_PRE_TERMINATE_HOOK);
+        let everything_goes =
+            common::deleting(kcp) || common::deleting(cluster) || remaining.is_empty();
+        if !waiting && !everything_goes {
+            continue;
+        }
+        if !everything_goes && let (Some(clients), Some(member)) = (&ctx.etcd, node_name(machine)) {
+            let etcd = clients.connect(&ns, &cluster.name_any()).await?;
+            let successor = remaining
+                .iter()
+                .filter(|m| is_true(m, "Ready"))
+                .find_map(|m| node_name(m));
+            etcd::release_member(etcd.as_ref(), member, successor).await?;
+        }
+        drop_cleanup_hook(
+            &Api::<Machine>::namespaced(ctx.client.clone(), &ns),
+            machine,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Lets a deleting control-plane Machine go on to its infrastructure's deletion.
+pub(super) async fn drop_cleanup_hook(api: &Api<Machine>, machine: &Machine) -> Result<()> {
+    let hook = api::kubeadm_control_plane::KCP_CLEANUP_HOOK;
+    if machine.annotations().contains_key(hook) {
+        common::patch_merge(
+            api,
+            &machine.name_any(),
+            serde_json::json!({"metadata": {"annotations": {hook: null}}}),
+        )
+        .await?;
+    }
     Ok(())
 }
 

@@ -35,9 +35,11 @@ pub async fn client_from_yaml(kubeconfig: &str) -> Result<Client> {
 /// The ClusterConfiguration in `kube-system/kubeadm-config`.
 pub async fn cluster_configuration(client: &Client) -> Result<Value> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
-    let config = api.get("kubeadm-config").await.map_err(|e| {
-        NodeError::Failed(format!("reading kube-system/kubeadm-config from the cluster: {e}; is the first control plane initialized?"))
-    })?;
+    let config = super::patiently(
+        "reading kube-system/kubeadm-config from the cluster",
+        || api.get("kubeadm-config"),
+    )
+    .await?;
     let text = config
         .data
         .and_then(|d| d.get("ClusterConfiguration").cloned())
@@ -75,9 +77,8 @@ async fn etcd_client(pki: &Path, endpoints: &[String]) -> Result<etcd_client::Cl
 /// The client URLs of the cluster's etcd members, from their mirror Pods (as kubeadm finds them).
 async fn etcd_endpoints(client: &Client) -> Result<Vec<String>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
-    let listed = pods
-        .list(&ListParams::default().labels("component=etcd,tier=control-plane"))
-        .await?;
+    let params = ListParams::default().labels("component=etcd,tier=control-plane");
+    let listed = super::patiently("listing the etcd members' Pods", || pods.list(&params)).await?;
     let endpoints: Vec<String> = listed
         .iter()
         .filter_map(|p| p.annotations().get(ETCD_ADVERTISE_ANNOTATION).cloned())

@@ -32,6 +32,10 @@ pub struct Inputs<'a> {
     pub initial_cluster: Vec<String>,
     /// Joining an existing etcd cluster rather than starting a new one.
     pub existing_cluster: bool,
+    /// etcd's `--initial-cluster-token`: unique per cluster, so that two clusters whose first
+    /// members had the same address (Docker reuses addresses) never get the same member and
+    /// cluster IDs and never take each other's members for their own.
+    pub cluster_token: String,
 }
 
 /// `--name=value` flags from kubeadm's defaults, with the user's extra arguments replacing
@@ -157,6 +161,7 @@ pub fn etcd(inputs: &Inputs) -> Value {
         ("peer-client-cert-auth", "true".into()),
         ("peer-key-file", format!("{pki}/etcd/peer.key")),
         ("peer-trusted-ca-file", format!("{pki}/etcd/ca.crt")),
+        ("initial-cluster-token", inputs.cluster_token.clone()),
         ("snapshot-count", "10000".into()),
         ("trusted-ca-file", format!("{pki}/etcd/ca.crt")),
     ];
@@ -383,6 +388,7 @@ mod tests {
             kubernetes_version: "v1.28.13",
             initial_cluster: vec!["cp-1=https://172.18.0.5:2380".into()],
             existing_cluster: false,
+            cluster_token: "c-0123".into(),
         };
         let all = control_plane(&inputs);
         let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
@@ -410,6 +416,7 @@ mod tests {
         assert!(!command.contains(&"--snapshot-count=10000"));
         assert!(command.contains(&"--quota-backend-bytes=8589934592"));
         assert!(command.contains(&"--initial-cluster=cp-1=https://172.18.0.5:2380"));
+        assert!(command.contains(&"--initial-cluster-token=c-0123"));
         assert!(
             !command
                 .iter()

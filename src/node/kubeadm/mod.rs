@@ -27,6 +27,39 @@ use self::pki::Identity;
 use super::kubelet::KubeletFlags;
 use super::{Layout, NodeError, Result, write_file};
 
+/// How long a join keeps trying to reach the cluster (kubeadm's discovery timeout).
+const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Retries a request to the cluster being joined until it succeeds or the discovery timeout
+/// passes, as kubeadm does: the load balancer may not reach a control plane yet, or the first
+/// one may still be uploading. The last error is the one reported.
+pub(crate) async fn patiently<T, F, Fut>(what: &str, mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, kube::Error>>,
+{
+    let started = Instant::now();
+    let mut said = Instant::now();
+    loop {
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(e) if started.elapsed() < DISCOVERY_TIMEOUT => {
+                if said.elapsed() > Duration::from_secs(10) {
+                    println!("[discovery] Still trying {what}: {e}");
+                    said = Instant::now();
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => {
+                return Err(NodeError::Failed(format!(
+                    "{what} failed for {}s: {e}",
+                    DISCOVERY_TIMEOUT.as_secs()
+                )));
+            }
+        }
+    }
+}
+
 /// How long kubeadm waits for the control plane it started (kubeadm's default is 4 minutes).
 const CONTROL_PLANE_WAIT: Duration = Duration::from_secs(240);
 
@@ -232,6 +265,18 @@ fn write_manifest(layout: &Layout, file: &str, manifest: &Value) -> Result<()> {
     Ok(())
 }
 
+/// The etcd cluster token of this cluster: its name and a digest of its etcd CA, the same on
+/// every run and every control plane, different for every cluster.
+fn cluster_token(config: &Config, pki_dir: &std::path::Path) -> Result<String> {
+    let ca = super::read_file(&pki_dir.join("etcd/ca.crt"))?;
+    let digest = ring::digest::digest(&ring::digest::SHA256, ca.as_bytes());
+    let hex: String = digest.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(format!("{}-{hex}", config.str_at("/clusterName")))
+}
+
 /// Certificates, kubeconfigs and kubelet flags of a control-plane node.
 fn control_plane_files(
     layout: &Layout,
@@ -302,6 +347,7 @@ async fn init(layout: &Layout, invocation: &Invocation) -> Result<()> {
             pki::join_host_port(&node.address, manifests::ETCD_PEER_PORT)
         )],
         existing_cluster: false,
+        cluster_token: cluster_token(&config, &layout.path(config.str_at("/certificatesDir")))?,
     };
     for (file, manifest) in manifests::control_plane(&inputs) {
         write_manifest(layout, file, &manifest)?;
@@ -399,6 +445,7 @@ async fn join(layout: &Layout, invocation: &Invocation) -> Result<()> {
     let endpoint = discovery.endpoint.clone();
     control_plane_files(layout, &config, &node, &endpoint)?;
     let pki_dir = layout.path(config.str_at("/certificatesDir"));
+    let token = cluster_token(&config, &pki_dir)?;
     let initial_cluster = etcd::join_member(
         &client,
         &pki_dir,
@@ -412,6 +459,7 @@ async fn join(layout: &Layout, invocation: &Invocation) -> Result<()> {
                 kubernetes_version: &node.version,
                 initial_cluster,
                 existing_cluster: true,
+                cluster_token: token.clone(),
             };
             write_manifest(layout, "etcd.yaml", &manifests::etcd(&inputs))
         },
@@ -424,6 +472,7 @@ async fn join(layout: &Layout, invocation: &Invocation) -> Result<()> {
         kubernetes_version: &node.version,
         initial_cluster,
         existing_cluster: true,
+        cluster_token: token,
     };
     for (file, manifest) in manifests::control_plane(&inputs) {
         write_manifest(layout, file, &manifest)?;
@@ -479,15 +528,15 @@ async fn join_worker(
         discovery.endpoint
     );
     let insecure = token_client(&discovery.endpoint, &discovery.token, None)?;
-    let info = kube::Api::<ConfigMap>::namespaced(insecure, "kube-public")
-        .get("cluster-info")
-        .await
-        .map_err(|e| {
-            NodeError::Failed(format!(
-                "reading kube-public/cluster-info from {}: {e}",
-                discovery.endpoint
-            ))
-        })?;
+    let info_api = kube::Api::<ConfigMap>::namespaced(insecure, "kube-public");
+    let info = patiently(
+        &format!(
+            "reading kube-public/cluster-info from {}",
+            discovery.endpoint
+        ),
+        || info_api.get("cluster-info"),
+    )
+    .await?;
     let kubeconfig = info
         .data
         .and_then(|d| d.get("kubeconfig").cloned())
@@ -531,7 +580,11 @@ async fn join_worker(
     }))
     .expect("a CertificateSigningRequest");
     let csrs: kube::Api<CertificateSigningRequest> = kube::Api::all(client);
-    csrs.create(&Default::default(), &csr).await?;
+    let params = kube::api::PostParams::default();
+    patiently("asking for the kubelet certificate", || {
+        csrs.create(&params, &csr)
+    })
+    .await?;
     let started = Instant::now();
     let certificate = loop {
         let current = csrs.get(&csr_name).await?;

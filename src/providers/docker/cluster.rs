@@ -89,26 +89,25 @@ pub fn compute_status(
     status
 }
 
-/// The load balancer's back ends: every control-plane container of the cluster, weight 0 for
-/// one whose Machine is being deleted while others remain (so that no new connection goes to
-/// it), by container name, which Docker's DNS resolves even after a restart changed its IP.
-pub fn backends(control_planes: &[String], deleting: &[String]) -> BTreeMap<String, Backend> {
+/// The load balancer's back ends: every control-plane container of the cluster at its
+/// address (its name when it has none yet, which Docker's DNS resolves), weight 0 for one whose
+/// Machine is being deleted while others remain, so that no new connection goes to it. An
+/// address that changes (a restarted container) is rewritten on the next reconcile.
+pub fn backends(
+    control_planes: &[(String, Option<String>)],
+    deleting: &[String],
+) -> BTreeMap<String, Backend> {
     let others_remain = control_planes.len() > 1;
     control_planes
         .iter()
-        .map(|name| {
+        .map(|(name, ip)| {
             let weight = if others_remain && deleting.contains(name) {
                 0
             } else {
                 100
             };
-            (
-                name.clone(),
-                Backend {
-                    address: name.clone(),
-                    weight,
-                },
-            )
+            let address = ip.clone().unwrap_or_else(|| name.clone());
+            (name.clone(), Backend { address, weight })
         })
         .collect()
 }
@@ -207,9 +206,23 @@ pub async fn sync_load_balancer(
     let docker = ctx.docker().await?;
     let ns = dc.namespace().unwrap_or_default();
     let owner = format!("{ns}/{}", cluster.name_any());
-    let control_planes = container::find(&docker, &cluster.name_any(), &owner, Role::ControlPlane)
+    let names = container::find(&docker, &cluster.name_any(), &owner, Role::ControlPlane)
         .await
         .map_err(|e| e.to_string())?;
+    let mut control_planes = Vec::new();
+    for name in names {
+        let inspected = container::inspect(&docker, &name)
+            .await
+            .map_err(|e| e.to_string())?;
+        let running = inspected
+            .as_ref()
+            .and_then(|c| c.state.as_ref())
+            .and_then(|s| s.running)
+            == Some(true);
+        if running {
+            control_planes.push((name, inspected.as_ref().and_then(container::ip_of)));
+        }
+    }
     let machines = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
         .list(&ListParams::default().labels(&format!(
             "{}={},{}",
@@ -393,15 +406,19 @@ mod tests {
 
     #[test]
     fn deleting_control_planes_get_no_new_connections_unless_they_are_the_last() {
-        let all = vec!["c-cp-a".to_string(), "c-cp-b".to_string()];
+        let all = vec![
+            ("c-cp-a".to_string(), Some("172.18.0.3".to_string())),
+            ("c-cp-b".to_string(), None),
+        ];
         let b = backends(&all, &["c-cp-a".into()]);
         assert_eq!(b["c-cp-a"].weight, 0);
+        assert_eq!(b["c-cp-a"].address, "172.18.0.3");
         assert_eq!(b["c-cp-b"].weight, 100);
         assert_eq!(
             b["c-cp-b"].address, "c-cp-b",
-            "by name, which survives a restart"
+            "by name until it has an address"
         );
-        let last = backends(&["c-cp-a".into()], &["c-cp-a".into()]);
+        let last = backends(&[("c-cp-a".into(), None)], &["c-cp-a".into()]);
         assert_eq!(last["c-cp-a"].weight, 100, "the last one keeps serving");
     }
 

@@ -393,8 +393,8 @@ mod tests {
         assert_eq!(
             servers,
             [
-                "  server c1-cp-a 172.18.0.5:6443 weight 100 check check-ssl verify none resolvers docker resolve-prefer ipv4",
-                "  server c1-cp-b c1-cp-b:6443 weight 0 check check-ssl verify none resolvers docker resolve-prefer ipv4",
+                "  server c1-cp-a 172.18.0.5:6443 weight 100 check check-ssl verify none on-marked-down shutdown-sessions resolvers docker resolve-prefer ipv4",
+                "  server c1-cp-b c1-cp-b:6443 weight 0 check check-ssl verify none on-marked-down shutdown-sessions resolvers docker resolve-prefer ipv4",
             ]
         );
         assert!(config.contains("maxconn 8000"));

@@ -1,0 +1,422 @@
+//! The seeds' quick-start on this machine's Docker Engine, as a user runs it: the embedded
+//! management cluster, `capictl init --infrastructure docker`, a generated cluster of three
+//! control planes and three workers applied with kubectl, its nodes through the real HAProxy,
+//! a control-plane upgrade while the load balancer keeps answering, a worker rollout, a
+//! stopped worker remediated by a MachineHealthCheck, and deletion leaving nothing behind.
+//! Needs a Docker Engine (and root, for `capictl images build`).
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Waits until `check` passes, and says how long it took; on timeout, what it last saw and
+/// the cluster's tree.
+async fn wait(
+    s: &Session,
+    what: &str,
+    seconds: u64,
+    mut check: impl FnMut() -> Result<(), String>,
+) {
+    let started = Instant::now();
+    loop {
+        match check() {
+            Ok(()) => {
+                eprintln!("{what}: {:.1?}", started.elapsed());
+                return;
+            }
+            Err(last) if started.elapsed() > Duration::from_secs(seconds) => {
+                let tree = s.run(
+                    capictl_binary(),
+                    &[
+                        "describe",
+                        "cluster",
+                        &s.cluster,
+                        "--show-conditions",
+                        "all",
+                    ],
+                );
+                panic!(
+                    "timed out after {seconds}s waiting until {what}; last: {last}\n{}{}",
+                    text(&tree.stdout),
+                    text(&tree.stderr)
+                );
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn capictl_binary() -> &'static str {
+    env!("CARGO_BIN_EXE_capictl")
+}
+
+fn kubectl_binary() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_string()
+}
+
+/// One user's session: a state directory, a kubeconfig, and the cluster's name.
+struct Session {
+    dir: std::path::PathBuf,
+    kubeconfig: String,
+    cluster: String,
+}
+
+impl Session {
+    fn run(&self, program: &str, args: &[&str]) -> Output {
+        Command::new(program)
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, program: &str, args: &[&str]) -> String {
+        let out = self.run(program, args);
+        assert!(
+            out.status.success(),
+            "{program} {args:?} failed:\n{}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    fn capictl(&self, args: &[&str]) -> String {
+        self.ok(capictl_binary(), args)
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        self.ok(&kubectl_binary(), args)
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.kubectl(&all)).unwrap()
+    }
+
+    fn owner_filter(&self) -> String {
+        format!("label=io.x-k8s.capictl.cluster=default/{}", self.cluster)
+    }
+
+    fn containers(&self) -> Vec<String> {
+        let out = Command::new("docker")
+            .args([
+                "ps",
+                "-a",
+                "--filter",
+                &self.owner_filter(),
+                "--format",
+                "{{.Names}}",
+            ])
+            .output()
+            .unwrap();
+        text(&out.stdout).lines().map(String::from).collect()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        for c in self.containers() {
+            let _ = Command::new("docker").args(["rm", "-f", "-v", &c]).output();
+        }
+        let _ = Command::new(capictl_binary())
+            .args(["management", "down", "--dir"])
+            .arg(self.dir.join("management"))
+            .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn machines(s: &Session, selector: &str) -> Vec<Value> {
+    s.json(&["get", "machines", "-l", selector])["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn condition(object: &Value, t: &str) -> Option<String> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+        .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+}
+
+/// Every Machine of the selector at `version` and Ready, `count` of them; else what is not.
+fn rolled_out(s: &Session, selector: &str, version: &str, count: usize) -> Result<(), String> {
+    let ms = machines(s, selector);
+    let done = ms
+        .iter()
+        .filter(|m| {
+            m["spec"]["version"] == version
+                && condition(m, "Ready").as_deref() == Some("True")
+                && m["metadata"]["deletionTimestamp"].is_null()
+        })
+        .count();
+    if ms.len() == count && done == count {
+        Ok(())
+    } else {
+        Err(format!(
+            "{done} of {} Machines at {version} and Ready, {count} wanted",
+            ms.len()
+        ))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
+    capictl::install_crypto_provider();
+    common::docker::engine().await;
+    let build = Command::new(capictl_binary())
+        .args([
+            "images",
+            "build",
+            "--kubernetes-version",
+            "v1.28.13,v1.29.10",
+        ])
+        .output()
+        .unwrap();
+    assert!(build.status.success(), "{}", text(&build.stderr));
+    let dir = std::env::temp_dir().join(format!("capictl-quickstart-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = Session {
+        kubeconfig: dir.join("kubeconfig").display().to_string(),
+        cluster: format!("qs-{}", capictl::apiserver::object::random_suffix()),
+        dir,
+    };
+    s.capictl(&[
+        "management",
+        "up",
+        "--dir",
+        &s.dir.join("management").display().to_string(),
+    ]);
+    s.capictl(&["init", "--infrastructure", "docker"]);
+
+    // The cluster, generated and applied as the quick-start says.
+    let started = Instant::now();
+    let manifest = s.capictl(&[
+        "generate",
+        "cluster",
+        &s.cluster,
+        "--flavor",
+        "development",
+        "--kubernetes-version",
+        "v1.28.13",
+        "--control-plane-machine-count",
+        "3",
+        "--worker-machine-count",
+        "3",
+    ]);
+    let mut apply = Command::new(kubectl_binary())
+        .args(["apply", "-f", "-"])
+        .env("KUBECONFIG", &s.kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(apply.stdin.as_mut().unwrap(), manifest.as_bytes()).unwrap();
+    assert!(apply.wait_with_output().unwrap().status.success());
+    s.kubectl(&[
+        "wait",
+        "--for=condition=Available",
+        &format!("cluster/{}", s.cluster),
+        "--timeout=300s",
+    ]);
+    eprintln!("3+3 Available after {:.1?}", started.elapsed());
+
+    // Six Ready nodes through the real HAProxy, at 127.0.0.1 and its published port.
+    let workload = s.dir.join("workload.conf").display().to_string();
+    s.capictl(&["get", "kubeconfig", &s.cluster, "--write-to", &workload]);
+    let server = std::fs::read_to_string(&workload).unwrap();
+    assert!(server.contains("server: https://127.0.0.1:"), "{server}");
+    let port: u16 = server
+        .split("https://127.0.0.1:")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let cp = format!(
+        "cluster.x-k8s.io/cluster-name={},cluster.x-k8s.io/control-plane",
+        s.cluster
+    );
+    let workers = format!("cluster.x-k8s.io/deployment-name={}-md-0", s.cluster);
+    wait(&s, "six Ready nodes through the load balancer", 120, || {
+        let out = s.run(
+            &kubectl_binary(),
+            &["--kubeconfig", &workload, "get", "nodes", "-o", "json"],
+        );
+        let nodes: Value = serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("{e}: {}", text(&out.stderr)))?;
+        let items = nodes["items"].as_array().cloned().unwrap_or_default();
+        let ready = items
+            .iter()
+            .filter(|n| condition(n, "Ready").as_deref() == Some("True"))
+            .count();
+        if items.len() == 6 && ready == 6 {
+            Ok(())
+        } else {
+            Err(format!("{ready} of {} nodes Ready", items.len()))
+        }
+    })
+    .await;
+
+    // The control plane upgrade, one container at a time, while /healthz through the load
+    // balancer keeps answering.
+    let probing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let prober = {
+        let probing = probing.clone();
+        tokio::spawn(async move {
+            let probe = capictl::node::static_pods::Probe {
+                https: true,
+                host: "127.0.0.1".into(),
+                port,
+                path: "/healthz".into(),
+            };
+            let (mut longest, mut down_since): (Duration, Option<Instant>) = (Duration::ZERO, None);
+            while probing.load(std::sync::atomic::Ordering::Relaxed) {
+                if capictl::node::probe::check(&probe, Duration::from_secs(2)).await {
+                    if let Some(t) = down_since.take() {
+                        longest = longest.max(t.elapsed());
+                    }
+                } else {
+                    down_since.get_or_insert_with(Instant::now);
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            longest.max(down_since.map(|t| t.elapsed()).unwrap_or_default())
+        })
+    };
+    let upgrade = Instant::now();
+    s.kubectl(&[
+        "patch",
+        "kcp",
+        &format!("{}-control-plane", s.cluster),
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"version":"v1.29.10"}}"#,
+    ]);
+    wait(&s, "every control-plane Machine runs v1.29.10", 300, || {
+        rolled_out(&s, &cp, "v1.29.10", 3)
+    })
+    .await;
+    eprintln!("control plane upgraded after {:.1?}", upgrade.elapsed());
+    probing.store(false, std::sync::atomic::Ordering::Relaxed);
+    let longest = prober.await.unwrap();
+    assert!(
+        longest < Duration::from_secs(5),
+        "the API through the load balancer was down for {longest:?} during the upgrade"
+    );
+    let kcp = s.json(&["get", "kcp", &format!("{}-control-plane", s.cluster)]);
+    wait(&s, "etcd has three healthy members", 60, || {
+        let kcp = s.json(&["get", "kcp", &format!("{}-control-plane", s.cluster)]);
+        match condition(&kcp, "EtcdClusterHealthy").as_deref() {
+            Some("True") => Ok(()),
+            other => Err(format!("EtcdClusterHealthy is {other:?}")),
+        }
+    })
+    .await;
+    let etcd_pods = s.run(
+        &kubectl_binary(),
+        &[
+            "--kubeconfig",
+            &workload,
+            "get",
+            "pods",
+            "-n",
+            "kube-system",
+            "-l",
+            "component=etcd",
+            "-o",
+            "json",
+        ],
+    );
+    let etcd_pods: Value = serde_json::from_slice(&etcd_pods.stdout).unwrap();
+    assert_eq!(etcd_pods["items"].as_array().unwrap().len(), 3, "{kcp}");
+
+    // The workers roll to the new version.
+    s.kubectl(&[
+        "patch",
+        "md",
+        &format!("{}-md-0", s.cluster),
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"version":"v1.29.10"}}}}"#,
+    ]);
+    wait(&s, "every worker runs v1.29.10", 300, || {
+        rolled_out(&s, &workers, "v1.29.10", 3)
+    })
+    .await;
+
+    // A stopped worker is replaced by its MachineHealthCheck.
+    let mhc = format!(
+        "apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineHealthCheck\nmetadata:\n  name: {c}-md-0\nspec:\n  clusterName: {c}\n  selector:\n    matchLabels:\n      cluster.x-k8s.io/deployment-name: {c}-md-0\n  checks:\n    unhealthyNodeConditions:\n    - type: Ready\n      status: Unknown\n      timeoutSeconds: 20\n    - type: Ready\n      status: \"False\"\n      timeoutSeconds: 20\n",
+        c = s.cluster
+    );
+    let path = s.dir.join("mhc.yaml");
+    std::fs::write(&path, mhc).unwrap();
+    s.kubectl(&["apply", "-f", &path.display().to_string()]);
+    let victim = machines(&s, &workers)[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let stop = Command::new("docker")
+        .args(["stop", &victim])
+        .output()
+        .unwrap();
+    assert!(stop.status.success(), "{}", text(&stop.stderr));
+    wait(&s, "the stopped worker's Machine is replaced", 240, || {
+        if machines(&s, &workers)
+            .iter()
+            .any(|m| m["metadata"]["name"] == victim.as_str())
+        {
+            return Err(format!("{victim} is still there"));
+        }
+        rolled_out(&s, &workers, "v1.29.10", 3)
+    })
+    .await;
+
+    // Deleting the Cluster leaves no container, volume or load balancer.
+    let volumes: Vec<String> = s
+        .containers()
+        .iter()
+        .flat_map(|c| {
+            let out = Command::new("docker")
+                .args(["inspect", "-f", "{{range .Mounts}}{{.Name}} {{end}}", c])
+                .output()
+                .unwrap();
+            text(&out.stdout)
+                .split_whitespace()
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(!volumes.is_empty(), "the nodes have /var volumes");
+    s.kubectl(&["delete", "cluster", &s.cluster, "--timeout=180s"]);
+    assert_eq!(
+        s.containers(),
+        Vec::<String>::new(),
+        "no container of the cluster is left"
+    );
+    for v in volumes {
+        let out = Command::new("docker")
+            .args(["volume", "inspect", &v])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "volume {v} is left behind");
+    }
+}
