@@ -1,0 +1,223 @@
+//! A user's session with capictl on the Docker Engine: the embedded management cluster in a
+//! state directory of its own, the CLI and kubectl against it, and one cluster's containers
+//! removed afterwards whatever happened — for the Docker provider's test and benchmark.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Waits until `check` passes, and says how long it took; on timeout, what it last saw and
+/// the cluster's tree.
+pub async fn wait(
+    s: &Session,
+    what: &str,
+    seconds: u64,
+    mut check: impl FnMut() -> Result<(), String>,
+) {
+    let started = Instant::now();
+    loop {
+        match check() {
+            Ok(()) => {
+                eprintln!("{what}: {:.1?}", started.elapsed());
+                return;
+            }
+            Err(last) if started.elapsed() > Duration::from_secs(seconds) => {
+                let tree = s.run(
+                    capictl_binary(),
+                    &[
+                        "describe",
+                        "cluster",
+                        &s.cluster,
+                        "--show-conditions",
+                        "all",
+                    ],
+                );
+                panic!(
+                    "timed out after {seconds}s waiting until {what}; last: {last}\n{}{}",
+                    text(&tree.stdout),
+                    text(&tree.stderr)
+                );
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+pub fn capictl_binary() -> &'static str {
+    env!("CARGO_BIN_EXE_capictl")
+}
+
+pub fn kubectl_binary() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_string()
+}
+
+/// One user's session: a state directory, a kubeconfig, and the cluster's name.
+pub struct Session {
+    pub dir: std::path::PathBuf,
+    pub kubeconfig: String,
+    pub cluster: String,
+}
+
+impl Session {
+    pub fn run(&self, program: &str, args: &[&str]) -> Output {
+        Command::new(program)
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .output()
+            .unwrap()
+    }
+
+    pub fn ok(&self, program: &str, args: &[&str]) -> String {
+        let out = self.run(program, args);
+        assert!(
+            out.status.success(),
+            "{program} {args:?} failed:\n{}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    pub fn capictl(&self, args: &[&str]) -> String {
+        self.ok(capictl_binary(), args)
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        self.ok(&kubectl_binary(), args)
+    }
+
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.kubectl(&all)).unwrap()
+    }
+
+    pub fn owner_filter(&self) -> String {
+        format!("label=io.x-k8s.capictl.cluster=default/{}", self.cluster)
+    }
+
+    pub fn containers(&self) -> Vec<String> {
+        let out = Command::new("docker")
+            .args([
+                "ps",
+                "-a",
+                "--filter",
+                &self.owner_filter(),
+                "--format",
+                "{{.Names}}",
+            ])
+            .output()
+            .unwrap();
+        text(&out.stdout).lines().map(String::from).collect()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        for c in self.containers() {
+            let _ = Command::new("docker").args(["rm", "-f", "-v", &c]).output();
+        }
+        let _ = Command::new(capictl_binary())
+            .args(["management", "down", "--dir"])
+            .arg(self.dir.join("management"))
+            .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn machines(s: &Session, selector: &str) -> Vec<Value> {
+    s.json(&["get", "machines", "-l", selector])["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+pub fn condition(object: &Value, t: &str) -> Option<String> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+        .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+}
+
+/// Every Machine of the selector at `version` and Ready, `count` of them; else what is not.
+pub fn rolled_out(s: &Session, selector: &str, version: &str, count: usize) -> Result<(), String> {
+    let ms = machines(s, selector);
+    let done = ms
+        .iter()
+        .filter(|m| {
+            m["spec"]["version"] == version
+                && condition(m, "Ready").as_deref() == Some("True")
+                && m["metadata"]["deletionTimestamp"].is_null()
+        })
+        .count();
+    if ms.len() == count && done == count {
+        Ok(())
+    } else {
+        Err(format!(
+            "{done} of {} Machines at {version} and Ready, {count} wanted",
+            ms.len()
+        ))
+    }
+}
+
+impl Session {
+    /// capictl's images for these versions, the embedded management cluster and the Docker
+    /// provider installed on it, for a cluster named `<prefix>-<random>`.
+    pub async fn start(prefix: &str, versions: &str) -> Session {
+        capictl::install_crypto_provider();
+        super::docker::engine().await;
+        let build = Command::new(capictl_binary())
+            .args(["images", "build", "--kubernetes-version", versions])
+            .output()
+            .unwrap();
+        assert!(build.status.success(), "{}", text(&build.stderr));
+        let dir = std::env::temp_dir().join(format!("capictl-quickstart-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let s = Session {
+            kubeconfig: dir.join("kubeconfig").display().to_string(),
+            cluster: format!("{prefix}-{}", capictl::apiserver::object::random_suffix()),
+            dir,
+        };
+        s.capictl(&[
+            "management",
+            "up",
+            "--dir",
+            &s.dir.join("management").display().to_string(),
+        ]);
+        s.capictl(&["init", "--infrastructure", "docker"]);
+        s
+    }
+
+    /// `capictl generate cluster` of the development flavor, applied with kubectl.
+    pub fn apply_cluster(&self, version: &str, control_planes: u32, workers: u32) {
+        let manifest = self.capictl(&[
+            "generate",
+            "cluster",
+            &self.cluster,
+            "--flavor",
+            "development",
+            "--kubernetes-version",
+            version,
+            "--control-plane-machine-count",
+            &control_planes.to_string(),
+            "--worker-machine-count",
+            &workers.to_string(),
+        ]);
+        let mut apply = Command::new(kubectl_binary())
+            .args(["apply", "-f", "-"])
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(apply.stdin.as_mut().unwrap(), manifest.as_bytes()).unwrap();
+        assert!(apply.wait_with_output().unwrap().status.success());
+    }
+}
