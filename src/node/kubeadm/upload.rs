@@ -53,30 +53,14 @@ fn group(name: &str) -> Value {
     json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": name})
 }
 
-/// Creates `object` unless an object of that name exists (kubeadm's "create or keep").
-async fn create<K>(client: &Client, namespace: Option<&str>, object: Value) -> Result<()>
+/// Creates `object` through `api` unless an object of that name exists (kubeadm's "create or
+/// keep").
+async fn create<K>(api: Api<K>, object: Value) -> Result<()>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
     let typed: K = serde_json::from_value(object)
         .map_err(|e| NodeError::Failed(format!("building a {}: {e}", K::kind(&()))))?;
-    let api: Api<K> = Api::namespaced(client.clone(), namespace.unwrap_or("kube-system"));
-    match api.create(&PostParams::default(), &typed).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-async fn create_cluster_scoped<K>(client: &Client, object: Value) -> Result<()>
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
-    K: Resource<Scope = k8s_openapi::ClusterResourceScope>,
-{
-    let typed: K = serde_json::from_value(object)
-        .map_err(|e| NodeError::Failed(format!("building a {}: {e}", K::kind(&()))))?;
-    let api: Api<K> = Api::all(client.clone());
     match api.create(&PostParams::default(), &typed).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
@@ -101,19 +85,17 @@ pub async fn everything_but_kubeadm_config(client: &Client, inputs: &Inputs<'_>)
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\nclusterDNS:\n- {}\nclusterDomain: {dns_domain}\nrotateCertificates: true\nstaticPodPath: /etc/kubernetes/manifests\n",
         inputs.dns_ip
     );
-    create::<ConfigMap>(
-        client,
-        Some("kube-system"),
+    create(
+        Api::<ConfigMap>::namespaced(client.clone(), "kube-system"),
         json!({"metadata": {"name": "kubelet-config"}, "data": {"kubelet": kubelet_config}}),
     )
     .await?;
-    create::<Role>(client, Some("kube-system"), json!({
+    create(Api::<Role>::namespaced(client.clone(), "kube-system"), json!({
         "metadata": {"name": "kubeadm:kubelet-config"},
         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["kubelet-config"], "verbs": ["get"]}],
     })).await?;
-    create::<RoleBinding>(
-        client,
-        Some("kube-system"),
+    create(
+        Api::<RoleBinding>::namespaced(client.clone(), "kube-system"),
         binding(
             "kubeadm:kubelet-config",
             "Role",
@@ -125,13 +107,12 @@ pub async fn everything_but_kubeadm_config(client: &Client, inputs: &Inputs<'_>)
         ),
     )
     .await?;
-    create::<Role>(client, Some("kube-system"), json!({
+    create(Api::<Role>::namespaced(client.clone(), "kube-system"), json!({
         "metadata": {"name": "kubeadm:nodes-kubeadm-config"},
         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["kubeadm-config"], "verbs": ["get"]}],
     })).await?;
-    create::<RoleBinding>(
-        client,
-        Some("kube-system"),
+    create(
+        Api::<RoleBinding>::namespaced(client.clone(), "kube-system"),
         binding(
             "kubeadm:nodes-kubeadm-config",
             "Role",
@@ -145,8 +126,8 @@ pub async fn everything_but_kubeadm_config(client: &Client, inputs: &Inputs<'_>)
     .await?;
 
     say("[bootstrap-token] Configuring bootstrap tokens, cluster-info ConfigMap, RBAC Roles");
-    create_cluster_scoped::<ClusterRole>(
-        client,
+    create(
+        Api::<ClusterRole>::all(client.clone()),
         json!({
             "metadata": {"name": "kubeadm:get-nodes"},
             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
@@ -181,8 +162,8 @@ pub async fn everything_but_kubeadm_config(client: &Client, inputs: &Inputs<'_>)
             json!([group("kubeadm:cluster-admins")]),
         ),
     ] {
-        create_cluster_scoped::<ClusterRoleBinding>(
-            client,
+        create(
+            Api::<ClusterRoleBinding>::all(client.clone()),
             binding(name, "ClusterRole", role, subjects),
         )
         .await?;
@@ -191,17 +172,16 @@ pub async fn everything_but_kubeadm_config(client: &Client, inputs: &Inputs<'_>)
         &format!("https://{}", inputs.endpoint),
         inputs.ca_cert,
     )?;
-    create::<ConfigMap>(
-        client,
-        Some("kube-public"),
+    create(
+        Api::<ConfigMap>::namespaced(client.clone(), "kube-public"),
         json!({"metadata": {"name": "cluster-info"}, "data": {"kubeconfig": cluster_info}}),
     )
     .await?;
-    create::<Role>(client, Some("kube-public"), json!({
+    create(Api::<Role>::namespaced(client.clone(), "kube-public"), json!({
         "metadata": {"name": "kubeadm:bootstrap-signer-clusterinfo"},
         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["cluster-info"], "verbs": ["get"]}],
     })).await?;
-    create::<RoleBinding>(client, Some("kube-public"), binding("kubeadm:bootstrap-signer-clusterinfo", "Role", "kubeadm:bootstrap-signer-clusterinfo", json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:anonymous"}]))).await?;
+    create(Api::<RoleBinding>::namespaced(client.clone(), "kube-public"), binding("kubeadm:bootstrap-signer-clusterinfo", "Role", "kubeadm:bootstrap-signer-clusterinfo", json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:anonymous"}]))).await?;
     for token in inputs.bootstrap_tokens {
         let Some((id, secret)) = token["token"].as_str().and_then(|t| t.split_once('.')) else {
             continue;
@@ -227,9 +207,8 @@ pub async fn everything_but_kubeadm_config(client: &Client, inputs: &Inputs<'_>)
             })
             .unwrap_or_else(|| vec!["system:bootstrappers:kubeadm:default-node-token".into()]);
         data["auth-extra-groups"] = json!(groups.join(","));
-        create::<Secret>(
-            client,
-            Some("kube-system"),
+        create(
+            Api::<Secret>::namespaced(client.clone(), "kube-system"),
             json!({
                 "metadata": {"name": format!("bootstrap-token-{id}")},
                 "type": "bootstrap.kubernetes.io/token",
@@ -246,20 +225,18 @@ pub async fn everything_but_kubeadm_config(client: &Client, inputs: &Inputs<'_>)
         .map(|(_, m, _)| m)
         .unwrap_or(28);
     say("[addons] Applied essential addon: CoreDNS");
-    create::<ServiceAccount>(
-        client,
-        Some("kube-system"),
+    create(
+        Api::<ServiceAccount>::namespaced(client.clone(), "kube-system"),
         json!({"metadata": {"name": "coredns"}}),
     )
     .await?;
-    create::<ConfigMap>(
-        client,
-        Some("kube-system"),
+    create(
+        Api::<ConfigMap>::namespaced(client.clone(), "kube-system"),
         json!({"metadata": {"name": "coredns"}, "data": {"Corefile": corefile(dns_domain)}}),
     )
     .await?;
     let dns_labels = json!({"k8s-app": "kube-dns"});
-    create::<Deployment>(client, Some("kube-system"), json!({
+    create(Api::<Deployment>::namespaced(client.clone(), "kube-system"), json!({
         "metadata": {"name": "coredns", "labels": dns_labels},
         "spec": {
             "replicas": 2,
@@ -275,15 +252,14 @@ pub async fn everything_but_kubeadm_config(client: &Client, inputs: &Inputs<'_>)
             },
         },
     })).await?;
-    create::<Service>(client, Some("kube-system"), json!({
+    create(Api::<Service>::namespaced(client.clone(), "kube-system"), json!({
         "metadata": {"name": "kube-dns", "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
         "spec": {"clusterIP": inputs.dns_ip, "selector": dns_labels, "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53}, {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}]},
     })).await?;
 
     say("[addons] Applied essential addon: kube-proxy");
-    create::<ServiceAccount>(
-        client,
-        Some("kube-system"),
+    create(
+        Api::<ServiceAccount>::namespaced(client.clone(), "kube-system"),
         json!({"metadata": {"name": "kube-proxy"}}),
     )
     .await?;
@@ -291,12 +267,12 @@ pub async fn everything_but_kubeadm_config(client: &Client, inputs: &Inputs<'_>)
         "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt\n    server: https://{}\n  name: default\ncontexts:\n- context:\n    cluster: default\n    namespace: default\n    user: default\n  name: default\ncurrent-context: default\nusers:\n- name: default\n  user:\n    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token\n",
         inputs.endpoint
     );
-    create::<ConfigMap>(client, Some("kube-system"), json!({
+    create(Api::<ConfigMap>::namespaced(client.clone(), "kube-system"), json!({
         "metadata": {"name": "kube-proxy", "labels": {"app": "kube-proxy"}},
         "data": {"config.conf": "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nconntrack:\n  maxPerCore: 0\nmode: iptables\n", "kubeconfig.conf": proxy_kubeconfig},
     })).await?;
     let proxy_labels = json!({"k8s-app": "kube-proxy"});
-    create::<DaemonSet>(client, Some("kube-system"), json!({
+    create(Api::<DaemonSet>::namespaced(client.clone(), "kube-system"), json!({
         "metadata": {"name": "kube-proxy", "labels": proxy_labels},
         "spec": {
             "selector": {"matchLabels": proxy_labels},
