@@ -29,8 +29,20 @@ pub const NODE_MONITOR_GRACE: Duration = Duration::from_secs(40);
 const NODE_MONITOR_PERIOD: Duration = Duration::from_secs(2);
 pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 
-/// Serves `/healthz` over HTTPS with a self-signed certificate.
-async fn serve_health(bind: &str, port: u16) -> Result<()> {
+/// Serves `/healthz` over HTTPS with a self-signed certificate, on the component's
+/// `--bind-address` (127.0.0.1) and `--secure-port` (`default_port`).
+async fn serve_health(
+    flags: &std::collections::BTreeMap<String, String>,
+    default_port: u16,
+) -> Result<()> {
+    let bind = flags
+        .get("bind-address")
+        .map(String::as_str)
+        .unwrap_or("127.0.0.1");
+    let port = flags
+        .get("secure-port")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(default_port);
     let certified =
         rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
             .map_err(|e| NodeError::Failed(format!("a serving certificate: {e}")))?;
@@ -273,15 +285,7 @@ async fn approve_and_sign(client: &Client, ca: &crate::apiserver::tls::Pki) -> R
 /// Runs the controller-manager until SIGTERM.
 pub async fn run_controller_manager(args: &[String]) -> Result<()> {
     let flags = parse_flags(args);
-    let bind = flags
-        .get("bind-address")
-        .cloned()
-        .unwrap_or_else(|| "127.0.0.1".into());
-    let port = flags
-        .get("secure-port")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(super::kubeadm::manifests::CONTROLLER_MANAGER_PORT);
-    serve_health(&bind, port).await?;
+    serve_health(&flags, super::kubeadm::manifests::CONTROLLER_MANAGER_PORT).await?;
     let kubeconfig = flags
         .get("kubeconfig")
         .ok_or_else(|| NodeError::Config("--kubeconfig is required".into()))?;
@@ -339,15 +343,7 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
 /// Runs the scheduler (its health endpoint) until SIGTERM.
 pub async fn run_scheduler(args: &[String]) -> Result<()> {
     let flags = parse_flags(args);
-    let bind = flags
-        .get("bind-address")
-        .cloned()
-        .unwrap_or_else(|| "127.0.0.1".into());
-    let port = flags
-        .get("secure-port")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(super::kubeadm::manifests::SCHEDULER_PORT);
-    serve_health(&bind, port).await?;
+    serve_health(&flags, super::kubeadm::manifests::SCHEDULER_PORT).await?;
     terminated().await;
     Ok(())
 }
