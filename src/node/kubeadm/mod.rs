@@ -446,34 +446,30 @@ async fn join(layout: &Layout, invocation: &Invocation) -> Result<()> {
     control_plane_files(layout, &config, &node, &endpoint)?;
     let pki_dir = layout.path(config.str_at("/certificatesDir"));
     let token = cluster_token(&config, &pki_dir)?;
-    let initial_cluster = etcd::join_member(
-        &client,
-        &pki_dir,
-        &node.name,
-        &node.address,
-        |initial_cluster| {
-            let inputs = manifests::Inputs {
-                config: &config,
-                node_name: &node.name,
-                address: &node.address,
-                kubernetes_version: &node.version,
-                initial_cluster,
-                existing_cluster: true,
-                cluster_token: token.clone(),
-            };
-            write_manifest(layout, "etcd.yaml", &manifests::etcd(&inputs))
-        },
-    )
-    .await?;
-    let inputs = manifests::Inputs {
+    let inputs = |initial_cluster| manifests::Inputs {
         config: &config,
         node_name: &node.name,
         address: &node.address,
         kubernetes_version: &node.version,
         initial_cluster,
         existing_cluster: true,
-        cluster_token: token,
+        cluster_token: token.clone(),
     };
+    let initial_cluster = etcd::join_member(
+        &client,
+        &pki_dir,
+        &node.name,
+        &node.address,
+        |initial_cluster| {
+            write_manifest(
+                layout,
+                "etcd.yaml",
+                &manifests::etcd(&inputs(initial_cluster)),
+            )
+        },
+    )
+    .await?;
+    let inputs = inputs(initial_cluster);
     for (file, manifest) in manifests::control_plane(&inputs) {
         write_manifest(layout, file, &manifest)?;
     }
