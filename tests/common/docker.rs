@@ -113,8 +113,8 @@ impl NodeCluster {
         let name = self.container(machine);
         let spec = container::Spec {
             name: name.clone(),
+            namespace: NS.into(),
             cluster: self.name.clone(),
-            owner: format!("{NS}/{}", self.name),
             role: if control_plane {
                 container::Role::ControlPlane
             } else {

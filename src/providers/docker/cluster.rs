@@ -146,8 +146,7 @@ async fn ensure_load_balancer(
 ) -> std::result::Result<String, String> {
     let docker = ctx.docker().await?;
     let ns = dc.namespace().unwrap_or_default();
-    let owner = format!("{ns}/{}", cluster.name_any());
-    let existing = container::find(&docker, &cluster.name_any(), &owner, Role::LoadBalancer)
+    let existing = container::find(&docker, &ns, &cluster.name_any(), Role::LoadBalancer)
         .await
         .map_err(|e| e.to_string())?;
     let name = match existing.first() {
@@ -165,8 +164,8 @@ async fn ensure_load_balancer(
             .map_err(|e| e.to_string())?;
             let spec = container::Spec {
                 name: name.clone(),
+                namespace: ns.clone(),
                 cluster: cluster.name_any(),
-                owner,
                 role: Role::LoadBalancer,
                 image: load_balancer_image(ctx, dc).await?,
                 privileged: false,
@@ -205,8 +204,7 @@ pub async fn sync_load_balancer(
 ) -> std::result::Result<(), String> {
     let docker = ctx.docker().await?;
     let ns = dc.namespace().unwrap_or_default();
-    let owner = format!("{ns}/{}", cluster.name_any());
-    let names = container::find(&docker, &cluster.name_any(), &owner, Role::ControlPlane)
+    let names = container::find(&docker, &ns, &cluster.name_any(), Role::ControlPlane)
         .await
         .map_err(|e| e.to_string())?;
     let mut control_planes = Vec::new();
@@ -387,7 +385,7 @@ async fn delete(
         && !dc.finalizers().is_empty()
     {
         let docker = ctx.docker().await.map_err(Error::Invalid)?;
-        for name in container::find(&docker, c, &format!("{ns}/{c}"), Role::LoadBalancer)
+        for name in container::find(&docker, &ns, c, Role::LoadBalancer)
             .await
             .map_err(|e| Error::Invalid(e.to_string()))?
         {

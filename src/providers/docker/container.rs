@@ -51,9 +51,9 @@ impl Role {
 #[derive(Clone, Debug)]
 pub struct Spec {
     pub name: String,
-    /// The Cluster's name (kind's label) and `<namespace>/<name>` (capictl's).
+    /// The Cluster's namespace and name (kind's label has the name, capictl's both).
+    pub namespace: String,
     pub cluster: String,
-    pub owner: String,
     pub role: Role,
     pub image: String,
     /// Runs systemd and containerd inside (`kindest/node`), so needs `--privileged`.
@@ -100,7 +100,10 @@ pub fn create_body(spec: &Spec) -> ContainerCreateBody {
     let mut labels = HashMap::from([
         (CLUSTER_LABEL.to_string(), spec.cluster.clone()),
         (ROLE_LABEL.to_string(), spec.role.label().to_string()),
-        (OWNER_LABEL.to_string(), spec.owner.clone()),
+        (
+            OWNER_LABEL.to_string(),
+            owner(&spec.namespace, &spec.cluster),
+        ),
     ]);
     labels.extend(spec.labels.clone());
     let publish = |address: &str| {
@@ -158,12 +161,17 @@ pub fn create_body(spec: &Spec) -> ContainerCreateBody {
     }
 }
 
+/// capictl's owner label value: `<namespace>/<cluster>`.
+pub fn owner(namespace: &str, cluster: &str) -> String {
+    format!("{namespace}/{cluster}")
+}
+
 /// The names of the cluster's containers of a role, found by kind's labels and capictl's
 /// owner label (so that a kind cluster or a same-named cluster elsewhere is never taken).
 pub async fn find(
     docker: &Docker,
+    namespace: &str,
     cluster: &str,
-    owner: &str,
     role: Role,
 ) -> Result<Vec<String>, DockerError> {
     use bollard::query_parameters::ListContainersOptions;
@@ -172,7 +180,7 @@ pub async fn find(
         vec![
             format!("{CLUSTER_LABEL}={cluster}"),
             format!("{ROLE_LABEL}={}", role.label()),
-            format!("{OWNER_LABEL}={owner}"),
+            format!("{OWNER_LABEL}={}", owner(namespace, cluster)),
         ],
     )]);
     let listed = docker
@@ -307,8 +315,8 @@ mod tests {
     fn spec(role: Role, privileged: bool) -> Spec {
         Spec {
             name: "c1-cp-abc".into(),
+            namespace: "default".into(),
             cluster: "c1".into(),
-            owner: "default/c1".into(),
             role,
             image: "capictl/node:v1.28.13".into(),
             privileged,

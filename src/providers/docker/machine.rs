@@ -271,11 +271,11 @@ impl Scope {
     }
 
     fn owner(&self) -> String {
-        format!(
-            "{}/{}",
-            self.cluster.namespace().unwrap_or_default(),
-            self.cluster.name_any()
-        )
+        container::owner(&self.namespace(), &self.cluster.name_any())
+    }
+
+    fn namespace(&self) -> String {
+        self.cluster.namespace().unwrap_or_default()
     }
 
     fn initialization(&self) -> Option<&crate::api::cluster::ClusterInitializationStatus> {
@@ -365,8 +365,8 @@ async fn load_balancer_of(ctx: &DockerProvider, scope: &Scope) -> Option<String>
     let docker = ctx.docker().await.ok()?;
     container::find(
         &docker,
+        &scope.namespace(),
         &scope.cluster.name_any(),
-        &scope.owner(),
         Role::LoadBalancer,
     )
     .await
@@ -483,8 +483,8 @@ async fn ensure_container(
         .map_err(docker_error)?;
     let spec = container::Spec {
         name: name.clone(),
+        namespace: scope.namespace(),
         cluster: scope.cluster.name_any(),
-        owner: scope.owner(),
         role: if scope.control_plane() {
             Role::ControlPlane
         } else {
