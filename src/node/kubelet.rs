@@ -401,11 +401,15 @@ impl Loop {
         if self.node_uid.is_none() {
             self.register().await?;
         }
+        // The Node is read back with each Lease renewal, not on every pass: the loop wakes
+        // every 2 s and on each static pod change.
+        let mut overwritten = false;
         if due(self.last_lease, LEASE_RENEW) {
             self.renew_lease().await?;
             self.last_lease = Some(Instant::now());
+            overwritten = self.status_overwritten().await?;
         }
-        if due(self.last_status, STATUS_REPORT) || self.status_overwritten().await? {
+        if due(self.last_status, STATUS_REPORT) || overwritten {
             let status = node_status(
                 &self.name,
                 &self.facts,
