@@ -18,6 +18,8 @@ use crate::node::{NodeError, Result, read_file};
 
 /// How long a learner may take to catch up before the join gives up.
 const PROMOTE_WAIT: Duration = Duration::from_secs(120);
+/// How often a learner that has not started is checked against the cluster's membership.
+const RESTART_CHECK_EVERY: Duration = Duration::from_secs(10);
 /// How long a join waits for etcd to accept another member.
 const MEMBER_ADD_WAIT: Duration = Duration::from_secs(90);
 
@@ -91,6 +93,40 @@ async fn etcd_endpoints(client: &Client) -> Result<Vec<String>> {
     Ok(endpoints)
 }
 
+async fn list_members(etcd: &mut etcd_client::Client) -> Result<Vec<etcd_client::Member>> {
+    Ok(etcd
+        .member_list()
+        .await
+        .map_err(|e| NodeError::Failed(format!("listing etcd members: {e}")))?
+        .members()
+        .to_vec())
+}
+
+/// etcd's `--initial-cluster` for the member `id` (not named yet, so named `name` here)
+/// joining `members`: every member's `name=peer-url`, which must be exactly the cluster's.
+fn initial_cluster(members: &[etcd_client::Member], id: u64, name: &str) -> Vec<String> {
+    members
+        .iter()
+        .flat_map(|m| {
+            let member_name = if m.id() == id || m.name().is_empty() {
+                name
+            } else {
+                m.name()
+            };
+            m.peer_urls()
+                .iter()
+                .map(move |u| format!("{member_name}={u}"))
+        })
+        .collect()
+}
+
+/// Whether etcd refused a promotion because the member already votes (an earlier attempt
+/// promoted it). etcd says "can only promote a learner member" for that, and the same words
+/// followed by "which is in sync with leader" while a learner catches up.
+fn already_voting(error: &str) -> bool {
+    error.contains("can only promote a learner member") && !error.contains("in sync with leader")
+}
+
 /// Joins this node to etcd; `write_manifest` is given the initial cluster and writes this
 /// node's etcd manifest (which starts the member). Returns the initial cluster.
 pub async fn join_member(
@@ -98,7 +134,7 @@ pub async fn join_member(
     pki: &Path,
     name: &str,
     address: &str,
-    write_manifest: impl FnOnce(Vec<String>) -> Result<()>,
+    mut write_manifest: impl FnMut(Vec<String>) -> Result<()>,
 ) -> Result<Vec<String>> {
     let endpoints = etcd_endpoints(client).await?;
     println!(
@@ -113,12 +149,8 @@ pub async fn join_member(
     }
     let mut etcd = etcd_client(pki, &endpoints).await?;
     let peer_url = format!("https://{}", join_host_port(address, ETCD_PEER_PORT));
-    let members = etcd
-        .member_list()
-        .await
-        .map_err(|e| NodeError::Failed(format!("listing etcd members: {e}")))?;
-    let existing = members
-        .members()
+    let existing = list_members(&mut etcd)
+        .await?
         .iter()
         .find(|m| m.peer_urls().contains(&peer_url))
         .map(|m| m.id());
@@ -162,46 +194,47 @@ pub async fn join_member(
         }
     };
     let outcome = async {
-        let members = etcd
-            .member_list()
-            .await
-            .map_err(|e| NodeError::Failed(format!("listing etcd members: {e}")))?;
-        let initial_cluster: Vec<String> = members
-            .members()
-            .iter()
-            .flat_map(|m| {
-                let member_name = if m.id() == id || m.name().is_empty() {
-                    name.to_string()
-                } else {
-                    m.name().to_string()
-                };
-                m.peer_urls()
-                    .iter()
-                    .map(move |u| format!("{member_name}={u}"))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        write_manifest(initial_cluster.clone())?;
+        let mut written = initial_cluster(&list_members(&mut etcd).await?, id, name);
+        write_manifest(written.clone())?;
         println!("[etcd] Waiting for the new etcd member to catch up and be promoted");
         let started = Instant::now();
+        let mut looked = Instant::now();
         loop {
             match etcd.member_promote(id).await {
                 Ok(_) => break,
-                Err(e) if e.to_string().contains("not a learner") => break,
+                Err(e) if already_voting(&e.to_string()) => break,
                 Err(e) if started.elapsed() < PROMOTE_WAIT => {
                     tracing::debug!(error = %e, "etcd learner not promoted yet");
+                    if looked.elapsed() >= RESTART_CHECK_EVERY {
+                        looked = Instant::now();
+                        // etcd refuses to start a member whose initial cluster is not the
+                        // cluster's (a member removed or added after the list above): while
+                        // the learner has not started (etcd names a member once it runs),
+                        // start it again with the cluster as it is now.
+                        let members = list_members(&mut etcd).await?;
+                        let now = initial_cluster(&members, id, name);
+                        let unstarted = members.iter().any(|m| m.id() == id && m.name().is_empty());
+                        if unstarted && now != written {
+                            println!(
+                                "[etcd] The etcd membership changed while {name} was starting; starting it again with {}",
+                                now.join(",")
+                            );
+                            write_manifest(now.clone())?;
+                            written = now;
+                        }
+                    }
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
                 Err(e) => {
                     return Err(NodeError::Failed(format!(
-                        "the etcd learner {name} did not catch up within {}s: {e}",
+                        "the etcd learner {name} did not catch up within {}s: {e} (its log is this node's container log: docker logs <node>)",
                         PROMOTE_WAIT.as_secs()
                     )));
                 }
             }
         }
         println!("[etcd] Promoted {name} to a voting etcd member");
-        Ok(initial_cluster)
+        Ok(written)
     }
     .await;
     if outcome.is_err() && added {
@@ -211,4 +244,17 @@ pub async fn join_member(
         }
     }
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_promotion_refused_for_a_voter_is_told_from_one_still_catching_up() {
+        let voter = "status: FailedPrecondition, message: \"etcdserver: can only promote a learner member\"";
+        let catching_up =
+            "etcdserver: can only promote a learner member which is in sync with leader";
+        assert!(super::already_voting(voter));
+        assert!(!super::already_voting(catching_up));
+        assert!(!super::already_voting("etcdserver: request timed out"));
+    }
 }
