@@ -192,7 +192,11 @@ pub enum Priority {
 /// A condition's priority, given its own type's polarity: positive False or negative True is an
 /// issue, Unknown is unknown, anything else is information.
 pub fn priority(condition_type: &str, status: Status) -> Priority {
-    match (polarity(condition_type), status) {
+    priority_with(polarity(condition_type), status)
+}
+
+fn priority_with(polarity: Polarity, status: Status) -> Priority {
+    match (polarity, status) {
         (_, Status::Unknown) => Priority::Unknown,
         (Polarity::Positive, Status::False) | (Polarity::Negative, Status::True) => Priority::Issue,
         _ => Priority::Info,
@@ -450,6 +454,9 @@ pub struct SummaryOptions<'a> {
     /// Conditions that are issues by their status but count as information here (e.g. an
     /// infrastructure that is gone while the object is being deleted).
     pub treat_as_info: Vec<(&'a str, &'a [&'a str])>,
+    /// Types that are good when False beside the well-known ones (a readiness gate with
+    /// negative polarity).
+    pub negative: Vec<&'a str>,
     pub reasons: MergeReasons,
 }
 
@@ -476,7 +483,11 @@ pub fn summary(
             None => NewCondition::new(t, Status::Unknown, reasons::NOT_YET_REPORTED)
                 .message("Condition not yet reported"),
         };
-        let mut p = priority(t, condition.status);
+        let mut p = if options.negative.contains(t) {
+            priority_with(Polarity::Negative, condition.status)
+        } else {
+            priority(t, condition.status)
+        };
         let info_by_reason = options
             .treat_as_info
             .iter()
@@ -1002,6 +1013,7 @@ mod tests {
                 "InfrastructureReady",
                 &["ObjectDeleted", "ObjectDoesNotExist"],
             )],
+            negative: vec![],
             reasons: MergeReasons::new("NotReady", "ReadyUnknown", "Ready"),
         };
         let s = summary(

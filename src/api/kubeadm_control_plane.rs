@@ -22,11 +22,26 @@ pub mod conditions {
     pub const INITIALIZED: &str = "Initialized";
     pub const ETCD_CLUSTER_HEALTHY: &str = "EtcdClusterHealthy";
     pub const CONTROL_PLANE_COMPONENTS_HEALTHY: &str = "ControlPlaneComponentsHealthy";
+    // On each control-plane Machine, from its Node's static Pods and its etcd member; also
+    // the Machine's readiness gates.
+    pub const APISERVER_POD_HEALTHY: &str = "APIServerPodHealthy";
+    pub const CONTROLLER_MANAGER_POD_HEALTHY: &str = "ControllerManagerPodHealthy";
+    pub const SCHEDULER_POD_HEALTHY: &str = "SchedulerPodHealthy";
+    pub const ETCD_POD_HEALTHY: &str = "EtcdPodHealthy";
+    pub const ETCD_MEMBER_HEALTHY: &str = "EtcdMemberHealthy";
 }
 
 /// The reasons of kubeadm control plane conditions, beside the shared ones
 /// ([`crate::conditions::reasons`]).
 pub mod reasons {
+    // A control-plane Machine's static Pod and etcd member conditions.
+    pub const POD_RUNNING: &str = "Running";
+    pub const POD_PROVISIONING: &str = "Provisioning";
+    pub const POD_FAILED: &str = "Failed";
+    pub const POD_DOES_NOT_EXIST: &str = "DoesNotExist";
+    pub const MACHINE_DELETING: &str = "Deleting";
+    pub const INSPECTION_FAILED: &str = "InspectionFailed";
+    pub const CONNECTION_DOWN: &str = "ConnectionDown";
     pub const REMEDIATION_IN_PROGRESS: &str = "RemediationInProgress";
     pub const REMEDIATION_NOT_ALLOWED: &str = "RemediationNotAllowed";
 }

@@ -14,7 +14,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::common;
-use super::machines::set_machine_condition;
+use super::machines::set_machine_conditions;
 use super::mdutil::scaled;
 use futures::future::BoxFuture;
 use kube::runtime::{Controller, watcher};
@@ -356,7 +356,7 @@ async fn check_targets<'a>(
                 continue;
             }
         };
-        set_machine_condition(&scope.machines_api, machine, condition).await?;
+        set_machine_conditions(&scope.machines_api, machine, vec![condition]).await?;
     }
     Ok(findings)
 }
@@ -368,18 +368,20 @@ async fn remediate(scope: &Scope, unhealthy: &[&Machine]) -> Result<()> {
         if let Some(owner) = common::controller_of(m.owner_references())
             .filter(|o| matches!(o.kind.as_str(), "KubeadmControlPlane" | "MachineSet"))
         {
-            set_machine_condition(
+            set_machine_conditions(
                 &scope.machines_api,
                 m,
-                NewCondition::new(
-                    api::OWNER_REMEDIATED,
-                    Status::False,
-                    api::machine_health_check::reasons::WAITING_FOR_REMEDIATION,
-                )
-                .message(format!(
-                    "Waiting for {} {} to remediate this Machine",
-                    owner.kind, owner.name
-                )),
+                vec![
+                    NewCondition::new(
+                        api::OWNER_REMEDIATED,
+                        Status::False,
+                        api::machine_health_check::reasons::WAITING_FOR_REMEDIATION,
+                    )
+                    .message(format!(
+                        "Waiting for {} {} to remediate this Machine",
+                        owner.kind, owner.name
+                    )),
+                ],
             )
             .await?;
             continue;

@@ -365,15 +365,17 @@ async fn remediate_unhealthy_machines(
         .iter()
         .filter(|m| remediate.contains(&m.name_any()))
     {
-        super::machines::set_machine_condition(
+        super::machines::set_machine_conditions(
             &scope.machines_api,
             m,
-            NewCondition::new(
-                api::OWNER_REMEDIATED,
-                Status::False,
-                conditions::reasons::MACHINE_DELETION_IN_PROGRESS,
-            )
-            .message("Machine deletionTimestamp set"),
+            vec![
+                NewCondition::new(
+                    api::OWNER_REMEDIATED,
+                    Status::False,
+                    conditions::reasons::MACHINE_DELETION_IN_PROGRESS,
+                )
+                .message("Machine deletionTimestamp set"),
+            ],
         )
         .await?;
         tracing::info!(machine = %m.name_any(), "remediating an unhealthy Machine by deleting it");

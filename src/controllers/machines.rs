@@ -40,19 +40,19 @@ pub fn condition_of<'a>(m: &'a Machine, t: &str) -> Option<&'a Condition> {
         .and_then(|c| conditions::get(c, t))
 }
 
-/// Sets one condition on a Machine, based on its latest version (a conflict means someone
-/// else wrote first; the next reconcile sets it again).
-pub async fn set_machine_condition(
+/// Sets conditions on a Machine, based on its latest version (a conflict means someone
+/// else wrote first; the next reconcile sets them again). Nothing is written when they hold.
+pub async fn set_machine_conditions(
     api: &Api<Machine>,
     machine: &Machine,
-    condition: NewCondition,
+    conditions: Vec<NewCondition>,
 ) -> Result<()> {
     let mut status = machine.status.clone().unwrap_or_default();
     let before = status.conditions.clone();
     common::set_conditions(
         &mut status.conditions,
         machine.meta().generation,
-        vec![condition],
+        conditions,
     );
     if status.conditions == before {
         return Ok(());

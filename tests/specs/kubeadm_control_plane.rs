@@ -46,9 +46,50 @@ async fn an_even_control_plane_is_refused_and_three_join_one_at_a_time() {
     assert_eq!(status.version.as_deref(), Some("v1.28.13"));
     until("etcd has the three members", 30, async || {
         let s = kcps.get("k1-control-plane").await.ok()?.status?;
-        condition_true(s.conditions.as_ref(), "EtcdClusterHealthy").then_some(())
+        (condition_true(s.conditions.as_ref(), "EtcdClusterHealthy")
+            && condition_true(s.conditions.as_ref(), "ControlPlaneComponentsHealthy"))
+        .then_some(())
     })
     .await;
+    assert_eq!(
+        status
+            .initialization
+            .and_then(|i| i.control_plane_initialized),
+        Some(true),
+        "initialized once kube-system/kubeadm-config exists"
+    );
+    // Each control-plane Machine says how its static Pods and etcd member are, and is Ready
+    // only with them healthy (its readiness gates).
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let health = [
+        "APIServerPodHealthy",
+        "ControllerManagerPodHealthy",
+        "SchedulerPodHealthy",
+        "EtcdPodHealthy",
+        "EtcdMemberHealthy",
+    ];
+    for m in machines
+        .list(&ListParams::default().labels(CONTROL_PLANE))
+        .await
+        .unwrap()
+    {
+        let gates: Vec<String> = m
+            .spec
+            .readiness_gates
+            .iter()
+            .flatten()
+            .map(|g| g.condition_type.clone())
+            .collect();
+        let name = m.name_any();
+        assert_eq!(gates, health, "{name}");
+        let conditions = m.status.and_then(|s| s.conditions);
+        for t in health {
+            assert!(
+                condition_true(conditions.as_ref(), t),
+                "{name} {t}: {conditions:?}"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

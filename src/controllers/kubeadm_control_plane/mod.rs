@@ -2,10 +2,12 @@
 //! control-plane Machines created, scaled, upgraded and removed one at a time, moving etcd
 //! leadership off a machine and removing its etcd member before it goes.
 //!
-//! `mod.rs` gathers, decides and acts; [`status`] computes the status from what was gathered;
+//! `mod.rs` gathers, decides and acts; [`health`] judges each Machine's static Pods and etcd
+//! member and what holds scaling; [`status`] computes the status from what was gathered;
 //! [`deletion`] waits for the workers, then removes the control-plane Machines.
 
 mod deletion;
+mod health;
 mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,15 +29,18 @@ use kube::runtime::{Controller, watcher};
 use super::runtime::{Wiring, controllers_of};
 use super::{Context, Result, StepContext};
 use crate::api;
-use crate::api::common::ContractVersionedObjectReference;
+use crate::api::common::{ConditionGate, ContractVersionedObjectReference};
 use crate::api::kubeadm_control_plane::LastRemediationStatus;
 use crate::api::machine::{Bootstrap, MachineSpec};
 use crate::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine};
 use crate::conditions;
 use crate::conditions::{NewCondition, Status};
+use crate::workload::clusters::NodeLookup;
 use crate::workload::etcd::{self, EtcdError};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 
-pub use status::{EtcdSeen, etcd_cluster_condition};
+use health::{Health, WorkloadSeen};
+pub use status::EtcdSeen;
 use status::{Facts, Progress, Remediation};
 
 /// Why a control-plane Machine is not what the KubeadmControlPlane asks for; empty when it is.
@@ -264,12 +269,22 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     ensure_certificates(&ctx, &kcp, cluster)
         .await
         .step("writing the cluster certificates and admin kubeconfig")?;
-    let outdated = mark_up_to_date(&ctx, &kcp, &scope)
-        .await
-        .step("comparing the Machines with the spec")?;
     release_members(&ctx, &kcp, cluster, &scope.machines)
         .await
         .step("removing the etcd members of deleted Machines")?;
+    let initialized = initialized(&ctx, &kcp, cluster).await;
+    let etcd = if initialized {
+        read_etcd(&ctx, cluster).await
+    } else {
+        Err(EtcdError::Unreachable(
+            "the control plane is not initialized yet".into(),
+        ))
+    };
+    let workload = read_workload(&ctx, cluster, &scope.machines, initialized).await;
+    let health = health::assess(&scope.machines, &workload, &etcd);
+    let outdated = mark_machines(&ctx, &kcp, &scope, &health)
+        .await
+        .step("recording the Machines' health and whether they are up to date")?;
     let live = scope.live();
     let any_deleting = scope.machines.iter().any(common::deleting);
     let settling = any_deleting || live.iter().any(|m| !is_true(m, conditions::types::READY));
@@ -285,12 +300,14 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
             .await
             .step("remediating an unhealthy Machine")?
     };
-    if remediation.is_none() && (!settling || live.is_empty()) {
+    // Upstream's preflight checks: no step while a Machine goes or any is unhealthy (a
+    // joining etcd member is promoted before the next one joins or another one leaves).
+    let blocked = health::preflight(&scope.machines, &health, None);
+    if remediation.is_none() && blocked.is_empty() && (!settling || live.is_empty()) {
         scale(&ctx, &kcp, cluster, &live, &outdated)
             .await
             .step("scaling and rolling out the Machines")?;
     }
-    let etcd = read_etcd(&ctx, cluster).await;
 
     // Status, computed once from what this reconcile gathered.
     let cluster_name = cluster.name_any();
@@ -298,13 +315,15 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     let status = status::compute(
         &kcp,
         paused,
-        Progress::Reconciled(Facts {
+        Progress::Reconciled(Box::new(Facts {
             cluster_name: &cluster_name,
             machines: &scope.machines,
             outdated: &outdated,
-            etcd: &etcd,
+            initialized,
+            health: &health,
+            blocked: &blocked,
             remediation,
-        }),
+        })),
     );
     common::write_status(&scope.api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
     let desired = kcp.spec.replicas.unwrap_or(1).max(0) as usize;
@@ -316,12 +335,13 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     }))
 }
 
-/// Marks each Machine UpToDate or not (version, infrastructure template, rolloutAfter);
-/// the reasons of those that are not, by name.
-async fn mark_up_to_date(
+/// Marks each Machine UpToDate or not (version, infrastructure template, rolloutAfter), with
+/// its health conditions, in one write; the reasons of those not up to date, by name.
+async fn mark_machines(
     ctx: &Context,
     kcp: &KubeadmControlPlane,
     scope: &Scope,
+    health: &Health,
 ) -> Result<BTreeMap<String, Vec<String>>> {
     let ns = kcp.namespace().unwrap_or_default();
     let mut outdated = BTreeMap::new();
@@ -336,8 +356,15 @@ async fn mark_up_to_date(
                     .cloned()
             });
         let reasons = outdated_reasons(kcp, m, template.as_deref());
-        let condition = super::machines::up_to_date(&reasons);
-        super::machines::set_machine_condition(&scope.machines_api, m, condition).await?;
+        let mut conditions = vec![super::machines::up_to_date(&reasons)];
+        conditions.extend(
+            health
+                .machines
+                .get(&m.name_any())
+                .cloned()
+                .unwrap_or_default(),
+        );
+        super::machines::set_machine_conditions(&scope.machines_api, m, conditions).await?;
         if !reasons.is_empty() {
             outdated.insert(m.name_any(), reasons);
         }
@@ -413,15 +440,17 @@ async fn remediate(
         .await
         .map_or(machines.len(), |(members, _)| members.len());
     if let Some(refusal) = quorum_refusal(members, healthy_others) {
-        super::machines::set_machine_condition(
+        super::machines::set_machine_conditions(
             &machines_api,
             victim,
-            NewCondition::new(
-                api::OWNER_REMEDIATED,
-                Status::False,
-                api::kubeadm_control_plane::reasons::REMEDIATION_NOT_ALLOWED,
-            )
-            .message(refusal.clone()),
+            vec![
+                NewCondition::new(
+                    api::OWNER_REMEDIATED,
+                    Status::False,
+                    api::kubeadm_control_plane::reasons::REMEDIATION_NOT_ALLOWED,
+                )
+                .message(refusal.clone()),
+            ],
         )
         .await?;
         return Ok(Some(Remediation {
@@ -438,15 +467,17 @@ async fn remediate(
         }));
     }
     tracing::info!(machine = %victim.name_any(), "remediating an unhealthy control-plane Machine");
-    super::machines::set_machine_condition(
+    super::machines::set_machine_conditions(
         &machines_api,
         victim,
-        NewCondition::new(
-            api::OWNER_REMEDIATED,
-            Status::False,
-            conditions::reasons::MACHINE_DELETION_IN_PROGRESS,
-        )
-        .message("Machine is being deleted; a new one replaces it"),
+        vec![
+            NewCondition::new(
+                api::OWNER_REMEDIATED,
+                Status::False,
+                conditions::reasons::MACHINE_DELETION_IN_PROGRESS,
+            )
+            .message("Machine is being deleted; a new one replaces it"),
+        ],
     )
     .await?;
     remove_machine(ctx, cluster, victim, &others).await?;
@@ -568,7 +599,7 @@ async fn create_machine(ctx: &Context, kcp: &KubeadmControlPlane, cluster: &Clus
                 data_secret_name: None,
             },
             infrastructure_ref,
-            readiness_gates: template.readiness_gates.clone(),
+            readiness_gates: Some(readiness_gates(template.readiness_gates.as_deref())),
             deletion: template.deletion.clone(),
             taints: template.taints.clone(),
             ..Default::default()
@@ -604,6 +635,27 @@ async fn remove_machine(
         .delete(&machine.name_any(), &DeleteParams::background())
         .await?;
     Ok(())
+}
+
+/// A control-plane Machine is Ready only with its static Pods and etcd member healthy (the
+/// conditions [`health`] sets), then whatever gates the template adds.
+fn readiness_gates(from_template: Option<&[ConditionGate]>) -> Vec<ConditionGate> {
+    let mut gates: Vec<ConditionGate> = health::MACHINE_CONDITIONS
+        .iter()
+        .map(|t| ConditionGate {
+            condition_type: t.to_string(),
+            polarity: None,
+        })
+        .collect();
+    for gate in from_template.unwrap_or_default() {
+        if !gates
+            .iter()
+            .any(|g| g.condition_type == gate.condition_type)
+        {
+            gates.push(gate.clone());
+        }
+    }
+    gates
 }
 
 /// The pre-terminate hook of deleting control-plane Machines: once a Machine waits for it, its
@@ -665,6 +717,73 @@ pub(super) async fn drop_cleanup_hook(api: &Api<Machine>, machine: &Machine) -> 
     Ok(())
 }
 
+/// Whether the control plane is initialized: recorded once `kube-system/kubeadm-config`
+/// exists in the workload cluster (kubeadm init uploads it last), as upstream decides.
+async fn initialized(ctx: &Context, kcp: &KubeadmControlPlane, cluster: &Cluster) -> bool {
+    let recorded = kcp
+        .status
+        .as_ref()
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(|i| i.control_plane_initialized)
+        == Some(true);
+    if recorded {
+        return true;
+    }
+    let ns = cluster.namespace().unwrap_or_default();
+    let Ok(Some(client)) = ctx.workloads.client(&ns, &cluster.name_any()).await else {
+        return false;
+    };
+    Api::<ConfigMap>::namespaced(client, "kube-system")
+        .get_opt("kubeadm-config")
+        .await
+        .is_ok_and(|c| c.is_some())
+}
+
+/// The control-plane Machines' Nodes (from the Node cache) and kube-system's control-plane
+/// Pods, from the workload cluster.
+async fn read_workload(
+    ctx: &Context,
+    cluster: &Cluster,
+    machines: &[Machine],
+    initialized: bool,
+) -> WorkloadSeen {
+    if !initialized {
+        return WorkloadSeen::NotInitialized;
+    }
+    let ns = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let client = match ctx.workloads.client(&ns, &name).await {
+        Ok(Some(client)) => client,
+        Ok(None) => {
+            return WorkloadSeen::Unreachable(format!(
+                "the Secret {} does not exist",
+                crate::kubeadm::certs::kubeconfig_secret_name(&name)
+            ));
+        }
+        Err(e) => return WorkloadSeen::Unreachable(e.to_string()),
+    };
+    let pods = match Api::<Pod>::namespaced(client, "kube-system")
+        .list(&ListParams::default().labels("tier=control-plane"))
+        .await
+    {
+        Ok(list) => list.items,
+        Err(e) => return WorkloadSeen::Unreachable(e.to_string()),
+    };
+    let mut nodes = BTreeMap::new();
+    for node in machines.iter().filter_map(node_name) {
+        let found = match ctx.workloads.node(&ns, &name, node).await {
+            Ok(NodeLookup::Found(n)) => Some(n),
+            Ok(NodeLookup::Absent) => None,
+            Ok(NodeLookup::NoKubeconfig) => {
+                return WorkloadSeen::Unreachable("the kubeconfig Secret is gone".into());
+            }
+            Err(e) => return WorkloadSeen::Unreachable(e.to_string()),
+        };
+        nodes.insert(node.to_string(), found);
+    }
+    WorkloadSeen::Read { nodes, pods }
+}
+
 /// The members and alarms of the cluster's etcd, read over one connection.
 async fn read_etcd(ctx: &Context, cluster: &Cluster) -> EtcdSeen {
     let Some(clients) = &ctx.etcd else {
@@ -680,7 +799,6 @@ async fn read_etcd(ctx: &Context, cluster: &Cluster) -> EtcdSeen {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::etcd::{Alarm, Member};
     use serde_json::json;
 
     fn machine(name: &str, created: i64, domain: Option<&str>, version: &str) -> Machine {
@@ -741,79 +859,6 @@ mod tests {
                 .unwrap()
                 .contains("below its quorum of 2")
         );
-    }
-
-    #[test]
-    fn etcd_health_matches_members_to_control_plane_nodes() {
-        let member = |name: &str| Member {
-            id: name.len() as u64,
-            name: name.to_string(),
-            learner: false,
-        };
-        let ok = |names: &[&str], alarms: Vec<Alarm>| -> EtcdSeen {
-            Ok((names.iter().map(|n| member(n)).collect(), alarms))
-        };
-        type Case<'a> = (
-            &'a str,
-            EtcdSeen,
-            Vec<(Option<&'a str>, bool)>,
-            Status,
-            &'a str,
-        );
-        let table: Vec<Case> = vec![
-            (
-                "every Ready Node has a member",
-                ok(&["n1", "n2"], vec![]),
-                vec![(Some("n1"), true), (Some("n2"), true)],
-                Status::True,
-                "",
-            ),
-            (
-                "a Machine without a Node yet is not counted",
-                ok(&["n1"], vec![]),
-                vec![(Some("n1"), true), (None, false)],
-                Status::True,
-                "",
-            ),
-            (
-                "a Ready Node without a member",
-                ok(&["n1"], vec![]),
-                vec![(Some("n1"), true), (Some("n2"), true)],
-                Status::False,
-                "* Machine with Node n2 has no etcd member",
-            ),
-            (
-                "a member of no Machine",
-                ok(&["n1", "old"], vec![]),
-                vec![(Some("n1"), true)],
-                Status::False,
-                "* etcd member old does not belong to a control-plane Machine",
-            ),
-            (
-                "an alarm",
-                ok(
-                    &["n1"],
-                    vec![Alarm::NoSpace {
-                        member: "n1".into(),
-                    }],
-                ),
-                vec![(Some("n1"), true)],
-                Status::False,
-                "* etcd member n1 is out of space",
-            ),
-            (
-                "etcd unreachable",
-                Err(EtcdError::Unreachable("connection refused".into())),
-                vec![(Some("n1"), true)],
-                Status::Unknown,
-                "Waiting for etcd: etcd cannot be reached: connection refused",
-            ),
-        ];
-        for (case, etcd, machines, status, message) in table {
-            let c = etcd_cluster_condition(&etcd, &machines);
-            assert_eq!(c.status, status, "{case}");
-            assert_eq!(c.message, message, "{case}");
-        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! A KubeadmControlPlane's status, computed from what one reconcile gathered: its Machines,
-//! which of them are outdated, what etcd said, and any remediation; the v1beta2 conditions.
+//! which of them are outdated, their health (see [`super::health`]), what holds scaling, and
+//! any remediation; the v1beta2 conditions.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +8,7 @@ use kube::Resource;
 
 use super::super::common;
 use super::super::common::machine_condition_true as is_true;
-use super::super::machines::node_name;
+use super::health::Health;
 use crate::api;
 use crate::api::kubeadm_control_plane::{
     KubeadmControlPlaneInitializationStatus, KubeadmControlPlaneStatus, LastRemediationStatus,
@@ -35,7 +36,11 @@ pub struct Facts<'a> {
     pub machines: &'a [Machine],
     /// The Machines that are not up to date, with the reasons.
     pub outdated: &'a BTreeMap<String, Vec<String>>,
-    pub etcd: &'a EtcdSeen,
+    /// `kube-system/kubeadm-config` exists in the workload cluster (kubeadm init uploaded it).
+    pub initialized: bool,
+    pub health: &'a Health,
+    /// Why no scaling step may be taken now (the preflight checks), `* ...` lines.
+    pub blocked: &'a [String],
     pub remediation: Option<Remediation>,
 }
 
@@ -43,7 +48,7 @@ pub struct Facts<'a> {
 pub enum Progress<'a> {
     /// The Cluster's infrastructure or endpoint is not there yet; nothing was done.
     WaitingForCluster,
-    Reconciled(Facts<'a>),
+    Reconciled(Box<Facts<'a>>),
 }
 
 pub fn compute(
@@ -74,7 +79,7 @@ pub fn compute(
             common::set_conditions(&mut status.conditions, generation, conds);
             return status;
         }
-        Progress::Reconciled(facts) => facts,
+        Progress::Reconciled(facts) => *facts,
     };
     let machines = facts.machines;
     conds.push(NewCondition::new(
@@ -98,30 +103,13 @@ pub fn compute(
         facts.cluster_name,
         api::CONTROL_PLANE_LABEL
     ));
-    if machines.iter().any(|m| node_name(m).is_some()) || status.initialization.is_some() {
+    if facts.initialized || status.initialization.is_some() {
         status.initialization = Some(KubeadmControlPlaneInitializationStatus {
             control_plane_initialized: Some(true),
         });
     }
-    let nodes: Vec<(Option<&str>, bool)> = machines
-        .iter()
-        .map(|m| (node_name(m), is_true(m, conditions::types::READY)))
-        .collect();
-    conds.push(etcd_cluster_condition(facts.etcd, &nodes));
-    let all_ready = count(conditions::types::READY) == machines.len() as i32;
-    conds.push(NewCondition::new(
-        api::kubeadm_control_plane::conditions::CONTROL_PLANE_COMPONENTS_HEALTHY,
-        if all_ready {
-            Status::True
-        } else {
-            Status::False
-        },
-        if all_ready {
-            conditions::reasons::HEALTHY
-        } else {
-            conditions::reasons::NOT_HEALTHY
-        },
-    ));
+    conds.push(facts.health.etcd_cluster.clone());
+    conds.push(facts.health.components.clone());
     conds.push(
         if status.available_replicas.unwrap_or(0) > 0 && status.initialization.is_some() {
             NewCondition::new(
@@ -168,15 +156,20 @@ pub fn compute(
             )
         },
     ));
+    let blocked = if facts.blocked.is_empty() {
+        String::new()
+    } else {
+        format!(" is blocked because:\n{}", facts.blocked.join("\n"))
+    };
     conds.push(NewCondition::activity(
         conditions::types::SCALING_UP,
         live < desired,
-        || format!("Scaling up from {live} to {desired} replicas"),
+        || format!("Scaling up from {live} to {desired} replicas{blocked}"),
     ));
     conds.push(NewCondition::activity(
         conditions::types::SCALING_DOWN,
         live > desired,
-        || format!("Scaling down from {live} to {desired} replicas"),
+        || format!("Scaling down from {live} to {desired} replicas{blocked}"),
     ));
     match facts.remediation {
         Some(remediation) => {
@@ -196,50 +189,9 @@ pub fn compute(
     status
 }
 
-/// EtcdClusterHealthy: every Ready control-plane Machine's Node has an etcd member, every
-/// member belongs to a control-plane Machine, and no alarm is raised. `machines` are the
-/// control-plane Machines' Node names (None before the Node registers) and whether they are
-/// Ready.
-pub fn etcd_cluster_condition(etcd: &EtcdSeen, machines: &[(Option<&str>, bool)]) -> NewCondition {
-    const TYPE: &str = api::kubeadm_control_plane::conditions::ETCD_CLUSTER_HEALTHY;
-    let (members, alarms) = match etcd {
-        Ok(found) => found,
-        Err(e) => {
-            return NewCondition::new(TYPE, Status::Unknown, conditions::reasons::HEALTH_UNKNOWN)
-                .message(format!("Waiting for etcd: {e}"));
-        }
-    };
-    let mut problems: Vec<String> = alarms.iter().map(|a| format!("* {a}")).collect();
-    for member in members {
-        if !machines
-            .iter()
-            .any(|(node, _)| *node == Some(member.name.as_str()))
-        {
-            problems.push(format!(
-                "* etcd member {} does not belong to a control-plane Machine",
-                member.name
-            ));
-        }
-    }
-    for (node, ready) in machines {
-        if let (Some(node), true) = (node, ready)
-            && !members.iter().any(|m| m.name == *node)
-        {
-            problems.push(format!("* Machine with Node {node} has no etcd member"));
-        }
-    }
-    if problems.is_empty() {
-        NewCondition::new(TYPE, Status::True, conditions::reasons::HEALTHY)
-    } else {
-        NewCondition::new(TYPE, Status::False, conditions::reasons::NOT_HEALTHY)
-            .message(problems.join("\n"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::etcd::EtcdError;
     use serde_json::json;
 
     fn kcp(replicas: i32) -> KubeadmControlPlane {
@@ -262,19 +214,16 @@ mod tests {
         .unwrap()
     }
 
-    fn members(names: &[&str]) -> EtcdSeen {
-        Ok((
-            names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| Member {
-                    id: i as u64 + 1,
-                    name: n.to_string(),
-                    learner: false,
-                })
-                .collect(),
-            Vec::new(),
-        ))
+    /// A control plane whose Pods and etcd members are all healthy.
+    fn healthy() -> Health {
+        let healthy = |t: &str| NewCondition::new(t, Status::True, conditions::reasons::HEALTHY);
+        Health {
+            machines: BTreeMap::new(),
+            components: healthy(
+                api::kubeadm_control_plane::conditions::CONTROL_PLANE_COMPONENTS_HEALTHY,
+            ),
+            etcd_cluster: healthy(api::kubeadm_control_plane::conditions::ETCD_CLUSTER_HEALTHY),
+        }
     }
 
     fn get(status: &KubeadmControlPlaneStatus, type_: &str) -> (String, String, String) {
@@ -303,13 +252,12 @@ mod tests {
     #[test]
     fn status_table() {
         let three = || vec![machine("a", true), machine("b", true), machine("c", true)];
-        let all_members = || members(&["node-a", "node-b", "node-c"]);
         struct Case {
             name: &'static str,
             replicas: i32,
             machines: Vec<Machine>,
             outdated: Vec<&'static str>,
-            etcd: EtcdSeen,
+            blocked: Vec<&'static str>,
             remediation: Option<Remediation>,
             /// (replicas, ready, up to date)
             counters: (i32, i32, i32),
@@ -322,7 +270,7 @@ mod tests {
                 replicas: 3,
                 machines: three(),
                 outdated: vec![],
-                etcd: all_members(),
+                blocked: vec![],
                 remediation: None,
                 counters: (3, 3, 3),
                 conditions: vec![
@@ -338,7 +286,7 @@ mod tests {
                 replicas: 3,
                 machines: three(),
                 outdated: vec!["a"],
-                etcd: all_members(),
+                blocked: vec![],
                 remediation: None,
                 counters: (3, 3, 2),
                 conditions: vec![(
@@ -353,7 +301,7 @@ mod tests {
                 replicas: 3,
                 machines: vec![machine("a", true)],
                 outdated: vec![],
-                etcd: members(&["node-a"]),
+                blocked: vec![],
                 remediation: None,
                 counters: (1, 1, 1),
                 conditions: vec![(
@@ -364,42 +312,29 @@ mod tests {
                 )],
             },
             Case {
-                name: "a Machine without an etcd member",
+                name: "scaling up waits for a learner's promotion",
                 replicas: 3,
-                machines: three(),
+                machines: vec![machine("a", true), machine("b", true)],
                 outdated: vec![],
-                etcd: members(&["node-a", "node-b"]),
+                blocked: vec!["* waiting for etcd cluster to become healthy"],
                 remediation: None,
-                counters: (3, 3, 3),
+                counters: (2, 2, 2),
                 conditions: vec![(
-                    "EtcdClusterHealthy",
-                    "False",
-                    "NotHealthy",
-                    "* Machine with Node node-c has no etcd member",
+                    "ScalingUp",
+                    "True",
+                    "ScalingUp",
+                    "Scaling up from 2 to 3 replicas is blocked because:\n* waiting for etcd cluster to become healthy",
                 )],
-            },
-            Case {
-                name: "etcd cannot be reached",
-                replicas: 1,
-                machines: vec![machine("a", true)],
-                outdated: vec![],
-                etcd: Err(EtcdError::Unreachable("connection refused".into())),
-                remediation: None,
-                counters: (1, 1, 1),
-                conditions: vec![("EtcdClusterHealthy", "Unknown", "HealthUnknown", "*")],
             },
             Case {
                 name: "a Machine not ready",
                 replicas: 3,
                 machines: vec![machine("a", true), machine("b", true), machine("c", false)],
                 outdated: vec![],
-                etcd: all_members(),
+                blocked: vec![],
                 remediation: None,
                 counters: (3, 2, 3),
-                conditions: vec![
-                    ("ControlPlaneComponentsHealthy", "False", "NotHealthy", ""),
-                    ("MachinesReady", "False", "NotReady", "* Machine c: not yet"),
-                ],
+                conditions: vec![("MachinesReady", "False", "NotReady", "* Machine c: not yet")],
             },
         ];
         for case in cases {
@@ -416,13 +351,19 @@ mod tests {
             let status = compute(
                 &kcp(case.replicas),
                 not_paused(),
-                Progress::Reconciled(Facts {
+                Progress::Reconciled(Box::new(Facts {
                     cluster_name: "c",
                     machines: &case.machines,
                     outdated: &outdated,
-                    etcd: &case.etcd,
+                    initialized: true,
+                    health: &healthy(),
+                    blocked: &case
+                        .blocked
+                        .iter()
+                        .map(|b| b.to_string())
+                        .collect::<Vec<_>>(),
                     remediation: case.remediation,
-                }),
+                })),
             );
             let name = case.name;
             assert_eq!(
@@ -477,13 +418,15 @@ mod tests {
         let status = compute(
             &kcp(3),
             not_paused(),
-            Progress::Reconciled(Facts {
+            Progress::Reconciled(Box::new(Facts {
                 cluster_name: "c",
                 machines: &machines,
                 outdated: &BTreeMap::new(),
-                etcd: &members(&["node-a", "node-b", "node-c"]),
+                initialized: true,
+                health: &healthy(),
+                blocked: &[],
                 remediation: Some(remediation),
-            }),
+            })),
         );
         assert_eq!(get(&status, "Remediating").1, "RemediationInProgress");
         assert_eq!(

@@ -15,7 +15,7 @@ use super::super::common;
 use super::super::external::{self, condition, initialization_flag};
 use crate::api;
 use crate::api::Machine;
-use crate::api::common::MachineAddress;
+use crate::api::common::{ConditionPolarity, MachineAddress};
 use crate::api::machine::{MachineNodeReference, MachineStatus};
 use crate::conditions::{self, MergeReasons, NewCondition, Status, SummaryOptions};
 
@@ -206,18 +206,31 @@ pub fn compute(
 
     // What sums the above up.
     let list = status.conditions.clone().unwrap_or_default();
+    // spec.readinessGates come after the Machine's own conditions, each with its polarity.
+    let gates = machine.spec.readiness_gates.as_deref().unwrap_or_default();
+    let mut ready_from = vec![
+        conditions::types::DELETING,
+        api::machine::conditions::BOOTSTRAP_CONFIG_READY,
+        api::machine::conditions::INFRASTRUCTURE_READY,
+        api::machine::conditions::NODE_HEALTHY,
+        api::machine::conditions::HEALTH_CHECK_SUCCEEDED,
+    ];
+    for gate in gates {
+        if !ready_from.contains(&gate.condition_type.as_str()) {
+            ready_from.push(&gate.condition_type);
+        }
+    }
     let ready = conditions::summary(
         &list,
         conditions::types::READY,
-        &[
-            conditions::types::DELETING,
-            api::machine::conditions::BOOTSTRAP_CONFIG_READY,
-            api::machine::conditions::INFRASTRUCTURE_READY,
-            api::machine::conditions::NODE_HEALTHY,
-            api::machine::conditions::HEALTH_CHECK_SUCCEEDED,
-        ],
+        &ready_from,
         &SummaryOptions {
             ignore_if_missing: &[api::machine::conditions::HEALTH_CHECK_SUCCEEDED],
+            negative: gates
+                .iter()
+                .filter(|g| g.polarity == Some(ConditionPolarity::Negative))
+                .map(|g| g.condition_type.as_str())
+                .collect(),
             reasons: MergeReasons::new(
                 conditions::reasons::NOT_READY,
                 conditions::reasons::READY_UNKNOWN,
@@ -634,6 +647,64 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn readiness_gates_hold_ready_with_their_polarity() {
+        let now = Timestamp::now().to_string();
+        let providers = Providers {
+            bootstrap: None,
+            infrastructure: Some(provider(
+                "InMemoryMachine",
+                json!({"providerID": "in-memory://ns/m"}),
+                json!({"initialization": {"provisioned": true}}),
+            )),
+        };
+        let condition = |t: &str, s: &str, message: &str| json!({"type": t, "status": s, "reason": "R", "message": message, "lastTransitionTime": now});
+        let gates = json!([{"conditionType": "EtcdMemberHealthy"}, {"conditionType": "Degraded", "polarity": "Negative"}]);
+        let ready = |conds: Vec<Value>| {
+            let m = machine(
+                json!({"bootstrap": {"dataSecretName": "given"}, "providerID": "in-memory://ns/m", "readinessGates": gates}),
+                json!({"conditions": conds}),
+            );
+            let paused = NewCondition::new(conditions::types::PAUSED, Status::False, "NotPaused");
+            let (status, _) = compute(
+                &m,
+                paused,
+                &providers,
+                &NodeState::Found(ready_node()),
+                None,
+            );
+            let (s, _, message) = get(&status, "Ready");
+            (s.to_string(), message.to_string())
+        };
+        let learner = ready(vec![
+            condition(
+                "EtcdMemberHealthy",
+                "False",
+                "Waiting for learner etcd member to be promoted",
+            ),
+            condition("Degraded", "False", ""),
+        ]);
+        assert_eq!(
+            learner,
+            (
+                "False".into(),
+                "* EtcdMemberHealthy: Waiting for learner etcd member to be promoted".into()
+            )
+        );
+        let degraded = ready(vec![
+            condition("EtcdMemberHealthy", "True", ""),
+            condition("Degraded", "True", "disk slow"),
+        ]);
+        assert_eq!(degraded, ("False".into(), "* Degraded: disk slow".into()));
+        let healthy = ready(vec![
+            condition("EtcdMemberHealthy", "True", ""),
+            condition("Degraded", "False", ""),
+        ]);
+        assert_eq!(healthy.0, "True");
+        // A gate nobody has reported yet holds the Machine too.
+        assert_eq!(ready(vec![condition("Degraded", "False", "")]).0, "Unknown");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
@@ -448,7 +448,11 @@ fn machine_status(
     status
 }
 
-/// Registers the machine's Node in its workload cluster: Ready, with the kubelet version.
+/// Registers the machine's Node in its workload cluster: Ready, with the kubelet version. A
+/// control plane first gets what kubeadm and kubelet would leave there: its static Pods'
+/// mirror Pods, Running and Ready, and `kube-system/kubeadm-config` (which tells the control
+/// plane provider the cluster is initialized). The Node comes last, so its presence means
+/// everything is there.
 async fn ensure_node(
     client: &Client,
     name: &str,
@@ -461,6 +465,37 @@ async fn ensure_node(
         return Ok(());
     }
     let now = crate::apiserver::object::now();
+    if control_plane {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+        for component in [
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "etcd",
+        ] {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": format!("{component}-{name}"), "labels": {"component": component, "tier": "control-plane"}},
+                "spec": {"nodeName": name, "containers": [{"name": component, "image": format!("registry.k8s.io/{component}:{version}")}]},
+                "status": {
+                    "phase": "Running",
+                    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
+                    "containerStatuses": [{"name": component, "image": "", "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {"startedAt": now}}}],
+                },
+            }))
+            .expect("a mirror Pod");
+            create_unless_there(&pods, &pod).await?;
+        }
+        let kubeadm_config: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "kubeadm-config"},
+            "data": {"ClusterConfiguration": format!("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: {version}\n")},
+        }))
+        .expect("a ConfigMap");
+        create_unless_there(
+            &Api::namespaced(client.clone(), "kube-system"),
+            &kubeadm_config,
+        )
+        .await?;
+    }
     let mut labels = BTreeMap::from([("kubernetes.io/hostname".to_string(), name.to_string())]);
     let mut taints = Vec::new();
     if control_plane {
@@ -490,7 +525,15 @@ async fn ensure_node(
         }
     }))
     .expect("a Node");
-    match nodes.create(&PostParams::default(), &node).await {
+    create_unless_there(&nodes, &node).await
+}
+
+/// Creates `object`; one that is already there (made before a restart) is kept.
+async fn create_unless_there<K>(api: &Api<K>, object: &K) -> Result<()>
+where
+    K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
