@@ -2,6 +2,7 @@
 //! and runs `kubeadm init` or `kubeadm join`, then leaves the success sentinel Cluster API
 //! providers look for.
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::api::kubeadm_config::{KubeadmConfigSpec, User};
@@ -13,15 +14,33 @@ pub const JOIN_CONFIG_PATH: &str = "/run/kubeadm/kubeadm-join-config.yaml";
 /// What a successful bootstrap leaves behind.
 pub const SENTINEL: &str = "/run/cluster-api/bootstrap-success.complete";
 
-/// A file cloud-init writes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A file cloud-init writes (its fields in the order upstream's template writes them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WriteFile {
     pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
     pub owner: String,
     pub permissions: String,
-    pub content: String,
-    pub encoding: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub append: bool,
+    pub content: String,
+}
+
+/// The cloud-config document, its keys in upstream's order: a reader that runs the modules
+/// in document order (CAPD's) writes the files before it runs kubeadm.
+#[derive(Serialize)]
+struct CloudConfig<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bootcmd: Option<&'a [String]>,
+    write_files: &'a [WriteFile],
+    runcmd: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ntp: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    users: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mounts: Option<&'a [Vec<String>]>,
 }
 
 impl WriteFile {
@@ -76,32 +95,20 @@ pub fn cloud_config(
     let mut runcmd: Vec<String> = spec.pre_kubeadm_commands.clone().unwrap_or_default();
     runcmd.push(format!("{command}{verbosity} && echo success > {SENTINEL}"));
     runcmd.extend(spec.post_kubeadm_commands.clone().unwrap_or_default());
-    let write_files: Vec<Value> = files
-        .iter()
-        .map(|f| {
-            let mut v = json!({"path": f.path, "owner": f.owner, "permissions": f.permissions, "content": f.content});
-            if let Some(e) = &f.encoding {
-                v["encoding"] = json!(e);
-            }
-            if f.append {
-                v["append"] = json!(true);
-            }
-            v
-        })
-        .collect();
-    let mut config = json!({"write_files": write_files, "runcmd": runcmd});
-    if let Some(boot) = spec.boot_commands.as_ref().filter(|b| !b.is_empty()) {
-        config["bootcmd"] = json!(boot);
-    }
-    if let Some(users) = spec.users.as_ref().filter(|u| !u.is_empty()) {
-        config["users"] = Value::Array(users.iter().map(user).collect());
-    }
-    if let Some(ntp) = &spec.ntp {
-        config["ntp"] = json!({"enabled": ntp.enabled.unwrap_or(true), "servers": ntp.servers.clone().unwrap_or_default()});
-    }
-    if let Some(mounts) = spec.mounts.as_ref().filter(|m| !m.is_empty()) {
-        config["mounts"] = json!(mounts);
-    }
+    let config = CloudConfig {
+        bootcmd: spec.boot_commands.as_deref().filter(|b| !b.is_empty()),
+        write_files: &files,
+        runcmd,
+        ntp: spec.ntp.as_ref().map(|ntp| {
+            json!({"enabled": ntp.enabled.unwrap_or(true), "servers": ntp.servers.clone().unwrap_or_default()})
+        }),
+        users: spec
+            .users
+            .as_ref()
+            .filter(|u| !u.is_empty())
+            .map(|users| users.iter().map(user).collect()),
+        mounts: spec.mounts.as_deref().filter(|m| !m.is_empty()),
+    };
     let body = crate::yaml::to_string(&config).expect("cloud-config serializes");
     format!("## template: jinja\n#cloud-config\n{body}")
 }
@@ -150,6 +157,11 @@ mod tests {
             text.starts_with("## template: jinja\n#cloud-config\n"),
             "{text}"
         );
+        // Upstream's key order: an executor that follows the document writes kubeadm's
+        // configuration before it runs kubeadm.
+        let at = |key: &str| text.find(&format!("\n{key}:")).unwrap_or(usize::MAX);
+        assert!(at("write_files") < at("runcmd"), "{text}");
+        assert!(at("runcmd") < at("ntp") && at("ntp") < at("users"), "{text}");
         let config: Value =
             crate::yaml::from_str(text.split_once("#cloud-config\n").unwrap().1).unwrap();
         let paths: Vec<&str> = config["write_files"]

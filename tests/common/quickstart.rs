@@ -33,8 +33,22 @@ pub async fn wait(
                         "all",
                     ],
                 );
+                // The nodes' own story: each container's last log lines (the agent, kubeadm
+                // and the static pods all write there).
+                let mut logs = String::new();
+                for c in s.containers() {
+                    let out = Command::new("docker")
+                        .args(["logs", "--tail", "25", &c])
+                        .output()
+                        .unwrap();
+                    logs.push_str(&format!(
+                        "\n--- docker logs {c} (last 25 lines)\n{}{}",
+                        text(&out.stdout),
+                        text(&out.stderr)
+                    ));
+                }
                 panic!(
-                    "timed out after {seconds}s waiting until {what}; last: {last}\n{}{}",
+                    "timed out after {seconds}s waiting until {what}; last: {last}\n{}{}{logs}",
                     text(&tree.stdout),
                     text(&tree.stderr)
                 );
