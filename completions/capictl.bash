@@ -49,6 +49,9 @@ _capictl() {
             capictl,move)
                 cmd="capictl__subcmd__move"
                 ;;
+            capictl,quickstart)
+                cmd="capictl__subcmd__quickstart"
+                ;;
             capictl,upgrade)
                 cmd="capictl__subcmd__upgrade"
                 ;;
@@ -135,6 +138,9 @@ _capictl() {
                 ;;
             capictl__subcmd__help,move)
                 cmd="capictl__subcmd__help__subcmd__move"
+                ;;
+            capictl__subcmd__help,quickstart)
+                cmd="capictl__subcmd__help__subcmd__quickstart"
                 ;;
             capictl__subcmd__help,upgrade)
                 cmd="capictl__subcmd__help__subcmd__upgrade"
@@ -236,7 +242,7 @@ _capictl() {
 
     case "${cmd}" in
         capictl)
-            opts="-v -h -V --verbose --help --version init generate describe get move upgrade images delete management manager version completion help"
+            opts="-v -h -V --verbose --help --version quickstart init generate describe get move upgrade images delete management manager version completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -732,7 +738,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help)
-            opts="init generate describe get move upgrade images delete management manager version completion help"
+            opts="quickstart init generate describe get move upgrade images delete management manager version completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1026,6 +1032,20 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help__subcmd__move)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__quickstart)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1516,6 +1536,64 @@ _capictl() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__quickstart)
+            opts="-i -n -v -h -V --infrastructure --kubernetes-version --control-plane-machine-count --worker-machine-count --namespace --write-kubeconfig --timeout --kubeconfig --kubeconfig-context --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --infrastructure)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubernetes-version)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --control-plane-machine-count)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --worker-machine-count)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --write-kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig-context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -1122,3 +1122,122 @@ fn get_kubeconfig_of_a_docker_cluster_uses_the_published_load_balancer_port() {
     assert!(rewritten.contains(&format!("current-context: {name}-admin@{name}")));
     assert!(!rewritten.contains("172.18.0.3"));
 }
+
+/// A newcomer's `capictl quickstart` in an empty home: nothing configured, nothing running.
+/// The embedded management cluster it starts is stopped when this is dropped.
+struct Newcomer {
+    home: PathBuf,
+}
+
+impl Newcomer {
+    fn new() -> Newcomer {
+        let home =
+            std::env::temp_dir().join(format!("capictl-quickstart-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&home).unwrap();
+        Newcomer { home }
+    }
+
+    fn command(&self, program: &str, args: &[&str]) -> Output {
+        Command::new(program)
+            .args(args)
+            .current_dir(&self.home)
+            .env("HOME", &self.home)
+            .env("XDG_DATA_HOME", self.home.join("data"))
+            .env("KUBECONFIG", self.home.join("kubeconfig"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn capictl(&self, args: &[&str]) -> Output {
+        self.command(env!("CARGO_BIN_EXE_capictl"), args)
+    }
+}
+
+impl Drop for Newcomer {
+    fn drop(&mut self) {
+        let _ = self.capictl(&["management", "down"]);
+        let _ = std::fs::remove_dir_all(&self.home);
+    }
+}
+
+#[test]
+fn quickstart_brings_a_cluster_up_from_nothing() {
+    let user = Newcomer::new();
+    let quickstart = [
+        "quickstart",
+        "--infrastructure",
+        "in-memory",
+        "--control-plane-machine-count",
+        "1",
+        "--worker-machine-count",
+        "1",
+    ];
+    // A mistake is refused before anything starts.
+    let even = user.capictl(&[
+        "quickstart",
+        "-i",
+        "in-memory",
+        "--control-plane-machine-count",
+        "2",
+    ]);
+    assert_eq!(even.status.code(), Some(2), "{}", text(&even.stderr));
+    assert!(
+        text(&even.stderr).contains("odd number"),
+        "{}",
+        text(&even.stderr)
+    );
+    assert!(!user.home.join("data").exists(), "nothing was started");
+
+    let first = user.capictl(&quickstart);
+    let (out, err) = (text(&first.stdout), text(&first.stderr));
+    assert!(first.status.success(), "{out}{err}");
+    // The tree on stdout, the story on stderr.
+    assert!(
+        out.contains("Cluster default/capi-quickstart")
+            && out.lines().next().unwrap().starts_with("NAME"),
+        "{out}"
+    );
+    assert!(out.lines().nth(1).unwrap().contains("Available"), "{out}");
+    for said in [
+        "Management cluster started",
+        "Installing provider=\"infrastructure-in-memory\"",
+        "Cluster capi-quickstart is Available after",
+    ] {
+        assert!(err.contains(said), "{said:?} in {err}");
+    }
+    // The kubeconfig it wrote reaches the workload cluster, and only its owner can read it.
+    let kubeconfig = user.home.join("capi-quickstart.kubeconfig");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&kubeconfig).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let nodes = user.command(
+        &kubectl_binary(),
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "get",
+            "nodes",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(
+        text(&nodes.stdout).lines().count(),
+        2,
+        "{}",
+        text(&nodes.stderr)
+    );
+
+    // Again: the same cluster, nothing installed or started twice.
+    let again = user.capictl(&quickstart);
+    let err = text(&again.stderr);
+    assert!(again.status.success(), "{err}");
+    assert!(
+        !err.contains("Management cluster started") && !err.contains("Installing provider"),
+        "{err}"
+    );
+    assert!(err.contains("is Available after"), "{err}");
+}

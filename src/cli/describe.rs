@@ -118,10 +118,7 @@ async fn cluster(args: DescribeClusterArgs) -> anyhow::Result<()> {
         echo: args.echo,
         grouping: args.grouping,
         now: k8s_openapi::jiff::Timestamp::now(),
-        color: args.color.unwrap_or_else(|| {
-            use std::io::IsTerminal;
-            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
-        }),
+        color: args.color.unwrap_or_else(color_by_default),
     };
     match args.output {
         Output::Tree => print!("{}", describe::render(&objects, &options)),
@@ -135,6 +132,27 @@ async fn cluster(args: DescribeClusterArgs) -> anyhow::Result<()> {
         ),
     }
     Ok(())
+}
+
+/// Colour when stdout is a terminal and NO_COLOR is unset.
+fn color_by_default() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// The tree `capictl describe cluster NAME` prints, with its default options.
+pub(super) async fn tree(client: &Client, namespace: &str, name: &str) -> anyhow::Result<String> {
+    let objects = read(client, namespace, name, false).await?;
+    let options = Options {
+        show_conditions: Vec::new(),
+        show_machine_sets: false,
+        show_templates: false,
+        echo: false,
+        grouping: true,
+        now: k8s_openapi::jiff::Timestamp::now(),
+        color: color_by_default(),
+    };
+    Ok(describe::render(&objects, &options))
 }
 
 async fn read(

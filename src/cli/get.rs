@@ -44,42 +44,10 @@ impl Get {
 async fn kubeconfig(args: KubeconfigArgs) -> anyhow::Result<()> {
     let (client, default_namespace) = args.cluster.client().await?;
     let namespace = args.namespace.unwrap_or(default_namespace);
-    let name = crate::kubeadm::certs::kubeconfig_secret_name(&args.name);
-    let secret = Api::<Secret>::namespaced(client.clone(), &namespace)
-        .get_opt(&name)
-        .await?
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "{name:?} not found in namespace {namespace:?}: is there a Cluster {:?} there, and has its control plane written the kubeconfig yet? `kubectl get clusters -A` lists the clusters",
-                args.name
-            )
-        })?;
-    let value = secret
-        .data
-        .and_then(|d| d.get("value").cloned())
-        .ok_or_else(|| {
-            anyhow::anyhow!("missing key \"value\" in the data of Secret {namespace}/{name}")
-        })?;
-    let cluster = Api::<Cluster>::namespaced(client.clone(), &namespace)
-        .get_opt(&args.name)
-        .await?;
-    let value = match local_server(cluster.as_ref()).await {
-        Some(server) => with_server(&value.0, &server)?.into_bytes(),
-        None => value.0,
-    };
+    let value = read_kubeconfig(&client, &namespace, &args.name).await?;
     match args.write_to {
         Some(path) => {
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&path)
-                .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
-            // An existing file keeps its mode on open: make sure the key is not readable by others.
-            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-            file.write_all(&value)?;
+            write_private(&path, &value)?;
             eprintln!(
                 "Wrote the kubeconfig of {namespace}/{} to {}",
                 args.name,
@@ -94,6 +62,53 @@ async fn kubeconfig(args: KubeconfigArgs) -> anyhow::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// The Cluster's kubeconfig from its Secret, its server rewritten to where this host reaches
+/// the API server when the provider publishes it elsewhere.
+pub(super) async fn read_kubeconfig(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> anyhow::Result<Vec<u8>> {
+    let name = crate::kubeadm::certs::kubeconfig_secret_name(cluster);
+    let secret = Api::<Secret>::namespaced(client.clone(), namespace)
+        .get_opt(&name)
+        .await?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{name:?} not found in namespace {namespace:?}: is there a Cluster {cluster:?} there, and has its control plane written the kubeconfig yet? `kubectl get clusters -A` lists the clusters"
+            )
+        })?;
+    let value = secret
+        .data
+        .and_then(|d| d.get("value").cloned())
+        .ok_or_else(|| {
+            anyhow::anyhow!("missing key \"value\" in the data of Secret {namespace}/{name}")
+        })?;
+    let object = Api::<Cluster>::namespaced(client.clone(), namespace)
+        .get_opt(cluster)
+        .await?;
+    Ok(match local_server(object.as_ref()).await {
+        Some(server) => with_server(&value.0, &server)?.into_bytes(),
+        None => value.0,
+    })
+}
+
+/// Writes a file only its owner may read (it holds a private key).
+pub(super) fn write_private(path: &std::path::Path, contents: &[u8]) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    // An existing file keeps its mode on open: make sure the key is not readable by others.
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    file.write_all(contents)?;
     Ok(())
 }
 

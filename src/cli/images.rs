@@ -34,28 +34,37 @@ impl Images {
 }
 
 async fn build(args: BuildArgs) -> anyhow::Result<()> {
-    let docker = docker::connect()
-        .await
-        .context("cannot reach the Docker Engine (is it running? is DOCKER_HOST right?)")?;
-    let options = images::BuildOptions {
-        versions: args.kubernetes_version,
-        force: args.force,
-        mirror: args.mirror,
-        binary: std::env::current_exe().context("finding capictl's own binary")?,
-        work_dir: std::env::temp_dir().join(format!("capictl-images-{}", std::process::id())),
-    };
-    let spinner = indicatif::ProgressBar::new_spinner().with_message("Checking the images");
-    spinner.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
     let started = std::time::Instant::now();
-    let say = |message: &str| spinner.set_message(message.to_string());
-    let result = images::build(&docker, &options, &say).await;
-    spinner.finish_and_clear();
-    let built = result?;
+    let built = ensure(args.kubernetes_version, args.force, args.mirror).await?;
     for b in &built {
         let what = if b.reused { "up to date" } else { "built" };
         println!("{}\t{what}", b.image);
     }
     eprintln!("Done in {:.0?}.", started.elapsed());
     Ok(())
+}
+
+/// Builds what is missing of the images for `versions`, with a spinner saying what it does.
+pub(super) async fn ensure(
+    versions: Vec<String>,
+    force: bool,
+    mirror: Option<String>,
+) -> anyhow::Result<Vec<images::Built>> {
+    let docker = docker::connect()
+        .await
+        .context("cannot reach the Docker Engine (is it running? is DOCKER_HOST right?)")?;
+    let options = images::BuildOptions {
+        versions,
+        force,
+        mirror,
+        binary: std::env::current_exe().context("finding capictl's own binary")?,
+        work_dir: std::env::temp_dir().join(format!("capictl-images-{}", std::process::id())),
+    };
+    let spinner = indicatif::ProgressBar::new_spinner().with_message("Checking the images");
+    spinner.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+    let say = |message: &str| spinner.set_message(message.to_string());
+    let result = images::build(&docker, &options, &say).await;
+    spinner.finish_and_clear();
+    Ok(result?)
 }

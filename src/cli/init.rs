@@ -48,6 +48,30 @@ pub struct Args {
     wait_provider_timeout: u64,
     #[command(flatten)]
     cluster: ClusterArgs,
+    /// Whether the first run ends by saying how to create a cluster (quickstart does that).
+    #[arg(skip = true)]
+    next_steps: bool,
+}
+
+impl Args {
+    /// What `capictl quickstart` installs: the default providers and `infrastructure`, into
+    /// the management cluster `cluster` names or else the embedded one, started without
+    /// asking; it waits until they are ready.
+    pub(super) fn for_quickstart(infrastructure: &str, cluster: ClusterArgs) -> Args {
+        Args {
+            core: None,
+            bootstrap: Vec::new(),
+            control_plane: Vec::new(),
+            infrastructure: vec![infrastructure.to_string()],
+            target_namespace: None,
+            image: format!("capictl:v{}", crate::build_info::VERSION),
+            yes: true,
+            wait_providers: true,
+            wait_provider_timeout: 300,
+            cluster,
+            next_steps: false,
+        }
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -57,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 const MANAGER: &str = "capictl";
 
 /// Server-side applies an object, whatever its kind.
-async fn apply(client: &Client, object: &Value) -> anyhow::Result<()> {
+pub(super) async fn apply(client: &Client, object: &Value) -> anyhow::Result<()> {
     let kind = object["kind"].as_str().unwrap_or_default();
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     let api = super::connect::api_for(client, object);
@@ -140,7 +164,7 @@ async fn connect(args: &Args) -> anyhow::Result<Client> {
     }
 }
 
-async fn init(args: Args) -> anyhow::Result<()> {
+pub(super) async fn init(args: Args) -> anyhow::Result<()> {
     let mut requested = Vec::new();
     if let Some(core) = &args.core {
         requested.push(parse("CoreProvider", core)?);
@@ -225,7 +249,7 @@ async fn init(args: Args) -> anyhow::Result<()> {
         let timeout = Duration::from_secs(args.wait_provider_timeout);
         wait_for_providers(&client, &installing, embedded, timeout).await?;
     }
-    if first_run {
+    if first_run && args.next_steps {
         eprintln!("\nYour management cluster has been initialized successfully!\n");
         if embedded {
             eprintln!("The providers' controllers run inside the embedded management cluster.\n");

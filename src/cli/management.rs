@@ -79,7 +79,14 @@ impl Management {
         let runtime = tokio::runtime::Runtime::new()?;
         runtime.block_on(async {
             match self {
-                Management::Up(args) => up(&args.options()).await,
+                Management::Up(args) => {
+                    up(&args.options()).await?;
+                    eprintln!();
+                    eprintln!("Next:");
+                    eprintln!("  kubectl get namespaces");
+                    eprintln!("  capictl init --infrastructure in-memory");
+                    Ok(())
+                }
                 Management::Serve(args) => serve(&args.options()).await,
                 Management::Down(args) => down(&StateDir::new(args.dir)).await,
                 Management::Status(args) => status(&StateDir::new(args.dir)).await,
@@ -115,10 +122,6 @@ pub(super) async fn up(options: &ServeOptions) -> anyhow::Result<()> {
         );
     }
     eprintln!("Kubeconfig: {}", where_to(options));
-    eprintln!();
-    eprintln!("Next:");
-    eprintln!("  kubectl get namespaces");
-    eprintln!("  capictl init --infrastructure in-memory");
     Ok(())
 }
 

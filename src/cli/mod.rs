@@ -11,6 +11,7 @@ mod init;
 mod management;
 mod manager;
 mod node;
+mod quickstart;
 mod version;
 
 use std::process::ExitCode;
@@ -36,6 +37,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Create the quick-start cluster in one go: management cluster, providers, node images,
+    /// the cluster, progress until Available, its tree and kubeconfig.
+    Quickstart(quickstart::Args),
     /// Install Cluster API providers into a management cluster (the embedded one by default).
     Init(init::Args),
     /// Print YAML: cluster templates, provider components, CRDs.
@@ -120,6 +124,7 @@ pub struct UsageError(pub String);
 impl Command {
     fn name(&self) -> &'static str {
         match self {
+            Command::Quickstart(_) => "quickstart",
             Command::Init(_) => "init",
             Command::Generate(_) => "generate",
             Command::Describe(_) => "describe cluster",
@@ -149,6 +154,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Manager(args) => manager::run(args),
         Command::Get(cmd) => cmd.run(),
         Command::Describe(cmd) => cmd.run(),
+        Command::Quickstart(args) => quickstart::run(args),
         Command::Init(args) => init::run(args),
         Command::Delete(args) => delete::run(args),
         Command::Images(cmd) => cmd.run(),

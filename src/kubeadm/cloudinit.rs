@@ -161,7 +161,10 @@ mod tests {
         // configuration before it runs kubeadm.
         let at = |key: &str| text.find(&format!("\n{key}:")).unwrap_or(usize::MAX);
         assert!(at("write_files") < at("runcmd"), "{text}");
-        assert!(at("runcmd") < at("ntp") && at("ntp") < at("users"), "{text}");
+        assert!(
+            at("runcmd") < at("ntp") && at("ntp") < at("users"),
+            "{text}"
+        );
         let config: Value =
             crate::yaml::from_str(text.split_once("#cloud-config\n").unwrap().1).unwrap();
         let paths: Vec<&str> = config["write_files"]
