@@ -51,7 +51,7 @@ async fn quickstart(args: Args) -> anyhow::Result<()> {
     if let Some(problem) = crate::apiserver::object::name_problem(&args.name) {
         return Err(UsageError(format!("invalid cluster name {:?}: {problem}", args.name)).into());
     }
-    if args.control_plane_machine_count % 2 == 0 {
+    if args.control_plane_machine_count.is_multiple_of(2) {
         return Err(UsageError(format!(
             "--control-plane-machine-count {}: a stacked etcd needs an odd number of control-plane machines (1, 3, 5)",
             args.control_plane_machine_count
