@@ -6,6 +6,7 @@
 //! member and what holds scaling; [`status`] computes the status from what was gathered;
 //! [`deletion`] waits for the workers, then removes the control-plane Machines.
 
+mod addons;
 mod deletion;
 mod health;
 mod status;
@@ -300,6 +301,30 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
             .await
             .step("remediating an unhealthy Machine")?
     };
+    let desired = kcp.spec.replicas.unwrap_or(1).max(0) as usize;
+    let rolling = !outdated.is_empty();
+    let stable = !rolling && !settling && live.len() == desired;
+    if initialized
+        && (rolling || stable)
+        && let Ok(Some(workload)) = ctx
+            .workloads
+            .client(
+                &cluster.namespace().unwrap_or_default(),
+                &cluster.name_any(),
+            )
+            .await
+    {
+        if rolling {
+            // Before a Machine of the new version joins: kubeadm join reads it.
+            addons::sync_kubeadm_config(&workload, &kcp)
+                .await
+                .step("updating kube-system/kubeadm-config in the workload cluster")?;
+        } else {
+            addons::sync_addons(&workload, &kcp)
+                .await
+                .step("updating kube-proxy and CoreDNS in the workload cluster")?;
+        }
+    }
     // Upstream's preflight checks: no step while a Machine goes or any is unhealthy (a
     // joining etcd member is promoted before the next one joins or another one leaves).
     let blocked = health::preflight(&scope.machines, &health, None);
@@ -311,7 +336,6 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
 
     // Status, computed once from what this reconcile gathered.
     let cluster_name = cluster.name_any();
-    let rolling = !outdated.is_empty();
     let status = status::compute(
         &kcp,
         paused,
@@ -326,8 +350,6 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
         })),
     );
     common::write_status(&scope.api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
-    let desired = kcp.spec.replicas.unwrap_or(1).max(0) as usize;
-    let stable = !rolling && !settling && live.len() == desired;
     Ok(Action::requeue(if stable {
         Duration::from_secs(10)
     } else {

@@ -14,16 +14,6 @@ use serde_json::{Value, json};
 
 use crate::node::{NodeError, Result};
 
-/// The CoreDNS image tag kubeadm uses for a Kubernetes minor version.
-pub fn coredns_tag(minor: u64) -> &'static str {
-    match minor {
-        0..=27 => "v1.10.1",
-        28 => "v1.10.1",
-        29..=30 => "v1.11.1",
-        _ => "v1.11.3",
-    }
-}
-
 /// kubeadm's default Corefile.
 pub fn corefile(dns_domain: &str) -> String {
     format!(
@@ -246,7 +236,7 @@ pub async fn everything_but_kubeadm_config(client: &Client, inputs: &Inputs<'_>)
                 "spec": {
                     "serviceAccountName": "coredns",
                     "priorityClassName": "system-cluster-critical",
-                    "containers": [{"name": "coredns", "image": format!("{repository}/coredns/coredns:{}", coredns_tag(minor)), "args": ["-conf", "/etc/coredns/Corefile"], "volumeMounts": [{"name": "config-volume", "mountPath": "/etc/coredns", "readOnly": true}]}],
+                    "containers": [{"name": "coredns", "image": format!("{repository}/coredns/coredns:{}", crate::kubeadm::coredns_tag(minor)), "args": ["-conf", "/etc/coredns/Corefile"], "volumeMounts": [{"name": "config-volume", "mountPath": "/etc/coredns", "readOnly": true}]}],
                     "volumes": [{"name": "config-volume", "configMap": {"name": "coredns", "items": [{"key": "Corefile", "path": "Corefile"}]}}],
                 },
             },
