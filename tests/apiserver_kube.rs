@@ -910,3 +910,109 @@ async fn admission_rules_default_and_refuse_before_storage() {
         "updates are checked too: {err}"
     );
 }
+
+/// `pods/portforward` over WebSocket, as kube-rs asks for it (and the control plane provider
+/// reaches workload etcd): bytes go both ways to the Pod's port; a closed port is an error on
+/// the port's error channel; a Pod that is not running is refused.
+#[tokio::test]
+async fn port_forward_reaches_a_pods_port() {
+    use k8s_openapi::api::core::v1::Pod;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    capictl::install_crypto_provider();
+    let dir = tempdir();
+    let options = ServeOptions {
+        dir: StateDir::new(Some(dir.clone())),
+        listen: "127.0.0.1:0".into(),
+        kubeconfig: None,
+        context: "test".into(),
+        etcd_endpoints: Vec::new(),
+        etcd_tls: None,
+    };
+    let running = management::start(&options).await.unwrap();
+    let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();
+    let client = Client::try_from(
+        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    // What the Pod listens on: an echo that shouts back.
+    let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = echo.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 1024];
+                while let Ok(n) = tcp.read(&mut buffer).await {
+                    if n == 0
+                        || tcp
+                            .write_all(&buffer[..n].to_ascii_uppercase())
+                            .await
+                            .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod = |name: &str| -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).unwrap()
+    };
+    pods.create(&PostParams::default(), &pod("echo"))
+        .await
+        .unwrap();
+    pods.patch_status(
+        "echo",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running", "podIP": "127.0.0.1"}})),
+    )
+    .await
+    .unwrap();
+
+    let mut forwarder = pods.portforward("echo", &[port]).await.unwrap();
+    let mut stream = forwarder.take_stream(port).unwrap();
+    for word in ["hello", "etcd"] {
+        stream.write_all(word.as_bytes()).await.unwrap();
+        let mut answer = vec![0u8; word.len()];
+        tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut answer))
+            .await
+            .expect("an answer through the forward")
+            .unwrap();
+        assert_eq!(answer, word.to_uppercase().as_bytes());
+    }
+    drop(stream);
+    forwarder.abort();
+
+    // A port nothing listens on: the error channel says so.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut forwarder = pods.portforward("echo", &[closed]).await.unwrap();
+    let error = tokio::time::timeout(
+        Duration::from_secs(10),
+        forwarder.take_error(closed).unwrap(),
+    )
+    .await
+    .unwrap()
+    .expect("an error message");
+    assert!(
+        error.contains(&format!("error forwarding port {closed}")),
+        "{error}"
+    );
+
+    // A Pod that does not run yet has no port to reach.
+    pods.create(&PostParams::default(), &pod("pending"))
+        .await
+        .unwrap();
+    let refused = pods
+        .portforward("pending", &[port])
+        .await
+        .err()
+        .expect("refused");
+    assert!(refused.to_string().contains("not running"), "{refused}");
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -16,6 +16,7 @@ pub mod lifecycle;
 pub mod managed;
 pub mod object;
 pub mod patch;
+pub mod portforward;
 pub mod protobuf;
 pub mod registry;
 pub mod request;
@@ -537,6 +538,19 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
             &resource_path.resource,
         )
         .ok_or_else(|| ApiError::no_route(&path))?;
+    if resource.group.is_empty()
+        && resource.plural == "pods"
+        && resource_path.subresource.as_deref() == Some("portforward")
+        && let Some(name) = &resource_path.name
+    {
+        let pod = server
+            .store
+            .get(&resource.key(resource_path.namespace.as_deref(), name))
+            .ok_or_else(|| ApiError::not_found("", "pods", name))?;
+        let ports = portforward::ports(req.uri().query())?;
+        let address = portforward::pod_address(&pod.value)?;
+        return portforward::serve(req, address, ports);
+    }
     let content_type = headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())

@@ -231,12 +231,13 @@ impl EtcdClient for SimulatedEtcd {
     }
 }
 
-/// Real etcd of a kubeadm workload cluster, reached over the network as upstream's control
-/// plane provider reaches it: the members' client URLs from the etcd mirror Pods'
-/// `kubeadm.kubernetes.io/etcd.advertise-client-urls` annotation, TLS to them with a client
+/// Real etcd of a kubeadm workload cluster, reached as upstream's control plane provider
+/// reaches it: each member through its etcd mirror Pod's `pods/portforward` on the workload
+/// API server (a [`Tunnel`](super::tunnel::Tunnel) on 127.0.0.1, so this host needs to reach
+/// only the cluster's load balancer), the member's port from the Pod's
+/// `kubeadm.kubernetes.io/etcd.advertise-client-urls` annotation; TLS with a client
 /// certificate (CN `cluster-api.x-k8s.io`) from the cluster's `<cluster>-etcd` CA, the chain
-/// checked against that CA. (Upstream tunnels through the API server's `pods/portforward`; the
-/// members' addresses are on the Docker network, which this host reaches.)
+/// checked against that CA (etcd's server certificates name 127.0.0.1, as kubeadm's do).
 pub struct NetworkEtcd {
     management: kube::Client,
     workloads: super::clusters::WorkloadClusters,
@@ -259,6 +260,10 @@ const ETCD_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15
 struct NetworkClient {
     client: etcd_client::Client,
     tls: etcd_client::TlsOptions,
+    /// The local URL that reaches each member's advertised client URL.
+    routes: std::collections::BTreeMap<String, String>,
+    /// Open while the client lives.
+    _tunnels: Vec<super::tunnel::Tunnel>,
 }
 
 fn unreachable(e: impl std::fmt::Display) -> EtcdError {
@@ -273,6 +278,15 @@ fn options(tls: &etcd_client::TlsOptions) -> etcd_client::ConnectOptions {
 }
 
 impl NetworkClient {
+    /// The local URLs that reach `member` (its advertised client URLs through their tunnels).
+    fn local_urls(&self, member: &etcd_client::Member) -> Vec<String> {
+        member
+            .client_urls()
+            .iter()
+            .filter_map(|u| self.routes.get(u).cloned())
+            .collect()
+    }
+
     async fn member_list(&self) -> Result<Vec<etcd_client::Member>> {
         let mut c = self.client.clone();
         Ok(c.member_list()
@@ -351,11 +365,16 @@ impl EtcdClient for NetworkClient {
                 .ok_or_else(|| EtcdError::NoSuchMember(to.to_string()))?;
             let mut c = self.client.clone();
             let leader = c.status().await.map_err(unreachable)?.leader();
-            let leader_urls = members
+            let leader_urls: Vec<String> = members
                 .iter()
                 .find(|m| m.id() == leader)
-                .map(|m| m.client_urls().to_vec())
+                .map(|m| self.local_urls(m))
                 .ok_or_else(|| EtcdError::Unreachable("etcd has no leader now".into()))?;
+            if leader_urls.is_empty() {
+                return Err(EtcdError::Unreachable(
+                    "the etcd leader's Pod is not reachable through the workload API server".into(),
+                ));
+            }
             // etcd takes MoveLeader only from the leader itself.
             let mut on_leader = etcd_client::Client::connect(leader_urls, Some(options(&self.tls)))
                 .await
@@ -383,8 +402,13 @@ impl EtcdClient for NetworkClient {
             let others: Vec<String> = members
                 .iter()
                 .filter(|m| m.id() != member.id())
-                .flat_map(|m| m.client_urls().to_vec())
+                .flat_map(|m| self.local_urls(m))
                 .collect();
+            if others.is_empty() {
+                return Err(EtcdError::Unreachable(format!(
+                    "no etcd member but {name} is reachable through the workload API server"
+                )));
+            }
             let mut c = etcd_client::Client::connect(others, Some(options(&self.tls)))
                 .await
                 .map_err(unreachable)?;
@@ -435,16 +459,28 @@ impl EtcdClients for NetworkEtcd {
                 .list(&kube::api::ListParams::default().labels("component=etcd,tier=control-plane"))
                 .await
                 .map_err(unreachable)?;
-            let endpoints: Vec<String> = listed
-                .iter()
-                .filter_map(|p| {
-                    p.annotations()
-                        .get("kubeadm.kubernetes.io/etcd.advertise-client-urls")
-                        .cloned()
-                })
-                .flat_map(|urls| urls.split(',').map(String::from).collect::<Vec<_>>())
-                .collect();
-            if endpoints.is_empty() {
+            let mut routes = std::collections::BTreeMap::new();
+            let mut tunnels = Vec::new();
+            for pod in &listed {
+                let Some(urls) = pod
+                    .annotations()
+                    .get("kubeadm.kubernetes.io/etcd.advertise-client-urls")
+                else {
+                    continue;
+                };
+                for url in urls.split(',').map(str::trim) {
+                    let port = url
+                        .rsplit_once(':')
+                        .and_then(|(_, p)| p.trim_end_matches('/').parse::<u16>().ok())
+                        .unwrap_or(2379);
+                    let tunnel = super::tunnel::open(pods.clone(), pod.name_any(), port)
+                        .await
+                        .map_err(unreachable)?;
+                    routes.insert(url.to_string(), format!("https://{}", tunnel.local));
+                    tunnels.push(tunnel);
+                }
+            }
+            if routes.is_empty() {
                 return Err(EtcdError::Unreachable(
                     "no etcd member has announced itself in kube-system yet".into(),
                 ));
@@ -455,10 +491,16 @@ impl EtcdClients for NetworkEtcd {
                     &client_cert.cert,
                     &client_cert.key,
                 ));
+            let endpoints: Vec<String> = routes.values().cloned().collect();
             let client = etcd_client::Client::connect(endpoints, Some(options(&tls)))
                 .await
                 .map_err(unreachable)?;
-            Ok(Arc::new(NetworkClient { client, tls }) as Arc<dyn EtcdClient>)
+            Ok(Arc::new(NetworkClient {
+                client,
+                tls,
+                routes,
+                _tunnels: tunnels,
+            }) as Arc<dyn EtcdClient>)
         })
     }
 }

@@ -1,12 +1,13 @@
 //! Everything capictl reaches inside a workload cluster: clients and Node caches ([`clusters`],
-//! upstream's ClusterCache), draining Nodes ([`drain`]) and the etcd contract the control plane
-//! provider uses ([`etcd`]). Controllers reach workload clusters only through here; providers
+//! upstream's ClusterCache), draining Nodes ([`drain`]), the etcd contract the control plane
+//! provider uses ([`etcd`]) and local ports to workload Pods ([`tunnel`]). Controllers reach workload clusters only through here; providers
 //! implement what needs their infrastructure (the in-memory provider answers
 //! [`etcd::EtcdClients`] for its simulated clusters).
 
 pub mod clusters;
 pub mod drain;
 pub mod etcd;
+pub mod tunnel;
 
 /// Why a workload cluster could not be reached or read.
 #[derive(Debug, thiserror::Error)]
