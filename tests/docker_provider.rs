@@ -28,6 +28,26 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         "--timeout=300s",
     ]);
     eprintln!("3+3 Available after {:.1?}", started.elapsed());
+    // The tree shows the Docker objects and their conditions, and each control-plane Machine's
+    // health as the control plane provider judges it.
+    let tree = s.capictl(&[
+        "describe",
+        "cluster",
+        &s.cluster,
+        "--show-conditions",
+        "all",
+        "--echo",
+    ]);
+    for row in [
+        "DockerCluster default/",
+        "LoadBalancerAvailable",
+        "DockerMachine default/",
+        "BootstrapCompleted",
+        "EtcdMemberHealthy",
+        "APIServerPodHealthy",
+    ] {
+        assert!(tree.contains(row), "{row:?} in\n{tree}");
+    }
 
     // Six Ready nodes through the real HAProxy, at 127.0.0.1 and its published port.
     let workload = s.dir.join("workload.conf").display().to_string();
