@@ -352,7 +352,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
             .await
             .map_err(etcd_error)?
     };
-    let server = ApiServer::start(store).await?;
+    let server = ApiServer::start(store, apiserver::authz::Authorization::Rbac).await?;
     crate::webhooks::register(&server.admission);
     let listener = bind(dir, &options.listen).await?;
     let address = listener.local_addr().map_err(io(&dir.path))?;

@@ -21,7 +21,9 @@ use capictl::management::{self, ServeOptions, StateDir};
 /// A client of an in-process API server on the given store.
 async fn client_of(store: Store) -> Client {
     capictl::install_crypto_provider();
-    let server = ApiServer::start(store).await.unwrap();
+    let server = ApiServer::start(store, capictl::apiserver::authz::Authorization::AlwaysAllow)
+        .await
+        .unwrap();
     Client::new(apiserver::local_router(server), "default")
 }
 
@@ -596,7 +598,12 @@ async fn dependents_of_owners_lost_while_the_server_was_down_are_collected() {
     let dir = tempdir();
     let path = dir.join("state.redb");
     {
-        let server = ApiServer::start(Store::open(&path).unwrap()).await.unwrap();
+        let server = ApiServer::start(
+            Store::open(&path).unwrap(),
+            capictl::apiserver::authz::Authorization::AlwaysAllow,
+        )
+        .await
+        .unwrap();
         let maps: Api<ConfigMap> = Api::namespaced(
             Client::new(apiserver::local_router(server), "default"),
             "default",
@@ -623,9 +630,12 @@ async fn dependents_of_owners_lost_while_the_server_was_down_are_collected() {
             .await
             .unwrap();
     }
-    let server = ApiServer::start(open_when_released(&path).await)
-        .await
-        .unwrap();
+    let server = ApiServer::start(
+        open_when_released(&path).await,
+        capictl::apiserver::authz::Authorization::AlwaysAllow,
+    )
+    .await
+    .unwrap();
     let maps: Api<ConfigMap> = Api::namespaced(
         Client::new(apiserver::local_router(server), "default"),
         "default",
@@ -877,7 +887,12 @@ impl capictl::apiserver::admission::Admission for TestRules {
 #[tokio::test]
 async fn admission_rules_default_and_refuse_before_storage() {
     capictl::install_crypto_provider();
-    let server = ApiServer::start(Store::in_memory()).await.unwrap();
+    let server = ApiServer::start(
+        Store::in_memory(),
+        capictl::apiserver::authz::Authorization::AlwaysAllow,
+    )
+    .await
+    .unwrap();
     server.admission.register(std::sync::Arc::new(TestRules));
     let maps: Api<ConfigMap> = Api::namespaced(
         Client::new(apiserver::local_router(server), "default"),

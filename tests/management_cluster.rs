@@ -414,8 +414,12 @@ fn up_twice_says_it_runs_and_status_reports() {
     assert!(second.contains("already running"), "{second}");
     let status = capictl(&["management", "status", "--dir", &m.state()]);
     let out = text(&status.stdout);
+    // The four namespaces and the bootstrap RBAC policy.
+    let objects = 4 + capictl::apiserver::authz::default_policy().len();
     assert!(
-        out.contains("running") && out.contains("https://127.0.0.1:") && out.contains("Objects: 4"),
+        out.contains("running")
+            && out.contains("https://127.0.0.1:")
+            && out.contains(&format!("Objects: {objects}")),
         "{out}"
     );
     let mode = std::fs::metadata(m.kubeconfig()).unwrap();
@@ -1240,4 +1244,134 @@ fn quickstart_brings_a_cluster_up_from_nothing() {
         "{err}"
     );
     assert!(err.contains("is Available after"), "{err}");
+}
+
+/// A kubeconfig of the management cluster for a user whose client certificate the cluster's
+/// CA signed, with the given groups.
+fn kubeconfig_of(m: &Management, user: &str, groups: &[&str]) -> PathBuf {
+    let pki =
+        capictl::apiserver::tls::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
+    let admin: serde_json::Value =
+        capictl::yaml::from_str(&std::fs::read_to_string(m.kubeconfig()).unwrap()).unwrap();
+    let server = admin["clusters"][0]["cluster"]["server"].as_str().unwrap();
+    let cert = pki.client_certificate(user, groups).unwrap();
+    let config = capictl::management::kubeconfig(user, server, &pki.ca.cert, &cert);
+    let path = m.dir.join(format!("{user}.kubeconfig"));
+    std::fs::write(
+        &path,
+        capictl::management::kubeconfig_yaml(&config).unwrap(),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn a_certificate_from_the_cluster_ca_is_not_an_administrator() {
+    let m = Management::up();
+    let alice = kubeconfig_of(&m, "alice", &["developers"]);
+    let as_alice = |args: &[&str]| {
+        let mut all = vec!["--kubeconfig", alice.to_str().unwrap()];
+        all.extend(args);
+        m.kubectl_command(&all).output().unwrap()
+    };
+    m.kubectl(&["create", "namespace", "team"]);
+    m.kubectl(&[
+        "-n",
+        "team",
+        "create",
+        "configmap",
+        "settings",
+        "--from-literal=a=1",
+    ]);
+
+    // Nothing is allowed that no binding names, in kube-apiserver's words.
+    let secrets = as_alice(&["-n", "kube-system", "get", "secrets"]);
+    assert!(!secrets.status.success());
+    assert!(
+        text(&secrets.stderr).contains(
+            "secrets is forbidden: User \"alice\" cannot list resource \"secrets\" in API group \"\" in the namespace \"kube-system\""
+        ),
+        "{}",
+        text(&secrets.stderr)
+    );
+    let delete = as_alice(&["delete", "namespace", "team"]);
+    assert!(!delete.status.success());
+    assert!(
+        text(&delete.stderr).contains("Forbidden") || text(&delete.stderr).contains("forbidden"),
+        "{}",
+        text(&delete.stderr)
+    );
+    assert!(
+        m.kubectl(&["get", "namespace", "team", "-o", "name"])
+            .contains("team"),
+        "nothing was deleted"
+    );
+
+    // kubectl auth whoami and can-i answer for her.
+    let whoami = as_alice(&["auth", "whoami"]);
+    let out = text(&whoami.stdout);
+    assert!(whoami.status.success(), "{}", text(&whoami.stderr));
+    assert!(
+        out.contains("alice") && out.contains("developers") && out.contains("system:authenticated"),
+        "{out}"
+    );
+    let can = |args: &[&str]| {
+        text(&as_alice(&[&["auth", "can-i"], args].concat()).stdout)
+            .trim()
+            .to_string()
+    };
+    assert_eq!(can(&["get", "configmaps", "-n", "team"]), "no");
+
+    // A RoleBinding allows exactly what it names.
+    m.kubectl(&[
+        "-n",
+        "team",
+        "create",
+        "role",
+        "configs",
+        "--verb=get,list",
+        "--resource=configmaps",
+    ]);
+    m.kubectl(&[
+        "-n",
+        "team",
+        "create",
+        "rolebinding",
+        "developers",
+        "--role=configs",
+        "--group=developers",
+    ]);
+    assert_eq!(can(&["get", "configmaps", "-n", "team"]), "yes");
+    assert_eq!(can(&["delete", "configmaps", "-n", "team"]), "no");
+    assert_eq!(can(&["get", "configmaps", "-n", "default"]), "no");
+    let got = as_alice(&[
+        "-n",
+        "team",
+        "get",
+        "configmap",
+        "settings",
+        "-o",
+        "jsonpath={.data.a}",
+    ]);
+    assert_eq!(text(&got.stdout), "1", "{}", text(&got.stderr));
+    let changed = as_alice(&["-n", "team", "delete", "configmap", "settings"]);
+    assert!(!changed.status.success(), "delete is not granted");
+    let listed = as_alice(&["auth", "can-i", "--list", "-n", "team"]);
+    assert!(
+        text(&listed.stdout).contains("configmaps"),
+        "{}",
+        text(&listed.stdout)
+    );
+
+    // The administrator (system:masters) still does everything.
+    assert_eq!(
+        text(
+            &m.kubectl_command(&["auth", "can-i", "*", "*"])
+                .output()
+                .unwrap()
+                .stdout
+        )
+        .trim(),
+        "yes"
+    );
 }

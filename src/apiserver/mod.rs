@@ -7,6 +7,7 @@
 
 pub mod admission;
 pub mod authn;
+pub mod authz;
 pub mod builtin;
 pub mod discovery;
 pub mod eviction;
@@ -20,6 +21,7 @@ pub mod portforward;
 pub mod protobuf;
 pub mod registry;
 pub mod request;
+pub mod reviews;
 pub mod schema;
 pub mod selector;
 pub mod status;
@@ -74,12 +76,16 @@ pub struct ApiServer {
     namespace_deleter: Arc<tokio::sync::Notify>,
     garbage_collector: Arc<tokio::sync::Notify>,
     started_at: String,
+    pub authorization: authz::Authorization,
 }
 
 impl ApiServer {
     /// Starts serving what `store` holds: its CRDs are served again, the initial namespaces
     /// exist, and the namespace deleter runs.
-    pub async fn start(store: Store) -> Result<Arc<ApiServer>, ApiError> {
+    pub async fn start(
+        store: Store,
+        authorization: authz::Authorization,
+    ) -> Result<Arc<ApiServer>, ApiError> {
         let server = Arc::new(ApiServer {
             store,
             registry: builtin::registry(),
@@ -87,6 +93,7 @@ impl ApiServer {
             namespace_deleter: Default::default(),
             garbage_collector: Default::default(),
             started_at: object::now(),
+            authorization,
         });
         let crds = server.crds();
         let (records, _, _) = server.store.list(&crds.prefix(), None, None, |_| true);
@@ -104,6 +111,27 @@ impl ApiServer {
                     .await?;
             }
         }
+        if authorization == authz::Authorization::Rbac {
+            // The bootstrap policy, created where missing (a changed default role is kept).
+            for mut object in authz::default_policy() {
+                let kind = object["kind"].as_str().unwrap_or_default().to_string();
+                let plural = format!("{}s", kind.to_lowercase());
+                let resource = server
+                    .registry
+                    .get("rbac.authorization.k8s.io", "v1", &plural)
+                    .expect("RBAC kinds are built in");
+                let name = object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let key = resource.key(None, &name);
+                if server.store.get(&key).is_none() {
+                    object::prepare_create(&resource, &mut object, None)?;
+                    server.strategy_create(&resource, &mut object)?;
+                    server.create_object(&resource, key, object).await?;
+                }
+            }
+        }
         tokio::spawn(namespace_deleter(
             Arc::downgrade(&server),
             server.namespace_deleter.clone(),
@@ -113,6 +141,44 @@ impl ApiServer {
             server.garbage_collector.clone(),
         ));
         Ok(server)
+    }
+
+    /// The RBAC objects in force, read from the store.
+    pub fn policy(&self) -> authz::Policy {
+        let mut objects = Vec::new();
+        for plural in [
+            "clusterroles",
+            "clusterrolebindings",
+            "roles",
+            "rolebindings",
+        ] {
+            if let Some(resource) = self.registry.get("rbac.authorization.k8s.io", "v1", plural) {
+                let (records, _, _) = self.store.list(&resource.prefix(), None, None, |_| true);
+                objects.extend(records.into_iter().map(|r| {
+                    let mut value = r.value.clone();
+                    value["kind"] = json!(resource.kind);
+                    value
+                }));
+            }
+        }
+        authz::policy_of(&objects)
+    }
+
+    /// Whether `user` may do `verb` to `target`, as this server's authorization decides.
+    pub fn authorize(
+        &self,
+        user: &User,
+        verb: &str,
+        target: &authz::Target<'_>,
+    ) -> Result<(), ApiError> {
+        if self.authorization == authz::Authorization::AlwaysAllow
+            || user.groups.iter().any(|g| g == authz::MASTERS)
+        {
+            return Ok(());
+        }
+        self.policy()
+            .authorize(user, verb, target)
+            .map_err(ApiError::forbidden)
     }
 
     pub fn namespaces(&self) -> Arc<Resource> {
@@ -485,6 +551,48 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
     if user.is_none() && !is_anonymous(&path) {
         return Err(ApiError::unauthorized());
     }
+    // Every authenticated user is in system:authenticated; a request without credentials is
+    // system:anonymous in system:unauthenticated, as kube-apiserver has it.
+    let user = match user {
+        Some(mut u) => {
+            if !u.groups.iter().any(|g| g == authz::AUTHENTICATED) {
+                u.groups.push(authz::AUTHENTICATED.into());
+            }
+            u
+        }
+        None => User {
+            name: "system:anonymous".into(),
+            groups: vec![authz::UNAUTHENTICATED.into()],
+        },
+    };
+    let api_path = request::parse(&path);
+    match &api_path {
+        Some(ApiPath::Resource(r)) => {
+            let watch = handlers::flag(&handlers::parse_query(req.uri().query()), "watch");
+            let verb = authz::resource_verb(
+                req.method(),
+                r.name.is_some(),
+                watch,
+                r.subresource.as_deref(),
+            );
+            server.authorize(
+                &user,
+                verb,
+                &authz::Target::Resource {
+                    group: &r.group,
+                    resource: &r.resource,
+                    subresource: r.subresource.as_deref(),
+                    namespace: r.namespace.as_deref(),
+                    name: r.name.as_deref(),
+                },
+            )?;
+        }
+        _ => server.authorize(
+            &user,
+            &authz::path_verb(req.method()),
+            &authz::Target::Path(&path),
+        )?,
+    }
     match path.as_str() {
         // What kube-apiserver lists at its root (clients probe it to check a connection).
         "/" => {
@@ -524,7 +632,7 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
     {
         return Ok((StatusCode::OK, "ok").into_response());
     }
-    let Some(api_path) = request::parse(&path) else {
+    let Some(api_path) = api_path else {
         return Err(ApiError::no_route(&path));
     };
     let ApiPath::Resource(resource_path) = api_path else {
@@ -571,10 +679,7 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
         )));
     }
     let call = Call {
-        user: user.unwrap_or_else(|| User {
-            name: "system:anonymous".into(),
-            groups: vec!["system:unauthenticated".into()],
-        }),
+        user,
         server,
         resource,
         path: resource_path,
@@ -613,6 +718,23 @@ async fn handle_resource(
         call.read_barrier().await?;
     }
     match (name.as_deref(), sub.as_deref(), method.clone()) {
+        (None, None, Method::POST)
+            if reviews::is_review(&call.resource.group, &call.resource.plural) =>
+        {
+            let review: Value = serde_json::from_slice(&body)
+                .map_err(|e| ApiError::bad_request(format!("the review is not valid JSON: {e}")))?;
+            let answer = reviews::answer(
+                call.server,
+                &call.resource.plural,
+                call.path.namespace.as_deref(),
+                &call.user,
+                review,
+            );
+            Ok((StatusCode::CREATED, axum::Json(answer)).into_response())
+        }
+        (_, _, _) if reviews::is_review(&call.resource.group, &call.resource.plural) => {
+            Err(ApiError::method_not_allowed(method.as_str(), &what))
+        }
         (None, None, Method::GET) if watch => watch::watch(call).await,
         (None, None, Method::GET) => call.list(),
         (None, None, Method::POST) => call.create(&body).await,

@@ -1,6 +1,8 @@
 //! Kubernetes' protobuf encoding, read for the built-in kinds current kubectl sends that way
-//! (`kubectl create namespace|secret|configmap|serviceaccount`). Objects are decoded to the
-//! same JSON every other request carries; the server answers in JSON, which clients accept.
+//! (`kubectl create namespace|secret|configmap|serviceaccount|role|clusterrole|rolebinding|
+//! clusterrolebinding`, and the reviews of `kubectl auth can-i|whoami`). Objects are decoded
+//! to the same JSON every other request carries; the server answers in JSON, which clients
+//! accept.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -118,8 +120,164 @@ const DELETE_OPTIONS: &[Field] = &[
     Field(5, "dryRun", Kind::String, true),
 ];
 
+const POLICY_RULE: &[Field] = &[
+    Field(1, "verbs", Kind::String, true),
+    Field(2, "apiGroups", Kind::String, true),
+    Field(3, "resources", Kind::String, true),
+    Field(4, "resourceNames", Kind::String, true),
+    Field(5, "nonResourceURLs", Kind::String, true),
+];
+
+const LABEL_SELECTOR: &[Field] = &[
+    Field(1, "matchLabels", Kind::StringMap, false),
+    Field(
+        2,
+        "matchExpressions",
+        Kind::Message(&[
+            Field(1, "key", Kind::String, false),
+            Field(2, "operator", Kind::String, false),
+            Field(3, "values", Kind::String, true),
+        ]),
+        true,
+    ),
+];
+
+const ROLE: &[Field] = &[
+    Field(1, "metadata", Kind::Message(OBJECT_META), false),
+    Field(2, "rules", Kind::Message(POLICY_RULE), true),
+];
+
+const CLUSTER_ROLE: &[Field] = &[
+    Field(1, "metadata", Kind::Message(OBJECT_META), false),
+    Field(2, "rules", Kind::Message(POLICY_RULE), true),
+    Field(
+        3,
+        "aggregationRule",
+        Kind::Message(&[Field(
+            1,
+            "clusterRoleSelectors",
+            Kind::Message(LABEL_SELECTOR),
+            true,
+        )]),
+        false,
+    ),
+];
+
+const ROLE_BINDING: &[Field] = &[
+    Field(1, "metadata", Kind::Message(OBJECT_META), false),
+    Field(
+        2,
+        "subjects",
+        Kind::Message(&[
+            Field(1, "kind", Kind::String, false),
+            Field(2, "apiGroup", Kind::String, false),
+            Field(3, "name", Kind::String, false),
+            Field(4, "namespace", Kind::String, false),
+        ]),
+        true,
+    ),
+    Field(
+        3,
+        "roleRef",
+        Kind::Message(&[
+            Field(1, "apiGroup", Kind::String, false),
+            Field(2, "kind", Kind::String, false),
+            Field(3, "name", Kind::String, false),
+        ]),
+        false,
+    ),
+];
+
+const RESOURCE_ATTRIBUTES: &[Field] = &[
+    Field(1, "namespace", Kind::String, false),
+    Field(2, "verb", Kind::String, false),
+    Field(3, "group", Kind::String, false),
+    Field(4, "version", Kind::String, false),
+    Field(5, "resource", Kind::String, false),
+    Field(6, "subresource", Kind::String, false),
+    Field(7, "name", Kind::String, false),
+];
+
+const NON_RESOURCE_ATTRIBUTES: &[Field] = &[
+    Field(1, "path", Kind::String, false),
+    Field(2, "verb", Kind::String, false),
+];
+
+/// SubjectAccessReview and LocalSubjectAccessReview (the spec names whom it asks about).
+const SUBJECT_ACCESS_REVIEW: &[Field] = &[
+    Field(1, "metadata", Kind::Message(OBJECT_META), false),
+    Field(
+        2,
+        "spec",
+        Kind::Message(&[
+            Field(
+                1,
+                "resourceAttributes",
+                Kind::Message(RESOURCE_ATTRIBUTES),
+                false,
+            ),
+            Field(
+                2,
+                "nonResourceAttributes",
+                Kind::Message(NON_RESOURCE_ATTRIBUTES),
+                false,
+            ),
+            Field(3, "user", Kind::String, false),
+            Field(4, "groups", Kind::String, true),
+            Field(6, "uid", Kind::String, false),
+        ]),
+        false,
+    ),
+];
+
+const SELF_SUBJECT_ACCESS_REVIEW: &[Field] = &[
+    Field(1, "metadata", Kind::Message(OBJECT_META), false),
+    Field(
+        2,
+        "spec",
+        Kind::Message(&[
+            Field(
+                1,
+                "resourceAttributes",
+                Kind::Message(RESOURCE_ATTRIBUTES),
+                false,
+            ),
+            Field(
+                2,
+                "nonResourceAttributes",
+                Kind::Message(NON_RESOURCE_ATTRIBUTES),
+                false,
+            ),
+        ]),
+        false,
+    ),
+];
+
+const SELF_SUBJECT_RULES_REVIEW: &[Field] = &[
+    Field(1, "metadata", Kind::Message(OBJECT_META), false),
+    Field(
+        2,
+        "spec",
+        Kind::Message(&[Field(1, "namespace", Kind::String, false)]),
+        false,
+    ),
+];
+
+const SELF_SUBJECT_REVIEW: &[Field] = &[Field(1, "metadata", Kind::Message(OBJECT_META), false)];
+
 fn schema(api_version: &str, kind: &str) -> Option<&'static [Field]> {
     match (api_version, kind) {
+        ("rbac.authorization.k8s.io/v1", "Role") => Some(ROLE),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => Some(CLUSTER_ROLE),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => {
+            Some(ROLE_BINDING)
+        }
+        ("authorization.k8s.io/v1", "SubjectAccessReview" | "LocalSubjectAccessReview") => {
+            Some(SUBJECT_ACCESS_REVIEW)
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => Some(SELF_SUBJECT_ACCESS_REVIEW),
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => Some(SELF_SUBJECT_RULES_REVIEW),
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => Some(SELF_SUBJECT_REVIEW),
         ("v1", "Namespace") => Some(NAMESPACE),
         ("v1", "Secret") => Some(SECRET),
         ("v1", "ConfigMap") => Some(CONFIG_MAP),

@@ -98,18 +98,8 @@ pub(super) async fn read_kubeconfig(
 
 /// Writes a file only its owner may read (it holds a private key).
 pub(super) fn write_private(path: &std::path::Path, contents: &[u8]) -> anyhow::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
-    // An existing file keeps its mode on open: make sure the key is not readable by others.
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-    file.write_all(contents)?;
-    Ok(())
+    crate::apiserver::tls::write_private(path, contents)
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
 }
 
 /// Where this host reaches the Cluster's API server when the kubeconfig's address may not do:

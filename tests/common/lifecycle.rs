@@ -19,7 +19,12 @@ pub const NS: &str = "default";
 /// An embedded management API server, empty.
 pub async fn api_server() -> Client {
     capictl::install_crypto_provider();
-    let server = ApiServer::start(Store::in_memory()).await.unwrap();
+    let server = ApiServer::start(
+        Store::in_memory(),
+        capictl::apiserver::authz::Authorization::AlwaysAllow,
+    )
+    .await
+    .unwrap();
     capictl::webhooks::register(&server.admission);
     Client::new(apiserver::local_router(server), NS)
 }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use kube::Client;
 
+use crate::apiserver::authz::Authorization;
 use crate::apiserver::tls::{Pki, TlsError};
 use crate::apiserver::{self, ApiServer, store::Store};
 use crate::workload::etcd::{EtcdClient, EtcdClients, EtcdError, SimulatedEtcd};
@@ -58,7 +59,8 @@ impl Workloads {
         if let Some(w) = self.get(key) {
             return Ok(w);
         }
-        let server = ApiServer::start(Store::in_memory()).await?;
+        // Only the cluster's admin kubeconfig reaches a simulated cluster.
+        let server = ApiServer::start(Store::in_memory(), Authorization::AlwaysAllow).await?;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port.unwrap_or(0)))
             .await
             .map_err(|source| WorkloadError::Listen {
