@@ -1375,3 +1375,114 @@ fn a_certificate_from_the_cluster_ca_is_not_an_administrator() {
         "yes"
     );
 }
+
+#[test]
+fn a_certificate_from_another_ca_is_unauthorized_not_a_broken_handshake() {
+    let m = Management::up();
+    // Mallory's own CA signs her a certificate claiming system:masters.
+    let elsewhere = m.dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let foreign = capictl::apiserver::tls::Pki::load_or_create(&elsewhere).unwrap();
+    let mallory = foreign
+        .client_certificate("mallory", &["system:masters"])
+        .unwrap();
+    let ours =
+        capictl::apiserver::tls::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
+    let admin: serde_json::Value =
+        capictl::yaml::from_str(&std::fs::read_to_string(m.kubeconfig()).unwrap()).unwrap();
+    let server = admin["clusters"][0]["cluster"]["server"].as_str().unwrap();
+    let config = capictl::management::kubeconfig("mallory", server, &ours.ca.cert, &mallory);
+    let path = m.dir.join("mallory.kubeconfig");
+    std::fs::write(
+        &path,
+        capictl::management::kubeconfig_yaml(&config).unwrap(),
+    )
+    .unwrap();
+    let out = m
+        .kubectl_command(&[
+            "--kubeconfig",
+            path.to_str().unwrap(),
+            "get",
+            "secrets",
+            "-A",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("You must be logged in to the server"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn idle_connections_neither_stop_the_server_nor_fill_its_log() {
+    let m = Management::up();
+    let admin: serde_json::Value =
+        capictl::yaml::from_str(&std::fs::read_to_string(m.kubeconfig()).unwrap()).unwrap();
+    let address = admin["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("https://")
+        .to_string();
+    // 20,000 connections that never start TLS, held by another process (this one runs other
+    // tests beside this one); it reports how many it opened, and 13 s later (past the
+    // server's 10 s handshake timeout) how many of a sample the server still keeps open.
+    const FLOOD: &str = r#"
+import socket, sys, time, resource
+host, port = sys.argv[1].rsplit(":", 1)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+held = []
+for _ in range(min(20000, hard - 50)):
+    try:
+        held.append(socket.create_connection((host, int(port)), timeout=5))
+    except OSError:
+        break
+print(len(held), flush=True)
+time.sleep(13)
+still_open = 0
+for s in held[::97]:
+    s.settimeout(0.2)
+    try:
+        if s.recv(1):
+            still_open += 1
+    except socket.timeout:
+        still_open += 1
+    except OSError:
+        pass
+print(still_open, flush=True)
+"#;
+    let python = std::env::var("PYTHON_KUBERNETES").unwrap_or_else(|_| "python3".into());
+    let mut flood = Command::new(python)
+        .args(["-c", FLOOD, &address])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(flood.stdout.take().unwrap()).lines();
+    let opened: usize = lines.next().unwrap().unwrap().trim().parse().unwrap();
+    assert!(opened >= 5_000, "opened only {opened} connections");
+    // The server still answers while they are open.
+    assert!(
+        m.kubectl(&["get", "namespaces", "-o", "name"])
+            .contains("namespace/default")
+    );
+    let still_open: usize = lines.next().unwrap().unwrap().trim().parse().unwrap();
+    flood.wait().unwrap();
+    assert_eq!(
+        still_open, 0,
+        "the server keeps connections that never started TLS open"
+    );
+    let log = std::fs::metadata(std::path::Path::new(&m.state()).join("server.log")).unwrap();
+    assert!(
+        log.len() < 1 << 20,
+        "server.log grew to {} bytes",
+        log.len()
+    );
+    assert!(
+        m.kubectl(&["get", "namespaces", "-o", "name"])
+            .contains("namespace/default")
+    );
+}

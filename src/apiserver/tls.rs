@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Request;
@@ -182,18 +183,22 @@ impl Pki {
 
     /// A TLS configuration that serves `serving` and checks client certificates against the CA
     /// (clients without one are let through as anonymous).
-    pub fn server_config(&self, serving: &KeyPairPem) -> Result<rustls::ServerConfig, TlsError> {
+    pub fn server_config(&self, serving: &KeyPairPem) -> Result<ServerTls, TlsError> {
         server_config(&self.ca.cert, serving)
     }
+}
+
+/// How a server speaks TLS: its configuration, and the check of client certificate chains it
+/// makes once a connection is up (None: client certificates are not asked for).
+pub struct ServerTls {
+    config: Arc<rustls::ServerConfig>,
+    client_chains: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
 }
 
 /// A TLS configuration that serves `serving` and checks client certificates against the CAs
 /// in `client_ca` (PEM; kube-apiserver's `--client-ca-file`); clients without a certificate
 /// are let through as anonymous.
-pub fn server_config(
-    client_ca: &str,
-    serving: &KeyPairPem,
-) -> Result<rustls::ServerConfig, TlsError> {
+pub fn server_config(client_ca: &str, serving: &KeyPairPem) -> Result<ServerTls, TlsError> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(client_ca.as_bytes()) {
         roots.add(cert?)?;
@@ -205,15 +210,95 @@ pub fn server_config(
         CertificateDer::pem_slice_iter(serving.cert.as_bytes()).collect::<Result<_, _>>()?;
     let key = PrivateKeyDer::from_pem_slice(serving.key.as_bytes())?;
     let mut config = rustls::ServerConfig::builder()
-        .with_client_cert_verifier(verifier)
+        .with_client_cert_verifier(Arc::new(ChainCheckedLater {
+            inner: verifier.clone(),
+        }))
         .with_single_cert(chain, key)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
+    Ok(ServerTls {
+        config: Arc::new(config),
+        client_chains: Some(verifier),
+    })
+}
+
+/// Takes any client certificate in the handshake (the client still proves it holds the key),
+/// so that a certificate the CA did not sign is answered with 401, as kube-apiserver answers
+/// it, instead of a failed handshake that clients report as "broken pipe". The chain is
+/// checked against the CA once the connection is up ([`verified_user`]).
+#[derive(Debug)]
+struct ChainCheckedLater {
+    inner: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+}
+
+impl rustls::server::danger::ClientCertVerifier for ChainCheckedLater {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Ok(rustls::server::danger::ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// The user of a connection's client certificate, once its chain checks out against the CA;
+/// None without a certificate, or with one the CA did not sign (then every request but the
+/// anonymous ones gets 401).
+fn verified_user(
+    connection: &rustls::ServerConnection,
+    chains: &dyn rustls::server::danger::ClientCertVerifier,
+    peer: SocketAddr,
+) -> Option<User> {
+    let certs = connection.peer_certificates()?;
+    let (end_entity, intermediates) = certs.split_first()?;
+    if let Err(e) = chains.verify_client_cert(
+        end_entity,
+        intermediates,
+        rustls::pki_types::UnixTime::now(),
+    ) {
+        tracing::debug!(%peer, error = %e, "client certificate refused");
+        return None;
+    }
+    user_of(end_entity)
 }
 
 /// A TLS configuration that serves `serving` to any client (an admission webhook server: the
 /// API server calling it is trusted through the webhook configuration's caBundle instead).
-pub fn plain_server_config(serving: &KeyPairPem) -> Result<rustls::ServerConfig, TlsError> {
+pub fn plain_server_config(serving: &KeyPairPem) -> Result<ServerTls, TlsError> {
     let chain: Vec<CertificateDer<'static>> =
         CertificateDer::pem_slice_iter(serving.cert.as_bytes()).collect::<Result<_, _>>()?;
     let key = PrivateKeyDer::from_pem_slice(serving.key.as_bytes())?;
@@ -221,7 +306,10 @@ pub fn plain_server_config(serving: &KeyPairPem) -> Result<rustls::ServerConfig,
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
+    Ok(ServerTls {
+        config: Arc::new(config),
+        client_chains: None,
+    })
 }
 
 /// The user a verified client certificate names.
@@ -241,16 +329,31 @@ fn user_of(cert: &CertificateDer<'_>) -> Option<User> {
     Some(User { name, groups })
 }
 
+/// How long a client has to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may wait for a request's headers (also between requests).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(120);
+/// Connections served at once; beyond that new ones are closed until some end.
+pub const MAX_CONNECTIONS: usize = 10_000;
+
 /// Serves `router` over HTTPS on `listener` until `shutdown` resolves; then closes every
 /// connection (watches included) before returning, so the server's state can be released.
+/// Nothing a client sends costs without bound: handshakes and request headers time out, the
+/// connections served at once are capped, and failed accepts (out of file descriptors) back
+/// off and are logged at most once every ten seconds.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    config: rustls::ServerConfig,
+    tls: ServerTls,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
+    let chains = tls.client_chains.clone();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut connections = tokio::task::JoinSet::new();
+    let mut accept_errors = RateLimitedLog::default();
+    let mut full = RateLimitedLog::default();
+    let mut backoff = Duration::from_millis(10);
     tokio::pin!(shutdown);
     loop {
         // Reap finished connections as we go.
@@ -261,16 +364,51 @@ pub async fn serve(
                 return;
             }
             accepted = listener.accept() => match accepted {
-                Ok(a) => a,
+                Ok(a) => {
+                    backoff = Duration::from_millis(10);
+                    a
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accepting a connection failed");
+                    accept_errors.warn(|n| tracing::warn!(error = %e, "accepting connections fails ({n} times since the last report); backing off"));
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
                     continue;
                 }
             },
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            full.warn(|n| tracing::warn!(%peer, "{MAX_CONNECTIONS} connections are open; closing new ones ({n} since the last report)"));
+            drop(tcp);
+            continue;
+        };
         let acceptor = acceptor.clone();
         let router = router.clone();
-        connections.spawn(async move { serve_connection(tcp, peer, acceptor, router).await });
+        let chains = chains.clone();
+        connections.spawn(async move {
+            serve_connection(tcp, peer, acceptor, chains, router).await;
+            drop(slot);
+        });
+    }
+}
+
+/// A warning that is logged at most once every ten seconds, saying how often it happened.
+#[derive(Default)]
+struct RateLimitedLog {
+    last: Option<std::time::Instant>,
+    suppressed: u64,
+}
+
+impl RateLimitedLog {
+    fn warn(&mut self, log: impl FnOnce(u64)) {
+        self.suppressed += 1;
+        if self
+            .last
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        {
+            log(self.suppressed);
+            self.suppressed = 0;
+            self.last = Some(std::time::Instant::now());
+        }
     }
 }
 
@@ -278,22 +416,24 @@ async fn serve_connection(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
     acceptor: tokio_rustls::TlsAcceptor,
+    chains: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
     router: Router,
 ) {
     let _ = tcp.set_nodelay(true);
-    let tls = match acceptor.accept(tcp).await {
-        Ok(s) => s,
-        Err(e) => {
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
             tracing::debug!(%peer, error = %e, "TLS handshake failed");
             return;
         }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return;
+        }
     };
-    let user = tls
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|certs| certs.first())
-        .and_then(user_of);
+    let user = chains
+        .as_deref()
+        .and_then(|chains| verified_user(tls.get_ref().1, chains, peer));
     let service = router.map_request(move |req: hyper::Request<hyper::body::Incoming>| {
         let mut req: Request = req.map(axum::body::Body::new);
         if let Some(user) = &user {
@@ -302,7 +442,11 @@ async fn serve_connection(
         req
     });
     let hyper_service = hyper_util::service::TowerToHyperService::new(service);
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
     if let Err(e) = builder
         .serve_connection_with_upgrades(TokioIo::new(tls), hyper_service)
         .await
