@@ -56,6 +56,12 @@ pub enum ManagementError {
         seconds: u64,
         log: PathBuf,
     },
+    #[error("the management cluster in {dir} could not start:\n{reason}\n(its log is {log})")]
+    StartFailed {
+        dir: PathBuf,
+        reason: String,
+        log: PathBuf,
+    },
     #[error("the management cluster (pid {pid}) did not stop within {seconds}s")]
     StopTimeout { pid: u32, seconds: u64 },
     #[error("{0} is already serving this directory")]
@@ -484,6 +490,8 @@ pub async fn up(
         .stderr(log)
         // Its own process group: a Ctrl-C in this terminal does not stop it.
         .process_group(0);
+    // What the server writes from here on is this start's; its last lines say why it failed.
+    let log_start = std::fs::metadata(&log_path).map_or(0, |m| m.len());
     let mut child = command.spawn().map_err(io(&options.dir.path))?;
     let deadline = std::time::Instant::now() + wait;
     loop {
@@ -491,7 +499,16 @@ pub async fn up(
             return Ok((info, true));
         }
         if let Ok(Some(_)) = child.try_wait() {
-            break;
+            let written = std::fs::read(&log_path).unwrap_or_default();
+            let text =
+                String::from_utf8_lossy(written.get(log_start as usize..).unwrap_or_default());
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            let reason = lines[lines.len().saturating_sub(5)..].join("\n");
+            return Err(ManagementError::StartFailed {
+                dir: options.dir.path.clone(),
+                reason,
+                log: log_path,
+            });
         }
         if std::time::Instant::now() > deadline {
             let _ = child.kill();

@@ -162,7 +162,30 @@ fn the_quick_start_objects_with_kubectl() {
     }
 }
 
+/// Removes the containers the Docker provider made for the seed's cluster (its controllers
+/// run in the management cluster once the CRDs are installed), whatever the test's outcome.
+struct SeedContainers;
+
+impl Drop for SeedContainers {
+    fn drop(&mut self) {
+        let listed = Command::new("docker")
+            .args([
+                "ps",
+                "-aq",
+                "--filter",
+                "label=io.x-k8s.capictl.cluster=default/capi-quickstart",
+            ])
+            .output();
+        if let Ok(out) = listed {
+            for id in text(&out.stdout).split_whitespace() {
+                let _ = Command::new("docker").args(["rm", "-f", "-v", id]).output();
+            }
+        }
+    }
+}
+
 fn quick_start_with(m: Management, seed: &str) {
+    let _containers = SeedContainers;
     m.kubectl(&["create", "namespace", "team-a"]);
     assert!(m.kubectl(&["get", "namespaces"]).contains("team-a"));
 
@@ -283,6 +306,18 @@ fn quick_start_with(m: Management, seed: &str) {
         "kubectl get -w saw the patch"
     );
 
+    let generation = || {
+        m.kubectl(&[
+            "get",
+            "cluster",
+            "capi-quickstart",
+            "-o",
+            "jsonpath={.metadata.generation}",
+        ])
+        .parse::<i64>()
+        .unwrap()
+    };
+    let before = generation();
     m.kubectl(&[
         "patch",
         "cluster",
@@ -292,10 +327,14 @@ fn quick_start_with(m: Management, seed: &str) {
         "-p",
         r#"[{"op":"add","path":"/spec/paused","value":true}]"#,
     ]);
+    // A spec change counts a generation (the controllers, which run here because the CRDs
+    // are installed, may have counted some before: paused, they stop); metadata changes do not.
+    let paused = generation();
+    assert!(paused > before, "{paused} after {before}");
     m.kubectl(&["label", "cluster", "capi-quickstart", "env=dev"]);
     m.kubectl(&["annotate", "cluster", "capi-quickstart", "owner=platform"]);
     let got = m.kubectl(&["get", "cluster", "-l", "env=dev", "-o", "jsonpath={.items[0].spec.paused} {.items[0].metadata.annotations.owner} {.items[0].metadata.generation}"]);
-    assert_eq!(got, "true platform 2");
+    assert_eq!(got, format!("true platform {paused}"));
 
     m.kubectl(&["scale", "kcp", "quickstart-control-plane", "--replicas=3"]);
     assert_eq!(
@@ -1485,4 +1524,91 @@ print(still_open, flush=True)
         m.kubectl(&["get", "namespaces", "-o", "name"])
             .contains("namespace/default")
     );
+}
+
+#[test]
+fn init_against_a_cluster_that_refuses_the_credentials_changes_nothing() {
+    let m = Management::up();
+    let mallory = {
+        let elsewhere = m.dir.join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let foreign = capictl::apiserver::tls::Pki::load_or_create(&elsewhere).unwrap();
+        let cert = foreign
+            .client_certificate("mallory", &["system:masters"])
+            .unwrap();
+        let ours =
+            capictl::apiserver::tls::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
+        let admin: serde_json::Value =
+            capictl::yaml::from_str(&std::fs::read_to_string(m.kubeconfig()).unwrap()).unwrap();
+        let server = admin["clusters"][0]["cluster"]["server"].as_str().unwrap();
+        let config = capictl::management::kubeconfig("mallory", server, &ours.ca.cert, &cert);
+        let path = m.dir.join("mallory.kubeconfig");
+        std::fs::write(
+            &path,
+            capictl::management::kubeconfig_yaml(&config).unwrap(),
+        )
+        .unwrap();
+        path
+    };
+    let before = std::fs::read_to_string(&mallory).unwrap();
+    let home = m.dir.join("home");
+    let out = Command::new(env!("CARGO_BIN_EXE_capictl"))
+        .args(["init", "--infrastructure", "in-memory", "--yes"])
+        .env("HOME", &home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("KUBECONFIG", &mallory)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("refused this kubeconfig's credentials")
+            && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert!(
+        !home.join("data").exists(),
+        "no embedded management cluster was started"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&mallory).unwrap(),
+        before,
+        "the kubeconfig is untouched"
+    );
+}
+
+#[test]
+fn a_bad_listen_address_fails_at_once_saying_why_and_the_store_is_private() {
+    let dir = std::env::temp_dir().join(format!("capictl-listen-{}", uuid::Uuid::new_v4()));
+    let started = std::time::Instant::now();
+    let out = capictl(&[
+        "management",
+        "up",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--no-kubeconfig",
+        "--listen",
+        "256.0.0.1:1",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("could not start") && err.contains("256.0.0.1:1"),
+        "{err}"
+    );
+    // A good start leaves the store readable by its owner only.
+    let m = Management::up();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(std::path::Path::new(&m.state()).join("state.redb"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -127,40 +127,100 @@ fn ask_to_start() -> anyhow::Result<Option<bool>> {
     ))
 }
 
-/// The management cluster, started when none is reachable and the user said yes.
-async fn connect(args: &Args) -> anyhow::Result<Client> {
-    match args.cluster.client().await {
-        Ok((client, _)) if client.apiserver_version().await.is_ok() => Ok(client),
-        Ok(_) | Err(_) if args.cluster.kubeconfig.is_some() => {
-            anyhow::bail!(
-                "the management cluster in {} cannot be reached; check it runs, or leave --kubeconfig out to use the embedded one",
-                args.cluster.kubeconfig.as_ref().unwrap().display()
-            )
+/// Why a configured management cluster did not answer.
+enum Unanswered {
+    /// It answered, refusing the credentials (or the TLS handshake failed): starting another
+    /// cluster instead would hide that.
+    Refused(String),
+    /// Nothing answered (not running, a network problem).
+    Unreachable(String),
+}
+
+fn classify(error: kube::Error) -> Unanswered {
+    match &error {
+        kube::Error::Api(s) if s.code == 401 || s.code == 403 => {
+            Unanswered::Refused(format!("{} {}: {}", s.code, s.reason, s.message))
         }
-        _ => match if args.yes {
-            Some(true)
-        } else {
-            ask_to_start()?
-        } {
-            Some(true) => {
-                let options = crate::management::ServeOptions {
-                    dir: crate::management::StateDir::new(None),
-                    listen: "127.0.0.1:0".into(),
-                    kubeconfig: Some(crate::management::kubeconfig_path(None)),
-                    context: crate::management::DEFAULT_CONTEXT.into(),
-                    etcd_endpoints: Vec::new(),
-                    etcd_tls: None,
-                };
-                super::management::up(&options).await?;
-                Ok(args.cluster.client().await?.0)
+        _ => {
+            let text = format!("{:#}", anyhow::Error::from(error));
+            if ["certificate", "tls", "handshake"]
+                .iter()
+                .any(|w| text.to_lowercase().contains(w))
+            {
+                Unanswered::Refused(text)
+            } else {
+                Unanswered::Unreachable(text)
             }
-            Some(false) => anyhow::bail!(
-                "nothing was installed: no management cluster is reachable and the embedded one was not started; point --kubeconfig at one, or start the embedded one with `capictl management up`"
-            ),
-            None => anyhow::bail!(
-                "no management cluster is reachable: start the embedded one with `capictl management up`, or rerun with --yes to have init start it"
-            ),
+        }
+    }
+}
+
+/// The current context of the kubeconfig `management up` writes to, if any.
+fn current_context() -> Option<String> {
+    kube::config::Kubeconfig::read_from(crate::management::kubeconfig_path(None))
+        .ok()?
+        .current_context
+}
+
+/// The management cluster, started when none is configured or the configured one is not
+/// reachable — never when it refused the credentials — and the user said yes.
+async fn connect(args: &Args) -> anyhow::Result<Client> {
+    let configured = match args.cluster.client().await {
+        // /version answers anyone; discovery needs the credentials to be good.
+        Ok((client, _)) => match client.list_api_groups().await {
+            Ok(_) => return Ok(client),
+            Err(e) => Some(classify(e)),
         },
+        Err(_) => None,
+    };
+    let server = match args.cluster.config().await {
+        Ok(c) => c.cluster_url.to_string(),
+        Err(_) => String::new(),
+    };
+    match configured {
+        Some(Unanswered::Refused(why)) => anyhow::bail!(
+            "the management cluster at {server} refused this kubeconfig's credentials ({why}); nothing was installed and nothing was changed: fix the credentials, or choose another cluster with --kubeconfig or --kubeconfig-context"
+        ),
+        Some(Unanswered::Unreachable(why)) if args.cluster.kubeconfig.is_some() => anyhow::bail!(
+            "the management cluster in {} cannot be reached ({why}); check it runs, or leave --kubeconfig out to use the embedded one",
+            args.cluster.kubeconfig.as_ref().unwrap().display()
+        ),
+        None if args.cluster.kubeconfig.is_some() => anyhow::bail!(
+            "the kubeconfig {} cannot be used; check it, or leave --kubeconfig out to use the embedded one",
+            args.cluster.kubeconfig.as_ref().unwrap().display()
+        ),
+        _ => {}
+    }
+    match if args.yes {
+        Some(true)
+    } else {
+        ask_to_start()?
+    } {
+        Some(true) => {
+            let before = current_context();
+            let options = crate::management::ServeOptions {
+                dir: crate::management::StateDir::new(None),
+                listen: "127.0.0.1:0".into(),
+                kubeconfig: Some(crate::management::kubeconfig_path(None)),
+                context: crate::management::DEFAULT_CONTEXT.into(),
+                etcd_endpoints: Vec::new(),
+                etcd_tls: None,
+            };
+            super::management::up(&options).await?;
+            if let Some(before) = before.filter(|b| b != crate::management::DEFAULT_CONTEXT) {
+                eprintln!(
+                    "Switched the current kubeconfig context from {before:?} to {:?} (`kubectl config use-context {before}` goes back)",
+                    crate::management::DEFAULT_CONTEXT
+                );
+            }
+            Ok(args.cluster.client().await?.0)
+        }
+        Some(false) => anyhow::bail!(
+            "nothing was installed: no management cluster is reachable and the embedded one was not started; point --kubeconfig at one, or start the embedded one with `capictl management up`"
+        ),
+        None => anyhow::bail!(
+            "no management cluster is reachable: start the embedded one with `capictl management up`, or rerun with --yes to have init start it"
+        ),
     }
 }
 

@@ -70,6 +70,24 @@ impl Writer {
 
 /// Opens (or creates) the redb file and loads every object.
 pub(super) fn open(path: &Path) -> Result<Store, StoreError> {
+    // The store holds every Secret: readable by its owner only, also when made by an older
+    // version with the umask's mode.
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .and_then(|f| {
+                f.set_permissions(std::fs::Permissions::from_mode(0o600))
+                    .map(|_| f)
+            })
+            .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
+        drop(file);
+    }
     let db = redb::Database::create(path)?;
     let mut objects = BTreeMap::new();
     let mut revision = 0;
