@@ -16,9 +16,11 @@ use super::schema;
 pub const IN_MEMORY_CLUSTER_FINALIZER: &str = "inmemorycluster.infrastructure.cluster.x-k8s.io";
 pub const IN_MEMORY_MACHINE_FINALIZER: &str = "inmemorymachine.infrastructure.cluster.x-k8s.io";
 
-/// The reasons of the in-memory machines' Ready condition, beside the shared ones
-/// ([`crate::conditions::reasons`]).
+/// The reasons of the in-memory clusters' and machines' Ready condition, beside the shared
+/// ones ([`crate::conditions::reasons`]).
 pub mod reasons {
+    /// The cluster's `<cluster>-ca` Secret holds a CA that cannot sign.
+    pub const CERTIFICATE_AUTHORITY_UNUSABLE: &str = "CertificateAuthorityUnusable";
     pub const WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY: &str =
         "WaitingForClusterInfrastructureReady";
     pub const WAITING_FOR_CONTROL_PLANE_INITIALIZED: &str = "WaitingForControlPlaneInitialized";

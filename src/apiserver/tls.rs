@@ -31,6 +31,8 @@ pub enum TlsError {
     Pem(#[from] rustls::pki_types::pem::Error),
     #[error("client verifier: {0}")]
     Verifier(#[from] rustls::server::VerifierBuilderError),
+    #[error("the private key cannot be used: {0}")]
+    Key(String),
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -57,6 +59,113 @@ pub enum Usage {
 /// The cluster's certificate authority.
 pub struct Pki {
     pub ca: KeyPairPem,
+}
+
+/// A private key as openssl, kubeadm and capictl write them: PKCS#8 (`PRIVATE KEY`), PKCS#1
+/// RSA (`RSA PRIVATE KEY`, `openssl genrsa -traditional`, kubeadm's RSA keys) or SEC1 EC
+/// (`EC PRIVATE KEY`, `openssl ecparam -genkey`). The signing backend reads PKCS#8 only, so
+/// the other two are wrapped in a PKCS#8 envelope first.
+pub fn key_pair_from_pem(pem: &str) -> Result<KeyPair, TlsError> {
+    let key = PrivateKeyDer::from_pem_slice(pem.as_bytes())?;
+    let pkcs8 = match &key {
+        PrivateKeyDer::Pkcs8(k) => k.secret_pkcs8_der().to_vec(),
+        PrivateKeyDer::Pkcs1(k) => der::pkcs8(&der::rsa_algorithm(), k.secret_pkcs1_der()),
+        PrivateKeyDer::Sec1(k) => {
+            let curve = der::sec1_curve(k.secret_sec1_der()).ok_or_else(|| {
+                TlsError::Key("an EC private key without its curve (parameters [0])".into())
+            })?;
+            der::pkcs8(&der::ec_algorithm(&curve), k.secret_sec1_der())
+        }
+        _ => return Err(TlsError::Key("an unknown private key format".into())),
+    };
+    KeyPair::try_from(pkcs8).map_err(|e| {
+        TlsError::Key(format!(
+            "{e}: capictl signs with ECDSA P-256 or P-384 keys and RSA keys of 2048 bits or more"
+        ))
+    })
+}
+
+/// The few DER structures needed to wrap a key in PKCS#8.
+mod der {
+    /// A DER element: tag, length, contents.
+    fn element(tag: u8, contents: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        let len = contents.len();
+        if len < 0x80 {
+            out.push(len as u8);
+        } else {
+            let bytes: Vec<u8> = len
+                .to_be_bytes()
+                .into_iter()
+                .skip_while(|b| *b == 0)
+                .collect();
+            out.push(0x80 | bytes.len() as u8);
+            out.extend(bytes);
+        }
+        out.extend_from_slice(contents);
+        out
+    }
+
+    const RSA_ENCRYPTION: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
+    const EC_PUBLIC_KEY: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+
+    pub fn rsa_algorithm() -> Vec<u8> {
+        let mut contents = element(0x06, RSA_ENCRYPTION);
+        contents.extend([0x05, 0x00]);
+        element(0x30, &contents)
+    }
+
+    /// `curve` is the named curve's OID element, as it appears in the SEC1 key.
+    pub fn ec_algorithm(curve: &[u8]) -> Vec<u8> {
+        let mut contents = element(0x06, EC_PUBLIC_KEY);
+        contents.extend_from_slice(curve);
+        element(0x30, &contents)
+    }
+
+    /// PrivateKeyInfo { version 0, algorithm, privateKey OCTET STRING }.
+    pub fn pkcs8(algorithm: &[u8], private_key: &[u8]) -> Vec<u8> {
+        let mut contents = vec![0x02, 0x01, 0x00];
+        contents.extend_from_slice(algorithm);
+        contents.extend(element(0x04, private_key));
+        element(0x30, &contents)
+    }
+
+    /// Splits one element off `data`: (tag, contents, rest).
+    fn split(data: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+        let (&tag, rest) = data.split_first()?;
+        let (&first, rest) = rest.split_first()?;
+        let (len, rest) = if first < 0x80 {
+            (usize::from(first), rest)
+        } else {
+            let n = usize::from(first & 0x7f);
+            if n == 0 || n > 4 || rest.len() < n {
+                return None;
+            }
+            let len = rest[..n]
+                .iter()
+                .fold(0usize, |l, b| (l << 8) | usize::from(*b));
+            (len, &rest[n..])
+        };
+        (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+    }
+
+    /// The named curve's OID element of a SEC1 ECPrivateKey (its `parameters [0]`).
+    pub fn sec1_curve(key: &[u8]) -> Option<Vec<u8>> {
+        let (0x30, mut fields, _) = split(key)? else {
+            return None;
+        };
+        while !fields.is_empty() {
+            let (tag, contents, rest) = split(fields)?;
+            if tag == 0xa0 {
+                let (0x06, _, _) = split(contents)? else {
+                    return None;
+                };
+                return Some(contents.to_vec());
+            }
+            fields = rest;
+        }
+        None
+    }
 }
 
 /// Writes a file only its owner can read (private keys, kubeconfigs).
@@ -141,7 +250,7 @@ impl Pki {
         sans: &[String],
         usage: Usage,
     ) -> Result<KeyPairPem, TlsError> {
-        let ca_key = KeyPair::from_pem(&self.ca.key)?;
+        let ca_key = key_pair_from_pem(&self.ca.key)?;
         let issuer = Issuer::from_ca_cert_pem(&self.ca.cert, ca_key)?;
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(sans.to_vec())?;
@@ -452,5 +561,68 @@ async fn serve_connection(
         .await
     {
         tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `cert` (PEM) chains to `ca` (PEM), as the API server checks client certificates.
+    fn chains_to(cert: &str, ca: &str) -> bool {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(ca.as_bytes()).unwrap())
+            .unwrap();
+        let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
+            .build()
+            .unwrap();
+        let leaf = CertificateDer::from_pem_slice(cert.as_bytes()).unwrap();
+        verifier
+            .verify_client_cert(&leaf, &[], rustls::pki_types::UnixTime::now())
+            .is_ok()
+    }
+
+    #[test]
+    fn cas_made_by_openssl_sign_in_every_key_format() {
+        crate::install_crypto_provider();
+        for (what, cert, key) in [
+            (
+                "SEC1 EC (openssl ecparam -genkey)",
+                include_str!("testdata/ec-sec1.crt"),
+                include_str!("testdata/ec-sec1.key"),
+            ),
+            (
+                "PKCS#1 RSA (openssl genrsa -traditional)",
+                include_str!("testdata/rsa-pkcs1.crt"),
+                include_str!("testdata/rsa-pkcs1.key"),
+            ),
+            (
+                "PKCS#8 RSA (openssl pkcs8 -topk8)",
+                include_str!("testdata/rsa-pkcs1.crt"),
+                include_str!("testdata/rsa-pkcs8.key"),
+            ),
+        ] {
+            let ca = Pki {
+                ca: KeyPairPem {
+                    cert: cert.into(),
+                    key: key.into(),
+                },
+            };
+            let alice = ca
+                .client_certificate("alice", &["developers"])
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(chains_to(&alice.cert, cert), "{what}");
+        }
+    }
+
+    #[test]
+    fn a_key_that_cannot_be_read_says_so() {
+        let broken = "-----BEGIN EC PRIVATE KEY-----\nMAMCAQE=\n-----END EC PRIVATE KEY-----\n";
+        let Err(e) = key_pair_from_pem(broken) else {
+            panic!("a broken key was accepted");
+        };
+        let e = e.to_string();
+        assert!(e.contains("private key"), "{e}");
     }
 }

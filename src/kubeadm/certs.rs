@@ -21,6 +21,11 @@ pub enum CertsError {
     MissingKey(String, &'static str),
     #[error("Secret {0}: {1} is not UTF-8 PEM")]
     NotPem(String, &'static str),
+    /// The CA in a Secret cannot sign: the problem, and what to do.
+    #[error(
+        "Secret {secret}: {problem}; replace tls.crt and tls.key with a CA certificate and its key (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC)"
+    )]
+    UnusableCa { secret: String, problem: String },
     #[error("building the kubeconfig: {0}")]
     Kubeconfig(String),
 }
@@ -82,21 +87,22 @@ pub fn new_ca_secret(
 
 /// The CA a `<cluster>-ca` Secret holds.
 pub fn ca_from_secret(secret: &Secret) -> Result<Pki, CertsError> {
-    let name = secret.metadata.name.clone().unwrap_or_default();
-    let get = |key: &'static str| -> Result<String, CertsError> {
-        let bytes = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .ok_or(CertsError::MissingKey(name.clone(), key))?;
-        String::from_utf8(bytes.0.clone()).map_err(|_| CertsError::NotPem(name.clone(), key))
+    let pki = Pki {
+        ca: pem_pair(secret)?,
     };
-    Ok(Pki {
-        ca: KeyPairPem {
-            cert: get("tls.crt")?,
-            key: get("tls.key")?,
-        },
-    })
+    // A CA brought by the user is checked once here, so that what cannot sign is said by name.
+    let unusable = |problem: String| CertsError::UnusableCa {
+        secret: secret.metadata.name.clone().unwrap_or_default(),
+        problem,
+    };
+    crate::apiserver::tls::key_pair_from_pem(&pki.ca.key)
+        .map_err(|e| unusable(format!("tls.key: {e}")))?;
+    {
+        use rustls::pki_types::pem::PemObject;
+        rustls::pki_types::CertificateDer::from_pem_slice(pki.ca.cert.as_bytes())
+            .map_err(|e| unusable(format!("tls.crt is not a PEM certificate: {e}")))?;
+    }
+    Ok(pki)
 }
 
 /// The admin kubeconfig of a workload cluster (user `kubernetes-admin` in `system:masters`,
@@ -197,9 +203,22 @@ pub fn new_certificate_secret(
     ))
 }
 
-/// A Secret's `tls.crt` and `tls.key`.
+/// A Secret's `tls.crt` and `tls.key`, as they are (the `sa` Secret holds a public key in
+/// `tls.crt`, not a certificate).
 pub fn pem_pair(secret: &Secret) -> Result<KeyPairPem, CertsError> {
-    Ok(ca_from_secret(secret)?.ca)
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    let get = |key: &'static str| -> Result<String, CertsError> {
+        let bytes = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .ok_or(CertsError::MissingKey(name.clone(), key))?;
+        String::from_utf8(bytes.0.clone()).map_err(|_| CertsError::NotPem(name.clone(), key))
+    };
+    Ok(KeyPairPem {
+        cert: get("tls.crt")?,
+        key: get("tls.key")?,
+    })
 }
 
 /// kubeadm's discovery hash of a CA: `sha256:` and the hex SHA-256 of its public key info.

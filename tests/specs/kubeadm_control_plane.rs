@@ -4,7 +4,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use capictl::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine};
+use capictl::api::{Cluster, CrdSet, KubeadmConfig, KubeadmControlPlane, Machine};
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::common::fixtures::{kubeadm_cluster, machine_health_check, node_not_ready};
@@ -251,4 +251,131 @@ async fn deleting_a_kubeadm_cluster_removes_every_object_and_secret() {
         left.is_empty().then_some(())
     })
     .await;
+}
+
+/// The in-memory flavor's objects for a one-control-plane cluster `name`.
+async fn apply_cluster(client: &kube::Client, name: &str) {
+    let template = capictl::generate::flavor("in-memory", "").unwrap();
+    let vars = |key: &str| -> Option<String> {
+        match key {
+            "CLUSTER_NAME" => Some(name.into()),
+            "NAMESPACE" => Some(NS.into()),
+            "KUBERNETES_VERSION" => Some("v1.29.10".into()),
+            "CONTROL_PLANE_MACHINE_COUNT" => Some("1".into()),
+            "WORKER_MACHINE_COUNT" => Some("0".into()),
+            "VM_STARTUP_DURATION" | "NODE_STARTUP_DURATION" => Some("0s".into()),
+            _ => None,
+        }
+    };
+    let text = capictl::generate::render(template, NS, &vars).unwrap();
+    for doc in capictl::yaml::from_multiple::<serde_json::Value>(&text).unwrap() {
+        apply(client, doc).await;
+    }
+}
+
+/// The user's own CA, as `<cluster>-ca` with the keys upstream's Secret has.
+async fn bring_ca(client: &kube::Client, cluster: &str, cert: &str, key: &str) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": format!("{cluster}-ca"), "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+        "type": "cluster.x-k8s.io/secret",
+        "stringData": {"tls.crt": cert, "tls.key": key},
+    }))
+    .unwrap();
+    secrets.create(&Default::default(), &secret).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_come_up_with_cas_made_by_openssl_and_say_which_secret_cannot_sign() {
+    use capictl::api::InMemoryCluster;
+    let client = management(&[
+        CrdSet::Core,
+        CrdSet::KubeadmBootstrap,
+        CrdSet::KubeadmControlPlane,
+        CrdSet::InMemory,
+    ])
+    .await;
+    // RSA (PKCS#1, as `openssl genrsa -traditional` and kubeadm write it) and EC (SEC1, as
+    // `openssl ecparam -genkey` writes it).
+    let cas = [
+        (
+            "rsa",
+            include_str!("../../src/apiserver/testdata/rsa-pkcs1.crt"),
+            include_str!("../../src/apiserver/testdata/rsa-pkcs1.key"),
+            "openssl-rsa-ca",
+        ),
+        (
+            "ec",
+            include_str!("../../src/apiserver/testdata/ec-sec1.crt"),
+            include_str!("../../src/apiserver/testdata/ec-sec1.key"),
+            "openssl-ec-ca",
+        ),
+    ];
+    for (name, cert, key, _) in cas {
+        bring_ca(&client, name, cert, key).await;
+        apply_cluster(&client, name).await;
+    }
+    bring_ca(
+        &client,
+        "broken",
+        include_str!("../../src/apiserver/testdata/ec-sec1.crt"),
+        "-----BEGIN EC PRIVATE KEY-----\nMAMCAQE=\n-----END EC PRIVATE KEY-----\n",
+    )
+    .await;
+    apply_cluster(&client, "broken").await;
+
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    for (name, _, _, issuer) in cas {
+        until(&format!("Cluster {name} is Available"), 120, async || {
+            let c = clusters.get(name).await.ok()?;
+            condition_true(c.status.as_ref()?.conditions.as_ref(), "Available").then_some(())
+        })
+        .await;
+        // Its admin kubeconfig's certificate is signed by the user's CA.
+        let kubeconfig = secrets.get(&format!("{name}-kubeconfig")).await.unwrap();
+        let text = String::from_utf8(kubeconfig.data.unwrap()["value"].0.clone()).unwrap();
+        let config: serde_json::Value = capictl::yaml::from_str(&text).unwrap();
+        use base64::Engine;
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(
+                config["users"][0]["user"]["client-certificate-data"]
+                    .as_str()
+                    .unwrap(),
+            )
+            .unwrap();
+        let der = rustls::pki_types::pem::PemObject::from_pem_slice(&pem)
+            .map(|c: rustls::pki_types::CertificateDer| c.to_vec())
+            .unwrap();
+        let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
+        assert!(
+            parsed.issuer().to_string().contains(issuer),
+            "{}",
+            parsed.issuer()
+        );
+    }
+    // The broken one says which Secret cannot sign, and why.
+    let infra: Api<InMemoryCluster> = Api::namespaced(client.clone(), NS);
+    let message = until("the broken cluster says why", 60, async || {
+        let ic = infra
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|i| {
+                i.labels()
+                    .get("cluster.x-k8s.io/cluster-name")
+                    .map(String::as_str)
+                    == Some("broken")
+            })?;
+        let ready = ic
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Ready")?;
+        (ready.reason == "CertificateAuthorityUnusable").then_some(ready.message)
+    })
+    .await;
+    assert!(message.contains("Secret broken-ca: tls.key"), "{message}");
 }

@@ -175,7 +175,29 @@ pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> 
     if is_paused {
         return common::record_paused(&api, &ic, paused).await;
     }
-    let ca = cluster_ca(&ctx.client, &cluster).await?;
+    let ca = match cluster_ca(&ctx.client, &cluster).await {
+        Ok(ca) => ca,
+        // A CA the user brought that cannot sign: say which and why, and look again later.
+        Err(Error::Certs(e @ certs::CertsError::UnusableCa { .. })) => {
+            let mut status = ic.status.clone().unwrap_or_default();
+            common::set_conditions(
+                &mut status.conditions,
+                ic.meta().generation,
+                vec![
+                    paused,
+                    NewCondition::new(
+                        conditions::types::READY,
+                        Status::False,
+                        api::in_memory::reasons::CERTIFICATE_AUTHORITY_UNUSABLE,
+                    )
+                    .message(e.to_string()),
+                ],
+            );
+            common::write_status(&api, &ic.name_any(), ic.status.as_ref(), &status).await?;
+            return Ok(Action::requeue(Duration::from_secs(30)));
+        }
+        Err(e) => return Err(e),
+    };
     let port = ic
         .spec
         .control_plane_endpoint
