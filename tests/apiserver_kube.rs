@@ -1031,3 +1031,67 @@ async fn port_forward_reaches_a_pods_port() {
     running.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// kube-apiserver's limits and preconditions: a body over 3 MiB and an object over etcd's
+/// 1.5 MiB are refused with 413, a replace that names another object's uid with 409; nothing
+/// is stored by any of them.
+#[tokio::test]
+async fn oversized_writes_and_a_foreign_uid_are_refused_and_change_nothing() {
+    let client = client_of(Store::in_memory()).await;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let with = |name: &str, bytes: usize| -> ConfigMap {
+        serde_json::from_value(
+            json!({"metadata": {"name": name}, "data": {"big": "x".repeat(bytes)}}),
+        )
+        .unwrap()
+    };
+    for (name, bytes, says) in [
+        (
+            "body",
+            4 << 20,
+            "Request entity too large: limit is 3145728",
+        ),
+        ("object", 2 << 20, "too large to store"),
+    ] {
+        let err = maps
+            .create(&PostParams::default(), &with(name, bytes))
+            .await
+            .unwrap_err();
+        let kube::Error::Api(status) = err else {
+            panic!("{err}")
+        };
+        assert_eq!(status.code, 413, "{name}: {}", status.message);
+        assert!(status.message.contains(says), "{name}: {}", status.message);
+        assert!(
+            maps.get_opt(name).await.unwrap().is_none(),
+            "{name} was not stored"
+        );
+    }
+    let a = maps
+        .create(&PostParams::default(), &with("a", 10))
+        .await
+        .unwrap();
+    let b = maps
+        .create(&PostParams::default(), &with("b", 10))
+        .await
+        .unwrap();
+    let mut replacement = a.clone();
+    replacement.metadata.uid = b.metadata.uid.clone();
+    replacement.data = Some([("big".to_string(), "changed".to_string())].into());
+    let err = maps
+        .replace("a", &PostParams::default(), &replacement)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err}")
+    };
+    assert_eq!(status.code, 409);
+    assert!(
+        status
+            .message
+            .contains("Precondition failed: UID in precondition"),
+        "{}",
+        status.message
+    );
+    assert_eq!(maps.get("a").await.unwrap().data, a.data, "nothing changed");
+}

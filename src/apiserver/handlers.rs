@@ -477,6 +477,19 @@ impl Call<'_> {
             if sent_rv.is_some_and(|rv| rv != current.mod_revision) {
                 return Err(self.conflict(name));
             }
+            // A uid in the body is a precondition: it names the object the client means.
+            if let (Some(sent_uid), Some(uid)) = (
+                sent["metadata"]["uid"].as_str().filter(|u| !u.is_empty()),
+                current.value["metadata"]["uid"].as_str(),
+            ) && sent_uid != uid
+            {
+                return Err(ApiError::precondition_failed(
+                    &self.resource.group,
+                    &self.resource.plural,
+                    name,
+                    &format!("UID in precondition: {sent_uid}, UID in object meta: {uid}"),
+                ));
+            }
             let mut new = sent.clone();
             object::prepare_update(&self.resource, &current.value, &mut new, target)?;
             self.track(Some(&current.value), &mut new);

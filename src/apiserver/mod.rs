@@ -49,8 +49,8 @@ use request::ApiPath;
 use status::{ApiError, FieldCause};
 use store::{Store, StoreError};
 
-/// The largest request body accepted (CRDs with embedded pod templates are several MB).
-const MAX_BODY: usize = 64 << 20;
+/// The largest request body accepted, as kube-apiserver's `MaxRequestBodyBytes` (3 MiB).
+pub const MAX_BODY: usize = 3 << 20;
 
 /// capictl's own endpoint: how many objects the server holds, since when.
 pub const STATUS_PATH: &str = "/capictl/status";
@@ -668,7 +668,20 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
     let method = req.method().clone();
     let mut body = axum::body::to_bytes(Body::new(req.into_body()), MAX_BODY)
         .await
-        .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?;
+        .map_err(|e| {
+            // Reading stops at the limit: nothing more of the body is held.
+            let mut cause: Option<&dyn std::error::Error> = Some(&e);
+            let mut over_limit = false;
+            while let Some(c) = cause {
+                over_limit |= c.to_string().contains("length limit exceeded");
+                cause = c.source();
+            }
+            if over_limit {
+                ApiError::too_large(format!("Request entity too large: limit is {MAX_BODY}"))
+            } else {
+                ApiError::bad_request(format!("reading the request body: {e}"))
+            }
+        })?;
     if content_type.contains("protobuf") {
         let object = protobuf::decode(&body).map_err(ApiError::unsupported_media_type)?;
         body = serde_json::to_vec(&object).expect("JSON").into();

@@ -33,6 +33,11 @@ impl ApiError {
         ApiError::new(401, "Unauthorized", "Unauthorized")
     }
 
+    /// 413, as kube-apiserver answers a request body or an object over its limits.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        ApiError::new(413, "RequestEntityTooLarge", message)
+    }
+
     pub fn forbidden(message: impl Into<String>) -> Self {
         ApiError::new(403, "Forbidden", message)
     }
@@ -76,6 +81,18 @@ impl ApiError {
     }
 
     /// An update based on a stale resourceVersion.
+    /// 409 for a precondition the stored object does not meet (a uid of another object).
+    pub fn precondition_failed(group: &str, resource: &str, name: &str, detail: &str) -> Self {
+        let qualified = qualified(group, resource);
+        ApiError::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {qualified} \"{name}\": Precondition failed: {detail}"
+            ),
+        )
+    }
+
     pub fn conflict(group: &str, resource: &str, name: &str) -> Self {
         let qualified = qualified(group, resource);
         ApiError::new(
@@ -233,6 +250,7 @@ impl From<super::store::StoreError> for ApiError {
                 ApiError::gone(format!("too old resource version: {e}"))
             }
             super::store::StoreError::TooNew { .. } => ApiError::new(504, "Timeout", e.to_string()),
+            super::store::StoreError::TooLarge { .. } => ApiError::too_large(e.to_string()),
             other => ApiError::internal(other.to_string()),
         }
     }

@@ -82,6 +82,11 @@ pub enum StoreError {
         current: u64,
         waited: Duration,
     },
+    /// The object is larger than the store takes (etcd's default request limit).
+    #[error(
+        "the object is too large to store: {size} bytes, and the limit is {limit} (etcd's request limit); keep large data out of a single object"
+    )]
+    TooLarge { size: usize, limit: usize },
     #[error("storage failure: {0}")]
     Storage(String),
     #[error("the store is shut down")]
