@@ -1612,3 +1612,69 @@ fn a_bad_listen_address_fails_at_once_saying_why_and_the_store_is_private() {
     assert_eq!(mode & 0o777, 0o600);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn invalid_built_in_objects_are_refused_naming_the_field_and_nothing_is_stored() {
+    let m = Management::up();
+    // (what, manifest, field the refusal names)
+    let long = "a".repeat(64);
+    let cases = [
+        ("ConfigMap data with a number", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"numbers"},"data":{"a":1}}"#.to_string(), "data[a]"),
+        ("ConfigMap data with an object", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"objects"},"data":{"a":{"b":1}}}"#.to_string(), "data[a]"),
+        ("a label that is not a string", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"labels","labels":{"env":3}}}"#.to_string(), "metadata.labels[env]"),
+        ("a label key that is not a qualified name", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"keys","labels":{"bad key!":"x"}}}"#.to_string(), "metadata.labels"),
+        ("an annotation key that is not a qualified name", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"notes","annotations":{"/x":"y"}}}"#.to_string(), "metadata.annotations"),
+        ("Secret data that is not base64", r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"raw"},"data":{"key":"not base64!"}}"#.to_string(), "data[key]"),
+        ("a Pod whose containers are not a list", r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"nope"},"spec":{"containers":"nope"}}"#.to_string(), "spec.containers"),
+        ("a namespace with a dot", r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"has.dot"}}"#.to_string(), "metadata.name"),
+        ("a ConfigMap named a..b", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a..b"}}"#.to_string(), "metadata.name"),
+        ("a 64-character namespace", format!(r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{long}"}}}}"#), "metadata.name"),
+    ];
+    // Sent as they are (`kubectl create --raw`): kubectl would refuse some of them itself.
+    for (what, manifest, field) in &cases {
+        let kind = manifest
+            .split("\"kind\":\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        let path = match kind {
+            "Namespace" => "/api/v1/namespaces".to_string(),
+            other => format!("/api/v1/namespaces/default/{}s", other.to_lowercase()),
+        };
+        let mut create = m.kubectl_command(&["create", "--raw", &path, "-f", "-"]);
+        create
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = create.spawn().unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(manifest.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{what} was accepted");
+        assert!(
+            err.contains("is invalid") && err.contains(field),
+            "{what}: {err}"
+        );
+    }
+    let stored = m.kubectl(&["get", "configmaps,secrets,pods", "-o", "name"]);
+    for name in [
+        "numbers", "objects", "labels", "keys", "notes", "raw", "nope", "a..b",
+    ] {
+        assert!(
+            !stored.contains(&format!("/{name}\n")),
+            "{name} was stored: {stored}"
+        );
+    }
+    assert!(
+        !m.kubectl(&["get", "namespaces", "-o", "name"])
+            .contains("has.dot")
+    );
+}

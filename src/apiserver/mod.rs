@@ -28,6 +28,7 @@ pub mod status;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod validation;
 pub mod watch;
 
 use std::sync::Arc;
@@ -203,6 +204,21 @@ impl ApiServer {
 
     /// What the server itself fills in and checks on new objects of built-in kinds (as
     /// kube-apiserver's registry strategies do), before admission runs.
+    /// Metadata and the built-in kinds' fields, checked before anything is stored.
+    fn validate(resource: &Resource, object: &Value) -> Result<(), ApiError> {
+        let mut causes = validation::metadata(object);
+        causes.extend(validation::kind(resource, object));
+        if causes.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::invalid(
+            &resource.kind,
+            &resource.group,
+            object::name_of(object),
+            causes,
+        ))
+    }
+
     fn strategy_create(&self, resource: &Resource, object: &mut Value) -> Result<(), ApiError> {
         if Self::is_crd(resource) {
             validate_crd(object)?;
@@ -220,7 +236,7 @@ impl ApiServer {
             }
             fold_string_data(object);
         }
-        Ok(())
+        Self::validate(resource, object)
     }
 
     /// What kube-apiserver records of who created an object: a CertificateSigningRequest's
@@ -255,7 +271,7 @@ impl ApiServer {
         if Self::is_secret(resource) {
             fold_string_data(object);
         }
-        Ok(())
+        Self::validate(resource, object)
     }
 
     /// Tells the background loops that something was deleted or marked for deletion.

@@ -30,19 +30,7 @@ pub fn name_problem(name: &str) -> Option<String> {
     if name.is_empty() {
         return Some("a name is required".into());
     }
-    if name.len() > 253 {
-        return Some("must be no more than 253 characters".into());
-    }
-    let ok = name
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    (!ok).then(|| {
-        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
-         and must start and end with an alphanumeric character"
-            .into()
-    })
+    super::validation::dns_subdomain_problem(name)
 }
 
 /// Why a name cannot be a path segment (what kube-apiserver asks of RBAC names, which may
@@ -61,11 +49,7 @@ pub fn path_segment_problem(name: &str) -> Option<String> {
 /// The name rule of a resource: RBAC's names are path segments, every other name a DNS
 /// subdomain.
 fn name_problem_of(resource: &Resource, name: &str) -> Option<String> {
-    if resource.group == "rbac.authorization.k8s.io" {
-        path_segment_problem(name)
-    } else {
-        name_problem(name)
-    }
+    super::validation::name_problem(resource, name)
 }
 
 fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {

@@ -215,6 +215,14 @@ impl FieldCause {
         }
     }
 
+    pub fn too_long(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldCause {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
     pub fn required(field: impl Into<String>) -> Self {
         FieldCause {
             reason: "FieldValueRequired",
