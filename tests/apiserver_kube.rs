@@ -408,24 +408,7 @@ async fn a_watcher_sees_changes_and_selectors_filter_them(client: Client) {
 
 #[tokio::test]
 async fn a_watch_resumes_across_a_server_restart() {
-    capictl::install_crypto_provider();
-    let dir = tempdir();
-    let options = ServeOptions {
-        dir: StateDir::new(Some(dir.clone())),
-        listen: "127.0.0.1:0".into(),
-        kubeconfig: None,
-        context: "test".into(),
-        etcd_endpoints: Vec::new(),
-        etcd_tls: None,
-    };
-    let running = management::start(&options).await.unwrap();
-    let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();
-    let client = Client::try_from(
-        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let (dir, options, running, client) = serve_in_tempdir().await;
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let mut events = watcher(maps.clone(), watcher::Config::default())
         .default_backoff()
@@ -469,6 +452,34 @@ async fn a_watch_resumes_across_a_server_restart() {
     assert_eq!(next.name_any(), "after");
     running.stop().await;
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A management cluster served from a new directory over real HTTPS, and its admin client.
+async fn serve_in_tempdir() -> (
+    std::path::PathBuf,
+    ServeOptions,
+    management::Running,
+    Client,
+) {
+    capictl::install_crypto_provider();
+    let dir = tempdir();
+    let options = ServeOptions {
+        dir: StateDir::new(Some(dir.clone())),
+        listen: "127.0.0.1:0".into(),
+        kubeconfig: None,
+        context: "test".into(),
+        etcd_endpoints: Vec::new(),
+        etcd_tls: None,
+    };
+    let running = management::start(&options).await.unwrap();
+    let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();
+    let client = Client::try_from(
+        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    (dir, options, running, client)
 }
 
 fn tempdir() -> std::path::PathBuf {
@@ -933,24 +944,7 @@ async fn admission_rules_default_and_refuse_before_storage() {
 async fn port_forward_reaches_a_pods_port() {
     use k8s_openapi::api::core::v1::Pod;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    capictl::install_crypto_provider();
-    let dir = tempdir();
-    let options = ServeOptions {
-        dir: StateDir::new(Some(dir.clone())),
-        listen: "127.0.0.1:0".into(),
-        kubeconfig: None,
-        context: "test".into(),
-        etcd_endpoints: Vec::new(),
-        etcd_tls: None,
-    };
-    let running = management::start(&options).await.unwrap();
-    let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();
-    let client = Client::try_from(
-        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let (dir, _, running, client) = serve_in_tempdir().await;
     // What the Pod listens on: an echo that shouts back.
     let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = echo.local_addr().unwrap().port();

@@ -71,6 +71,16 @@ impl Management {
         self.dir.join("kubeconfig")
     }
 
+    /// The server's URL, from the admin kubeconfig.
+    fn server(&self) -> String {
+        let admin: serde_json::Value =
+            capictl::yaml::from_str(&std::fs::read_to_string(self.kubeconfig()).unwrap()).unwrap();
+        admin["clusters"][0]["cluster"]["server"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     fn start(&self) -> String {
         let out = capictl(&[
             "management",
@@ -476,12 +486,7 @@ fn up_twice_says_it_runs_and_status_reports() {
 #[test]
 fn requests_without_valid_credentials_are_refused() {
     let m = Management::up();
-    let config: serde_json::Value =
-        capictl::yaml::from_str(&std::fs::read_to_string(m.kubeconfig()).unwrap()).unwrap();
-    let server = config["clusters"][0]["cluster"]["server"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let server = m.server();
     // A bearer token is not a credential this server accepts: only its client certificates are.
     let refused = Command::new(&m.kubectl)
         .args([
@@ -1285,16 +1290,24 @@ fn quickstart_brings_a_cluster_up_from_nothing() {
     assert!(err.contains("is Available after"), "{err}");
 }
 
-/// A kubeconfig of the management cluster for a user whose client certificate the cluster's
-/// CA signed, with the given groups.
+/// A kubeconfig of the management cluster for `user` in `groups`, whose client certificate
+/// `signer` signed (the cluster's own CA by default).
 fn kubeconfig_of(m: &Management, user: &str, groups: &[&str]) -> PathBuf {
-    let pki =
+    let ours =
         capictl::apiserver::tls::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
-    let admin: serde_json::Value =
-        capictl::yaml::from_str(&std::fs::read_to_string(m.kubeconfig()).unwrap()).unwrap();
-    let server = admin["clusters"][0]["cluster"]["server"].as_str().unwrap();
-    let cert = pki.client_certificate(user, groups).unwrap();
-    let config = capictl::management::kubeconfig(user, server, &pki.ca.cert, &cert);
+    kubeconfig_signed_by(m, &ours, user, groups)
+}
+
+fn kubeconfig_signed_by(
+    m: &Management,
+    signer: &capictl::apiserver::tls::Pki,
+    user: &str,
+    groups: &[&str],
+) -> PathBuf {
+    let ours =
+        capictl::apiserver::tls::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
+    let cert = signer.client_certificate(user, groups).unwrap();
+    let config = capictl::management::kubeconfig(user, &m.server(), &ours.ca.cert, &cert);
     let path = m.dir.join(format!("{user}.kubeconfig"));
     std::fs::write(
         &path,
@@ -1302,6 +1315,14 @@ fn kubeconfig_of(m: &Management, user: &str, groups: &[&str]) -> PathBuf {
     )
     .unwrap();
     path
+}
+
+/// Mallory: a certificate claiming system:masters, signed by a CA of her own.
+fn mallory_kubeconfig(m: &Management) -> PathBuf {
+    let elsewhere = m.dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let foreign = capictl::apiserver::tls::Pki::load_or_create(&elsewhere).unwrap();
+    kubeconfig_signed_by(m, &foreign, "mallory", &["system:masters"])
 }
 
 #[test]
@@ -1418,25 +1439,7 @@ fn a_certificate_from_the_cluster_ca_is_not_an_administrator() {
 #[test]
 fn a_certificate_from_another_ca_is_unauthorized_not_a_broken_handshake() {
     let m = Management::up();
-    // Mallory's own CA signs her a certificate claiming system:masters.
-    let elsewhere = m.dir.join("elsewhere");
-    std::fs::create_dir_all(&elsewhere).unwrap();
-    let foreign = capictl::apiserver::tls::Pki::load_or_create(&elsewhere).unwrap();
-    let mallory = foreign
-        .client_certificate("mallory", &["system:masters"])
-        .unwrap();
-    let ours =
-        capictl::apiserver::tls::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
-    let admin: serde_json::Value =
-        capictl::yaml::from_str(&std::fs::read_to_string(m.kubeconfig()).unwrap()).unwrap();
-    let server = admin["clusters"][0]["cluster"]["server"].as_str().unwrap();
-    let config = capictl::management::kubeconfig("mallory", server, &ours.ca.cert, &mallory);
-    let path = m.dir.join("mallory.kubeconfig");
-    std::fs::write(
-        &path,
-        capictl::management::kubeconfig_yaml(&config).unwrap(),
-    )
-    .unwrap();
+    let path = mallory_kubeconfig(&m);
     let out = m
         .kubectl_command(&[
             "--kubeconfig",
@@ -1458,13 +1461,7 @@ fn a_certificate_from_another_ca_is_unauthorized_not_a_broken_handshake() {
 #[test]
 fn idle_connections_neither_stop_the_server_nor_fill_its_log() {
     let m = Management::up();
-    let admin: serde_json::Value =
-        capictl::yaml::from_str(&std::fs::read_to_string(m.kubeconfig()).unwrap()).unwrap();
-    let address = admin["clusters"][0]["cluster"]["server"]
-        .as_str()
-        .unwrap()
-        .trim_start_matches("https://")
-        .to_string();
+    let address = m.server().trim_start_matches("https://").to_string();
     // 20,000 connections that never start TLS, held by another process (this one runs other
     // tests beside this one); it reports how many it opened, and 13 s later (past the
     // server's 10 s handshake timeout) how many of a sample the server still keeps open.
@@ -1529,27 +1526,7 @@ print(still_open, flush=True)
 #[test]
 fn init_against_a_cluster_that_refuses_the_credentials_changes_nothing() {
     let m = Management::up();
-    let mallory = {
-        let elsewhere = m.dir.join("elsewhere");
-        std::fs::create_dir_all(&elsewhere).unwrap();
-        let foreign = capictl::apiserver::tls::Pki::load_or_create(&elsewhere).unwrap();
-        let cert = foreign
-            .client_certificate("mallory", &["system:masters"])
-            .unwrap();
-        let ours =
-            capictl::apiserver::tls::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
-        let admin: serde_json::Value =
-            capictl::yaml::from_str(&std::fs::read_to_string(m.kubeconfig()).unwrap()).unwrap();
-        let server = admin["clusters"][0]["cluster"]["server"].as_str().unwrap();
-        let config = capictl::management::kubeconfig("mallory", server, &ours.ca.cert, &cert);
-        let path = m.dir.join("mallory.kubeconfig");
-        std::fs::write(
-            &path,
-            capictl::management::kubeconfig_yaml(&config).unwrap(),
-        )
-        .unwrap();
-        path
-    };
+    let mallory = mallory_kubeconfig(&m);
     let before = std::fs::read_to_string(&mallory).unwrap();
     let home = m.dir.join("home");
     let out = Command::new(env!("CARGO_BIN_EXE_capictl"))

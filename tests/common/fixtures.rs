@@ -113,32 +113,48 @@ pub async fn available_cluster(workers: i32) -> Client {
 /// the cluster `k1` generated from the in-memory flavor at `version` with `control_planes`
 /// control-plane Machines (KubeadmControlPlane `k1-control-plane`) and two workers
 /// (MachineDeployment `k1-md-0`), up to Available with every control-plane Machine Ready.
-pub async fn kubeadm_cluster(control_planes: i32, version: &str) -> Client {
-    use capictl::api::KubeadmControlPlane;
-    let client = management(&[
+/// A management cluster with the core, kubeadm and in-memory providers running.
+pub async fn kubeadm_management() -> Client {
+    management(&[
         CrdSet::Core,
         CrdSet::KubeadmBootstrap,
         CrdSet::KubeadmControlPlane,
         CrdSet::InMemory,
     ])
-    .await;
+    .await
+}
+
+/// The in-memory flavor's objects for cluster `name`, machines starting at once.
+pub async fn apply_in_memory_cluster(
+    client: &Client,
+    name: &str,
+    version: &str,
+    control_planes: i32,
+    workers: i32,
+) {
     let template = capictl::generate::flavor("in-memory", "").unwrap();
-    let count = control_planes.to_string();
-    let vars = |name: &str| -> Option<String> {
-        match name {
-            "CLUSTER_NAME" => Some("k1".into()),
+    let (control_planes, workers) = (control_planes.to_string(), workers.to_string());
+    let vars = |key: &str| -> Option<String> {
+        match key {
+            "CLUSTER_NAME" => Some(name.into()),
             "NAMESPACE" => Some(NS.into()),
             "KUBERNETES_VERSION" => Some(version.into()),
-            "CONTROL_PLANE_MACHINE_COUNT" => Some(count.clone()),
-            "WORKER_MACHINE_COUNT" => Some("2".into()),
+            "CONTROL_PLANE_MACHINE_COUNT" => Some(control_planes.clone()),
+            "WORKER_MACHINE_COUNT" => Some(workers.clone()),
             "VM_STARTUP_DURATION" | "NODE_STARTUP_DURATION" => Some("0s".into()),
             _ => None,
         }
     };
     let text = capictl::generate::render(template, NS, &vars).unwrap();
     for doc in capictl::yaml::from_multiple::<Value>(&text).unwrap() {
-        apply(&client, doc).await;
+        apply(client, doc).await;
     }
+}
+
+pub async fn kubeadm_cluster(control_planes: i32, version: &str) -> Client {
+    use capictl::api::KubeadmControlPlane;
+    let client = kubeadm_management().await;
+    apply_in_memory_cluster(&client, "k1", version, control_planes, 2).await;
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
     until("the Cluster is Available", 120, async || {
         let c = clusters.get("k1").await.ok()?;

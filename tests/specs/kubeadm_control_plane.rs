@@ -4,10 +4,13 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use capictl::api::{Cluster, CrdSet, KubeadmConfig, KubeadmControlPlane, Machine};
+use capictl::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine};
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::common::fixtures::{kubeadm_cluster, machine_health_check, node_not_ready};
+use crate::common::fixtures::{
+    apply_in_memory_cluster, kubeadm_cluster, kubeadm_management, machine_health_check,
+    node_not_ready,
+};
 use crate::common::lifecycle::*;
 
 const CONTROL_PLANE: &str = "cluster.x-k8s.io/control-plane";
@@ -253,26 +256,6 @@ async fn deleting_a_kubeadm_cluster_removes_every_object_and_secret() {
     .await;
 }
 
-/// The in-memory flavor's objects for a one-control-plane cluster `name`.
-async fn apply_cluster(client: &kube::Client, name: &str) {
-    let template = capictl::generate::flavor("in-memory", "").unwrap();
-    let vars = |key: &str| -> Option<String> {
-        match key {
-            "CLUSTER_NAME" => Some(name.into()),
-            "NAMESPACE" => Some(NS.into()),
-            "KUBERNETES_VERSION" => Some("v1.29.10".into()),
-            "CONTROL_PLANE_MACHINE_COUNT" => Some("1".into()),
-            "WORKER_MACHINE_COUNT" => Some("0".into()),
-            "VM_STARTUP_DURATION" | "NODE_STARTUP_DURATION" => Some("0s".into()),
-            _ => None,
-        }
-    };
-    let text = capictl::generate::render(template, NS, &vars).unwrap();
-    for doc in capictl::yaml::from_multiple::<serde_json::Value>(&text).unwrap() {
-        apply(client, doc).await;
-    }
-}
-
 /// The user's own CA, as `<cluster>-ca` with the keys upstream's Secret has.
 async fn bring_ca(client: &kube::Client, cluster: &str, cert: &str, key: &str) {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
@@ -288,13 +271,7 @@ async fn bring_ca(client: &kube::Client, cluster: &str, cert: &str, key: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusters_come_up_with_cas_made_by_openssl_and_say_which_secret_cannot_sign() {
     use capictl::api::InMemoryCluster;
-    let client = management(&[
-        CrdSet::Core,
-        CrdSet::KubeadmBootstrap,
-        CrdSet::KubeadmControlPlane,
-        CrdSet::InMemory,
-    ])
-    .await;
+    let client = kubeadm_management().await;
     // RSA (PKCS#1, as `openssl genrsa -traditional` and kubeadm write it) and EC (SEC1, as
     // `openssl ecparam -genkey` writes it).
     let cas = [
@@ -313,7 +290,7 @@ async fn clusters_come_up_with_cas_made_by_openssl_and_say_which_secret_cannot_s
     ];
     for (name, cert, key, _) in cas {
         bring_ca(&client, name, cert, key).await;
-        apply_cluster(&client, name).await;
+        apply_in_memory_cluster(&client, name, "v1.29.10", 1, 0).await;
     }
     bring_ca(
         &client,
@@ -322,7 +299,7 @@ async fn clusters_come_up_with_cas_made_by_openssl_and_say_which_secret_cannot_s
         "-----BEGIN EC PRIVATE KEY-----\nMAMCAQE=\n-----END EC PRIVATE KEY-----\n",
     )
     .await;
-    apply_cluster(&client, "broken").await;
+    apply_in_memory_cluster(&client, "broken", "v1.29.10", 1, 0).await;
 
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
