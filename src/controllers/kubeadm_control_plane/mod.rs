@@ -267,9 +267,17 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     }
 
     // Phases.
-    ensure_certificates(&ctx, &kcp, cluster)
-        .await
-        .step("writing the cluster certificates and admin kubeconfig")?;
+    match ensure_certificates(&ctx, &kcp, cluster).await {
+        Ok(()) => {}
+        // A CA the user brought that cannot sign: said on the control plane, looked at again.
+        Err(super::Error::Certs(e @ crate::kubeadm::certs::CertsError::UnusableCa { .. })) => {
+            let status =
+                status::compute(&kcp, paused, Progress::CertificatesUnusable(e.to_string()));
+            common::write_status(&scope.api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
+            return Ok(Action::requeue(Duration::from_secs(30)));
+        }
+        Err(e) => return Err(e).step("writing the cluster certificates and admin kubeconfig"),
+    }
     release_members(&ctx, &kcp, cluster, &scope.machines)
         .await
         .step("removing the etcd members of deleted Machines")?;

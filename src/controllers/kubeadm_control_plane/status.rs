@@ -48,6 +48,8 @@ pub struct Facts<'a> {
 pub enum Progress<'a> {
     /// The Cluster's infrastructure or endpoint is not there yet; nothing was done.
     WaitingForCluster,
+    /// A certificate Secret the user brought cannot be used: what is wrong with it.
+    CertificatesUnusable(String),
     Reconciled(Box<Facts<'a>>),
 }
 
@@ -67,6 +69,26 @@ pub fn compute(
         ),
     ];
     let facts = match progress {
+        Progress::CertificatesUnusable(problem) => {
+            conds.push(
+                NewCondition::new(
+                    api::kubeadm_control_plane::conditions::CERTIFICATES_AVAILABLE,
+                    Status::False,
+                    conditions::reasons::INTERNAL_ERROR,
+                )
+                .message(problem),
+            );
+            conds.push(
+                NewCondition::new(
+                    conditions::types::AVAILABLE,
+                    Status::False,
+                    conditions::reasons::NOT_AVAILABLE,
+                )
+                .message("Waiting for usable cluster certificates"),
+            );
+            common::set_conditions(&mut status.conditions, generation, conds);
+            return status;
+        }
         Progress::WaitingForCluster => {
             conds.push(
                 NewCondition::new(
@@ -233,6 +255,26 @@ mod tests {
 
     fn not_paused() -> NewCondition {
         NewCondition::new(conditions::types::PAUSED, Status::False, "NotPaused")
+    }
+
+    #[test]
+    fn a_ca_that_cannot_sign_is_said_by_name() {
+        let status = compute(
+            &kcp(3),
+            not_paused(),
+            Progress::CertificatesUnusable(
+                "Secret c-ca: tls.key: the private key cannot be used".into(),
+            ),
+        );
+        assert_eq!(
+            get(&status, "CertificatesAvailable"),
+            (
+                "False".into(),
+                "InternalError".into(),
+                "Secret c-ca: tls.key: the private key cannot be used".into()
+            )
+        );
+        assert_eq!(get(&status, "Available").0, "False");
     }
 
     #[test]
