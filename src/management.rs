@@ -360,6 +360,8 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
     };
     let server = ApiServer::start(store, apiserver::authz::Authorization::Rbac).await?;
     crate::webhooks::register(&server.admission);
+    // The management cluster has no Service network; kubeadm's default range's first address.
+    apiserver::ensure_kubernetes_service(&server, Some("10.96.0.1".into())).await;
     let listener = bind(dir, &options.listen).await?;
     let address = listener.local_addr().map_err(io(&dir.path))?;
     std::fs::write(dir.last_address(), address.to_string()).map_err(io(&dir.last_address()))?;

@@ -463,13 +463,26 @@ fn up_twice_says_it_runs_and_status_reports() {
     assert!(second.contains("already running"), "{second}");
     let status = capictl(&["management", "status", "--dir", &m.state()]);
     let out = text(&status.stdout);
-    // The four namespaces and the bootstrap RBAC policy.
-    let objects = 4 + capictl::apiserver::authz::default_policy().len();
+    // The four namespaces, the default/kubernetes Service and the bootstrap RBAC policy.
+    let objects = 5 + capictl::apiserver::authz::default_policy().len();
     assert!(
         out.contains("running")
             && out.contains("https://127.0.0.1:")
             && out.contains(&format!("Objects: {objects}")),
         "{out}"
+    );
+    // The Service in-cluster clients look for, as every cluster has it.
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "service",
+            "kubernetes",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.spec.clusterIP} {.spec.ports[0].port}"
+        ]),
+        "10.96.0.1 443"
     );
     let mode = std::fs::metadata(m.kubeconfig()).unwrap();
     use std::os::unix::fs::PermissionsExt;

@@ -504,6 +504,31 @@ fn is_anonymous(path: &str) -> bool {
         || path.starts_with("/livez/")
 }
 
+/// The `default/kubernetes` Service every cluster has, at the service range's first address.
+pub async fn ensure_kubernetes_service(server: &Arc<ApiServer>, cluster_ip: Option<String>) {
+    let client = kube::Client::new(local_router(server.clone()), "default");
+    let api: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(client, "default");
+    let mut spec = json!({
+        "type": "ClusterIP",
+        "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+        "sessionAffinity": "None",
+    });
+    if let Some(ip) = cluster_ip {
+        spec["clusterIP"] = json!(ip);
+    }
+    let service = serde_json::from_value(json!({
+        "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": spec,
+    }))
+    .expect("a Service");
+    match api.create(&Default::default(), &service).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => tracing::warn!(error = %e, "creating the default/kubernetes Service failed"),
+    }
+}
+
 /// The HTTP API. Requests must carry a [`User`] extension (set from the client certificate by
 /// the TLS listener) except for the health and version endpoints.
 pub fn router(server: Arc<ApiServer>) -> Router {

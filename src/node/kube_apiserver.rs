@@ -7,10 +7,7 @@
 //! users' `extraArgs` run unchanged.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use serde_json::json;
 
 use super::{NodeError, Result, read_file};
 use crate::apiserver::store::{EtcdTls, Store};
@@ -50,31 +47,6 @@ fn required<'a>(flags: &'a BTreeMap<String, String>, name: &str) -> Result<&'a s
         .map(String::as_str)
         .filter(|v| !v.is_empty())
         .ok_or_else(|| NodeError::Config(format!("--{name} is required")))
-}
-
-/// The `default/kubernetes` Service every cluster has, at the service range's first address.
-async fn ensure_kubernetes_service(server: &Arc<ApiServer>, cluster_ip: Option<String>) {
-    let client = kube::Client::new(apiserver::local_router(server.clone()), "default");
-    let api: kube::Api<k8s_openapi::api::core::v1::Service> =
-        kube::Api::namespaced(client, "default");
-    let mut spec = json!({
-        "type": "ClusterIP",
-        "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
-        "sessionAffinity": "None",
-    });
-    if let Some(ip) = cluster_ip {
-        spec["clusterIP"] = json!(ip);
-    }
-    let service = serde_json::from_value(json!({
-        "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
-        "spec": spec,
-    }))
-    .expect("a Service");
-    match api.create(&Default::default(), &service).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => tracing::warn!(error = %e, "creating the default/kubernetes Service failed"),
-    }
 }
 
 /// Runs the API server until SIGTERM.
@@ -126,7 +98,7 @@ pub async fn run(args: &[String]) -> Result<()> {
         .get("service-cluster-ip-range")
         .and_then(|range| super::kubeadm::config::service_ip(range, 1))
         .map(|ip| ip.to_string());
-    ensure_kubernetes_service(&server, cluster_ip).await;
+    apiserver::ensure_kubernetes_service(&server, cluster_ip).await;
     let bind = flags
         .get("bind-address")
         .cloned()
