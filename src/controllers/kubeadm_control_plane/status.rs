@@ -53,6 +53,25 @@ pub enum Progress<'a> {
     Reconciled(Box<Facts<'a>>),
 }
 
+/// The status of a reconcile that stopped before the Machines: not Available, saying why.
+fn stopped(
+    mut status: KubeadmControlPlaneStatus,
+    generation: Option<i64>,
+    mut conds: Vec<NewCondition>,
+    waiting_for: &str,
+) -> KubeadmControlPlaneStatus {
+    conds.push(
+        NewCondition::new(
+            conditions::types::AVAILABLE,
+            Status::False,
+            conditions::reasons::NOT_AVAILABLE,
+        )
+        .message(waiting_for),
+    );
+    common::set_conditions(&mut status.conditions, generation, conds);
+    status
+}
+
 pub fn compute(
     kcp: &KubeadmControlPlane,
     paused: NewCondition,
@@ -78,28 +97,20 @@ pub fn compute(
                 )
                 .message(problem),
             );
-            conds.push(
-                NewCondition::new(
-                    conditions::types::AVAILABLE,
-                    Status::False,
-                    conditions::reasons::NOT_AVAILABLE,
-                )
-                .message("Waiting for usable cluster certificates"),
+            return stopped(
+                status,
+                generation,
+                conds,
+                "Waiting for usable cluster certificates",
             );
-            common::set_conditions(&mut status.conditions, generation, conds);
-            return status;
         }
         Progress::WaitingForCluster => {
-            conds.push(
-                NewCondition::new(
-                    conditions::types::AVAILABLE,
-                    Status::False,
-                    conditions::reasons::NOT_AVAILABLE,
-                )
-                .message("Waiting for the Cluster's infrastructure and control plane endpoint"),
+            return stopped(
+                status,
+                generation,
+                conds,
+                "Waiting for the Cluster's infrastructure and control plane endpoint",
             );
-            common::set_conditions(&mut status.conditions, generation, conds);
-            return status;
         }
         Progress::Reconciled(facts) => *facts,
     };
