@@ -33,23 +33,12 @@ async fn available(
         return (up, None);
     }
     // Available comes before every control plane is there: upgrade a full control plane.
-    let cp = format!(
-        "cluster.x-k8s.io/cluster-name={},cluster.x-k8s.io/control-plane",
-        s.cluster
-    );
+    let cp = s.control_plane_selector();
     while rolled_out(&s, &cp, "v1.28.13", control_planes as usize).is_err() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let started = Instant::now();
-    s.kubectl(&[
-        "patch",
-        "kcp",
-        &format!("{}-control-plane", s.cluster),
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"version":"v1.29.10"}}"#,
-    ]);
+    s.upgrade_control_plane("v1.29.10");
     while rolled_out(&s, &cp, "v1.29.10", control_planes as usize).is_err() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

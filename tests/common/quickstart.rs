@@ -112,6 +112,27 @@ impl Session {
         serde_json::from_str(&self.kubectl(&all)).unwrap()
     }
 
+    /// The label selector of the cluster's control-plane Machines.
+    pub fn control_plane_selector(&self) -> String {
+        format!(
+            "cluster.x-k8s.io/cluster-name={},cluster.x-k8s.io/control-plane",
+            self.cluster
+        )
+    }
+
+    /// Asks for a control-plane upgrade, as a user patches the KubeadmControlPlane.
+    pub fn upgrade_control_plane(&self, version: &str) {
+        self.kubectl(&[
+            "patch",
+            "kcp",
+            &format!("{}-control-plane", self.cluster),
+            "--type",
+            "merge",
+            "-p",
+            &format!(r#"{{"spec":{{"version":"{version}"}}}}"#),
+        ]);
+    }
+
     pub fn owner_filter(&self) -> String {
         format!("label=io.x-k8s.capictl.cluster=default/{}", self.cluster)
     }
