@@ -64,10 +64,7 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         .trim_end_matches('/')
         .parse()
         .unwrap();
-    let cp = format!(
-        "cluster.x-k8s.io/cluster-name={},cluster.x-k8s.io/control-plane",
-        s.cluster
-    );
+    let cp = s.control_plane_selector();
     let workers = format!("cluster.x-k8s.io/deployment-name={}-md-0", s.cluster);
     wait(&s, "six Ready nodes through the load balancer", 120, || {
         let out = s.run(
@@ -116,15 +113,7 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         })
     };
     let upgrade = Instant::now();
-    s.kubectl(&[
-        "patch",
-        "kcp",
-        &format!("{}-control-plane", s.cluster),
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"version":"v1.29.10"}}"#,
-    ]);
+    s.upgrade_control_plane("v1.29.10");
     wait(&s, "every control-plane Machine runs v1.29.10", 300, || {
         rolled_out(&s, &cp, "v1.29.10", 3)
     })

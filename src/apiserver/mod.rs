@@ -78,6 +78,8 @@ pub struct ApiServer {
     garbage_collector: Arc<tokio::sync::Notify>,
     started_at: String,
     pub authorization: authz::Authorization,
+    /// The RBAC policy as of a store revision: rebuilt only when something was written since.
+    policy: std::sync::Mutex<Option<(u64, Arc<authz::Policy>)>>,
 }
 
 impl ApiServer {
@@ -95,6 +97,7 @@ impl ApiServer {
             garbage_collector: Default::default(),
             started_at: object::now(),
             authorization,
+            policy: Default::default(),
         });
         let crds = server.crds();
         let (records, _, _) = server.store.list(&crds.prefix(), None, None, |_| true);
@@ -144,8 +147,14 @@ impl ApiServer {
         Ok(server)
     }
 
-    /// The RBAC objects in force, read from the store.
-    pub fn policy(&self) -> authz::Policy {
+    /// The RBAC objects in force, read from the store once per revision.
+    pub fn policy(&self) -> Arc<authz::Policy> {
+        let revision = self.store.revision();
+        if let Some((seen, policy)) = self.policy.lock().unwrap().as_ref()
+            && *seen == revision
+        {
+            return policy.clone();
+        }
         let mut objects = Vec::new();
         for plural in [
             "clusterroles",
@@ -162,7 +171,9 @@ impl ApiServer {
                 }));
             }
         }
-        authz::policy_of(&objects)
+        let policy = Arc::new(authz::policy_of(&objects));
+        *self.policy.lock().unwrap() = Some((revision, policy.clone()));
+        policy
     }
 
     /// Whether `user` may do `verb` to `target`, as this server's authorization decides.
