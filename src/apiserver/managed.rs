@@ -175,9 +175,18 @@ fn display(path: &[String]) -> String {
 }
 
 /// Records a non-apply write: `manager` now owns the fields it changed (or, on create, every
-/// field), and other managers no longer do.
+/// field), and other managers no longer do. As in kube-apiserver, a write that carries
+/// `managedFields` of its own sets them (`clusterctl move` restores the source's this way;
+/// `[{}]` clears them); without, the stored object's are kept.
 pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_version: &str) {
-    let mut entries = old.map(read_entries).unwrap_or_default();
+    let sent = new["metadata"]["managedFields"]
+        .as_array()
+        .is_some_and(|list| !list.is_empty());
+    let mut entries = if sent {
+        read_entries(new)
+    } else {
+        old.map(read_entries).unwrap_or_default()
+    };
     let changed: BTreeSet<Path> = match old {
         None => leaves(new),
         Some(old) => {

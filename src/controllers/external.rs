@@ -114,6 +114,38 @@ impl Resolver {
             .await?)
     }
 
+    /// Makes `cluster` an owner of the template a reference names, as upstream's MachineSet
+    /// and control plane controllers do: the template then goes with its Cluster, deleted
+    /// with it and moved with it by `capictl move`. A missing template is left to the step
+    /// that needs it to report.
+    pub async fn adopt_template(
+        &self,
+        namespace: &str,
+        reference: &ContractVersionedObjectReference,
+        cluster: &crate::api::Cluster,
+    ) -> Result<()> {
+        let Some(template) = self.get(namespace, reference).await? else {
+            return Ok(());
+        };
+        let uid = cluster.uid().unwrap_or_default();
+        if template.owner_references().iter().any(|r| r.uid == uid) {
+            return Ok(());
+        }
+        let mut refs = template.owner_references().to_vec();
+        refs.push(super::common::owner_reference(cluster, false));
+        // The resourceVersion makes it a compare-and-swap with other adopters.
+        let patch = serde_json::json!({"metadata": {"ownerReferences": refs, "resourceVersion": template.resource_version()}});
+        self.api(namespace, reference)
+            .await?
+            .patch(
+                &reference.name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Deletes the object a reference names, unless it is being deleted already (its own
     /// finalizers decide when it goes); whether it still exists, to be waited for.
     pub async fn delete(

@@ -376,13 +376,16 @@ fn compute_status(
 /// Renders the cloud-config for `kubeadm init` (the first control plane, holding the init
 /// lock) or `kubeadm join` into the data Secret, once the cluster is far enough along.
 async fn bootstrap_data(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Result<Progress> {
-    if kc
+    // Its Machine naming the data Secret also means it was written: the status is not carried
+    // when `capictl move` (or a restore) recreates the config, and the data must not change.
+    let written = kc
         .status
         .as_ref()
         .and_then(|s| s.initialization.as_ref())
         .and_then(|i| i.data_secret_created)
         == Some(true)
-    {
+        || scope.machine.spec.bootstrap.data_secret_name.is_some();
+    if written {
         return Ok(Progress::CreatedBefore);
     }
     let (machine, cluster) = (&scope.machine, &scope.cluster);

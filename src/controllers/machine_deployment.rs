@@ -222,6 +222,16 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
     let scope = Scope::gather(&md, &ctx)
         .await
         .step("reading the MachineSets and the Cluster")?;
+
+    // Guards; a paused MachineDeployment is not even deleted (see the Cluster controller).
+    let (is_paused, paused) = common::paused(
+        scope.cluster.as_ref(),
+        "MachineDeployment",
+        md.annotations(),
+    );
+    if is_paused {
+        return common::record_paused(&scope.api, &md, paused).await;
+    }
     if common::deleting(md.as_ref()) {
         return reconcile_delete(&md, &scope)
             .await
@@ -234,14 +244,8 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
             md.name_any()
         )));
     };
-
-    // Guards.
     if common::ensure_finalizer(&scope.api, md.as_ref(), api::MACHINE_DEPLOYMENT_FINALIZER).await? {
         return Ok(Action::await_change());
-    }
-    let (is_paused, paused) = common::paused(Some(cluster), "MachineDeployment", md.annotations());
-    if is_paused {
-        return common::record_paused(&scope.api, &md, paused).await;
     }
     if md.labels().get(api::CLUSTER_NAME_LABEL) != Some(&md.spec.cluster_name)
         || !common::has_owner(md.owner_references(), &cluster.uid().unwrap_or_default())

@@ -253,6 +253,13 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
     let scope = Scope::gather(&ms, &ctx)
         .await
         .step("reading and adopting the Machines")?;
+
+    // Guards; a paused MachineSet is not even deleted (see the Cluster controller).
+    let (is_paused, paused) =
+        common::paused(scope.cluster.as_ref(), "MachineSet", ms.annotations());
+    if is_paused {
+        return common::record_paused(&scope.api, &ms, paused).await;
+    }
     if common::deleting(ms.as_ref()) {
         return reconcile_delete(&ms, &scope)
             .await
@@ -265,14 +272,8 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
             ms.name_any()
         )));
     };
-
-    // Guards.
     if common::ensure_finalizer(&scope.api, ms.as_ref(), api::MACHINE_SET_FINALIZER).await? {
         return Ok(Action::await_change());
-    }
-    let (is_paused, paused) = common::paused(Some(cluster), "MachineSet", ms.annotations());
-    if is_paused {
-        return common::record_paused(&scope.api, &ms, paused).await;
     }
     // Labels, and a Cluster owner for stand-alone sets.
     let standalone = !ms.labels().contains_key(api::DEPLOYMENT_NAME_LABEL)
@@ -289,6 +290,14 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
     }
 
     // Phases.
+    let ns = ms.namespace().unwrap_or_default();
+    let spec = &ms.spec.template.spec;
+    for template in std::iter::once(&spec.infrastructure_ref).chain(&spec.bootstrap.config_ref) {
+        ctx.external
+            .adopt_template(&ns, template, cluster)
+            .await
+            .step("making the Cluster an owner of the templates")?;
+    }
     if remediate_unhealthy_machines(&ctx, &ms, &scope)
         .await
         .step("remediating unhealthy Machines")?

@@ -52,11 +52,42 @@ impl Wiring {
         }
     }
 
-    /// The manager's limits (concurrency, debounce) and its stop signal, on a controller.
+    /// The manager's limits (concurrency, debounce) and its stop signal, on a controller, and
+    /// the wake-up when a Cluster is resumed.
     fn limited<K: Watched>(&self, controller: Controller<K>) -> Controller<K> {
-        controller
+        self.wake_on_pause_change(controller)
             .with_config(self.config.clone())
             .graceful_shutdown_on(self.stopped())
+    }
+
+    /// Wakes the objects of a Cluster (by its cluster-name label) when its `spec.paused`
+    /// changes: a paused object waits for no event of its own, and resuming (at the end of
+    /// `capictl move`, say) must set it going again.
+    fn wake_on_pause_change<K: Watched>(&self, controller: Controller<K>) -> Controller<K> {
+        use kube::runtime::WatchStreamExt;
+        let store = controller.store();
+        let pause_changes = watcher(
+            kube::Api::<Cluster>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(
+            |c: &Cluster| Some(u64::from(c.spec.paused == Some(true))),
+            Default::default(),
+        );
+        controller.watches_stream(pause_changes, move |cluster: Cluster| {
+            let (namespace, name) = (cluster.namespace(), cluster.name_any());
+            store
+                .state()
+                .into_iter()
+                .filter(|o| {
+                    o.namespace() == namespace
+                        && o.labels().get(crate::api::CLUSTER_NAME_LABEL) == Some(&name)
+                })
+                .map(|o| ObjectRef::from_obj(o.as_ref()))
+                .collect::<Vec<_>>()
+        })
     }
 
     /// Runs a controller of Cluster API's kinds until the manager stops: bounded concurrency,

@@ -166,17 +166,17 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
 pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action> {
     let ns = cluster.namespace().unwrap_or_default();
     let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &ns);
-    if common::deleting(cluster.as_ref()) {
-        return deletion::reconcile_delete(&ctx, &api, &cluster).await;
-    }
-
-    // Guards.
-    if common::ensure_finalizer(&api, cluster.as_ref(), api::CLUSTER_FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
+    // Guards. Pause comes first: a paused Cluster being deleted (as `capictl move` deletes the
+    // source's objects) must not take its children and infrastructure with it.
     let (is_paused, paused) = common::paused(Some(&cluster), "Cluster", cluster.annotations());
     if is_paused {
         return common::record_paused(&api, &cluster, paused).await;
+    }
+    if common::deleting(cluster.as_ref()) {
+        return deletion::reconcile_delete(&ctx, &api, &cluster).await;
+    }
+    if common::ensure_finalizer(&api, cluster.as_ref(), api::CLUSTER_FINALIZER).await? {
+        return Ok(Action::await_change());
     }
 
     // Phases.

@@ -229,6 +229,15 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     let scope = Scope::gather(&kcp, &ctx)
         .await
         .step("reading the Cluster and the control-plane Machines")?;
+    // Guards; a paused control plane is not even deleted (see the Cluster controller).
+    let (is_paused, paused) = common::paused(
+        scope.cluster.as_ref(),
+        "KubeadmControlPlane",
+        kcp.annotations(),
+    );
+    if is_paused {
+        return common::record_paused(&scope.api, &kcp, paused).await;
+    }
     if common::deleting(kcp.as_ref()) {
         return deletion::reconcile_delete(
             &ctx,
@@ -244,8 +253,6 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
         // The Cluster controller labels the control plane once the Cluster refers to it.
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
-
-    // Guards.
     if common::ensure_finalizer(
         &scope.api,
         kcp.as_ref(),
@@ -255,11 +262,6 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     {
         return Ok(Action::await_change());
     }
-    let (is_paused, paused) =
-        common::paused(Some(cluster), "KubeadmControlPlane", kcp.annotations());
-    if is_paused {
-        return common::record_paused(&scope.api, &kcp, paused).await;
-    }
     if !cluster_ready(cluster) {
         let status = status::compute(&kcp, paused, Progress::WaitingForCluster);
         common::write_status(&scope.api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
@@ -267,6 +269,14 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     }
 
     // Phases.
+    ctx.external
+        .adopt_template(
+            &kcp.namespace().unwrap_or_default(),
+            &kcp.spec.machine_template.spec.infrastructure_ref,
+            cluster,
+        )
+        .await
+        .step("making the Cluster an owner of the machine template")?;
     match ensure_certificates(&ctx, &kcp, cluster).await {
         Ok(()) => {}
         // A CA the user brought that cannot sign: said on the control plane, looked at again.

@@ -108,6 +108,12 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
         .get_opt(&machine.spec.cluster_name)
         .await
         .step("reading the Cluster")?;
+
+    // Guards; a paused Machine is not even deleted (see the Cluster controller).
+    let (is_paused, paused) = common::paused(cluster.as_ref(), "Machine", machine.annotations());
+    if is_paused {
+        return common::record_paused(&api, &machine, paused).await;
+    }
     if common::deleting(machine.as_ref()) {
         return deletion::reconcile_delete(&ctx, &api, &machine, cluster.as_ref()).await;
     }
@@ -118,14 +124,8 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
             machine.name_any()
         )));
     };
-
-    // Guards.
     if common::ensure_finalizer(&api, machine.as_ref(), api::MACHINE_FINALIZER).await? {
         return Ok(Action::await_change());
-    }
-    let (is_paused, paused) = common::paused(Some(&cluster), "Machine", machine.annotations());
-    if is_paused {
-        return common::record_paused(&api, &machine, paused).await;
     }
     if let Some(patch) = ownership_patch(&machine, &cluster) {
         common::patch_merge(&api, &machine.name_any(), json!({"metadata": patch})).await?;

@@ -274,7 +274,12 @@ pub async fn reconcile(dc: Arc<DockerCluster>, ctx: Arc<DockerProvider>) -> Resu
     let api: Api<DockerCluster> = Api::namespaced(ctx.client.clone(), &ns);
     let cluster = common::labelled_cluster(&ctx.client, dc.as_ref()).await?;
 
-    // Guards.
+    // Guards; paused, not even the load balancer of a deleted DockerCluster goes: `capictl
+    // move` deletes the source's objects with the Cluster paused, and the cluster lives on.
+    let (is_paused, paused) = common::paused(cluster.as_ref(), "DockerCluster", dc.annotations());
+    if is_paused {
+        return common::record_paused(&api, &dc, paused).await;
+    }
     if common::deleting(dc.as_ref()) {
         return delete(&dc, &ctx, &api, cluster.as_ref()).await;
     }
@@ -284,10 +289,6 @@ pub async fn reconcile(dc: Arc<DockerCluster>, ctx: Arc<DockerProvider>) -> Resu
     };
     if common::ensure_finalizer(&api, dc.as_ref(), api::DOCKER_CLUSTER_FINALIZER).await? {
         return Ok(Action::await_change());
-    }
-    let (is_paused, paused) = common::paused(Some(&cluster), "DockerCluster", dc.annotations());
-    if is_paused {
-        return common::record_paused(&api, &dc, paused).await;
     }
 
     // Phases: the load balancer, its address as the endpoint, its configuration.

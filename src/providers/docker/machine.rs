@@ -291,7 +291,16 @@ pub async fn reconcile(dm: Arc<DockerMachine>, ctx: Arc<DockerProvider>) -> Resu
     let api: Api<DockerMachine> = Api::namespaced(ctx.client.clone(), &ns);
     let scope = Scope::gather(&dm, &ctx).await?;
 
-    // Guards.
+    // Guards; paused, not even the container of a deleted DockerMachine goes (see
+    // DockerCluster). Without its Machine, the cluster label names the Cluster.
+    let cluster = match &scope {
+        Some(scope) => Some(scope.cluster.clone()),
+        None => common::labelled_cluster(&ctx.client, dm.as_ref()).await?,
+    };
+    let (is_paused, paused) = common::paused(cluster.as_ref(), "DockerMachine", dm.annotations());
+    if is_paused {
+        return common::record_paused(&api, &dm, paused).await;
+    }
     if common::deleting(dm.as_ref()) {
         return delete(&dm, &ctx, &api, scope.as_ref()).await;
     }
@@ -300,11 +309,6 @@ pub async fn reconcile(dm: Arc<DockerMachine>, ctx: Arc<DockerProvider>) -> Resu
     };
     if common::ensure_finalizer(&api, dm.as_ref(), api::DOCKER_MACHINE_FINALIZER).await? {
         return Ok(Action::await_change());
-    }
-    let (is_paused, paused) =
-        common::paused(Some(&scope.cluster), "DockerMachine", dm.annotations());
-    if is_paused {
-        return common::record_paused(&api, &dm, paused).await;
     }
     if scope.cluster.spec.infrastructure_ref.is_none() {
         return Ok(Action::requeue(Duration::from_secs(5)));

@@ -4,7 +4,7 @@
 
 pub mod workload;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -148,15 +148,67 @@ pub fn controllers(w: &Wiring, ctx: Arc<InMemory>) -> Vec<BoxFuture<'static, ()>
         crate::controllers::runtime::infrastructure_machine_of::<InMemoryMachine>,
     );
     vec![
+        stop_removed_workloads(w.client.clone(), ctx.workloads.clone()),
         w.run_with("inmemorycluster", clusters, reconcile_cluster, ctx.clone()),
         w.run_with("inmemorymachine", machines, reconcile_machine, ctx),
     ]
+}
+
+/// Stops the workload API server of every InMemoryCluster that is gone from the store, however
+/// it went: its finalizer removed by `capictl move` or by hand, or the whole object missed
+/// while the watch was down (then the relist shows it missing).
+fn stop_removed_workloads(client: Client, workloads: Arc<Workloads>) -> BoxFuture<'static, ()> {
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    let key_of = |ic: &InMemoryCluster| {
+        ic.labels()
+            .get(api::CLUSTER_NAME_LABEL)
+            .map(|name| key(&ic.namespace().unwrap_or_default(), name))
+    };
+    // Clusters seen in the store, and those of a relist in progress: only a cluster that was
+    // seen and is missing from the relist was deleted (one created since has not been seen).
+    let (mut seen, mut listed) = (HashSet::new(), HashSet::new());
+    Box::pin(
+        watcher(
+            Api::<InMemoryCluster>::all(client),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .for_each(move |event| {
+            match event {
+                Ok(watcher::Event::Delete(ic)) => {
+                    if let Some(k) = key_of(&ic) {
+                        workloads.stop(&k);
+                        seen.remove(&k);
+                    }
+                }
+                Ok(watcher::Event::Apply(ic)) => seen.extend(key_of(&ic)),
+                Ok(watcher::Event::Init) => listed.clear(),
+                Ok(watcher::Event::InitApply(ic)) => listed.extend(key_of(&ic)),
+                Ok(watcher::Event::InitDone) => {
+                    for k in seen.difference(&listed) {
+                        workloads.stop(k);
+                    }
+                    seen = std::mem::take(&mut listed);
+                }
+                Err(_) => {}
+            }
+            std::future::ready(())
+        }),
+    )
 }
 
 pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> Result<Action> {
     let ns = ic.namespace().unwrap_or_default();
     let api: Api<InMemoryCluster> = Api::namespaced(ctx.client.clone(), &ns);
     let cluster = common::labelled_cluster(&ctx.client, ic.as_ref()).await?;
+    // Paused, a deleted InMemoryCluster keeps its workload API server until the object is gone
+    // (see `stop_removed_workloads`): `capictl move` deletes it here while the cluster lives on
+    // in the target.
+    let (is_paused, paused) = common::paused(cluster.as_ref(), "InMemoryCluster", ic.annotations());
+    if is_paused {
+        return common::record_paused(&api, &ic, paused).await;
+    }
     if common::deleting(ic.as_ref()) {
         if let Some(name) = ic.labels().get(api::CLUSTER_NAME_LABEL) {
             ctx.workloads.stop(&key(&ns, name));
@@ -170,10 +222,6 @@ pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> 
     };
     if common::ensure_finalizer(&api, ic.as_ref(), api::IN_MEMORY_CLUSTER_FINALIZER).await? {
         return Ok(Action::await_change());
-    }
-    let (is_paused, paused) = common::paused(Some(&cluster), "InMemoryCluster", ic.annotations());
-    if is_paused {
-        return common::record_paused(&api, &ic, paused).await;
     }
     let ca = match cluster_ca(&ctx.client, &cluster).await {
         Ok(ca) => ca,
@@ -270,6 +318,10 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
         .as_ref()
         .and_then(|c| ctx.workloads.get(&key(&ns, &c.name_any())));
     if common::deleting(im.as_ref()) {
+        // Paused (a move deleting the source's objects), the machine stays a member.
+        if common::paused(cluster.as_ref(), "InMemoryMachine", im.annotations()).0 {
+            return Ok(Action::await_change());
+        }
         if let Some(w) = &workload {
             w.etcd.leave(&im.name_any());
         }
@@ -407,6 +459,11 @@ fn boot_state(
             "Waiting for the workload API server of the InMemoryCluster",
             1.0,
         );
+    }
+    // Booted once (it has its providerID): after a move or a restart, the creation time says
+    // nothing about when the machine came up.
+    if im.spec.provider_id.is_some() {
+        return Boot::Running;
     }
     let created = im
         .meta()
