@@ -32,7 +32,7 @@ complete -c capictl -n "__fish_capictl_needs_command" -f -a "init" -d 'Install C
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "generate" -d 'Print YAML: cluster templates, provider components, CRDs'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "describe" -d 'Show a cluster\'s objects and their conditions as a tree'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "get" -d 'Get things out of the management cluster, e.g. a workload cluster\'s kubeconfig'
-complete -c capictl -n "__fish_capictl_needs_command" -f -a "move" -d 'Move clusters and their objects to another management cluster'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "move" -d 'Move Clusters and their objects to another management cluster, or save them to a directory and restore them from it'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "upgrade" -d 'Plan and apply provider upgrades'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "images" -d 'Build the Docker provider\'s node and load-balancer images from Debian packages'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "delete" -d 'Remove providers from the management cluster'
@@ -148,6 +148,16 @@ complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_sub
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from help" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, from its `<cluster>-kubeconfig` Secret'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand move" -l to-kubeconfig -d 'The target management cluster\'s kubeconfig' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand move" -l to-kubeconfig-context -d 'The context of --to-kubeconfig to use [default: its current one]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand move" -l to-directory -d 'Save the objects to this directory (one YAML file each) and leave the source running' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand move" -l from-directory -d 'Restore objects saved with --to-directory into the management cluster --kubeconfig names' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand move" -s n -l namespace -d 'The namespace of the Clusters to move [default: the kubeconfig context\'s, else default]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand move" -l cluster -d 'Move only these Clusters and what belongs to them [default: every Cluster in the namespace]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand move" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand move" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand move" -l dry-run -d 'Print what would move and check the target, changing nothing anywhere'
+complete -c capictl -n "__fish_capictl_using_subcommand move" -l force -d 'Move even when some objects cannot be (an owner of theirs does not move): they stay in the source'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -s V -l version -d 'Print version'
@@ -261,7 +271,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_see
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move upgrade images delete management manager version completion help" -f -a "generate" -d 'Print YAML: cluster templates, provider components, CRDs'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move upgrade images delete management manager version completion help" -f -a "describe" -d 'Show a cluster\'s objects and their conditions as a tree'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move upgrade images delete management manager version completion help" -f -a "get" -d 'Get things out of the management cluster, e.g. a workload cluster\'s kubeconfig'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move upgrade images delete management manager version completion help" -f -a "move" -d 'Move clusters and their objects to another management cluster'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move upgrade images delete management manager version completion help" -f -a "move" -d 'Move Clusters and their objects to another management cluster, or save them to a directory and restore them from it'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move upgrade images delete management manager version completion help" -f -a "upgrade" -d 'Plan and apply provider upgrades'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move upgrade images delete management manager version completion help" -f -a "images" -d 'Build the Docker provider\'s node and load-balancer images from Debian packages'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move upgrade images delete management manager version completion help" -f -a "delete" -d 'Remove providers from the management cluster'

@@ -102,7 +102,7 @@ pub fn find(type_: &str, name: &str) -> Result<ProviderInfo, String> {
 }
 
 fn labels(p: &ProviderInfo) -> Value {
-    json!({"clusterctl.cluster.x-k8s.io": "", "cluster.x-k8s.io/provider": p.label()})
+    json!({(crate::api::CLUSTERCTL_LABEL): "", (crate::api::PROVIDER_LABEL): p.label()})
 }
 
 /// The templates of `templates/provider/`, embedded at build time.

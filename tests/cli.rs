@@ -173,10 +173,7 @@ fn delete_wants_all_or_named_providers() {
 
 #[test]
 fn commands_not_built_yet_say_so_and_exit_2() {
-    for args in [
-        &["move", "--to-kubeconfig", "other.kubeconfig"][..],
-        &["upgrade", "plan"],
-    ] {
+    for args in [&["upgrade", "plan"][..]] {
         let out = capictl(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = stderr(&out);

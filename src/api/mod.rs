@@ -61,6 +61,9 @@ pub use machine_set::{
 pub const CONTRACT_VERSION: &str = "v1beta2";
 /// The label on a provider's CRDs that names the API versions implementing a contract.
 pub const CONTRACT_LABEL: &str = "cluster.x-k8s.io/v1beta2";
+/// The label on every object `capictl init` installs (clusterctl's): `capictl move` takes the
+/// kinds of the CRDs carrying it.
+pub const CLUSTERCTL_LABEL: &str = "clusterctl.cluster.x-k8s.io";
 /// The label on every object `capictl init` installs, naming the provider it belongs to.
 pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
 

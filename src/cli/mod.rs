@@ -10,6 +10,7 @@ mod images;
 mod init;
 mod management;
 mod manager;
+mod r#move;
 mod node;
 mod quickstart;
 mod version;
@@ -51,8 +52,9 @@ pub enum Command {
     /// Get things out of the management cluster, e.g. a workload cluster's kubeconfig.
     #[command(subcommand)]
     Get(get::Get),
-    /// Move clusters and their objects to another management cluster.
-    Move(NotBuilt),
+    /// Move Clusters and their objects to another management cluster, or save them to a
+    /// directory and restore them from it.
+    Move(r#move::Args),
     /// Plan and apply provider upgrades.
     #[command(subcommand)]
     Upgrade(UpgradeCommand),
@@ -158,6 +160,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Init(args) => init::run(args),
         Command::Delete(args) => delete::run(args),
         Command::Images(cmd) => cmd.run(),
+        Command::Move(args) => r#move::run(args),
         _ => Err(not_built(name)),
     };
     match result {

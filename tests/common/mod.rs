@@ -6,6 +6,7 @@ use std::path::PathBuf;
 pub mod docker;
 pub mod fixtures;
 pub mod lifecycle;
+pub mod management;
 pub mod quickstart;
 
 /// `../shared/reference/upstream/<rel>` beside the checkout, where upstream's CRDs and

@@ -1,0 +1,177 @@
+//! A management cluster started with `capictl management up`, driven by the capictl binary
+//! and real kubectl, as users drive it.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+/// kubectl from $KUBECTL (scripts/test installs a current one), else from PATH; without one
+/// the test fails, saying how to get it.
+pub fn kubectl_binary() -> String {
+    if let Ok(k) = std::env::var("KUBECTL") {
+        return k;
+    }
+    let found = Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "no kubectl: run scripts/test (it installs one), or set KUBECTL"
+    );
+    "kubectl".to_string()
+}
+
+/// Every kubectl to test with: the current one and, when scripts/test provides it, 1.20.
+pub fn all_kubectls() -> Vec<String> {
+    let mut all = vec![kubectl_binary()];
+    all.extend(std::env::var("KUBECTL_1_20").ok());
+    all
+}
+
+/// A management cluster started with `capictl management up`, stopped when dropped.
+pub struct Management {
+    pub dir: PathBuf,
+    pub kubectl: String,
+}
+
+pub fn capictl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_capictl"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl Management {
+    pub fn up() -> Management {
+        Management::up_with(kubectl_binary())
+    }
+
+    pub fn up_with(kubectl: String) -> Management {
+        let dir = std::env::temp_dir().join(format!("capictl-kubectl-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        let m = Management { dir, kubectl };
+        m.start();
+        m
+    }
+
+    pub fn state(&self) -> String {
+        self.dir.join("state").display().to_string()
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    /// The server's URL, from the admin kubeconfig.
+    pub fn server(&self) -> String {
+        let admin: serde_json::Value =
+            capictl::yaml::from_str(&std::fs::read_to_string(self.kubeconfig()).unwrap()).unwrap();
+        admin["clusters"][0]["cluster"]["server"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    pub fn start(&self) -> String {
+        let out = capictl(&[
+            "management",
+            "up",
+            "--dir",
+            &self.state(),
+            "--kubeconfig",
+            self.kubeconfig().to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "management up: {}", text(&out.stderr));
+        text(&out.stderr)
+    }
+
+    pub fn down(&self) -> String {
+        let out = capictl(&["management", "down", "--dir", &self.state()]);
+        assert!(
+            out.status.success(),
+            "management down: {}",
+            text(&out.stderr)
+        );
+        text(&out.stderr)
+    }
+
+    pub fn kubectl_command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.kubectl);
+        c.args(args)
+            .env("KUBECONFIG", self.kubeconfig())
+            .env("HOME", self.dir.join("home"))
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs kubectl, feeding `input` on stdin when given; returns stdout, failing on an error.
+    pub fn kubectl_in(&self, args: &[&str], input: Option<&str>) -> String {
+        let mut c = self.kubectl_command(args);
+        if input.is_some() {
+            c.stdin(Stdio::piped());
+        }
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        if let Some(text) = input {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        self.kubectl_in(args, None)
+    }
+}
+
+impl Drop for Management {
+    fn drop(&mut self) {
+        let _ = capictl(&["management", "down", "--dir", &self.state()]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A kubeconfig of the management cluster for `user` in `groups`, whose client certificate
+/// `signer` signed (the cluster's own CA by default).
+pub fn kubeconfig_of(m: &Management, user: &str, groups: &[&str]) -> PathBuf {
+    let ours =
+        capictl::apiserver::tls::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
+    kubeconfig_signed_by(m, &ours, user, groups)
+}
+
+pub fn kubeconfig_signed_by(
+    m: &Management,
+    signer: &capictl::apiserver::tls::Pki,
+    user: &str,
+    groups: &[&str],
+) -> PathBuf {
+    let ours =
+        capictl::apiserver::tls::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
+    let cert = signer.client_certificate(user, groups).unwrap();
+    let config = capictl::management::kubeconfig(user, &m.server(), &ours.ca.cert, &cert);
+    let path = m.dir.join(format!("{user}.kubeconfig"));
+    std::fs::write(
+        &path,
+        capictl::management::kubeconfig_yaml(&config).unwrap(),
+    )
+    .unwrap();
+    path
+}

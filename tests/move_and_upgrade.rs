@@ -1,0 +1,379 @@
+//! `capictl move` and `capictl upgrade` between real embedded management clusters (each a
+//! `capictl management up` process), as users run them.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::management::*;
+
+fn with(m: &Management, args: &[&str]) -> std::process::Output {
+    let kubeconfig = m.kubeconfig().display().to_string();
+    let mut all = args.to_vec();
+    all.extend(["--kubeconfig", &kubeconfig]);
+    capictl(&all)
+}
+
+fn succeeds(m: &Management, args: &[&str]) -> String {
+    let out = with(m, args);
+    assert!(
+        out.status.success(),
+        "capictl {args:?}: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+fn init(m: &Management, infrastructure: &str) {
+    succeeds(
+        m,
+        &[
+            "init",
+            "--infrastructure",
+            infrastructure,
+            "--wait-providers",
+        ],
+    );
+}
+
+/// Applies the in-memory flavor's cluster `name`: one control plane, one worker.
+fn create_cluster(m: &Management, name: &str) {
+    let generated = capictl(&[
+        "generate",
+        "cluster",
+        name,
+        "--infrastructure",
+        "in-memory",
+        "--kubernetes-version",
+        "v1.30.4",
+        "--control-plane-machine-count",
+        "1",
+        "--worker-machine-count",
+        "1",
+        "--target-namespace",
+        "default",
+    ]);
+    assert!(generated.status.success(), "{}", text(&generated.stderr));
+    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&generated.stdout)));
+}
+
+fn condition(m: &Management, kind: &str, name: &str, condition: &str) -> String {
+    let path = format!("jsonpath={{.status.conditions[?(@.type==\"{condition}\")].status}}");
+    let out = m
+        .kubectl_command(&["get", kind, name, "-o", &path])
+        .output()
+        .unwrap();
+    text(&out.stdout)
+}
+
+fn wait_available(m: &Management, cluster: &str) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while condition(m, "cluster", cluster, "Available") != "True" {
+        assert!(
+            Instant::now() < deadline,
+            "Cluster {cluster} not Available in {}:\n{}",
+            m.server(),
+            text(
+                &with(
+                    m,
+                    &["describe", "cluster", cluster, "--show-conditions", "all"]
+                )
+                .stdout
+            )
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The cluster's Machines, by name, all Ready.
+fn ready_machines(m: &Management, cluster: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = m.kubectl(&[
+            "get",
+            "machines",
+            "-l",
+            &format!("cluster.x-k8s.io/cluster-name={cluster}"),
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+        ]);
+        let rows: Vec<(String, String)> = out
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(n, s)| (n.to_string(), s.to_string()))
+            .collect();
+        if !rows.is_empty() && rows.iter().all(|(_, s)| s == "True") {
+            let mut names: Vec<String> = rows.into_iter().map(|(n, _)| n).collect();
+            names.sort();
+            return names;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Machines of {cluster} not Ready:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Names of the objects of `kinds` that belong to `cluster` (by label or name).
+fn objects_of(m: &Management, cluster: &str) -> String {
+    let labelled = m.kubectl(&[
+        "get",
+        "clusters,machines,machinesets,machinedeployments,kubeadmcontrolplanes,kubeadmconfigs,inmemoryclusters,inmemorymachines,secrets",
+        "-l",
+        &format!("cluster.x-k8s.io/cluster-name={cluster}"),
+        "-o",
+        "name",
+    ]);
+    let named = m.kubectl(&["get", "clusters,secrets", "-o", "name"]);
+    let named: Vec<&str> = named
+        .lines()
+        .filter(|l| l.ends_with(&format!("/{cluster}")) || l.contains(&format!("/{cluster}-")))
+        .collect();
+    format!("{labelled}{}", named.join("\n"))
+}
+
+fn paused(m: &Management, cluster: &str) -> String {
+    m.kubectl(&["get", "cluster", cluster, "-o", "jsonpath={.spec.paused}"])
+}
+
+#[test]
+fn clusters_move_between_embedded_management_clusters_and_through_a_directory() {
+    let (source, target, third) = (Management::up(), Management::up(), Management::up());
+    init(&source, "in-memory");
+    init(&target, "in-memory");
+    // The third lacks the in-memory provider at first.
+    init(&third, "docker");
+    create_cluster(&source, "sim");
+    create_cluster(&source, "other");
+    wait_available(&source, "sim");
+    wait_available(&source, "other");
+    let machines = ready_machines(&source, "sim");
+    assert_eq!(machines.len(), 2, "{machines:?}");
+    let to = |m: &Management| m.kubeconfig().display().to_string();
+
+    // A target without a provider of the source: refused before anything is paused.
+    let refused = with(&source, &["move", "--to-kubeconfig", &to(&third)]);
+    assert_eq!(refused.status.code(), Some(1));
+    let said = text(&refused.stderr);
+    assert!(
+        said.contains("provider infrastructure-in-memory not found in the target cluster"),
+        "{said}"
+    );
+    assert_eq!(paused(&source, "sim"), "");
+    assert_eq!(third.kubectl(&["get", "clusters", "-A", "-o", "name"]), "");
+
+    // The same cluster as source and target is no move.
+    let same = with(&source, &["move", "--to-kubeconfig", &to(&source)]);
+    assert_eq!(same.status.code(), Some(1));
+    assert!(
+        text(&same.stderr).contains("the same cluster"),
+        "{}",
+        text(&same.stderr)
+    );
+
+    // A dry run says what would move and changes nothing.
+    let dry = succeeds(
+        &source,
+        &[
+            "move",
+            "--to-kubeconfig",
+            &to(&target),
+            "--cluster",
+            "sim",
+            "--dry-run",
+        ],
+    );
+    assert!(dry.contains("Cluster default/sim\n"), "{dry}");
+    assert!(dry.contains("Staying in the source:"), "{dry}");
+    assert!(!dry.contains("Cluster default/other\n"), "{dry}");
+    assert_eq!(target.kubectl(&["get", "clusters", "-A", "-o", "name"]), "");
+    assert_eq!(paused(&source, "sim"), "");
+
+    // One of the two Clusters moves; it is Available in the target with the same Machines.
+    let moved = succeeds(
+        &source,
+        &["move", "--to-kubeconfig", &to(&target), "--cluster", "sim"],
+    );
+    assert!(
+        moved.contains("of 1 Cluster (default/sim) moved to"),
+        "{moved}"
+    );
+    assert_eq!(objects_of(&source, "sim"), "");
+    assert_eq!(paused(&source, "other"), "");
+    wait_available(&target, "sim");
+    assert_eq!(ready_machines(&target, "sim"), machines, "no rollout");
+    assert_eq!(paused(&target, "sim"), "");
+    let managers = target.kubectl(&[
+        "get",
+        "cluster",
+        "sim",
+        "-o",
+        "jsonpath={.metadata.managedFields[*].manager}",
+    ]);
+    assert!(!managers.contains("capictl-move"), "{managers}");
+    // Its kubeconfig still reaches the workload cluster, now served by the target.
+    let workload = target.dir.join("sim.kubeconfig");
+    succeeds(
+        &target,
+        &[
+            "get",
+            "kubeconfig",
+            "sim",
+            "--write-to",
+            workload.to_str().unwrap(),
+        ],
+    );
+    let nodes = target.kubectl(&[
+        "--kubeconfig",
+        workload.to_str().unwrap(),
+        "get",
+        "nodes",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(nodes.lines().count(), 2, "{nodes}");
+
+    // A move that fails after deleting some source objects (this user may not delete
+    // Machines) leaves a journal; running it again finishes it.
+    let mover = kubeconfig_of(&source, "mover", &["movers"]);
+    source.kubectl_in(&["apply", "-f", "-"], Some(MOVER_RBAC));
+    let mover_flag = mover.display().to_string();
+    let interrupted = capictl(&[
+        "move",
+        "--kubeconfig",
+        &mover_flag,
+        "--to-kubeconfig",
+        &to(&target),
+    ]);
+    assert_eq!(
+        interrupted.status.code(),
+        Some(1),
+        "{}",
+        text(&interrupted.stderr)
+    );
+    let said = text(&interrupted.stderr);
+    assert!(said.contains("run the same move again"), "{said}");
+    assert_eq!(
+        paused(&source, "other"),
+        "true",
+        "the source stays paused until the move is done"
+    );
+    let finished = succeeds(&source, &["move", "--to-kubeconfig", &to(&target)]);
+    assert!(
+        finished.contains("Finished the unfinished move"),
+        "{finished}"
+    );
+    assert_eq!(objects_of(&source, "other"), "");
+    assert_eq!(
+        source.kubectl(&[
+            "get",
+            "configmaps",
+            "capictl-move-journal",
+            "--ignore-not-found",
+            "-o",
+            "name"
+        ]),
+        ""
+    );
+    wait_available(&target, "other");
+    assert_eq!(paused(&target, "other"), "");
+
+    // Saved to a directory, the target keeps running; restored into a third management cluster
+    // after the target is gone, the clusters come up there.
+    let missing = with(&target, &["move", "--to-directory", "/nonexistent/backup"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        text(&missing.stderr).contains("/nonexistent/backup"),
+        "{}",
+        text(&missing.stderr)
+    );
+    let backup = target.dir.join("backup");
+    std::fs::create_dir_all(&backup).unwrap();
+    let saved = succeeds(
+        &target,
+        &["move", "--to-directory", backup.to_str().unwrap()],
+    );
+    assert!(saved.starts_with("Saved "), "{saved}");
+    assert_eq!(paused(&target, "sim"), "");
+    let cluster_file = backup.join("Cluster_default_sim.yaml");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&cluster_file)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    assert!(
+        std::fs::read_to_string(&cluster_file)
+            .unwrap()
+            .contains("status:")
+    );
+    let not_yaml = third.dir.join("not-a-backup");
+    std::fs::create_dir_all(&not_yaml).unwrap();
+    std::fs::write(not_yaml.join("notes.txt"), "{ not: [yaml").unwrap();
+    let bad = with(
+        &third,
+        &["move", "--from-directory", not_yaml.to_str().unwrap()],
+    );
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr).contains("notes.txt"),
+        "{}",
+        text(&bad.stderr)
+    );
+
+    target.down();
+    init(&third, "in-memory");
+    succeeds(
+        &third,
+        &["move", "--from-directory", backup.to_str().unwrap()],
+    );
+    wait_available(&third, "sim");
+    wait_available(&third, "other");
+    assert_eq!(ready_machines(&third, "sim"), machines);
+    assert_eq!(paused(&third, "sim"), "");
+    assert_eq!(
+        third.kubectl(&[
+            "get",
+            "machine",
+            &machines[0],
+            "-o",
+            "jsonpath={.metadata.ownerReferences[0].kind}"
+        ]),
+        if machines[0].contains("control-plane") {
+            "KubeadmControlPlane"
+        } else {
+            "MachineSet"
+        }
+    );
+    assert!(Path::new(&backup).exists());
+}
+
+/// Everything but deleting Machines, for the user who interrupts a move.
+const MOVER_RBAC: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: mover}
+rules:
+- apiGroups: ["", "apiextensions.k8s.io", "clusterctl.cluster.x-k8s.io", "bootstrap.cluster.x-k8s.io", "controlplane.cluster.x-k8s.io", "infrastructure.cluster.x-k8s.io"]
+  resources: ["*"]
+  verbs: ["*"]
+- apiGroups: ["cluster.x-k8s.io"]
+  resources: ["*"]
+  verbs: ["get", "list", "watch", "create", "update", "patch"]
+- apiGroups: ["cluster.x-k8s.io"]
+  resources: ["clusters", "machinesets", "machinedeployments", "machinehealthchecks", "clusterclasses"]
+  verbs: ["delete"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: movers}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: mover}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: movers}
+"#;
