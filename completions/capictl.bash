@@ -178,6 +178,9 @@ _capictl() {
             capictl__subcmd__help__subcmd__management,up)
                 cmd="capictl__subcmd__help__subcmd__management__subcmd__up"
                 ;;
+            capictl__subcmd__help__subcmd__upgrade,apply)
+                cmd="capictl__subcmd__help__subcmd__upgrade__subcmd__apply"
+                ;;
             capictl__subcmd__help__subcmd__upgrade,plan)
                 cmd="capictl__subcmd__help__subcmd__upgrade__subcmd__plan"
                 ;;
@@ -223,11 +226,17 @@ _capictl() {
             capictl__subcmd__management__subcmd__help,up)
                 cmd="capictl__subcmd__management__subcmd__help__subcmd__up"
                 ;;
+            capictl__subcmd__upgrade,apply)
+                cmd="capictl__subcmd__upgrade__subcmd__apply"
+                ;;
             capictl__subcmd__upgrade,help)
                 cmd="capictl__subcmd__upgrade__subcmd__help"
                 ;;
             capictl__subcmd__upgrade,plan)
                 cmd="capictl__subcmd__upgrade__subcmd__plan"
+                ;;
+            capictl__subcmd__upgrade__subcmd__help,apply)
+                cmd="capictl__subcmd__upgrade__subcmd__help__subcmd__apply"
                 ;;
             capictl__subcmd__upgrade__subcmd__help,help)
                 cmd="capictl__subcmd__upgrade__subcmd__help__subcmd__help"
@@ -1060,8 +1069,22 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help__subcmd__upgrade)
-            opts="plan"
+            opts="plan apply"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__upgrade__subcmd__apply)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1638,7 +1661,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__upgrade)
-            opts="-v -h -V --verbose --help --version plan help"
+            opts="-v -h -V --verbose --help --version plan apply help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1651,9 +1674,85 @@ _capictl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        capictl__subcmd__upgrade__subcmd__help)
-            opts="plan help"
+        capictl__subcmd__upgrade__subcmd__apply)
+            opts="-b -c -i -v -h -V --contract --core --bootstrap --control-plane --infrastructure --image --wait-providers --wait-provider-timeout --kubeconfig --kubeconfig-context --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --contract)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --core)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --bootstrap)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -b)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --control-plane)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --infrastructure)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait-provider-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig-context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__upgrade__subcmd__help)
+            opts="plan apply help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__upgrade__subcmd__help__subcmd__apply)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1694,12 +1793,28 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__upgrade__subcmd__plan)
-            opts="-v -h -V --verbose --help --version"
+            opts="-o -v -h -V --output --kubeconfig --kubeconfig-context --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -W "text json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "text json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig-context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

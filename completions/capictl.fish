@@ -161,15 +161,35 @@ complete -c capictl -n "__fish_capictl_using_subcommand move" -l force -d 'Move 
 complete -c capictl -n "__fish_capictl_using_subcommand move" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
-complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan help" -s h -l help -d 'Print help'
-complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan help" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan help" -f -a "plan" -d 'Which provider versions the management cluster can move to'
-complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan apply help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan apply help" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan apply help" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan apply help" -f -a "plan" -d 'Which provider versions the management cluster can move to, and where each workload cluster\'s Kubernetes version can go next'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan apply help" -f -a "apply" -d 'Upgrade the providers to the versions this capictl carries'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan apply help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s o -l output -d 'Output format' -r -f -a "text\t''
+json\t''
+yaml\t''"
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "plan" -d 'Which provider versions the management cluster can move to'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l contract -d 'Upgrade every provider to the newest version of this contract' -r
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l core -d 'The core provider to upgrade, as NAME:VERSION' -r
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s b -l bootstrap -d 'Bootstrap providers to upgrade, as NAME:VERSION' -r
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s c -l control-plane -d 'Control plane providers to upgrade, as NAME:VERSION' -r
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s i -l infrastructure -d 'Infrastructure providers to upgrade, as NAME:VERSION' -r
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l image -d 'The image the upgraded controller Deployments run' -r
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l wait-provider-timeout -d 'How long --wait-providers waits for each provider' -r
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l wait-providers -d 'Wait until the upgraded providers are ready'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "plan" -d 'Which provider versions the management cluster can move to, and where each workload cluster\'s Kubernetes version can go next'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "apply" -d 'Upgrade the providers to the versions this capictl carries'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -s h -l help -d 'Print help'
@@ -285,7 +305,8 @@ complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_su
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "provider" -d 'A provider\'s components, as `init` would install them'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from describe" -f -a "cluster" -d 'The tree of a Cluster\'s objects with their conditions'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from get" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, from its `<cluster>-kubeconfig` Secret'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from upgrade" -f -a "plan" -d 'Which provider versions the management cluster can move to'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from upgrade" -f -a "plan" -d 'Which provider versions the management cluster can move to, and where each workload cluster\'s Kubernetes version can go next'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from upgrade" -f -a "apply" -d 'Upgrade the providers to the versions this capictl carries'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from images" -f -a "build" -d 'Build the load-balancer image and a node image per Kubernetes version; what exists and is up to date is kept'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "serve" -d 'Run the management cluster in the foreground (what `up` starts)'

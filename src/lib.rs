@@ -19,6 +19,7 @@ pub mod management;
 pub mod mover;
 pub mod node;
 pub mod providers;
+pub mod upgrade;
 pub mod webhooks;
 pub mod workload;
 pub mod yaml;

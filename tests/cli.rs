@@ -172,17 +172,6 @@ fn delete_wants_all_or_named_providers() {
 }
 
 #[test]
-fn commands_not_built_yet_say_so_and_exit_2() {
-    for args in [&["upgrade", "plan"][..]] {
-        let out = capictl(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let err = stderr(&out);
-        assert!(err.contains("is not built yet"), "{args:?}: {err}");
-        assert!(stdout(&out).is_empty(), "{args:?} printed data");
-    }
-}
-
-#[test]
 fn a_bad_flag_value_is_a_usage_error() {
     let out = capictl(&["generate", "crds", "--provider", "aws"]);
     assert_eq!(out.status.code(), Some(2));

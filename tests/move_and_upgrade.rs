@@ -377,3 +377,81 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: mover}
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: Group, name: movers}
 "#;
+
+#[test]
+fn upgrade_plan_and_apply_on_the_embedded_management_cluster() {
+    let m = Management::up();
+    let empty = succeeds(&m, &["upgrade", "plan"]);
+    assert!(
+        empty.starts_with("There are no providers in the cluster."),
+        "{empty}"
+    );
+    init(&m, "in-memory");
+    let ours = format!("v{}", env!("CARGO_PKG_VERSION"));
+    let fresh = succeeds(&m, &["upgrade", "plan"]);
+    assert!(
+        fresh.contains("Latest release available for the v1beta2 Cluster API contract version:"),
+        "{fresh}"
+    );
+    assert!(fresh.contains(&format!("cluster-api                capi-system                         CoreProvider             {ours}            Already up to date")), "{fresh}");
+    assert!(
+        fresh.ends_with("You are already up to date!\n\n"),
+        "{fresh}"
+    );
+
+    // An older inventory entry gets an upgrade row and the command to apply it.
+    m.kubectl(&[
+        "-n",
+        "capim-system",
+        "patch",
+        "provider",
+        "infrastructure-in-memory",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"version":"v0.0.3"}"#,
+    ]);
+    create_cluster(&m, "sim");
+    let older = succeeds(&m, &["upgrade", "plan"]);
+    assert!(
+        older.contains(&format!(
+            "InfrastructureProvider   v0.0.3            {ours}"
+        )),
+        "{older}"
+    );
+    assert!(
+        older.contains("capictl upgrade apply --contract v1beta2\n"),
+        "{older}"
+    );
+    // Beyond clusterctl: where each workload cluster's Kubernetes version can go next.
+    assert!(
+        older.contains("sim       default     v1.30.4   v1.31          not needed"),
+        "{older}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&succeeds(&m, &["upgrade", "plan", "-o", "json"])).unwrap();
+    assert_eq!(json["contract"], "v1beta2");
+    assert_eq!(json["clusters"][0]["nextVersion"], "v1.31");
+
+    let wrong = with(&m, &["upgrade", "apply", "--contract", "v1beta1"]);
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(
+        text(&wrong.stderr).contains("could only upgrade to v1beta2 contract, requested v1beta1")
+    );
+    let applied = with(&m, &["upgrade", "apply", "--contract", "v1beta2"]);
+    assert!(applied.status.success(), "{}", text(&applied.stderr));
+    assert!(text(&applied.stderr).contains(&format!("Installing provider=\"infrastructure-in-memory\" version=\"{ours}\" targetNamespace=\"capim-system\"")));
+    assert_eq!(
+        m.kubectl(&[
+            "-n",
+            "capim-system",
+            "get",
+            "provider",
+            "infrastructure-in-memory",
+            "-o",
+            "jsonpath={.version}"
+        ]),
+        ours
+    );
+    assert!(succeeds(&m, &["upgrade", "plan"]).contains("You are already up to date!"));
+}

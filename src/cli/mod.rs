@@ -13,6 +13,7 @@ mod manager;
 mod r#move;
 mod node;
 mod quickstart;
+mod upgrade;
 mod version;
 
 use std::process::ExitCode;
@@ -57,7 +58,7 @@ pub enum Command {
     Move(r#move::Args),
     /// Plan and apply provider upgrades.
     #[command(subcommand)]
-    Upgrade(UpgradeCommand),
+    Upgrade(upgrade::Upgrade),
     /// Build the Docker provider's node and load-balancer images from Debian packages.
     #[command(subcommand)]
     Images(images::Images),
@@ -72,20 +73,6 @@ pub enum Command {
     Version(version::Args),
     /// Print a shell completion script (bash, zsh or fish).
     Completion(completion::Args),
-}
-
-#[derive(Debug, Subcommand)]
-pub enum UpgradeCommand {
-    /// Which provider versions the management cluster can move to.
-    Plan(NotBuilt),
-}
-
-/// Arguments of a command that is not built yet: accepted, so that the message below is what
-/// the user sees rather than a complaint about flags.
-#[derive(Debug, clap::Args)]
-pub struct NotBuilt {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    args: Vec<String>,
 }
 
 /// Runs capictl as one of a node container's programs, outside the command line users see:
@@ -123,31 +110,10 @@ pub fn run_as_node_program() -> Option<ExitCode> {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-impl Command {
-    fn name(&self) -> &'static str {
-        match self {
-            Command::Quickstart(_) => "quickstart",
-            Command::Init(_) => "init",
-            Command::Generate(_) => "generate",
-            Command::Describe(_) => "describe cluster",
-            Command::Get(_) => "get kubeconfig",
-            Command::Move(_) => "move",
-            Command::Upgrade(_) => "upgrade plan",
-            Command::Delete(_) => "delete",
-            Command::Images(_) => "images",
-            Command::Management(_) => "management",
-            Command::Manager(_) => "manager",
-            Command::Version(_) => "version",
-            Command::Completion(_) => "completion",
-        }
-    }
-}
-
 /// Runs a parsed command line and turns its outcome into the process's exit status: 0 on
 /// success, 1 on failure, 2 on a usage error.
 pub fn run(cli: Cli) -> ExitCode {
     init_logging(cli.verbose);
-    let name = cli.command.name();
     let result = match cli.command {
         Command::Generate(cmd) => cmd.run(),
         Command::Version(args) => version::run(&args),
@@ -161,7 +127,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Delete(args) => delete::run(args),
         Command::Images(cmd) => cmd.run(),
         Command::Move(args) => r#move::run(args),
-        _ => Err(not_built(name)),
+        Command::Upgrade(cmd) => cmd.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -174,15 +140,6 @@ pub fn run(cli: Cli) -> ExitCode {
             }
         }
     }
-}
-
-/// The error of a command that is not built yet (a usage error: nothing was done).
-fn not_built(command: &str) -> anyhow::Error {
-    UsageError(format!(
-        "`capictl {command}` is not built yet in this version of capictl; \
-         `capictl --help` lists what is"
-    ))
-    .into()
 }
 
 fn init_logging(verbose: u8) {

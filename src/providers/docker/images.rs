@@ -403,23 +403,37 @@ pub async fn is_capictl_node(docker: &Docker, image: &str) -> Result<bool, Image
         .is_some_and(|l| l.get(ROLE_LABEL).map(String::as_str) == Some("node")))
 }
 
-/// capictl's load balancer image on this Engine, if one was built.
-pub async fn find_load_balancer(docker: &Docker) -> Result<Option<String>, ImageError> {
+/// The tags of capictl's images of a role (`node`, `load-balancer`) on this Engine.
+async fn tags_of_role(docker: &Docker, role: &str) -> Result<Vec<String>, ImageError> {
     use bollard::query_parameters::ListImagesOptions;
     let images = docker
         .list_images(Some(ListImagesOptions {
             filters: Some(HashMap::from([(
                 "label".to_string(),
-                vec![format!("{ROLE_LABEL}=load-balancer")],
+                vec![format!("{ROLE_LABEL}={role}")],
             )])),
             ..Default::default()
         }))
         .await?;
-    Ok(images
-        .iter()
-        .flat_map(|i| i.repo_tags.iter())
-        .find(|t| t.starts_with(LOAD_BALANCER_REPOSITORY))
-        .cloned())
+    Ok(images.into_iter().flat_map(|i| i.repo_tags).collect())
+}
+
+/// capictl's load balancer image on this Engine, if one was built.
+pub async fn find_load_balancer(docker: &Docker) -> Result<Option<String>, ImageError> {
+    Ok(tags_of_role(docker, "load-balancer")
+        .await?
+        .into_iter()
+        .find(|t| t.starts_with(LOAD_BALANCER_REPOSITORY)))
+}
+
+/// The Kubernetes versions of capictl's node images on this Engine.
+pub async fn node_versions(docker: &Docker) -> Result<Vec<String>, ImageError> {
+    let prefix = format!("{NODE_REPOSITORY}:");
+    Ok(tags_of_role(docker, "node")
+        .await?
+        .into_iter()
+        .filter_map(|t| t.strip_prefix(&prefix).map(str::to_string))
+        .collect())
 }
 
 /// A build context: these files in a tar.
