@@ -2,7 +2,7 @@
 //! upgrade keeps what the user set. capictl carries every provider in the binary, so the
 //! version available is its own and the contract v1beta2. Pure: the command line does the I/O.
 
-use crate::mover::semver;
+use crate::api::common::kubernetes_version as semver;
 
 /// The version of every provider this binary carries.
 pub fn available_version() -> String {

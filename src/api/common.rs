@@ -20,7 +20,8 @@ pub const CLUSTER_NAMESPACE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-namespa
 pub const OWNER_KIND_ANNOTATION: &str = "cluster.x-k8s.io/owner-kind";
 pub const OWNER_NAME_ANNOTATION: &str = "cluster.x-k8s.io/owner-name";
 
-/// A Kubernetes version (`v1.30.4`, `1.31.0-rc.1`) as `(major, minor, patch)`, with or without the "v".
+/// A version (`v1.30.4`, `1.31.0-rc.1`: Kubernetes's, a provider's) as `(major, minor, patch)`, with or
+/// without the "v".
 pub fn kubernetes_version(version: &str) -> Option<(u64, u64, u64)> {
     let core = version.strip_prefix('v').unwrap_or(version);
     let core = core.split(['-', '+']).next()?;

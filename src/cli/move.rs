@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use super::UsageError;
 use super::connect::ClusterArgs;
 use crate::mover::graph::{ObjectRef, Plan};
-use crate::mover::{self, Endpoint, Options, Progress as _, directory};
+use crate::mover::{self, Endpoint, Options, Outcome, Progress as _, directory};
 
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("destination").args(["to_kubeconfig", "to_directory", "from_directory"])))]
@@ -112,11 +112,12 @@ async fn run_async(args: Args) -> anyhow::Result<()> {
         }
         let (target, _) = endpoint(&args.cluster).await?;
         let plan = directory::from_directory(&target, dir, args.dry_run, &shown).await?;
-        print_plan(
-            &plan,
-            args.dry_run,
-            &format!("restored into {}", target.name),
-        );
+        let verb = if args.dry_run {
+            "would be restored"
+        } else {
+            "restored"
+        };
+        print_plan(&plan, args.dry_run, &format!("{verb} into {}", target.name));
         return Ok(());
     }
     let (source, context_namespace) = endpoint(&args.cluster).await?;
@@ -140,8 +141,8 @@ async fn run_async(args: Args) -> anyhow::Result<()> {
     let Some(to) = &args.to_kubeconfig else {
         if args.dry_run {
             shown.step("Performing move...");
-            let discovered = mover::discover(&source, &options).await?;
-            print_plan(&discovered.plan, true, "moved");
+            let discovered = mover::discover(&source, &options, &Default::default()).await?;
+            print_plan(&discovered.plan, true, "would move");
             return Ok(());
         }
         return Err(UsageError(
@@ -154,34 +155,26 @@ async fn run_async(args: Args) -> anyhow::Result<()> {
         kubeconfig_context: args.to_kubeconfig_context.clone(),
     })
     .await?;
-    let outcome = mover::move_to_cluster(&source, &target, &options, &shown).await?;
-    if outcome.resumed && outcome.plan.is_empty() {
-        println!("Finished the unfinished move to {}", target.name);
-    } else {
-        print_plan(
-            &outcome.plan,
-            args.dry_run,
-            &format!("moved to {}", target.name),
-        );
+    match mover::move_to_cluster(&source, &target, &options, &shown).await? {
+        Outcome::Finished => println!("Finished the unfinished move to {}", target.name),
+        Outcome::Moved(plan) => {
+            let verb = if args.dry_run { "would move" } else { "moved" };
+            print_plan(&plan, args.dry_run, &format!("{verb} to {}", target.name));
+        }
     }
     Ok(())
 }
 
-/// What moved (or, dry, would move), by Cluster and kind, and what stays and why.
+/// What moved (`done`: "moved to …", "would move", …) by Cluster and kind; with `dry_run`,
+/// every object and what stays and why.
 fn print_plan(plan: &Plan, dry_run: bool, done: &str) {
     let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
     for n in plan.nodes() {
         *by_kind.entry(n.object.kind.as_str()).or_default() += 1;
     }
-    let clusters: Vec<String> = plan.clusters.iter().map(mover::key).collect();
-    let verb = if dry_run {
-        done.replacen("moved", "would move", 1)
-            .replacen("restored", "would restore", 1)
-    } else {
-        done.to_string()
-    };
+    let clusters: Vec<String> = plan.core("Cluster").iter().map(ObjectRef::key).collect();
     println!(
-        "{} objects of {} Cluster{} ({}) {verb}:",
+        "{} objects of {} Cluster{} ({}) {done}:",
         plan.len(),
         clusters.len(),
         if clusters.len() == 1 { "" } else { "s" },

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::graph::{ObjectRef, Type};
 use super::{
     Endpoint, MoveError, Options, Progress, Result, aggregate, api_error, check_target_kinds,
-    create_in_target, discover, discovery_types, ensure_namespaces, is_paused, owner_refs,
-    paused_roots, read_source, refused, set_paused,
+    create_in_target, discover, discovery_types, ensure_namespaces, is_paused, read_source,
+    refused, set_paused,
 };
 
 /// The file an object is saved in: `<Kind>_<Namespace>_<Name>.yaml`, as clusterctl names them
@@ -29,11 +29,11 @@ pub fn file_name(object: &ObjectRef) -> String {
 fn existing_directory(dir: &Path) -> Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(MoveError::Directory(format!(
+        Ok(_) => Err(MoveError::Refused(format!(
             "{} is not a directory",
             dir.display()
         ))),
-        Err(e) => Err(MoveError::Directory(format!(
+        Err(e) => Err(MoveError::Refused(format!(
             "the directory {} cannot be used: {e}; create it first",
             dir.display()
         ))),
@@ -43,7 +43,7 @@ fn existing_directory(dir: &Path) -> Result<()> {
 fn write_private(path: &Path, text: &str) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let fail = |e: std::io::Error| MoveError::Directory(format!("writing {}: {e}", path.display()));
+    let fail = |e: std::io::Error| MoveError::Refused(format!("writing {}: {e}", path.display()));
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -68,16 +68,16 @@ pub async fn to_directory(
 ) -> Result<Vec<PathBuf>> {
     existing_directory(dir)?;
     progress.step("Moving to directory...");
-    let discovered = discover(source, options).await?;
-    paused_roots(&discovered, &BTreeSet::new())?;
+    let discovered = discover(source, options, &BTreeSet::new()).await?;
     let plan = &discovered.plan;
+    let (clusters, classes) = (plan.core("Cluster"), plan.core("ClusterClass"));
     progress.step(&format!(
         "Starting move of Cluster API objects Clusters={}",
-        plan.clusters.len()
+        clusters.len()
     ));
     progress.step(&format!(
         "Moving Cluster API objects ClusterClasses={}",
-        plan.cluster_classes.len()
+        classes.len()
     ));
     if options.dry_run {
         return Ok(plan
@@ -86,7 +86,7 @@ pub async fn to_directory(
             .collect());
     }
     progress.step("Pausing the source cluster");
-    set_paused(source, &plan.clusters, &plan.cluster_classes, true).await?;
+    set_paused(source, &clusters, &classes, true).await?;
     let saved = async {
         progress.phase(&format!("Saving files to {}", dir.display()), plan.len());
         let mut files = Vec::new();
@@ -94,7 +94,7 @@ pub async fn to_directory(
             let live = read_source(source, &n.object).await?;
             let path = dir.join(file_name(&n.object));
             let text = crate::yaml::to_string(&live)
-                .map_err(|e| MoveError::Directory(format!("{}: {e}", n.object)))?;
+                .map_err(|e| MoveError::Refused(format!("{}: {e}", n.object)))?;
             write_private(&path, &text)?;
             progress.object("Saving", &n.object);
             files.push(path);
@@ -104,7 +104,7 @@ pub async fn to_directory(
     }
     .await;
     progress.step("Resuming the source cluster");
-    let resumed = set_paused(source, &plan.clusters, &plan.cluster_classes, false).await;
+    let resumed = set_paused(source, &clusters, &classes, false).await;
     let files = saved?;
     resumed?;
     Ok(files)
@@ -115,15 +115,15 @@ pub async fn to_directory(
 pub fn read_directory(dir: &Path) -> Result<Vec<(PathBuf, Value)>> {
     existing_directory(dir)?;
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| MoveError::Directory(format!("reading {}: {e}", dir.display())))?
+        .map_err(|e| MoveError::Refused(format!("reading {}: {e}", dir.display())))?
         .map(|entry| entry.map(|e| e.path()))
         .collect::<std::io::Result<_>>()
-        .map_err(|e| MoveError::Directory(format!("reading {}: {e}", dir.display())))?;
+        .map_err(|e| MoveError::Refused(format!("reading {}: {e}", dir.display())))?;
     paths.sort();
     let mut objects = Vec::new();
     for path in paths {
         let not_saved = |why: String| {
-            MoveError::Directory(format!(
+            MoveError::Refused(format!(
                 "{}: {why}; the directory must hold only the files `capictl move --to-directory` wrote",
                 path.display()
             ))
@@ -146,7 +146,7 @@ pub fn read_directory(dir: &Path) -> Result<Vec<(PathBuf, Value)>> {
         objects.push((path, object));
     }
     if objects.is_empty() {
-        return Err(MoveError::Directory(format!(
+        return Err(MoveError::Refused(format!(
             "{} holds no saved objects",
             dir.display()
         )));
@@ -208,7 +208,7 @@ pub async fn from_directory(
         .collect();
     // A Cluster of the same name paused in the target is someone's on purpose.
     let mut paused = Vec::new();
-    for c in &plan.clusters {
+    for c in &plan.core("Cluster") {
         if let Some(live) = target
             .dynamic(c)
             .get_opt(&c.name)
@@ -216,7 +216,7 @@ pub async fn from_directory(
             .map_err(api_error(format!("reading {c} in the target")))?
             && is_paused(&serde_json::to_value(live).expect("objects serialize"))
         {
-            paused.push(super::key(c));
+            paused.push(c.key());
         }
     }
     if !paused.is_empty() {
@@ -232,12 +232,11 @@ pub async fn from_directory(
     progress.step("Creating target namespaces, if missing");
     ensure_namespaces(target, &plan, false).await?;
     progress.phase("Restoring objects into the target cluster", plan.len());
-    let owners = owner_refs(&plan);
     let mut new_uids = BTreeMap::new();
     let mut created = BTreeSet::new();
     for n in plan.nodes() {
         let (uid, was_created) =
-            create_in_target(target, n, &objects[&n.uid], false, &new_uids, &owners).await?;
+            create_in_target(target, n, &objects[&n.uid], false, &new_uids).await?;
         new_uids.insert(n.uid.clone(), uid);
         if was_created {
             created.insert(n.uid.clone());
@@ -271,6 +270,12 @@ pub async fn from_directory(
         return refused(aggregate(&errors));
     }
     progress.step("Resuming the target cluster");
-    set_paused(target, &plan.clusters, &plan.cluster_classes, false).await?;
+    set_paused(
+        target,
+        &plan.core("Cluster"),
+        &plan.core("ClusterClass"),
+        false,
+    )
+    .await?;
     Ok(plan)
 }

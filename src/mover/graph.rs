@@ -101,6 +101,22 @@ pub struct ObjectRef {
     pub name: String,
 }
 
+impl ObjectRef {
+    /// Whether it is Cluster API's own `kind` (group `cluster.x-k8s.io`): a Cluster or a
+    /// ClusterClass, say, rather than a provider's kind of the same name.
+    pub fn is_core(&self, kind: &str) -> bool {
+        self.kind == kind && self.api_version.starts_with("cluster.x-k8s.io/")
+    }
+
+    /// `namespace/name`, or the name of a cluster-scoped object.
+    pub fn key(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
 impl std::fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.namespace {
@@ -110,19 +126,12 @@ impl std::fmt::Display for ObjectRef {
     }
 }
 
-/// An owner reference, kept to rebuild it with the owner's uid in the target.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Owner {
-    pub uid: String,
-    pub controller: bool,
-    pub block_owner_deletion: bool,
-}
-
 #[derive(Clone, Debug)]
 pub struct Node {
     pub object: ObjectRef,
     pub uid: String,
-    pub owners: Vec<Owner>,
+    /// The uids of its owner references.
+    pub owners: Vec<String>,
     /// Owners by clusterctl's naming rules: not written as owner references in the target.
     pub soft_owners: BTreeSet<String>,
     /// Set for owners known only from a reference: not listed among the kinds considered.
@@ -170,12 +179,17 @@ pub struct Plan {
     pub stranded: Vec<(ObjectRef, Staying)>,
     /// Objects that stay, as they should (reported with `--dry-run`).
     pub staying: Vec<(ObjectRef, Staying)>,
-    /// The moved Clusters and ClusterClasses.
-    pub clusters: Vec<ObjectRef>,
-    pub cluster_classes: Vec<ObjectRef>,
 }
 
 impl Plan {
+    /// The moved objects of Cluster API's own `kind` (Clusters, ClusterClasses).
+    pub fn core(&self, kind: &str) -> Vec<ObjectRef> {
+        self.nodes()
+            .filter(|n| n.object.is_core(kind))
+            .map(|n| n.object.clone())
+            .collect()
+    }
+
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
         self.groups.iter().flatten()
     }
@@ -234,33 +248,25 @@ impl Graph {
                     keep_in_source: false,
                     class: None,
                 });
-                Some(Owner {
-                    uid: owner_uid,
-                    controller: r["controller"].as_bool() == Some(true),
-                    block_owner_deletion: r["blockOwnerDeletion"].as_bool() == Some(true),
-                })
+                Some(owner_uid)
             })
             .collect();
-        let namespace = meta["namespace"].as_str().map(str::to_string);
-        let class = (type_.kind == "Cluster" && type_.group() == "cluster.x-k8s.io")
-            .then(|| {
-                let class = &object["spec"]["topology"]["classRef"];
-                let name = class["name"].as_str()?;
-                let ns = class["namespace"]
-                    .as_str()
-                    .filter(|n| !n.is_empty())
-                    .or(namespace.as_deref())?;
-                Some((ns.to_string(), name.to_string()))
-            })
+        let object_ref = ObjectRef {
+            api_version: type_.api_version.clone(),
+            kind: type_.kind.clone(),
+            plural: type_.plural.clone(),
+            namespace: meta["namespace"]
+                .as_str()
+                .filter(|_| type_.namespaced)
+                .map(str::to_string),
+            name: meta["name"].as_str().unwrap_or_default().into(),
+        };
+        let class = object_ref
+            .is_core("Cluster")
+            .then(|| class_in_use(object))
             .flatten();
         let node = Node {
-            object: ObjectRef {
-                api_version: type_.api_version.clone(),
-                kind: type_.kind.clone(),
-                plural: type_.plural.clone(),
-                namespace: namespace.clone().filter(|_| type_.namespaced),
-                name: meta["name"].as_str().unwrap_or_default().into(),
-            },
+            object: object_ref,
             uid: uid.to_string(),
             owners,
             soft_owners: BTreeSet::new(),
@@ -285,10 +291,9 @@ impl Graph {
             .values()
             .find(|n| {
                 n.listed
-                    && n.object.kind == kind
+                    && n.object.is_core(kind)
                     && n.object.name == name
                     && n.object.namespace.as_deref() == Some(namespace)
-                    && n.object.api_version.starts_with("cluster.x-k8s.io/")
             })
             .map(|n| n.uid.clone())
     }
@@ -324,7 +329,7 @@ impl Graph {
     fn children(&self) -> BTreeMap<String, Vec<String>> {
         let mut children: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for n in self.nodes.values() {
-            for owner in n.owners.iter().map(|o| &o.uid).chain(&n.soft_owners) {
+            for owner in n.owners.iter().chain(&n.soft_owners) {
                 children
                     .entry(owner.clone())
                     .or_default()
@@ -371,9 +376,7 @@ impl Graph {
     pub fn plan(mut self, only: &[String], all_classes_in_use: &[(String, String)]) -> Plan {
         self.set_soft_ownership();
         self.set_tenants();
-        let cluster_root = |n: &Node| {
-            n.object.kind == "Cluster" && n.object.api_version.starts_with("cluster.x-k8s.io/")
-        };
+        let cluster_root = |n: &Node| n.object.is_core("Cluster");
         // The roots chosen: the named Clusters and the ClusterClasses they use, or every root.
         let chosen: BTreeSet<String> = if only.is_empty() {
             self.nodes
@@ -408,7 +411,7 @@ impl Graph {
         let kept_classes: BTreeSet<String> = self
             .nodes
             .values()
-            .filter(|n| n.object.kind == "ClusterClass" && chosen.contains(&n.uid))
+            .filter(|n| n.object.is_core("ClusterClass") && chosen.contains(&n.uid))
             .filter(|n| {
                 let key = (
                     n.object.namespace.clone().unwrap_or_default(),
@@ -449,7 +452,6 @@ impl Graph {
                     let n = &self.nodes[*uid];
                     n.owners
                         .iter()
-                        .map(|o| &o.uid)
                         .chain(&n.soft_owners)
                         .all(|o| placed.contains(o))
                 })
@@ -467,25 +469,15 @@ impl Graph {
             let missing = n
                 .owners
                 .iter()
-                .map(|o| &o.uid)
                 .chain(&n.soft_owners)
                 .find(|o| !moving.contains(*o))
-                .or_else(|| n.owners.first().map(|o| &o.uid))
+                .or_else(|| n.owners.first())
                 .and_then(|o| self.nodes.get(o))
                 .map(|o| o.object.to_string())
                 .unwrap_or_else(|| "(an owner cycle)".into());
             plan.stranded
                 .push((n.object.clone(), Staying::OwnerNotMoved(missing)));
         }
-        let roots = |kind: &str| -> Vec<ObjectRef> {
-            plan.nodes()
-                .filter(|n| {
-                    n.object.kind == kind && n.object.api_version.starts_with("cluster.x-k8s.io/")
-                })
-                .map(|n| n.object.clone())
-                .collect()
-        };
-        (plan.clusters, plan.cluster_classes) = (roots("Cluster"), roots("ClusterClass"));
         plan.staying.sort_by(|a, b| a.0.cmp(&b.0));
         plan.stranded.sort_by(|a, b| a.0.cmp(&b.0));
         plan
@@ -603,7 +595,7 @@ mod tests {
                 vec!["a-im", "a-m-data", "b-im", "b-m-data"],
             ]
         );
-        assert_eq!(plan.clusters.len(), 2);
+        assert_eq!(plan.core("Cluster").len(), 2);
         assert!(plan.stranded.is_empty());
         let mut staying: Vec<String> = plan
             .staying

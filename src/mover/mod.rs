@@ -53,8 +53,6 @@ pub enum MoveError {
         #[source]
         source: kube::Error,
     },
-    #[error("{0}")]
-    Directory(String),
 }
 
 type Result<T, E = MoveError> = std::result::Result<T, E>;
@@ -89,7 +87,10 @@ impl Endpoint {
         let ns = Api::<Namespace>::all(self.client.clone())
             .get("kube-system")
             .await
-            .map_err(api_error(format!("reaching {}", self.name)))?;
+            .map_err(api_error(format!(
+                "reaching {} (check that it runs and that the kubeconfig names it)",
+                self.name
+            )))?;
         Ok(ns.uid().unwrap_or_default())
     }
 
@@ -205,25 +206,19 @@ async fn list_objects(
     Ok(lists.into_iter().flatten().collect())
 }
 
-/// Why the source's Clusters cannot move yet, as clusterctl says it: infrastructure or
-/// control plane still coming up, or Machines without a Node.
-fn still_provisioning(objects: &[(Type, Value)], plan: &Plan) -> Vec<String> {
-    let moved: BTreeSet<&str> = plan.nodes().map(|n| n.uid.as_str()).collect();
+/// Why the moved Clusters cannot move yet, as clusterctl says it: infrastructure or control
+/// plane still coming up, or Machines without a Node.
+fn still_provisioning(plan: &Plan, objects: &BTreeMap<String, Value>) -> Vec<String> {
     let mut errors = Vec::new();
-    for (t, o) in objects {
-        if !moved.contains(o["metadata"]["uid"].as_str().unwrap_or_default())
-            || t.group() != "cluster.x-k8s.io"
-        {
-            continue;
-        }
-        let key = format!(
-            "{}/{}",
-            o["metadata"]["namespace"].as_str().unwrap_or_default(),
-            o["metadata"]["name"].as_str().unwrap_or_default()
+    for n in plan.nodes() {
+        let (o, object) = (&objects[&n.uid], &n.object);
+        let (gvk, key) = (
+            format!("\"{}, Kind={}\"", object.api_version, object.kind),
+            object.key(),
         );
-        let gvk = format!("\"{}, Kind={}\"", t.api_version, t.kind);
         let init = &o["status"]["initialization"];
-        match t.kind.as_str() {
+        match object.kind.as_str() {
+            _ if !object.api_version.starts_with("cluster.x-k8s.io/") => {}
             "Cluster" => {
                 if init["infrastructureProvisioned"] != json!(true) {
                     errors.push(format!("cannot start the move operation while {gvk} {key} is still provisioning the infrastructure"));
@@ -250,41 +245,29 @@ fn is_paused(cluster: &Value) -> bool {
 fn keys(objects: &[&ObjectRef]) -> String {
     objects
         .iter()
-        .map(|o| format!("{}/{}", o.namespace.as_deref().unwrap_or_default(), o.name))
+        .map(|o| o.key())
         .collect::<Vec<_>>()
         .join(", ")
 }
 
-/// The plan of a move or save: discovery, the `--cluster` names checked, stranded objects
-/// refused unless forced, Clusters still provisioning refused.
+/// The plan of a move or save, and the objects as they were when discovered.
 pub struct Discovered {
     pub plan: Plan,
-    /// The listed objects by uid, as they were when discovered.
+    /// The listed objects by uid.
     pub objects: BTreeMap<String, Value>,
 }
 
-pub async fn discover(source: &Endpoint, options: &Options) -> Result<Discovered> {
+/// Discovers what moves and checks that it may: the `--cluster` names exist, no object is
+/// stranded (unless forced), no Cluster is still provisioning, and none is paused but those
+/// an unfinished move paused (`paused_by_move`).
+pub async fn discover(
+    source: &Endpoint,
+    options: &Options,
+    paused_by_move: &BTreeSet<ObjectRef>,
+) -> Result<Discovered> {
     let types = discovery_types(&source.client).await?;
     let listed = list_objects(&source.client, &types, &options.namespace).await?;
-    // ClusterClasses Clusters elsewhere still use stay where they are.
-    let clusters_everywhere = Api::<DynamicObject>::all_with(
-        source.client.clone(),
-        &resource(&ObjectRef {
-            api_version: format!("cluster.x-k8s.io/{}", api::CONTRACT_VERSION),
-            kind: "Cluster".into(),
-            plural: "clusters".into(),
-            namespace: None,
-            name: String::new(),
-        }),
-    )
-    .list(&ListParams::default())
-    .await
-    .map_err(api_error("listing the Clusters"))?;
-    let classes_in_use: Vec<(String, String)> = clusters_everywhere
-        .items
-        .iter()
-        .filter_map(|c| graph::class_in_use(&serde_json::to_value(c).ok()?))
-        .collect();
+    let classes_in_use = classes_in_use(source, &types, &listed).await?;
     for name in &options.clusters {
         let known = listed.iter().any(|(t, o)| {
             t.kind == "Cluster" && t.group() == "cluster.x-k8s.io" && o["metadata"]["name"] == *name
@@ -297,18 +280,52 @@ pub async fn discover(source: &Endpoint, options: &Options) -> Result<Discovered
         }
     }
     let plan = plan_objects(&listed, options, &classes_in_use)?;
-    let provisioning = still_provisioning(&listed, &plan);
+    let objects = listed
+        .into_iter()
+        .filter_map(|(_, o)| Some((o["metadata"]["uid"].as_str()?.to_string(), o)))
+        .collect();
+    let discovered = Discovered { plan, objects };
+    let provisioning = still_provisioning(&discovered.plan, &discovered.objects);
     if !provisioning.is_empty() {
         return refused(format!(
             "failed to get object graph: failed to check for provisioned infrastructure: {}",
             aggregate(&provisioning)
         ));
     }
-    let objects = listed
-        .into_iter()
-        .filter_map(|(_, o)| Some((o["metadata"]["uid"].as_str()?.to_string(), o)))
-        .collect();
-    Ok(Discovered { plan, objects })
+    paused_roots(&discovered, paused_by_move)?;
+    Ok(discovered)
+}
+
+/// The ClusterClasses every Cluster of the source uses, in any namespace, so that one
+/// Clusters elsewhere still use stays. Only read when a ClusterClass is among the listed.
+async fn classes_in_use(
+    source: &Endpoint,
+    types: &[Type],
+    listed: &[(Type, Value)],
+) -> Result<Vec<(String, String)>> {
+    let is_core = |t: &Type, kind: &str| t.kind == kind && t.group() == "cluster.x-k8s.io";
+    let Some(cluster) = types.iter().find(|t| is_core(t, "Cluster")) else {
+        return Ok(Vec::new());
+    };
+    if !listed.iter().any(|(t, _)| is_core(t, "ClusterClass")) {
+        return Ok(Vec::new());
+    }
+    let everywhere = ObjectRef {
+        api_version: cluster.api_version.clone(),
+        kind: cluster.kind.clone(),
+        plural: cluster.plural.clone(),
+        namespace: None,
+        name: String::new(),
+    };
+    let clusters = dynamic(&source.client, &everywhere)
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("listing the Clusters"))?;
+    Ok(clusters
+        .items
+        .iter()
+        .filter_map(|c| graph::class_in_use(&serde_json::to_value(c).ok()?))
+        .collect())
 }
 
 /// The plan for objects listed or read from files; stranded objects refused unless forced.
@@ -352,9 +369,7 @@ fn paused_roots(discovered: &Discovered, paused_by_move: &BTreeSet<ObjectRef>) -
         discovered
             .plan
             .nodes()
-            .filter(|n| {
-                n.object.kind == kind && n.object.api_version.starts_with("cluster.x-k8s.io/")
-            })
+            .filter(|n| n.object.is_core(kind))
             .filter(|n| !paused_by_move.contains(&n.object))
             .filter(|n| {
                 let o = &discovered.objects[&n.uid];
@@ -423,8 +438,8 @@ impl Journal {
             target,
             target_name,
             phase: Phase::Creating,
-            clusters: plan.clusters.clone(),
-            cluster_classes: plan.cluster_classes.clone(),
+            clusters: plan.core("Cluster"),
+            cluster_classes: plan.core("ClusterClass"),
             objects: plan
                 .groups
                 .iter()
@@ -494,17 +509,6 @@ async fn remove_journal(source: &Endpoint, namespace: &str) -> Result<()> {
     }
 }
 
-/// `v1.2.3` as numbers, for comparing provider versions.
-pub fn semver(version: &str) -> Option<(u64, u64, u64)> {
-    let core = version.trim_start_matches('v').split(['-', '+']).next()?;
-    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
-    Some((
-        parts.next()??,
-        parts.next()??,
-        parts.next().unwrap_or(Some(0))?,
-    ))
-}
-
 /// Every source provider must be in the target, at an equal or newer version.
 async fn check_target_providers(source: &Endpoint, target: &Endpoint) -> Result<()> {
     let inventory = |e: &Endpoint| {
@@ -534,7 +538,7 @@ async fn check_target_providers(source: &Endpoint, target: &Endpoint) -> Result<
         let Some(newest) = same
             .iter()
             .filter_map(|t| t.spec.version.as_deref())
-            .filter_map(|v| semver(v).map(|s| (s, v)))
+            .filter_map(|v| api::common::kubernetes_version(v).map(|s| (s, v)))
             .max()
         else {
             errors.push(format!(
@@ -543,7 +547,7 @@ async fn check_target_providers(source: &Endpoint, target: &Endpoint) -> Result<
             ));
             continue;
         };
-        if semver(&version).is_some_and(|v| v > newest.0) {
+        if api::common::kubernetes_version(&version).is_some_and(|v| v > newest.0) {
             errors.push(format!(
                 "provider {} in the target cluster is older than in the source cluster (source: {}, target: {})",
                 p.name_any(),
@@ -604,17 +608,18 @@ async fn check_target_kinds(target: &Endpoint, plan: &Plan) -> Result<()> {
     }
 }
 
-/// A source object as the target gets it: no server-set metadata and no status, owner
-/// references to the owners' uids in the target (`new_uids`; the source's in a dry run).
-fn for_target(
-    node: &Node,
-    source: &Value,
-    new_uids: &BTreeMap<String, String>,
-    owners: &BTreeMap<String, ObjectRef>,
-) -> Value {
+/// A source object as the target gets it: no server-set metadata and no status, its owner
+/// references pointing at the owners' uids in the target (`new_uids`; kept in a dry run).
+fn for_target(source: &Value, new_uids: &BTreeMap<String, String>) -> Value {
     let mut object = source.clone();
     if let Some(o) = object.as_object_mut() {
         o.remove("status");
+    }
+    let mut refs = object["metadata"]["ownerReferences"].take();
+    for r in refs.as_array_mut().into_iter().flatten() {
+        if let Some(uid) = r["uid"].as_str().and_then(|u| new_uids.get(u)) {
+            r["uid"] = json!(uid);
+        }
     }
     let meta = object["metadata"]
         .as_object_mut()
@@ -635,34 +640,10 @@ fn for_target(
     if meta.contains_key("name") {
         meta.remove("generateName");
     }
-    let refs: Vec<Value> = node
-        .owners
-        .iter()
-        .filter_map(|o| {
-            let owner = owners.get(&o.uid)?;
-            let mut r = json!({
-                "apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name,
-                "uid": new_uids.get(&o.uid).cloned().unwrap_or_else(|| o.uid.clone()),
-            });
-            if o.controller {
-                r["controller"] = json!(true);
-            }
-            if o.block_owner_deletion {
-                r["blockOwnerDeletion"] = json!(true);
-            }
-            Some(r)
-        })
-        .collect();
-    if !refs.is_empty() {
-        meta.insert("ownerReferences".into(), Value::Array(refs));
+    if !refs.is_null() {
+        meta.insert("ownerReferences".into(), refs);
     }
     object
-}
-
-fn owner_refs(plan: &Plan) -> BTreeMap<String, ObjectRef> {
-    plan.nodes()
-        .map(|n| (n.uid.clone(), n.object.clone()))
-        .collect()
 }
 
 /// Namespaces the target lacks, created now; the caller removes them if the move is undone.
@@ -701,7 +682,6 @@ async fn ensure_namespaces(target: &Endpoint, plan: &Plan, dry_run: bool) -> Res
 /// A server-side dry-run create of every object: what the target's validation and webhooks
 /// would refuse, found before anything is paused. An object already there will be updated.
 async fn dry_run_creates(target: &Endpoint, discovered: &Discovered) -> Result<()> {
-    let owners = owner_refs(&discovered.plan);
     let none = BTreeMap::new();
     let params = PostParams {
         dry_run: true,
@@ -709,10 +689,13 @@ async fn dry_run_creates(target: &Endpoint, discovered: &Discovered) -> Result<(
     };
     let errors: Vec<String> = futures::stream::iter(discovered.plan.nodes())
         .map(|n| {
-            let object = for_target(n, &discovered.objects[&n.uid], &none, &owners);
+            let object = for_target(&discovered.objects[&n.uid], &none);
             let params = &params;
             async move {
-                let dynamic: DynamicObject = serde_json::from_value(object).ok()?;
+                let dynamic: DynamicObject = match serde_json::from_value(object) {
+                    Ok(d) => d,
+                    Err(e) => return Some(format!("{}: {e}", n.object)),
+                };
                 match target.dynamic(&n.object).create(params, &dynamic).await {
                     Ok(_) => None,
                     Err(e) if conflict(&e) => None,
@@ -780,8 +763,9 @@ async fn set_paused(
         .await
         {
             Err(e) if paused || !not_found(&e) => {
+                let verb = if paused { "pausing" } else { "resuming" };
                 return Err(api_error(format!(
-                    "error pausing ClusterClass {c} in {}",
+                    "error {verb} ClusterClass {c} in {}",
                     endpoint.name
                 ))(e));
             }
@@ -836,7 +820,7 @@ fn what(verb: &str, object: &ObjectRef) -> String {
         "error {verb} \"{}, Kind={}\" {}",
         object.api_version,
         object.kind,
-        key(object)
+        object.key()
     )
 }
 
@@ -859,10 +843,9 @@ async fn create_in_target(
     live: &Value,
     update_existing: bool,
     new_uids: &BTreeMap<String, String>,
-    owners: &BTreeMap<String, ObjectRef>,
 ) -> Result<(String, bool)> {
     let what = |verb: &str| what(verb, &node.object);
-    let object = for_target(node, live, new_uids, owners);
+    let object = for_target(live, new_uids);
     let api = target.dynamic(&node.object);
     let params = PostParams {
         dry_run: false,
@@ -910,24 +893,11 @@ async fn create_in_target(
     Ok((written.uid().unwrap_or_default(), created))
 }
 
-pub(crate) fn key(object: &ObjectRef) -> String {
-    match &object.namespace {
-        Some(ns) => format!("{ns}/{}", object.name),
-        None => object.name.clone(),
-    }
-}
-
-/// Deletes one object from the source without running its finalizers.
-async fn delete_from_source(source: &Endpoint, object: &ObjectRef) -> Result<()> {
-    let what = |verb: &str| {
-        format!(
-            "error {verb} \"{}, Kind={}\" {}",
-            object.api_version,
-            object.kind,
-            key(object)
-        )
-    };
-    let api = source.dynamic(object);
+/// Deletes one object without running its finalizers: from the source, whose controllers are
+/// paused, or from the target when a failed move is undone.
+async fn delete_without_finalizers(endpoint: &Endpoint, object: &ObjectRef) -> Result<()> {
+    let what = |verb: &str| what(verb, object);
+    let api = endpoint.dynamic(object);
     let Some(live) = api
         .get_opt(&object.name)
         .await
@@ -941,7 +911,7 @@ async fn delete_from_source(source: &Endpoint, object: &ObjectRef) -> Result<()>
     };
     gone(
         merge_patch(
-            source,
+            endpoint,
             object,
             json!({"metadata": {"annotations": {(graph::DELETE_FOR_MOVE_ANNOTATION): ""}}}),
         )
@@ -955,7 +925,7 @@ async fn delete_from_source(source: &Endpoint, object: &ObjectRef) -> Result<()>
     )
     .map_err(api_error(what("deleting")))?;
     if !live.finalizers().is_empty() {
-        gone(merge_patch(source, object, json!({"metadata": {"finalizers": []}})).await)
+        gone(merge_patch(endpoint, object, json!({"metadata": {"finalizers": []}})).await)
             .map_err(api_error(what("removing finalizers from")))?;
     }
     Ok(())
@@ -980,7 +950,7 @@ async fn delete_sources(
     for batch in batches {
         futures::stream::iter(batch)
             .map(|e| async move {
-                delete_from_source(source, &e.object).await?;
+                delete_without_finalizers(source, &e.object).await?;
                 progress.object("Deleting", &e.object);
                 Ok::<_, MoveError>(())
             })
@@ -1000,7 +970,7 @@ async fn undo_creates(
 ) -> Vec<String> {
     let mut problems = Vec::new();
     for object in created.iter().rev() {
-        if let Err(e) = delete_from_source(target, object).await {
+        if let Err(e) = delete_without_finalizers(target, object).await {
             problems.push(e.to_string());
         }
     }
@@ -1016,11 +986,12 @@ async fn undo_creates(
     problems
 }
 
-/// What a move did (or, dry, would do).
-pub struct Outcome {
-    pub plan: Plan,
-    /// Whether an unfinished earlier move was finished rather than a new one made.
-    pub resumed: bool,
+/// What a move did.
+pub enum Outcome {
+    /// Moved (or, dry, would move) what the plan holds.
+    Moved(Plan),
+    /// Finished an earlier move that failed while deleting from the source.
+    Finished,
 }
 
 /// Moves the Clusters of `options` from `source` to `target`.
@@ -1056,20 +1027,13 @@ pub async fn move_to_cluster(
                 "Finishing the move recorded in {}/{JOURNAL}: deleting what is left in the source",
                 options.namespace
             ));
-            if options.dry_run {
-                return Ok(Outcome {
-                    plan: Plan::default(),
-                    resumed: true,
-                });
+            if !options.dry_run {
+                delete_sources(source, j, progress).await?;
+                progress.step("Resuming the target cluster");
+                set_paused(target, &j.clusters, &j.cluster_classes, false).await?;
+                remove_journal(source, &options.namespace).await?;
             }
-            delete_sources(source, j, progress).await?;
-            progress.step("Resuming the target cluster");
-            set_paused(target, &j.clusters, &j.cluster_classes, false).await?;
-            remove_journal(source, &options.namespace).await?;
-            return Ok(Outcome {
-                plan: Plan::default(),
-                resumed: true,
-            });
+            return Ok(Outcome::Finished);
         }
     }
     let paused_by_move: BTreeSet<ObjectRef> = journal
@@ -1079,16 +1043,16 @@ pub async fn move_to_cluster(
 
     // 1. What moves.
     progress.step("Discovering Cluster API objects");
-    let discovered = discover(source, options).await?;
-    paused_roots(&discovered, &paused_by_move)?;
+    let discovered = discover(source, options, &paused_by_move).await?;
     let plan = &discovered.plan;
+    let (clusters, classes) = (plan.core("Cluster"), plan.core("ClusterClass"));
     progress.step(&format!(
         "Moving Cluster API objects Clusters={}",
-        plan.clusters.len()
+        clusters.len()
     ));
     progress.step(&format!(
         "Moving Cluster API objects ClusterClasses={}",
-        plan.cluster_classes.len()
+        classes.len()
     ));
 
     // 2. The target, checked before anything changes.
@@ -1100,10 +1064,7 @@ pub async fn move_to_cluster(
         return Err(e);
     }
     if options.dry_run {
-        return Ok(Outcome {
-            plan: discovered.plan,
-            resumed: false,
-        });
+        return Ok(Outcome::Moved(discovered.plan));
     }
 
     // 3.–4. Pause, create; undone on failure.
@@ -1114,7 +1075,7 @@ pub async fn move_to_cluster(
     if let Err(e) = result {
         progress.phase_done();
         let problems = undo_creates(target, &created, &namespaces).await;
-        let resumed = set_paused(source, &plan.clusters, &plan.cluster_classes, false).await;
+        let resumed = set_paused(source, &clusters, &classes, false).await;
         let journal_removed = remove_journal(source, &options.namespace).await;
         let undone = if problems.is_empty() && resumed.is_ok() && journal_removed.is_ok() {
             "nothing was changed: the objects created in the target were removed and the source resumed".to_string()
@@ -1138,7 +1099,7 @@ pub async fn move_to_cluster(
     let forward = async {
         delete_sources(source, &journal, progress).await?;
         progress.step("Resuming the target cluster");
-        set_paused(target, &plan.clusters, &plan.cluster_classes, false).await?;
+        set_paused(target, &clusters, &classes, false).await?;
         remove_journal(source, &options.namespace).await
     };
     forward.await.map_err(|e| {
@@ -1146,10 +1107,7 @@ pub async fn move_to_cluster(
             "{e}\nthe objects are all in the target; run the same move again to finish deleting them from the source and resume the target"
         ))
     })?;
-    Ok(Outcome {
-        plan: discovered.plan,
-        resumed: !paused_by_move.is_empty(),
-    })
+    Ok(Outcome::Moved(discovered.plan))
 }
 
 async fn pause_and_create(
@@ -1160,38 +1118,41 @@ async fn pause_and_create(
     created: &mut Vec<ObjectRef>,
 ) -> Result<()> {
     progress.step("Pausing the source cluster");
-    set_paused(source, &plan.clusters, &plan.cluster_classes, true).await?;
+    set_paused(
+        source,
+        &plan.core("Cluster"),
+        &plan.core("ClusterClass"),
+        true,
+    )
+    .await?;
     progress.step("Waiting for all resources to be ready to move");
     wait_for_block_move(source, plan, progress).await?;
     progress.phase("Creating objects in the target cluster", plan.len());
-    let owners = owner_refs(plan);
     let mut new_uids: BTreeMap<String, String> = BTreeMap::new();
     for group in &plan.groups {
-        let results: Vec<(String, Result<(String, bool)>)> = futures::stream::iter(group)
+        let results: Vec<(&Node, Result<(String, bool)>)> = futures::stream::iter(group)
             .map(|n| {
-                let (new_uids, owners) = (&new_uids, &owners);
+                let new_uids = &new_uids;
                 async move {
                     let r = match read_source(source, &n.object).await {
-                        Ok(live) => {
-                            create_in_target(target, n, &live, true, new_uids, owners).await
-                        }
+                        Ok(live) => create_in_target(target, n, &live, true, new_uids).await,
                         Err(e) => Err(e),
                     };
                     progress.object("Creating", &n.object);
-                    (n.uid.clone(), r)
+                    (n, r)
                 }
             })
             .buffer_unordered(IN_FLIGHT)
             .collect()
             .await;
         let mut errors = Vec::new();
-        for (uid, r) in results {
+        for (n, r) in results {
             match r {
                 Ok((new_uid, was_created)) => {
                     if was_created {
-                        created.push(owners[&uid].clone());
+                        created.push(n.object.clone());
                     }
-                    new_uids.insert(uid, new_uid);
+                    new_uids.insert(n.uid.clone(), new_uid);
                 }
                 Err(e) => errors.push(e.to_string()),
             }
