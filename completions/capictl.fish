@@ -63,7 +63,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand init" -l wait-provider-t
 complete -c capictl -n "__fish_capictl_using_subcommand init" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand init" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s y -l yes -d 'Start the embedded management cluster if none is reachable, without asking'
-complete -c capictl -n "__fish_capictl_using_subcommand init" -l wait-providers -d 'Wait until the providers installed by this run are ready: their CRDs served and, on a real cluster, their controller Deployments available'
+complete -c capictl -n "__fish_capictl_using_subcommand init" -l wait-providers -d 'Wait until the providers this run installs or upgrades are ready: their CRDs served and, on a real cluster, their controller Deployments available'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s V -l version -d 'Print version'
@@ -184,7 +184,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l wait-provider-timeout -d 'How long --wait-providers waits for each provider' -r
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
-complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l wait-providers -d 'Wait until the upgraded providers are ready'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l wait-providers -d 'Wait until the providers this run installs or upgrades are ready: their CRDs served and, on a real cluster, their controller Deployments available'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s V -l version -d 'Print version'

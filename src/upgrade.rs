@@ -17,6 +17,9 @@ pub struct Row {
     pub namespace: String,
     #[serde(rename = "type")]
     pub type_: String,
+    /// The provider's name without its type (`kubeadm`, `docker`), as `init` names it.
+    #[serde(skip)]
+    pub provider_name: String,
     pub current_version: String,
     /// None: already up to date (or, with `blocked`, not reachable in one step).
     pub next_version: Option<String>,
@@ -61,6 +64,7 @@ pub fn plan(installed: &[Installed], available: &str) -> Result<Vec<Row>, String
             name: p.name.clone(),
             namespace: p.namespace.clone(),
             type_: p.type_.clone(),
+            provider_name: p.provider_name.clone(),
             current_version: p.version.clone(),
             next_version: (to > from).then(|| available.to_string()),
             blocked: None,

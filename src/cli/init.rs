@@ -39,13 +39,8 @@ pub struct Args {
     /// Start the embedded management cluster if none is reachable, without asking.
     #[arg(short, long)]
     yes: bool,
-    /// Wait until the providers installed by this run are ready: their CRDs served and, on a
-    /// real cluster, their controller Deployments available.
-    #[arg(long)]
-    wait_providers: bool,
-    /// How long --wait-providers waits for each provider.
-    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
-    wait_provider_timeout: u64,
+    #[command(flatten)]
+    wait: WaitArgs,
     #[command(flatten)]
     cluster: ClusterArgs,
     /// Whether the first run ends by saying how to create a cluster (quickstart does that).
@@ -66,12 +61,50 @@ impl Args {
             target_namespace: None,
             image: format!("capictl:v{}", crate::build_info::VERSION),
             yes: true,
-            wait_providers: true,
-            wait_provider_timeout: 300,
+            wait: WaitArgs {
+                wait_providers: true,
+                wait_provider_timeout: 300,
+            },
             cluster,
             next_steps: false,
         }
     }
+}
+
+/// `--wait-providers` and its time-out, as init and `upgrade apply` take them.
+#[derive(Debug, clap::Args)]
+pub(super) struct WaitArgs {
+    /// Wait until the providers this run installs or upgrades are ready: their CRDs served and, on a
+    /// real cluster, their controller Deployments available.
+    #[arg(long)]
+    wait_providers: bool,
+    /// How long --wait-providers waits for each provider.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    wait_provider_timeout: u64,
+}
+
+impl WaitArgs {
+    /// Waits for `providers` (provider, namespace) when --wait-providers asks to.
+    pub(super) async fn wait(
+        &self,
+        client: &Client,
+        providers: &[(&ProviderInfo, &str)],
+        embedded: bool,
+    ) -> anyhow::Result<()> {
+        if !self.wait_providers {
+            return Ok(());
+        }
+        let timeout = Duration::from_secs(self.wait_provider_timeout);
+        wait_for_providers(client, providers, embedded, timeout).await
+    }
+}
+
+/// Whether the management cluster is capictl's embedded one, whose controllers run in-process.
+pub(super) async fn is_embedded(client: &Client) -> bool {
+    client
+        .apiserver_version()
+        .await
+        .is_ok_and(|v| v.git_version.contains("+capictl"))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -239,10 +272,7 @@ pub(super) async fn init(args: Args) -> anyhow::Result<()> {
         }
     }
     let client = connect(&args).await?;
-    let embedded = client
-        .apiserver_version()
-        .await
-        .is_ok_and(|v| v.git_version.contains("+capictl"));
+    let embedded = is_embedded(&client).await;
     // The inventory first: it says whether this is the first run.
     for crd in crate::api::CrdSet::Clusterctl.crds() {
         apply(&client, &serde_json::to_value(crd)?).await?;
@@ -305,10 +335,7 @@ pub(super) async fn init(args: Args) -> anyhow::Result<()> {
         apply(&client, &init::inventory(p, &version, namespace)).await?;
         installing.push((p, namespace));
     }
-    if args.wait_providers {
-        let timeout = Duration::from_secs(args.wait_provider_timeout);
-        wait_for_providers(&client, &installing, embedded, timeout).await?;
-    }
+    args.wait.wait(&client, &installing, embedded).await?;
     if first_run && args.next_steps {
         eprintln!("\nYour management cluster has been initialized successfully!\n");
         if embedded {
@@ -407,7 +434,11 @@ async fn not_ready(
 /// The CA of the provider's webhook serving certificate: the one in its Secret, or, on the first
 /// install, a new CA and certificate written there — capictl's stand-in for cert-manager. A
 /// later init keeps them, so running managers go on serving what the API server trusts.
-async fn webhook_ca(client: &Client, p: &ProviderInfo, namespace: &str) -> anyhow::Result<String> {
+pub(super) async fn webhook_ca(
+    client: &Client,
+    p: &ProviderInfo,
+    namespace: &str,
+) -> anyhow::Result<String> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let name = p.webhook_secret();
     let ca_of = |s: &Secret| {

@@ -63,12 +63,8 @@ pub struct ApplyArgs {
     /// The image the upgraded controller Deployments run.
     #[arg(long, value_name = "IMAGE", default_value_t = format!("capictl:v{}", crate::build_info::VERSION))]
     image: String,
-    /// Wait until the upgraded providers are ready.
-    #[arg(long)]
-    wait_providers: bool,
-    /// How long --wait-providers waits for each provider.
-    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
-    wait_provider_timeout: u64,
+    #[command(flatten)]
+    wait: super::init::WaitArgs,
     #[command(flatten)]
     cluster: ClusterArgs,
 }
@@ -246,12 +242,7 @@ async fn plan(args: PlanArgs) -> anyhow::Result<()> {
 }
 
 /// `name:version` (or the deprecated `namespace/name:version`) of an installed provider.
-fn named<'a>(
-    value: &str,
-    type_: &str,
-    rows: &'a [Row],
-    providers: &[Provider],
-) -> anyhow::Result<&'a Row> {
+fn named<'a>(value: &str, type_: &str, rows: &'a [Row]) -> anyhow::Result<&'a Row> {
     let Some((name, version)) = value.split_once(':') else {
         return Err(UsageError(format!(
             "invalid provider name {value:?}. Provider name should be in the form namespace/provider:version or provider:version"
@@ -275,17 +266,10 @@ fn named<'a>(
         ))
         .into());
     }
-    let provider_name = |r: &Row| {
-        providers
-            .iter()
-            .find(|p| p.name_any() == r.name && p.namespace().as_deref() == Some(&r.namespace))
-            .and_then(|p| p.spec.provider_name.clone())
-            .unwrap_or_default()
-    };
     rows.iter()
         .find(|r| {
             r.type_ == type_
-                && (r.name == name || provider_name(r) == name)
+                && (r.name == name || r.provider_name == name)
                 && namespace.is_none_or(|ns| ns == r.namespace)
         })
         .ok_or_else(|| {
@@ -342,7 +326,7 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<()> {
             ("InfrastructureProvider", args.infrastructure.clone()),
         ] {
             for v in values {
-                chosen.push(named(&v, type_, &rows, &providers)?);
+                chosen.push(named(&v, type_, &rows)?);
             }
         }
         chosen
@@ -364,18 +348,11 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let embedded = client
-        .apiserver_version()
-        .await
-        .is_ok_and(|v| v.git_version.contains("+capictl"));
-    let info = |r: &Row| -> anyhow::Result<ProviderInfo> {
-        let name = providers
-            .iter()
-            .find(|p| p.name_any() == r.name && p.namespace().as_deref() == Some(&r.namespace))
-            .and_then(|p| p.spec.provider_name.clone())
-            .unwrap_or_default();
-        init::find(&r.type_, &name).map_err(anyhow::Error::msg)
-    };
+    let embedded = super::init::is_embedded(&client).await;
+    let infos = chosen
+        .iter()
+        .map(|r| init::find(&r.type_, &r.provider_name).map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<ProviderInfo>>>()?;
     // Old controllers stop first: none of them may write while the new CRDs go in.
     let mut replicas = BTreeMap::new();
     if !embedded {
@@ -387,14 +364,13 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<()> {
             replicas.insert(r.name.clone(), scale_down(&client, r).await?);
         }
     }
-    for r in &chosen {
-        let p = info(r)?;
+    for (r, p) in chosen.iter().zip(&infos) {
         let version = r.next_version.clone().expect("chosen rows have one");
         eprintln!(
             "Installing provider={:?} version={version:?} targetNamespace={:?}",
             r.name, r.namespace
         );
-        let mut objects = init::components(&p, &args.image, &r.namespace, !embedded);
+        let mut objects = init::components(p, &args.image, &r.namespace, !embedded);
         if !embedded {
             let deployments: Api<Deployment> = Api::namespaced(client.clone(), &r.namespace);
             for object in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
@@ -407,7 +383,7 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<()> {
                 }
             }
             if p.webhook_targets().next().is_some() {
-                let ca = webhook_ca_of(&client, &p, &r.namespace).await?;
+                let ca = super::init::webhook_ca(&client, p, &r.namespace).await?;
                 objects = init::with_ca_bundle(objects, &ca);
             }
         }
@@ -415,27 +391,19 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<()> {
             super::init::apply(&client, object).await?;
         }
         migrate_stored_versions(&client, &objects).await?;
-        super::init::apply(&client, &init::inventory(&p, &version, &r.namespace)).await?;
+        super::init::apply(&client, &init::inventory(p, &version, &r.namespace)).await?;
     }
     if embedded {
         eprintln!(
             "The embedded management cluster runs the controllers of the capictl that started it; if that was an older capictl, restart it with this one (`capictl management down`, then `capictl management up`)."
         );
     }
-    if args.wait_providers && !embedded {
-        eprintln!("Waiting for providers to be available...");
-        for r in &chosen {
-            let p = info(r)?;
-            wait_available(
-                &client,
-                &p,
-                &r.namespace,
-                Duration::from_secs(args.wait_provider_timeout),
-            )
-            .await?;
-        }
-    }
-    Ok(())
+    let waited: Vec<(&ProviderInfo, &str)> = infos
+        .iter()
+        .zip(&chosen)
+        .map(|(p, r)| (p, r.namespace.as_str()))
+        .collect();
+    args.wait.wait(&client, &waited, embedded).await
 }
 
 /// Scales a provider's Deployments to zero and waits until their Pods are gone; returns the
@@ -517,25 +485,6 @@ fn keep_user_settings(new: &mut Value, old: &Deployment, replicas: Option<i32>) 
     }
 }
 
-/// The webhook CA in the provider's serving Secret, kept across the upgrade.
-async fn webhook_ca_of(
-    client: &Client,
-    p: &ProviderInfo,
-    namespace: &str,
-) -> anyhow::Result<String> {
-    let secret = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), namespace)
-        .get(&p.webhook_secret())
-        .await
-        .map_err(|e| anyhow::anyhow!("reading the webhook certificate of {}: {e}", p.label()))?;
-    let ca = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get("ca.crt"))
-        .map(|b| b.0.clone())
-        .unwrap_or_default();
-    Ok(String::from_utf8(ca)?)
-}
-
 /// Where a CRD's storage version changed, rewrites every stored object at the new one (an
 /// empty patch, as upstream's crdmigrator does) and then records that only it is stored.
 async fn migrate_stored_versions(client: &Client, objects: &[Value]) -> anyhow::Result<()> {
@@ -596,38 +545,4 @@ async fn migrate_stored_versions(client: &Client, objects: &[Value]) -> anyhow::
         .await?;
     }
     Ok(())
-}
-
-async fn wait_available(
-    client: &Client,
-    p: &ProviderInfo,
-    namespace: &str,
-    timeout: Duration,
-) -> anyhow::Result<()> {
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let available = deployments
-            .get_opt(p.deployment)
-            .await?
-            .and_then(|d| d.status)
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| {
-                c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some("True")
-            });
-        if available {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() > deadline {
-            anyhow::bail!(
-                "Deployment {namespace}/{} is not available after {}s (kubectl -n {namespace} describe deployment {} tells why)",
-                p.deployment,
-                timeout.as_secs(),
-                p.deployment
-            );
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
 }
