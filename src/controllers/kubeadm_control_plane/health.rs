@@ -96,13 +96,17 @@ fn machine_conditions(
             "Machine is deleting",
         );
     }
-    if matches!(workload, WorkloadSeen::NotInitialized) {
-        return all(
-            Status::Unknown,
-            reasons::INSPECTION_FAILED,
-            "Waiting for Cluster control plane to be initialized",
-        );
-    }
+    let read = match workload {
+        WorkloadSeen::NotInitialized => {
+            return all(
+                Status::Unknown,
+                reasons::INSPECTION_FAILED,
+                "Waiting for Cluster control plane to be initialized",
+            );
+        }
+        WorkloadSeen::Unreachable(e) => Err(e),
+        WorkloadSeen::Read { nodes, pods } => Ok((nodes, pods)),
+    };
     let Some(node) = node_name(machine) else {
         return all(
             Status::Unknown,
@@ -112,31 +116,26 @@ fn machine_conditions(
     };
     let mut conds: Vec<NewCondition> = COMPONENTS
         .iter()
-        .map(|(t, pod)| component_condition(t, pod, node, workload))
+        .map(|(t, pod)| match &read {
+            Ok((nodes, pods)) => component_condition(t, pod, node, nodes, pods),
+            Err(e) => NewCondition::new(t, Status::Unknown, reasons::CONNECTION_DOWN)
+                .message(format!("Cannot read the workload cluster: {e}")),
+        })
         .collect();
     conds.push(member_condition(node, etcd));
     conds
 }
 
-/// One static Pod's condition on `node`.
+/// One static Pod's condition on `node`, from the workload cluster's Nodes and Pods.
 fn component_condition(
     type_: &str,
     pod: &str,
     node: &str,
-    workload: &WorkloadSeen,
+    nodes: &BTreeMap<String, Option<Arc<Node>>>,
+    pods: &[Pod],
 ) -> NewCondition {
     let unknown = |reason: &str, message: String| {
         NewCondition::new(type_, Status::Unknown, reason).message(message)
-    };
-    let (nodes, pods) = match workload {
-        WorkloadSeen::NotInitialized => unreachable!("handled by the caller"),
-        WorkloadSeen::Unreachable(e) => {
-            return unknown(
-                reasons::CONNECTION_DOWN,
-                format!("Cannot read the workload cluster: {e}"),
-            );
-        }
-        WorkloadSeen::Read { nodes, pods } => (nodes, pods),
     };
     let Some(Some(node_object)) = nodes.get(node) else {
         return unknown(
