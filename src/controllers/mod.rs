@@ -48,6 +48,7 @@ pub struct Context {
     /// infrastructure provider can reach it.
     pub etcd: Option<Arc<dyn EtcdClients>>,
     machines: std::sync::OnceLock<Cache<crate::api::Machine>>,
+    clusters: std::sync::OnceLock<Cache<crate::api::Cluster>>,
 }
 
 impl Context {
@@ -58,6 +59,7 @@ impl Context {
             workloads: WorkloadClusters::new(client.clone()),
             backoff: Backoff::default(),
             machines: std::sync::OnceLock::new(),
+            clusters: std::sync::OnceLock::new(),
             client,
         })
     }
@@ -66,6 +68,12 @@ impl Context {
     /// Machine CRD is installed by then).
     pub fn machines(&self) -> &Cache<crate::api::Machine> {
         self.machines
+            .get_or_init(|| Cache::watch(kube::Api::all(self.client.clone())))
+    }
+
+    /// All Clusters of the management cluster, cached alike.
+    pub fn clusters(&self) -> &Cache<crate::api::Cluster> {
+        self.clusters
             .get_or_init(|| Cache::watch(kube::Api::all(self.client.clone())))
     }
 }

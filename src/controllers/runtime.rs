@@ -62,32 +62,34 @@ impl Wiring {
 
     /// Wakes the objects of a Cluster (by its cluster-name label) when its `spec.paused`
     /// changes: a paused object waits for no event of its own, and resuming (at the end of
-    /// `capictl move`, say) must set it going again.
+    /// `capictl move`, say) must set it going again. The changes come from the shared
+    /// Cluster cache, so every controller does not watch Clusters for itself.
     fn wake_on_pause_change<K: Watched>(&self, controller: Controller<K>) -> Controller<K> {
-        use kube::runtime::WatchStreamExt;
         let store = controller.store();
-        let pause_changes = watcher(
-            kube::Api::<Cluster>::all(self.client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .applied_objects()
-        .predicate_filter(
-            |c: &Cluster| Some(u64::from(c.spec.paused == Some(true))),
-            Default::default(),
-        );
-        controller.watches_stream(pause_changes, move |cluster: Cluster| {
-            let (namespace, name) = (cluster.namespace(), cluster.name_any());
-            store
-                .state()
-                .into_iter()
-                .filter(|o| {
-                    o.namespace() == namespace
-                        && o.labels().get(crate::api::CLUSTER_NAME_LABEL) == Some(&name)
-                })
-                .map(|o| ObjectRef::from_obj(o.as_ref()))
-                .collect::<Vec<_>>()
-        })
+        let mut paused: std::collections::HashMap<(Option<String>, String), bool> =
+            Default::default();
+        let objects_of_resumed_or_paused = self
+            .ctx
+            .clusters()
+            .changes()
+            .filter(move |c| {
+                let now = c.spec.paused == Some(true);
+                ready(paused.insert((c.namespace(), c.name_any()), now) != Some(now))
+            })
+            .flat_map(move |cluster| {
+                let (namespace, name) = (cluster.namespace(), cluster.name_any());
+                let objects: Vec<ObjectRef<K>> = store
+                    .state()
+                    .into_iter()
+                    .filter(|o| {
+                        o.namespace() == namespace
+                            && o.labels().get(crate::api::CLUSTER_NAME_LABEL) == Some(&name)
+                    })
+                    .map(|o| ObjectRef::from_obj(o.as_ref()))
+                    .collect();
+                futures::stream::iter(objects)
+            });
+        controller.reconcile_on(objects_of_resumed_or_paused)
     }
 
     /// Runs a controller of Cluster API's kinds until the manager stops: bounded concurrency,
