@@ -812,23 +812,7 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
     assert!(again.status.success());
     assert_eq!(text(&again.stderr), "Fetching providers\n");
 
-    let generated = capictl(&[
-        "generate",
-        "cluster",
-        "sim",
-        "--infrastructure",
-        "in-memory",
-        "--kubernetes-version",
-        "v1.30.4",
-        "--control-plane-machine-count",
-        "1",
-        "--worker-machine-count",
-        "2",
-        "--target-namespace",
-        "default",
-    ]);
-    assert!(generated.status.success(), "{}", text(&generated.stderr));
-    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&generated.stdout)));
+    m.apply_in_memory_cluster("sim", 2);
 
     // `capictl describe cluster` until the Cluster is Available; the controllers run inside the
     // embedded management cluster.

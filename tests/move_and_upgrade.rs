@@ -38,27 +38,6 @@ fn init(m: &Management, infrastructure: &str) {
     );
 }
 
-/// Applies the in-memory flavor's cluster `name`: one control plane, one worker.
-fn create_cluster(m: &Management, name: &str) {
-    let generated = capictl(&[
-        "generate",
-        "cluster",
-        name,
-        "--infrastructure",
-        "in-memory",
-        "--kubernetes-version",
-        "v1.30.4",
-        "--control-plane-machine-count",
-        "1",
-        "--worker-machine-count",
-        "1",
-        "--target-namespace",
-        "default",
-    ]);
-    assert!(generated.status.success(), "{}", text(&generated.stderr));
-    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&generated.stdout)));
-}
-
 fn condition(m: &Management, kind: &str, name: &str, condition: &str) -> String {
     let path = format!("jsonpath={{.status.conditions[?(@.type==\"{condition}\")].status}}");
     let out = m
@@ -146,8 +125,8 @@ fn clusters_move_between_embedded_management_clusters_and_through_a_directory() 
     init(&target, "in-memory");
     // The third lacks the in-memory provider at first.
     init(&third, "docker");
-    create_cluster(&source, "sim");
-    create_cluster(&source, "other");
+    source.apply_in_memory_cluster("sim", 1);
+    source.apply_in_memory_cluster("other", 1);
     wait_available(&source, "sim");
     wait_available(&source, "other");
     let machines = ready_machines(&source, "sim");
@@ -411,7 +390,7 @@ fn upgrade_plan_and_apply_on_the_embedded_management_cluster() {
         "-p",
         r#"{"version":"v0.0.3"}"#,
     ]);
-    create_cluster(&m, "sim");
+    m.apply_in_memory_cluster("sim", 1);
     let older = succeeds(&m, &["upgrade", "plan"]);
     assert!(
         older.contains(&format!(

@@ -140,6 +140,29 @@ impl Management {
     pub fn kubectl(&self, args: &[&str]) -> String {
         self.kubectl_in(args, None)
     }
+
+    /// `capictl generate cluster NAME --infrastructure in-memory` at v1.30.4 with one control
+    /// plane and `workers` workers in namespace default, applied with kubectl.
+    pub fn apply_in_memory_cluster(&self, name: &str, workers: u32) {
+        let workers = workers.to_string();
+        let generated = capictl(&[
+            "generate",
+            "cluster",
+            name,
+            "--infrastructure",
+            "in-memory",
+            "--kubernetes-version",
+            "v1.30.4",
+            "--control-plane-machine-count",
+            "1",
+            "--worker-machine-count",
+            &workers,
+            "--target-namespace",
+            "default",
+        ]);
+        assert!(generated.status.success(), "{}", text(&generated.stderr));
+        self.kubectl_in(&["apply", "-f", "-"], Some(&text(&generated.stdout)));
+    }
 }
 
 impl Drop for Management {
