@@ -238,6 +238,49 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     })
     .await;
 
+    // The cluster moves to a second management cluster with its containers untouched and the
+    // same Machines, and is Available there; it is deleted from there.
+    let containers = s.containers();
+    let names = |s: &Session| -> Vec<String> {
+        let mut names: Vec<String> =
+            machines(s, &format!("cluster.x-k8s.io/cluster-name={}", s.cluster))
+                .iter()
+                .map(|m| {
+                    m["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect();
+        names.sort();
+        names
+    };
+    let before = names(&s);
+    let started = Instant::now();
+    let target = Session::up(&s.cluster);
+    s.capictl(&["move", "--to-kubeconfig", &target.kubeconfig]);
+    target.kubectl(&[
+        "wait",
+        "--for=condition=Available",
+        &format!("cluster/{}", s.cluster),
+        "--timeout=120s",
+    ]);
+    eprintln!(
+        "moved and Available in the target after {:.1?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        s.kubectl(&["get", "clusters,machines", "-A", "-o", "name"]),
+        ""
+    );
+    assert_eq!(
+        target.containers(),
+        containers,
+        "the containers are untouched"
+    );
+    assert_eq!(names(&target), before, "no rollout");
+    let s = target;
+
     // Deleting the Cluster leaves no container, volume or load balancer.
     let volumes: Vec<String> = s
         .containers()

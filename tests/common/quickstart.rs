@@ -213,11 +213,20 @@ impl Session {
             .output()
             .unwrap();
         assert!(build.status.success(), "{}", text(&build.stderr));
+        Session::up(&format!(
+            "{prefix}-{}",
+            capictl::apiserver::object::random_suffix()
+        ))
+    }
+
+    /// Another embedded management cluster with the Docker provider, for the cluster `cluster`
+    /// (one moved there, say).
+    pub fn up(cluster: &str) -> Session {
         let dir = std::env::temp_dir().join(format!("capictl-quickstart-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let s = Session {
             kubeconfig: dir.join("kubeconfig").display().to_string(),
-            cluster: format!("{prefix}-{}", capictl::apiserver::object::random_suffix()),
+            cluster: cluster.to_string(),
             dir,
         };
         s.capictl(&[
