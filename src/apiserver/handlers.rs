@@ -132,8 +132,8 @@ impl Call<'_> {
     }
 
     /// Prunes, defaults and validates an object against the resource's schema, as
-    /// `fieldValidation` asks.
-    fn apply_schema(&self, object: &mut Value) -> Result<(), ApiError> {
+    /// `fieldValidation` asks; `old` is the stored object an update replaces.
+    fn apply_schema(&self, object: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
         let Some(schema) = self.resource.schema.clone() else {
             return Ok(());
         };
@@ -160,7 +160,7 @@ impl Call<'_> {
             }
         }
         schema::apply_defaults(&schema, object);
-        let causes = schema::validate(&schema, object);
+        let causes = schema::validate(&schema, object, old);
         if causes.is_empty() {
             Ok(())
         } else {
@@ -387,7 +387,7 @@ impl Call<'_> {
 
     async fn create_object(&self, mut obj: Value) -> Result<Response, ApiError> {
         object::prepare_create(&self.resource, &mut obj, self.namespace())?;
-        self.apply_schema(&mut obj)?;
+        self.apply_schema(&mut obj, None)?;
         self.check_namespace().await?;
         self.server.strategy_create(&self.resource, &mut obj)?;
         self.server
@@ -493,7 +493,7 @@ impl Call<'_> {
             let mut new = sent.clone();
             object::prepare_update(&self.resource, &current.value, &mut new, target)?;
             self.track(Some(&current.value), &mut new);
-            self.apply_schema(&mut new)?;
+            self.apply_schema(&mut new, Some(&current.value))?;
             self.server
                 .strategy_update(&self.resource, &current.value, &mut new)?;
             self.admit(Operation::Update, Some(&current.value), &mut new)?;
@@ -575,7 +575,7 @@ impl Call<'_> {
                 _ => {}
             }
             object::prepare_update(&self.resource, &current.value, &mut new, target)?;
-            self.apply_schema(&mut new)?;
+            self.apply_schema(&mut new, Some(&current.value))?;
             self.server
                 .strategy_update(&self.resource, &current.value, &mut new)?;
             self.admit(Operation::Update, Some(&current.value), &mut new)?;
@@ -825,7 +825,7 @@ impl Call<'_> {
             set_path(&mut new, &path, json!(replicas));
             self.track(Some(&current.value), &mut new);
             object::prepare_update(&self.resource, &current.value, &mut new, Target::Main)?;
-            self.apply_schema(&mut new)?;
+            self.apply_schema(&mut new, Some(&current.value))?;
             self.server
                 .strategy_update(&self.resource, &current.value, &mut new)?;
             self.admit(Operation::Update, Some(&current.value), &mut new)?;

@@ -9,6 +9,7 @@ pub mod admission;
 pub mod authn;
 pub mod authz;
 pub mod builtin;
+pub mod cel;
 pub mod discovery;
 pub mod eviction;
 pub mod gc;
@@ -361,7 +362,10 @@ fn validate_crd(crd: &Value) -> Result<(), ApiError> {
         .count();
     for (i, v) in versions.iter().enumerate() {
         if let Some(schema) = v["schema"].get("openAPIV3Schema") {
-            for problem in schema::structural_problems(schema) {
+            let problems = schema::structural_problems(schema)
+                .into_iter()
+                .chain(cel::rule_problems(schema));
+            for problem in problems {
                 causes.push(FieldCause::invalid(
                     format!("spec.versions[{i}].schema.openAPIV3Schema"),
                     problem,

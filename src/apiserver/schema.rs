@@ -1,10 +1,11 @@
 //! A CRD's OpenAPI v3 schema applied to the objects written to it, in kube-apiserver's order:
 //! unknown fields found (for `fieldValidation`) and pruned, defaults applied, then validation
-//! answered with 422 and the path of every field that is wrong. CEL rules
-//! (`x-kubernetes-validations`) are kept in the schema but not evaluated.
+//! answered with 422 and the path of every field that is wrong, CEL rules
+//! (`x-kubernetes-validations`, [`super::cel`]) included.
 
 use serde_json::{Map, Value};
 
+use super::cel::Rule;
 use super::status::FieldCause;
 
 /// What `fieldValidation` asks for unknown and duplicate fields.
@@ -155,10 +156,12 @@ fn shown(value: &Value) -> String {
     }
 }
 
-/// Checks a value against the schema; returns every problem with its field path.
-pub fn validate(schema: &Value, value: &Value) -> Vec<FieldCause> {
+/// Checks a value against the schema; returns every problem with its field path. `old` is the
+/// stored object on updates: transition rules (those naming `oldSelf`) run only where it has
+/// a value to compare with.
+pub fn validate(schema: &Value, value: &Value, old: Option<&Value>) -> Vec<FieldCause> {
     let mut causes = Vec::new();
-    validate_at(schema, value, "", &mut causes);
+    validate_at(schema, value, old, "", &mut causes);
     causes
 }
 
@@ -169,7 +172,13 @@ fn invalid(causes: &mut Vec<FieldCause>, path: &str, value: &Value, message: Str
     ));
 }
 
-fn validate_at(schema: &Value, value: &Value, path: &str, causes: &mut Vec<FieldCause>) {
+fn validate_at(
+    schema: &Value,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<FieldCause>,
+) {
     if value.is_null() {
         if !is_true(schema, "nullable") && schema.get("type").is_some() && !path.is_empty() {
             let want = schema["type"].as_str().unwrap_or_default();
@@ -221,6 +230,21 @@ fn validate_at(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Field
     match value {
         Value::Number(n) => {
             let x = n.as_f64().unwrap_or_default();
+            let format = schema.get("format").and_then(Value::as_str);
+            let fits_format = match format {
+                Some("int32") => n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
+                Some("int64") => n.is_i64(),
+                _ => true,
+            };
+            if !fits_format {
+                let format = format.unwrap_or_default();
+                invalid(
+                    causes,
+                    path,
+                    value,
+                    format!("{path} in body must be of type {format}: \"{n}\""),
+                );
+            }
             if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
                 let exclusive = is_true(schema, "exclusiveMinimum");
                 if x < min || (exclusive && x == min) {
@@ -320,12 +344,64 @@ fn validate_at(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Field
             }
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
-                    validate_at(item_schema, item, &format!("{path}[{i}]"), causes);
+                    let old_item = old.and_then(|old| old_list_item(schema, old, item));
+                    validate_at(item_schema, item, old_item, &format!("{path}[{i}]"), causes);
                 }
             }
         }
-        Value::Object(map) => validate_object(schema, map, value, path, causes),
+        Value::Object(map) => validate_object(schema, map, value, old, path, causes),
         _ => {}
+    }
+    check_rules(schema, value, old, path, causes);
+}
+
+/// The stored item a new list item is compared with: the one with the same keys in a list
+/// map; items of other lists have no identity to correlate by.
+fn old_list_item<'a>(schema: &Value, old: &'a Value, item: &Value) -> Option<&'a Value> {
+    if schema.get("x-kubernetes-list-type").and_then(Value::as_str) != Some("map") {
+        return None;
+    }
+    let keys = schema.get("x-kubernetes-list-map-keys")?.as_array()?;
+    old.as_array()?.iter().find(|candidate| {
+        keys.iter()
+            .filter_map(Value::as_str)
+            .all(|key| candidate.get(key) == item.get(key))
+    })
+}
+
+/// Runs the node's CEL rules: a failure names the node (or the rule's `fieldPath` below it)
+/// and shows the node's type, as kube-apiserver does.
+fn check_rules(
+    schema: &Value,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<FieldCause>,
+) {
+    for rule in Rule::all(schema) {
+        let transition = rule.is_transition();
+        if transition && old.is_none() {
+            continue;
+        }
+        let Err(message) = rule.check(value, old.filter(|_| transition)) else {
+            continue;
+        };
+        let field = match rule.field_path {
+            Some(sub) => format!("{path}{}", sub),
+            None => path.to_string(),
+        };
+        let reason = rule.reason();
+        let message = match reason {
+            "FieldValueForbidden" => format!("Forbidden: {message}"),
+            "FieldValueRequired" => format!("Required value: {message}"),
+            "FieldValueDuplicate" => format!("Duplicate value: {message}"),
+            _ => format!("Invalid value: {:?}: {message}", type_name(value)),
+        };
+        causes.push(FieldCause {
+            reason,
+            field,
+            message,
+        });
     }
 }
 
@@ -333,6 +409,7 @@ fn validate_object(
     schema: &Value,
     map: &Map<String, Value>,
     value: &Value,
+    old: Option<&Value>,
     path: &str,
     causes: &mut Vec<FieldCause>,
 ) {
@@ -370,12 +447,14 @@ fn validate_object(
                 continue;
             }
             if let Some(sub) = props.get(key) {
-                validate_at(sub, v, &join(path, key), causes);
+                let old_v = old.and_then(|o| o.get(key));
+                validate_at(sub, v, old_v, &join(path, key), causes);
             }
         }
     } else if let Some(extra) = schema.get("additionalProperties").filter(|a| a.is_object()) {
         for (key, v) in map {
-            validate_at(extra, v, &join(path, key), causes);
+            let old_v = old.and_then(|o| o.get(key));
+            validate_at(extra, v, old_v, &join(path, key), causes);
         }
     }
 }
@@ -475,6 +554,23 @@ mod tests {
                         "labels": {"type": "object", "additionalProperties": {"type": "string"}},
                         "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
                         "after": {"type": "string", "format": "date-time"},
+                        "port": {"type": "integer", "format": "int32"},
+                        "args": {
+                            "type": "array",
+                            "maxItems": 10,
+                            "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["name"],
+                            "items": {"type": "object", "properties": {
+                                "name": {"type": "string"},
+                                "value": {"type": "string", "x-kubernetes-validations": [
+                                    {"rule": "self == oldSelf", "message": "value is immutable"}
+                                ]}
+                            }},
+                            "x-kubernetes-validations": [{
+                                "rule": "self.all(x, self.exists_one(y, x.name == y.name))",
+                                "message": "names must be unique"
+                            }]
+                        },
                         "strategy": {
                             "type": "object",
                             "default": {},
@@ -581,8 +677,18 @@ mod tests {
                 "spec.after",
                 "date-time",
             ),
+            (
+                json!({"name": "a", "port": 4_294_967_296_i64}),
+                "spec.port",
+                "must be of type int32",
+            ),
+            (
+                json!({"name": "a", "args": [{"name": "v", "value": "1"}, {"name": "v", "value": "2"}]}),
+                "spec.args",
+                "Invalid value: \"array\": names must be unique",
+            ),
         ] {
-            let causes = validate(&schema(), &json!({"spec": spec}));
+            let causes = validate(&schema(), &json!({"spec": spec}), None);
             assert!(
                 causes
                     .iter()
@@ -590,7 +696,19 @@ mod tests {
                 "{spec}: expected {field}: {fragment}, got {causes:?}"
             );
         }
-        let ok = json!({"spec": {"name": "ab", "replicas": 3, "surge": "25%", "ports": [80], "after": "2024-05-01T10:00:00Z"}});
-        assert!(validate(&schema(), &ok).is_empty());
+        let ok = json!({"spec": {"name": "ab", "replicas": 3, "surge": "25%", "ports": [80], "after": "2024-05-01T10:00:00Z", "port": -2_147_483_648_i64}});
+        assert!(validate(&schema(), &ok, None).is_empty());
+    }
+
+    #[test]
+    fn transition_rules_compare_with_the_stored_item_of_the_same_key() {
+        let old = json!({"spec": {"name": "a", "args": [{"name": "v", "value": "1"}]}});
+        let changed = json!({"spec": {"name": "a", "args": [{"name": "w", "value": "9"}, {"name": "v", "value": "2"}]}});
+        let causes = validate(&schema(), &changed, Some(&old));
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field, "spec.args[1].value");
+        assert!(causes[0].message.contains("value is immutable"));
+        // On create, and for an item new in the list, there is nothing to compare with.
+        assert!(validate(&schema(), &changed, None).is_empty());
     }
 }
