@@ -1,6 +1,7 @@
 //! Cluster API's admission rules, as upstream's webhooks apply them: version defaulting on the
-//! kinds that carry a Kubernetes version, and the KubeadmControlPlane's checks on replicas, the
-//! rollout strategy and version upgrades (one minor at a time, never down). The embedded management
+//! kinds that carry a Kubernetes version, the Cluster's network and reference checks, and the
+//! KubeadmControlPlane's checks on replicas, the rollout strategy and version upgrades (one
+//! minor at a time, never down). The embedded management
 //! cluster runs them in-process; [`crate::apiserver::admission::webhook_router`] serves them.
 
 use std::sync::Arc;
@@ -22,6 +23,12 @@ pub struct WebhookTarget {
 
 /// Every kind these rules cover, by provider; each is both defaulted and validated.
 pub const TARGETS: &[WebhookTarget] = &[
+    WebhookTarget {
+        provider: crate::api::CrdSet::Core,
+        group: "cluster.x-k8s.io",
+        kind: "Cluster",
+        plural: "clusters",
+    },
     WebhookTarget {
         provider: crate::api::CrdSet::Core,
         group: "cluster.x-k8s.io",
@@ -51,6 +58,7 @@ pub const TARGETS: &[WebhookTarget] = &[
 /// Registers every rule with a management cluster's admission chain.
 pub fn register(chain: &Chain) {
     chain.register(Arc::new(VersionDefaults));
+    chain.register(Arc::new(ClusterRules));
     chain.register(Arc::new(KubeadmControlPlaneRules));
 }
 
@@ -116,6 +124,94 @@ impl Admission for VersionDefaults {
             )),
             _ => Ok(Vec::new()),
         }
+    }
+}
+
+/// upstream's Cluster webhook checks, beside what the schema says.
+struct ClusterRules;
+
+/// `10.0.0.0/8` or `fd00::/108` as an address and a prefix length no longer than it allows.
+fn parse_cidr(block: &str) -> Option<std::net::IpAddr> {
+    let (address, prefix) = block.split_once('/')?;
+    let address: std::net::IpAddr = address.parse().ok()?;
+    let prefix: u8 = prefix.parse().ok().filter(|_| prefix.len() <= 3)?;
+    let bits = if address.is_ipv4() { 32 } else { 128 };
+    (prefix <= bits).then_some(address)
+}
+
+/// What is wrong with a Cluster, given its old self on updates: CIDR blocks that do not parse
+/// or are not one family (or one of each, dual-stack), and references whose kind changed.
+pub fn cluster_causes(object: &Value, old: Option<&Value>) -> Vec<FieldCause> {
+    let mut causes = Vec::new();
+    for network in ["pods", "services"] {
+        let path = format!("spec.clusterNetwork.{network}.cidrBlocks");
+        let blocks = object["spec"]["clusterNetwork"][network]["cidrBlocks"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut families = Vec::new();
+        for (i, block) in blocks.iter().enumerate() {
+            let text = block.as_str().unwrap_or_default();
+            match parse_cidr(text) {
+                Some(address) => families.push(address.is_ipv4()),
+                None => causes.push(FieldCause::invalid(
+                    format!("{path}[{i}]"),
+                    format!(
+                        "Invalid value: {text:?}: invalid CIDR address: {text}; use an address and a prefix length, like 192.168.0.0/16 or fd00::/64"
+                    ),
+                )),
+            }
+        }
+        let dual_stack = families.len() == 2 && families[0] != families[1];
+        if families.len() == blocks.len() && blocks.len() > 1 && !dual_stack {
+            causes.push(FieldCause::invalid(
+                path,
+                "Invalid value: more than one CIDR block is dual-stack: exactly one IPv4 and one IPv6 block",
+            ));
+        }
+    }
+    if let Some(old) = old {
+        for reference in ["infrastructureRef", "controlPlaneRef"] {
+            let before = &old["spec"][reference];
+            let after = &object["spec"][reference];
+            let kind_of = |r: &Value| (r["apiGroup"].clone(), r["kind"].clone());
+            if before.is_object() && kind_of(before) != kind_of(after) {
+                causes.push(FieldCause::forbidden(
+                    format!("spec.{reference}"),
+                    "apiGroup and kind cannot be changed once set; the Cluster's objects of that kind would be abandoned",
+                ));
+            }
+        }
+    }
+    causes
+}
+
+impl Admission for ClusterRules {
+    fn name(&self) -> &str {
+        "cluster.cluster.x-k8s.io"
+    }
+
+    fn handles(&self, group: &str, kind: &str) -> bool {
+        group == "cluster.x-k8s.io" && kind == "Cluster"
+    }
+
+    fn validate(&self, request: &Request<'_>, object: &Value) -> Result<Vec<String>, ApiError> {
+        refuse_with(request, cluster_causes(object, request.old))
+    }
+}
+
+/// Ok when there is nothing to say; otherwise the 422 naming every field (never on deletion,
+/// which must stay possible whatever the object holds).
+fn refuse_with(request: &Request<'_>, causes: Vec<FieldCause>) -> Result<Vec<String>, ApiError> {
+    if causes.is_empty() || request.operation == Operation::Delete {
+        Ok(Vec::new())
+    } else {
+        Err(ApiError::invalid(
+            request.kind,
+            request.group,
+            request.name,
+            causes,
+        ))
     }
 }
 
@@ -275,20 +371,7 @@ impl Admission for KubeadmControlPlaneRules {
     }
 
     fn validate(&self, request: &Request<'_>, object: &Value) -> Result<Vec<String>, ApiError> {
-        if request.operation == Operation::Delete {
-            return Ok(Vec::new());
-        }
-        let causes = kubeadm_control_plane_causes(object, request.old);
-        if causes.is_empty() {
-            Ok(Vec::new())
-        } else {
-            Err(ApiError::invalid(
-                request.kind,
-                request.group,
-                request.name,
-                causes,
-            ))
-        }
+        refuse_with(request, kubeadm_control_plane_causes(object, request.old))
     }
 }
 
@@ -300,6 +383,7 @@ mod tests {
     fn every_webhook_target_has_rules_and_every_rule_a_target() {
         let rules: Vec<Arc<dyn Admission>> = vec![
             Arc::new(VersionDefaults),
+            Arc::new(ClusterRules),
             Arc::new(KubeadmControlPlaneRules),
         ];
         for t in TARGETS {
@@ -310,6 +394,7 @@ mod tests {
             );
         }
         for (group, kind) in [
+            ("cluster.x-k8s.io", "Cluster"),
             ("cluster.x-k8s.io", "Machine"),
             ("cluster.x-k8s.io", "MachineSet"),
             ("cluster.x-k8s.io", "MachineDeployment"),
@@ -331,6 +416,50 @@ mod tests {
             .into_iter()
             .map(|c| format!("{}: {}", c.field, c.message))
             .collect()
+    }
+
+    #[test]
+    fn cluster_networks_and_references() {
+        let cluster = |pods: Value, infra_kind: &str| {
+            json!({"spec": {
+                "clusterNetwork": {"pods": {"cidrBlocks": pods}},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": infra_kind, "name": "a"},
+            }})
+        };
+        let old = cluster(json!(["192.168.0.0/16"]), "DockerCluster");
+        for (pods, kind, expected) in [
+            (json!(["192.168.0.0/16"]), "DockerCluster", vec![]),
+            (json!(["10.0.0.0/8", "fd00::/64"]), "DockerCluster", vec![]),
+            (
+                json!(["not-a-cidr"]),
+                "DockerCluster",
+                vec!["spec.clusterNetwork.pods.cidrBlocks[0]"],
+            ),
+            (
+                json!(["10.0.0.0/33"]),
+                "DockerCluster",
+                vec!["spec.clusterNetwork.pods.cidrBlocks[0]"],
+            ),
+            (
+                json!(["10.0.0.0/8", "10.1.0.0/16"]),
+                "DockerCluster",
+                vec!["spec.clusterNetwork.pods.cidrBlocks"],
+            ),
+            (
+                json!(["10.0.0.0/8"]),
+                "InMemoryCluster",
+                vec!["spec.infrastructureRef"],
+            ),
+        ] {
+            let causes = cluster_causes(&cluster(pods.clone(), kind), Some(&old));
+            let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+            assert_eq!(fields, expected, "{pods} {kind}: {causes:?}");
+        }
+        let bad = &cluster_causes(&cluster(json!(["not-a-cidr"]), "DockerCluster"), None)[0];
+        assert!(
+            bad.message.contains("invalid CIDR address: not-a-cidr"),
+            "{bad:?}"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The CRDs generated from our types: snapshots (every change shows up in review), structural
-//! schemas Kubernetes accepts, and the names, columns and subresources upstream's CRDs have.
+//! schemas Kubernetes accepts, and the names, columns, subresources, numeric bounds and CEL rules
+//! upstream's CRDs have.
 
 mod common;
 
@@ -157,4 +158,60 @@ fn names_columns_and_subresources_match_upstream() {
         }
     }
     assert_eq!(compared, 15);
+}
+
+/// The numeric bounds and CEL rules a schema declares, by field path: what the API server
+/// refuses on a write.
+fn bounds(schema: &Value, path: &str, out: &mut BTreeMap<String, Value>) {
+    for keyword in ["minimum", "maximum"] {
+        // JSONSchemaProps holds bounds as floats: 1 and 1.0 are the same bound.
+        if let Some(v) = schema.get(keyword).and_then(Value::as_f64) {
+            out.insert(format!("{path} {keyword}"), json!(v));
+        }
+    }
+    if let Some(rules) = schema.get("x-kubernetes-validations") {
+        out.insert(format!("{path} x-kubernetes-validations"), rules.clone());
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, sub) in props {
+            bounds(sub, &format!("{path}.{name}"), out);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        bounds(items, &format!("{path}[]"), out);
+    }
+    if let Some(extra) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        bounds(extra, &format!("{path}{{}}"), out);
+    }
+}
+
+fn storage_schema(crd: &Value) -> &Value {
+    let versions = crd["spec"]["versions"].as_array().unwrap();
+    let storage = versions
+        .iter()
+        .find(|v| v["storage"] == json!(true))
+        .unwrap();
+    &storage["schema"]["openAPIV3Schema"]
+}
+
+#[test]
+fn numeric_bounds_and_cel_rules_match_upstream() {
+    let ours: BTreeMap<String, Value> = all_crds()
+        .into_iter()
+        .map(|crd| (crd["metadata"]["name"].as_str().unwrap().to_string(), crd))
+        .collect();
+    let mut compared = 0;
+    for entry in std::fs::read_dir(common::upstream("crds")).unwrap() {
+        for upstream in common::read_yaml_docs(&entry.unwrap().path()) {
+            let name = upstream["metadata"]["name"].as_str().unwrap();
+            let (mut mine, mut theirs) = (BTreeMap::new(), BTreeMap::new());
+            bounds(storage_schema(&ours[name]), "", &mut mine);
+            bounds(storage_schema(&upstream), "", &mut theirs);
+            for (field, want) in &theirs {
+                assert_eq!(mine.get(field), Some(want), "{name}: {field}");
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 200, "only {compared} bounds compared");
 }

@@ -1453,20 +1453,7 @@ fn invalid_built_in_objects_are_refused_naming_the_field_and_nothing_is_stored()
             "Namespace" => "/api/v1/namespaces".to_string(),
             other => format!("/api/v1/namespaces/default/{}s", other.to_lowercase()),
         };
-        let mut create = m.kubectl_command(&["create", "--raw", &path, "-f", "-"]);
-        create
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = create.spawn().unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(manifest.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = m.kubectl_output(&["create", "--raw", &path, "-f", "-"], Some(manifest));
         let err = text(&out.stderr);
         assert!(!out.status.success(), "{what} was accepted");
         assert!(
@@ -1487,4 +1474,107 @@ fn invalid_built_in_objects_are_refused_naming_the_field_and_nothing_is_stored()
         !m.kubectl(&["get", "namespaces", "-o", "name"])
             .contains("has.dot")
     );
+}
+
+#[test]
+fn invalid_cluster_api_objects_are_refused_naming_the_field_and_nothing_is_stored() {
+    let m = Management::up();
+    let crds = capictl(&["generate", "crds"]);
+    assert!(crds.status.success(), "{}", text(&crds.stderr));
+    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+    m.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/clusters.cluster.x-k8s.io",
+        "crd/kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+        "crd/machinehealthchecks.cluster.x-k8s.io",
+    ]);
+    let cluster = |name: &str, spec: &str| {
+        format!(
+            "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  name: {name}\nspec:\n{spec}"
+        )
+    };
+    let kcp = "apiVersion: controlplane.cluster.x-k8s.io/v1beta2
+kind: KubeadmControlPlane
+metadata:
+  name: twice
+spec:
+  version: v1.30.4
+  replicas: 1
+  machineTemplate:
+    spec:
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: InMemoryMachineTemplate, name: cp}
+  kubeadmConfigSpec:
+    clusterConfiguration:
+      apiServer:
+        extraArgs:
+        - {name: v, value: \"2\"}
+        - {name: v, value: \"4\"}
+";
+    let mhc = "apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineHealthCheck
+metadata:
+  name: ready
+spec:
+  clusterName: a
+  selector: {}
+  checks:
+    unhealthyMachineConditions:
+    - {type: Ready, status: \"False\", timeoutSeconds: 300}
+";
+    // (what, manifest, field the refusal names, what it says)
+    let cases = [
+        (
+            "a negative endpoint port",
+            cluster(
+                "port",
+                "  controlPlaneEndpoint: {host: example.com, port: -3}\n",
+            ),
+            "spec.controlPlaneEndpoint.port",
+            "greater than or equal to 1",
+        ),
+        (
+            "an API server port above 65535",
+            cluster("api-port", "  clusterNetwork: {apiServerPort: 99999}\n"),
+            "spec.clusterNetwork.apiServerPort",
+            "less than or equal to 65535",
+        ),
+        (
+            "a CIDR that is not one",
+            cluster(
+                "cidr",
+                "  clusterNetwork: {pods: {cidrBlocks: [not-a-cidr]}}\n",
+            ),
+            "spec.clusterNetwork.pods.cidrBlocks[0]",
+            "invalid CIDR address",
+        ),
+        (
+            "an API server flag given twice",
+            kcp.to_string(),
+            "spec.kubeadmConfigSpec.clusterConfiguration.apiServer.extraArgs",
+            "extraArgs name must be unique",
+        ),
+        (
+            "a health check on the Ready condition",
+            mhc.to_string(),
+            "spec.checks.unhealthyMachineConditions[0].type",
+            "type must not be one of: Ready",
+        ),
+    ];
+    for (what, manifest, field, says) in &cases {
+        let out = m.kubectl_output(&["apply", "-f", "-"], Some(manifest));
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{what} was accepted");
+        assert!(
+            err.contains("is invalid") && err.contains(field) && err.contains(says),
+            "{what}: {err}"
+        );
+    }
+    let stored = m.kubectl(&[
+        "get",
+        "clusters,kubeadmcontrolplanes,machinehealthchecks",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(stored, "", "nothing is stored");
 }

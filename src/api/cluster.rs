@@ -172,6 +172,7 @@ pub struct ClusterSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterNetwork {
+    #[schemars(range(min = 1, max = 65535))]
     pub api_server_port: Option<i32>,
     pub services: Option<NetworkRanges>,
     pub pods: Option<NetworkRanges>,
@@ -239,8 +240,11 @@ pub struct WorkersTopology {
 #[serde(rename_all = "camelCase")]
 pub struct WorkerDeletion {
     pub order: Option<DeletionOrder>,
+    #[schemars(range(min = 0))]
     pub node_drain_timeout_seconds: Option<i32>,
+    #[schemars(range(min = 0))]
     pub node_volume_detach_timeout_seconds: Option<i32>,
+    #[schemars(range(min = 0))]
     pub node_deletion_timeout_seconds: Option<i32>,
 }
 
@@ -256,6 +260,7 @@ pub struct MachineDeploymentTopology {
     pub health_check: Option<HealthCheck>,
     pub deletion: Option<WorkerDeletion>,
     pub taints: Option<Vec<MachineTaint>>,
+    #[schemars(range(min = 0))]
     pub min_ready_seconds: Option<i32>,
     pub readiness_gates: Option<Vec<ConditionGate>>,
     pub rollout: Option<TopologyRollout>,
@@ -273,6 +278,7 @@ pub struct MachinePoolTopology {
     pub replicas: Option<i32>,
     pub deletion: Option<MachineDeletionTimeouts>,
     pub taints: Option<Vec<MachineTaint>>,
+    #[schemars(range(min = 0))]
     pub min_ready_seconds: Option<i32>,
     pub variables: Option<VariableOverrides>,
 }
@@ -304,6 +310,7 @@ pub struct ClusterStatus {
     pub failure_domains: Option<Vec<FailureDomain>>,
     /// Pending, Provisioning, Provisioned, Deleting, Failed or Unknown.
     pub phase: Option<String>,
+    #[schemars(range(min = 1))]
     pub observed_generation: Option<i64>,
     pub deprecated: Option<DeprecatedStatus>,
 }

@@ -109,6 +109,7 @@ pub struct MachineDeploymentClass {
     pub naming: Option<MachineNamingSpec>,
     pub deletion: Option<WorkerDeletion>,
     pub taints: Option<Vec<MachineTaint>>,
+    #[schemars(range(min = 0))]
     pub min_ready_seconds: Option<i32>,
     pub readiness_gates: Option<Vec<ConditionGate>>,
     pub rollout: Option<TopologyRollout>,
@@ -126,6 +127,7 @@ pub struct MachinePoolClass {
     pub naming: Option<MachineNamingSpec>,
     pub deletion: Option<MachineDeletionTimeouts>,
     pub taints: Option<Vec<MachineTaint>>,
+    #[schemars(range(min = 0))]
     pub min_ready_seconds: Option<i32>,
 }
 
@@ -249,6 +251,7 @@ pub struct ClusterClassStatus {
     #[schemars(schema_with = "schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
     pub variables: Option<Vec<ClusterClassStatusVariable>>,
+    #[schemars(range(min = 1))]
     pub observed_generation: Option<i64>,
     pub deprecated: Option<DeprecatedStatus>,
 }

@@ -61,6 +61,7 @@ pub struct TemplateReference {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ApiEndpoint {
     pub host: Option<String>,
+    #[schemars(range(min = 1, max = 65535))]
     pub port: Option<i32>,
 }
 
@@ -126,6 +127,7 @@ pub struct FailureDomain {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct StatusVersion {
     pub version: String,
+    #[schemars(range(min = 1))]
     pub replicas: Option<i32>,
 }
 
@@ -185,8 +187,11 @@ pub struct MachineNamingSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineDeletionTimeouts {
+    #[schemars(range(min = 0))]
     pub node_drain_timeout_seconds: Option<i32>,
+    #[schemars(range(min = 0))]
     pub node_volume_detach_timeout_seconds: Option<i32>,
+    #[schemars(range(min = 0))]
     pub node_deletion_timeout_seconds: Option<i32>,
 }
 

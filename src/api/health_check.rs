@@ -20,8 +20,11 @@ pub enum ConditionStatus {
 #[serde(rename_all = "camelCase")]
 pub struct UnhealthyNodeCondition {
     #[serde(rename = "type")]
+    #[schemars(length(min = 1))]
     pub type_: String,
+    #[schemars(length(min = 1))]
     pub status: String,
+    #[schemars(range(min = 0))]
     pub timeout_seconds: i32,
 }
 
@@ -29,9 +32,20 @@ pub struct UnhealthyNodeCondition {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UnhealthyMachineCondition {
+    /// A condition type in qualified-name form; not one the health check itself sets or
+    /// reads, since those say nothing about the Machine's own health.
     #[serde(rename = "type")]
+    #[schemars(
+        length(min = 1, max = 316),
+        regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"),
+        extend("x-kubernetes-validations" = [{
+            "rule": "!(self in ['Ready','Available','HealthCheckSucceeded','OwnerRemediated','ExternallyRemediated'])",
+            "message": "type must not be one of: Ready, Available, HealthCheckSucceeded, OwnerRemediated, ExternallyRemediated",
+        }])
+    )]
     pub type_: String,
     pub status: ConditionStatus,
+    #[schemars(range(min = 0))]
     pub timeout_seconds: i32,
 }
 
@@ -40,8 +54,11 @@ pub struct UnhealthyMachineCondition {
 #[serde(rename_all = "camelCase")]
 pub struct HealthChecks {
     /// How long a Machine may take to get a Node; 0 disables the check (default 600).
+    #[schemars(range(min = 0))]
     pub node_startup_timeout_seconds: Option<i32>,
+    #[schemars(length(min = 1, max = 100))]
     pub unhealthy_node_conditions: Option<Vec<UnhealthyNodeCondition>>,
+    #[schemars(length(min = 1, max = 100))]
     pub unhealthy_machine_conditions: Option<Vec<UnhealthyMachineCondition>>,
 }
 

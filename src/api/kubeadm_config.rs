@@ -103,7 +103,9 @@ pub struct ClusterConfiguration {
     pub certificates_dir: Option<String>,
     pub image_repository: Option<String>,
     pub feature_gates: Option<BTreeMap<String, bool>>,
+    #[schemars(range(min = 1, max = 1095))]
     pub certificate_validity_period_days: Option<i32>,
+    #[schemars(range(min = 1, max = 36500))]
     pub ca_certificate_validity_period_days: Option<i32>,
     pub encryption_algorithm: Option<EncryptionAlgorithm>,
 }
@@ -136,6 +138,8 @@ pub struct LocalEtcd {
     pub image_repository: Option<String>,
     pub image_tag: Option<String>,
     pub data_dir: Option<String>,
+    #[serde(default)]
+    #[schemars(schema_with = "schema::extra_args")]
     pub extra_args: Option<Vec<Arg>>,
     pub extra_envs: Option<Vec<EnvVar>>,
     #[serde(rename = "serverCertSANs")]
@@ -156,7 +160,9 @@ pub struct ExternalEtcd {
 /// A command-line flag of a control-plane component or the kubelet, as a name/value pair.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Arg {
+    #[schemars(length(min = 1, max = 256))]
     pub name: String,
+    #[schemars(length(min = 0, max = 1024))]
     pub value: String,
 }
 
@@ -164,6 +170,8 @@ pub struct Arg {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ControlPlaneComponent {
+    #[serde(default)]
+    #[schemars(schema_with = "schema::extra_args")]
     pub extra_args: Option<Vec<Arg>>,
     pub extra_volumes: Option<Vec<HostPathMount>>,
     pub extra_envs: Option<Vec<EnvVar>>,
@@ -173,6 +181,8 @@ pub struct ControlPlaneComponent {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiServer {
+    #[serde(default)]
+    #[schemars(schema_with = "schema::extra_args")]
     pub extra_args: Option<Vec<Arg>>,
     pub extra_volumes: Option<Vec<HostPathMount>>,
     pub extra_envs: Option<Vec<EnvVar>>,
@@ -219,6 +229,7 @@ pub struct BootstrapToken {
     /// `[a-z0-9]{6}.[a-z0-9]{16}`.
     pub token: String,
     pub description: Option<String>,
+    #[schemars(range(min = 0))]
     pub ttl_seconds: Option<i32>,
     pub expires: Option<Time>,
     pub usages: Option<Vec<String>>,
@@ -233,6 +244,8 @@ pub struct NodeRegistrationOptions {
     pub cri_socket: Option<String>,
     /// Unset means kubeadm's default taints; an empty list means none.
     pub taints: Option<Vec<Taint>>,
+    #[serde(default)]
+    #[schemars(schema_with = "schema::kubelet_extra_args")]
     pub kubelet_extra_args: Option<Vec<Arg>>,
     pub ignore_preflight_errors: Option<Vec<String>>,
     pub image_pull_policy: Option<PullPolicy>,
@@ -251,6 +264,7 @@ pub enum PullPolicy {
 #[serde(rename_all = "camelCase")]
 pub struct LocalApiEndpoint {
     pub advertise_address: Option<String>,
+    #[schemars(range(min = 1, max = 65535))]
     pub bind_port: Option<i32>,
 }
 
@@ -264,13 +278,19 @@ pub struct Patches {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Timeouts {
+    #[schemars(range(min = 0))]
     pub control_plane_component_health_check_seconds: Option<i32>,
+    #[schemars(range(min = 0))]
     pub kubelet_health_check_seconds: Option<i32>,
     #[serde(rename = "kubernetesAPICallSeconds")]
+    #[schemars(range(min = 0))]
     pub kubernetes_api_call_seconds: Option<i32>,
     #[serde(rename = "etcdAPICallSeconds")]
+    #[schemars(range(min = 0))]
     pub etcd_api_call_seconds: Option<i32>,
+    #[schemars(range(min = 0))]
     pub tls_bootstrap_seconds: Option<i32>,
+    #[schemars(range(min = 0))]
     pub discovery_seconds: Option<i32>,
 }
 
@@ -447,6 +467,10 @@ pub struct DiskSetup {
 #[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "[has(self.layout),has(self.diskLayout)].filter(x,x==true).size() == 1",
+    "message": "exactly one of the fields in [layout diskLayout] must be set",
+}]))]
 pub struct Partition {
     pub device: String,
     pub layout: Option<bool>,
@@ -466,7 +490,12 @@ pub enum PartitionTableType {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PartitionSpec {
+    #[schemars(range(min = 1, max = 100))]
     pub percentage: i32,
+    #[schemars(length(min = 1, max = 36), extend("x-kubernetes-validations" = [{
+        "rule": "self.matches('^(Linux|LinuxSwap|LinuxRAID|LVM|Fat32|NTFS|LinuxExtended|[0-9A-Fa-f]{8}(-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12})$')",
+        "message": "partitionType must be one of Linux, LinuxSwap, LinuxRAID, LVM, Fat32, NTFS, LinuxExtended or a full GPT partition GUID",
+    }]))]
     pub partition_type: Option<String>,
 }
 
@@ -509,6 +538,7 @@ pub struct KubeadmConfigStatus {
     pub initialization: Option<KubeadmConfigInitializationStatus>,
     /// The Secret holding the bootstrap data (keys `value` and `format`).
     pub data_secret_name: Option<String>,
+    #[schemars(range(min = 1))]
     pub observed_generation: Option<i64>,
     pub deprecated: Option<DeprecatedStatus>,
 }

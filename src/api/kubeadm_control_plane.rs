@@ -179,6 +179,7 @@ pub struct KubeadmControlPlaneRollout {
 #[serde(rename_all = "camelCase")]
 pub struct RolloutBefore {
     /// Roll a Machine out when its certificates expire within this many days (at least 7).
+    #[schemars(range(min = 7))]
     pub certificates_expiry_days: Option<i32>,
 }
 
@@ -210,7 +211,9 @@ pub struct KubeadmControlPlaneRollingUpdate {
 #[serde(rename_all = "camelCase")]
 pub struct KubeadmControlPlaneRemediation {
     pub max_retry: Option<i32>,
+    #[schemars(range(min = 0))]
     pub retry_period_seconds: Option<i32>,
+    #[schemars(range(min = 0))]
     pub min_healthy_period_seconds: Option<i32>,
 }
 
@@ -230,6 +233,7 @@ pub struct KubeadmControlPlaneStatus {
     pub versions: Option<Vec<StatusVersion>>,
     /// The lowest Kubernetes version among the Machines.
     pub version: Option<String>,
+    #[schemars(range(min = 1))]
     pub observed_generation: Option<i64>,
     pub last_remediation: Option<LastRemediationStatus>,
     pub deprecated: Option<DeprecatedStatus>,
@@ -247,6 +251,7 @@ pub struct KubeadmControlPlaneInitializationStatus {
 pub struct LastRemediationStatus {
     pub machine: String,
     pub time: Time,
+    #[schemars(range(min = 0))]
     pub retry_count: i32,
 }
 

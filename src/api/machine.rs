@@ -177,6 +177,7 @@ pub struct MachineSpec {
     #[serde(rename = "providerID")]
     pub provider_id: Option<String>,
     pub failure_domain: Option<String>,
+    #[schemars(range(min = 0))]
     pub min_ready_seconds: Option<i32>,
     pub readiness_gates: Option<Vec<ConditionGate>>,
     pub deletion: Option<MachineDeletionTimeouts>,
@@ -216,6 +217,7 @@ pub struct MachineStatus {
     /// Pending, Provisioning, Provisioned, Running, Updating, Deleting, Deleted, Failed, Unknown.
     pub phase: Option<String>,
     pub certificates_expiry_date: Option<Time>,
+    #[schemars(range(min = 1))]
     pub observed_generation: Option<i64>,
     pub deletion: Option<MachineDeletionStatus>,
     pub deprecated: Option<DeprecatedStatus>,

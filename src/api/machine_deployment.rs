@@ -167,6 +167,7 @@ pub struct MachineDeploymentStatus {
     #[serde(default)]
     #[schemars(schema_with = "schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
+    #[schemars(range(min = 1))]
     pub observed_generation: Option<i64>,
     pub selector: Option<String>,
     pub replicas: Option<i32>,

@@ -94,9 +94,13 @@ pub struct MachineHealthCheckStatus {
     #[serde(default)]
     #[schemars(schema_with = "schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
+    #[schemars(range(min = 0))]
     pub expected_machines: Option<i32>,
+    #[schemars(range(min = 0))]
     pub current_healthy: Option<i32>,
+    #[schemars(range(min = 0))]
     pub remediations_allowed: Option<i32>,
+    #[schemars(range(min = 1))]
     pub observed_generation: Option<i64>,
     /// Names of the Machines being watched, sorted.
     pub targets: Option<Vec<String>>,

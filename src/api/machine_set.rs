@@ -125,6 +125,7 @@ pub struct MachineSetStatus {
     pub available_replicas: Option<i32>,
     pub up_to_date_replicas: Option<i32>,
     pub versions: Option<Vec<StatusVersion>>,
+    #[schemars(range(min = 1))]
     pub observed_generation: Option<i64>,
     pub deprecated: Option<DeprecatedStatus>,
 }

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::common::ast::{EntryExpr, Expr, IdedEntryExpr, IdedExpr};
 use cel::{Context, Env, Program, Value as CelValue};
 use serde_json::Value;
 
@@ -165,22 +165,8 @@ fn comprehension_depth(expr: &IdedExpr) -> u32 {
             .unwrap_or(0);
         }
         Expr::List(list) => list.elements.iter().collect(),
-        Expr::Map(map) => map
-            .entries
-            .iter()
-            .flat_map(|e| match &e.expr {
-                EntryExpr::MapEntry(entry) => vec![&entry.key, &entry.value],
-                EntryExpr::StructField(field) => vec![&field.value],
-            })
-            .collect(),
-        Expr::Struct(s) => s
-            .entries
-            .iter()
-            .flat_map(|e| match &e.expr {
-                EntryExpr::MapEntry(entry) => vec![&entry.key, &entry.value],
-                EntryExpr::StructField(field) => vec![&field.value],
-            })
-            .collect(),
+        Expr::Map(map) => entry_values(&map.entries),
+        Expr::Struct(s) => entry_values(&s.entries),
         Expr::Select(select) => vec![&*select.operand],
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
     };
@@ -189,6 +175,17 @@ fn comprehension_depth(expr: &IdedExpr) -> u32 {
         .map(comprehension_depth)
         .max()
         .unwrap_or(0)
+}
+
+/// The expressions in the entries of a map or message literal.
+fn entry_values(entries: &[IdedEntryExpr]) -> Vec<&IdedExpr> {
+    entries
+        .iter()
+        .flat_map(|e| match &e.expr {
+            EntryExpr::MapEntry(entry) => vec![&entry.key, &entry.value],
+            EntryExpr::StructField(field) => vec![&field.value],
+        })
+        .collect()
 }
 
 /// What is wrong with the rules of a CRD schema, at every level: rules that do not compile,

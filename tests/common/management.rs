@@ -110,8 +110,8 @@ impl Management {
         c
     }
 
-    /// Runs kubectl, feeding `input` on stdin when given; returns stdout, failing on an error.
-    pub fn kubectl_in(&self, args: &[&str], input: Option<&str>) -> String {
+    /// Runs kubectl, feeding `input` on stdin when given, and returns what it did.
+    pub fn kubectl_output(&self, args: &[&str], input: Option<&str>) -> Output {
         let mut c = self.kubectl_command(args);
         if input.is_some() {
             c.stdin(Stdio::piped());
@@ -127,7 +127,12 @@ impl Management {
                 .write_all(text.as_bytes())
                 .unwrap();
         }
-        let out = child.wait_with_output().unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Runs kubectl, feeding `input` on stdin when given; returns stdout, failing on an error.
+    pub fn kubectl_in(&self, args: &[&str], input: Option<&str>) -> String {
+        let out = self.kubectl_output(args, input);
         assert!(
             out.status.success(),
             "kubectl {args:?} failed: {}{}",
