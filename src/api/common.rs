@@ -30,13 +30,24 @@ pub fn kubernetes_version(version: &str) -> Option<(u64, u64, u64)> {
     parts.next().is_none().then_some(version)
 }
 
+/// What a kind may look like in a reference.
+pub const KIND_PATTERN: &str = "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$";
+/// An RFC 1123 subdomain: object names and API groups.
+pub const DNS_SUBDOMAIN_PATTERN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// `group/version`.
+pub const API_VERSION_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[a-z]([-a-z0-9]*[a-z0-9])?$";
+
 /// A reference to a provider object in the referencing object's namespace. The API version is
 /// not part of the reference: it is resolved through the contract label on the provider's CRD.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContractVersionedObjectReference {
+    #[schemars(length(min = 1, max = 63), regex(pattern = KIND_PATTERN))]
     pub kind: String,
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub name: String,
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub api_group: String,
 }
 
@@ -51,8 +62,11 @@ impl ContractVersionedObjectReference {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateReference {
+    #[schemars(length(min = 1, max = 63), regex(pattern = KIND_PATTERN))]
     pub kind: String,
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub name: String,
+    #[schemars(length(min = 1, max = 317), regex(pattern = API_VERSION_PATTERN))]
     pub api_version: String,
 }
 

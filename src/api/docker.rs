@@ -192,6 +192,7 @@ pub struct DockerClusterTemplateResource {
 pub struct DockerMachineSpec {
     /// `docker:////<container name>`.
     #[serde(rename = "providerID")]
+    #[schemars(length(min = 1, max = 512))]
     pub provider_id: Option<String>,
     /// A node image instead of `kindest/node:<version>`.
     pub custom_image: Option<String>,

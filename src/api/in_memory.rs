@@ -136,6 +136,7 @@ pub struct InMemoryClusterStatus {
 pub struct InMemoryMachineSpec {
     /// `in-memory://<namespace>/<name>`.
     #[serde(rename = "providerID")]
+    #[schemars(length(min = 1, max = 512))]
     pub provider_id: Option<String>,
     /// How long each part of the simulated machine takes to start.
     pub behaviour: Option<InMemoryMachineBehaviour>,

@@ -169,12 +169,14 @@ pub const OWNER_REMEDIATED: &str = "OwnerRemediated";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSpec {
+    #[schemars(length(min = 1, max = 63))]
     pub cluster_name: String,
     pub bootstrap: Bootstrap,
     pub infrastructure_ref: ContractVersionedObjectReference,
     /// Kubernetes version of the Machine's kubelet, e.g. `v1.30.4`.
     pub version: Option<String>,
     #[serde(rename = "providerID")]
+    #[schemars(length(min = 1, max = 512))]
     pub provider_id: Option<String>,
     pub failure_domain: Option<String>,
     #[schemars(range(min = 0))]

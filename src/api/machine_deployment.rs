@@ -107,6 +107,7 @@ pub const MAX_REPLICAS_ANNOTATION: &str = "machinedeployment.clusters.x-k8s.io/m
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineDeploymentSpec {
+    #[schemars(length(min = 1, max = 63))]
     pub cluster_name: String,
     /// Defaults to 1.
     pub replicas: Option<i32>,

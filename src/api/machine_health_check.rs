@@ -80,6 +80,7 @@ pub const REMEDIATE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/remediate-machi
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineHealthCheckSpec {
+    #[schemars(length(min = 1, max = 63))]
     pub cluster_name: String,
     /// The Machines this check watches.
     pub selector: LabelSelector,

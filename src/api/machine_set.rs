@@ -95,6 +95,7 @@ pub const DISABLE_CREATE_ANNOTATION: &str = "cluster.x-k8s.io/disable-machine-cr
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSetSpec {
+    #[schemars(length(min = 1, max = 63))]
     pub cluster_name: String,
     /// Defaults to 1.
     pub replicas: Option<i32>,
