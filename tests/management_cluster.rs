@@ -457,6 +457,100 @@ fn kubectl_create_sends_protobuf_for_built_in_kinds() {
             .eq(["NAME", "TYPE", "DATA", "AGE"]),
         "{table}"
     );
+    // Every imperative `kubectl create` of a kind the server serves sends protobuf.
+    let creates: &[&[&str]] = &[
+        &[
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=2",
+            "--port=80",
+        ],
+        &["service", "clusterip", "web", "--tcp=80:8080"],
+        &[
+            "poddisruptionbudget",
+            "web",
+            "--selector=app=web",
+            "--min-available=1",
+        ],
+        &["role", "reader", "--verb=get,list", "--resource=configmaps"],
+        &["rolebinding", "readers", "--role=reader", "--user=alice"],
+        &[
+            "clusterrole",
+            "watcher",
+            "--verb=watch",
+            "--resource=secrets",
+        ],
+        &[
+            "clusterrolebinding",
+            "watchers",
+            "--clusterrole=watcher",
+            "--group=ops",
+        ],
+        &["job", "once", "--image=busybox", "--", "date"],
+        &[
+            "cronjob",
+            "nightly",
+            "--image=busybox",
+            "--schedule=0 3 * * *",
+            "--",
+            "date",
+        ],
+        &["ingress", "site", "--rule=example.com/=web:80"],
+        &[
+            "priorityclass",
+            "important",
+            "--value=1000",
+            "--description=first",
+        ],
+        &["quota", "small", "--hard=pods=10,cpu=2"],
+    ];
+    for args in creates {
+        let mut all = vec!["create", "-n", "apps"];
+        all.extend_from_slice(args);
+        m.kubectl(&all);
+    }
+    let got = |what: &str, path: &str| {
+        m.kubectl(&["get", what, "-n", "apps", "-o", &format!("jsonpath={path}")])
+    };
+    assert_eq!(
+        got(
+            "deployment/web",
+            "{.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].ports[0].containerPort} {.spec.selector.matchLabels.app}"
+        ),
+        "2 nginx:1.27 80 web"
+    );
+    assert_eq!(
+        got(
+            "service/web",
+            "{.spec.ports[0].port} {.spec.ports[0].targetPort}"
+        ),
+        "80 8080"
+    );
+    assert_eq!(got("pdb/web", "{.spec.minAvailable}"), "1");
+    assert_eq!(got("role/reader", "{.rules[0].verbs}"), r#"["get","list"]"#);
+    assert_eq!(got("rolebinding/readers", "{.subjects[0].name}"), "alice");
+    assert_eq!(
+        got(
+            "clusterrolebinding/watchers",
+            "{.roleRef.name} {.subjects[0].name}"
+        ),
+        "watcher ops"
+    );
+    assert_eq!(
+        got("job/once", "{.spec.template.spec.containers[0].command}"),
+        r#"["date"]"#
+    );
+    assert_eq!(got("cronjob/nightly", "{.spec.schedule}"), "0 3 * * *");
+    assert_eq!(
+        got(
+            "ingress/site",
+            "{.spec.rules[0].host} {.spec.rules[0].http.paths[0].backend.service.port.number}"
+        ),
+        "example.com 80"
+    );
+    assert_eq!(got("priorityclass/important", "{.value}"), "1000");
+    assert_eq!(got("quota/small", "{.spec.hard.cpu}"), "2");
     m.kubectl(&["delete", "namespace", "apps"]);
     assert!(
         !m.kubectl(&["get", "namespaces", "-o", "name"])

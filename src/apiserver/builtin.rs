@@ -26,6 +26,31 @@ fn no_columns() -> Vec<Column> {
     Vec::new()
 }
 
+/// A kind served and stored as kube-apiserver stores it, with no columns of its own; nothing
+/// in capictl runs it (Jobs do not start, quotas are not counted), but charts and GitOps tools
+/// pointed at a management cluster create them.
+const fn stored(
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short_names: &'static [&'static str],
+    namespaced: bool,
+    status: bool,
+    generation: bool,
+) -> Builtin {
+    Builtin {
+        group,
+        version: "v1",
+        kind,
+        plural,
+        short_names,
+        namespaced,
+        status,
+        generation,
+        columns: no_columns,
+    }
+}
+
 fn path(name: &str, type_: &str, p: &str) -> Column {
     Column::new(name, type_, Cell::Path(p.into()))
 }
@@ -376,6 +401,145 @@ const BUILTINS: &[Builtin] = &[
         generation: true,
         columns: no_columns,
     },
+    stored(
+        "",
+        "ReplicationController",
+        "replicationcontrollers",
+        &["rc"],
+        true,
+        true,
+        true,
+    ),
+    stored(
+        "",
+        "ResourceQuota",
+        "resourcequotas",
+        &["quota"],
+        true,
+        true,
+        false,
+    ),
+    stored(
+        "",
+        "LimitRange",
+        "limitranges",
+        &["limits"],
+        true,
+        false,
+        false,
+    ),
+    stored("", "Endpoints", "endpoints", &["ep"], true, false, false),
+    stored(
+        "",
+        "PersistentVolume",
+        "persistentvolumes",
+        &["pv"],
+        false,
+        true,
+        false,
+    ),
+    stored(
+        "",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        &["pvc"],
+        true,
+        true,
+        false,
+    ),
+    stored("", "PodTemplate", "podtemplates", &[], true, false, false),
+    stored(
+        "apps",
+        "ReplicaSet",
+        "replicasets",
+        &["rs"],
+        true,
+        true,
+        true,
+    ),
+    stored(
+        "apps",
+        "StatefulSet",
+        "statefulsets",
+        &["sts"],
+        true,
+        true,
+        true,
+    ),
+    stored(
+        "apps",
+        "ControllerRevision",
+        "controllerrevisions",
+        &[],
+        true,
+        false,
+        false,
+    ),
+    stored("batch", "Job", "jobs", &[], true, true, true),
+    stored("batch", "CronJob", "cronjobs", &["cj"], true, true, true),
+    stored(
+        "networking.k8s.io",
+        "Ingress",
+        "ingresses",
+        &["ing"],
+        true,
+        true,
+        true,
+    ),
+    stored(
+        "networking.k8s.io",
+        "IngressClass",
+        "ingressclasses",
+        &[],
+        false,
+        false,
+        true,
+    ),
+    stored(
+        "networking.k8s.io",
+        "NetworkPolicy",
+        "networkpolicies",
+        &["netpol"],
+        true,
+        false,
+        true,
+    ),
+    stored(
+        "scheduling.k8s.io",
+        "PriorityClass",
+        "priorityclasses",
+        &["pc"],
+        false,
+        false,
+        false,
+    ),
+    stored(
+        "discovery.k8s.io",
+        "EndpointSlice",
+        "endpointslices",
+        &[],
+        true,
+        false,
+        false,
+    ),
+    stored(
+        "storage.k8s.io",
+        "StorageClass",
+        "storageclasses",
+        &["sc"],
+        false,
+        false,
+        false,
+    ),
+    stored(
+        "apiregistration.k8s.io",
+        "APIService",
+        "apiservices",
+        &[],
+        false,
+        true,
+        false,
+    ),
 ];
 
 fn involved_object(o: &Value) -> Value {
@@ -435,7 +599,18 @@ fn from_builtin(b: &Builtin) -> Resource {
         singular: b.kind.to_lowercase(),
         short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
         // `kubectl get all` lists the workload kinds.
-        categories: if matches!(b.plural, "pods" | "services" | "deployments" | "daemonsets") {
+        categories: if matches!(
+            b.plural,
+            "pods"
+                | "services"
+                | "deployments"
+                | "daemonsets"
+                | "replicationcontrollers"
+                | "replicasets"
+                | "statefulsets"
+                | "jobs"
+                | "cronjobs"
+        ) {
             vec!["all".into()]
         } else {
             vec![]
