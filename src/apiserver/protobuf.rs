@@ -216,7 +216,7 @@ fn go_duration(nanos: i64) -> String {
     let n = nanos.unsigned_abs();
     let (h, m) = (n / 3_600_000_000_000, n / 60_000_000_000 % 60);
     let s = n % 60_000_000_000;
-    let seconds = if s % 1_000_000_000 == 0 {
+    let seconds = if s.is_multiple_of(1_000_000_000) {
         format!("{}s", s / 1_000_000_000)
     } else {
         let text = format!("{:.9}", s as f64 / 1e9);
