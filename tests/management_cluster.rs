@@ -1672,3 +1672,95 @@ spec:
     ]);
     assert_eq!(stored, "", "nothing is stored");
 }
+
+#[test]
+fn service_account_tokens_authenticate_until_the_account_is_gone() {
+    let m = Management::up();
+    m.kubectl(&["create", "namespace", "team"]);
+    m.kubectl(&["create", "serviceaccount", "robot", "-n", "team"]);
+    // `kubectl create token` sends a protobuf TokenRequest.
+    let token = m.kubectl(&["create", "token", "robot", "-n", "team", "--duration=20m"]);
+    let token = token.trim();
+    assert!(token.starts_with("eyJ"), "{token}");
+    let config = m.dir.join("robot.kubeconfig");
+    let with_token = |token: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: m\n  cluster:\n    server: {}\n    certificate-authority: {}/ca.crt\nusers:\n- name: robot\n  user:\n    token: {token}\ncontexts:\n- name: robot\n  context: {{cluster: m, user: robot}}\ncurrent-context: robot\n",
+                m.server(),
+                m.state()
+            ),
+        )
+        .unwrap();
+    };
+    let as_robot = |args: &[&str]| {
+        let mut all = vec!["--kubeconfig", config.to_str().unwrap()];
+        all.extend_from_slice(args);
+        m.kubectl_output(&all, None)
+    };
+    with_token(token);
+    let whoami = as_robot(&[
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username} {.status.userInfo.groups}",
+    ]);
+    assert_eq!(
+        text(&whoami.stdout),
+        r#"system:serviceaccount:team:robot ["system:serviceaccounts","system:serviceaccounts:team","system:authenticated"]"#,
+        "{}",
+        text(&whoami.stderr)
+    );
+    let denied = as_robot(&["-n", "team", "get", "configmaps"]);
+    assert!(
+        text(&denied.stderr).contains(
+            "User \"system:serviceaccount:team:robot\" cannot list resource \"configmaps\""
+        ),
+        "{}",
+        text(&denied.stderr)
+    );
+    m.kubectl(&[
+        "create",
+        "rolebinding",
+        "robot-view",
+        "-n",
+        "team",
+        "--clusterrole=view",
+        "--serviceaccount=team:robot",
+    ]);
+    let allowed = as_robot(&["-n", "team", "get", "configmaps", "-o", "name"]);
+    assert!(allowed.status.success(), "{}", text(&allowed.stderr));
+    // A forged or changed token is nobody.
+    let mut forged = token.to_string();
+    forged.pop();
+    forged.push(if token.ends_with('A') { 'B' } else { 'A' });
+    with_token(&forged);
+    let refused = as_robot(&["-n", "team", "get", "configmaps"]);
+    assert!(
+        text(&refused.stderr).contains("Unauthorized"),
+        "{}",
+        text(&refused.stderr)
+    );
+    // Deleting the ServiceAccount revokes its tokens, and a new one of that name is not it.
+    m.kubectl(&["delete", "serviceaccount", "robot", "-n", "team"]);
+    m.kubectl(&["create", "serviceaccount", "robot", "-n", "team"]);
+    with_token(token);
+    let revoked = as_robot(&["-n", "team", "get", "configmaps"]);
+    assert!(
+        text(&revoked.stderr).contains("Unauthorized"),
+        "{}",
+        text(&revoked.stderr)
+    );
+    // The token key is one only those who may read kube-system Secrets see.
+    let key = m.kubectl(&[
+        "-n",
+        "kube-system",
+        "get",
+        "secret",
+        "capictl-service-account-key",
+        "-o",
+        "jsonpath={.type}",
+    ]);
+    assert_eq!(key, "Opaque");
+}

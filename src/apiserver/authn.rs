@@ -1,4 +1,5 @@
-//! Who a request comes from, besides client certificates (which the TLS listener reads):
+//! Who a request comes from, besides client certificates (which the TLS listener reads) and
+//! ServiceAccount tokens ([`super::tokens`]):
 //! bootstrap tokens (`Authorization: Bearer <id>.<secret>`), checked against their
 //! `kube-system/bootstrap-token-<id>` Secret as kube-apiserver's `--enable-bootstrap-token-auth`
 //! does, so that a joining worker can ask for its kubelet certificate.

@@ -24,6 +24,7 @@ use super::selector::{FieldSelector, LabelSelector};
 use super::status::{ApiError, FieldCause};
 use super::store::{Record, StoreError};
 use super::table::{self, IncludeObject};
+use super::tokens;
 
 /// How many times a write without a client precondition is retried after losing a race.
 const MAX_RETRIES: usize = 16;
@@ -585,6 +586,67 @@ impl Call<'_> {
             }
         }
         Err(self.conflict(name))
+    }
+
+    /// Issues a token for a ServiceAccount (the TokenRequest subresource).
+    pub async fn request_token(&self, name: &str, body: &[u8]) -> Result<Response, ApiError> {
+        let account = self.get_record(name)?;
+        let asked: Value = if body.is_empty() {
+            json!({})
+        } else {
+            patch::parse_json_or_yaml(body)?
+        };
+        let request = tokens::request_of(&asked).map_err(|(field, message)| {
+            ApiError::invalid(
+                "TokenRequest",
+                "authentication.k8s.io",
+                name,
+                vec![FieldCause::invalid(field, message)],
+            )
+        })?;
+        let signer = self
+            .server
+            .token_signer(true)
+            .await?
+            .ok_or_else(|| ApiError::internal("no ServiceAccount token key could be made"))?;
+        let namespace = self.namespace().unwrap_or_default();
+        let uid = account.value["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default();
+        let now = time::OffsetDateTime::now_utc();
+        let claims = tokens::claims(
+            namespace,
+            name,
+            uid,
+            &request,
+            now.unix_timestamp(),
+            &uuid::Uuid::new_v4().to_string(),
+        );
+        let expires = now + time::Duration::seconds(request.expiration_seconds);
+        let mut spec = json!({
+            "audiences": request.audiences,
+            "expirationSeconds": request.expiration_seconds,
+        });
+        if let Some(bound) = asked["spec"].get("boundObjectRef") {
+            spec["boundObjectRef"] = bound.clone();
+        }
+        Ok(json_response(
+            StatusCode::CREATED,
+            json!({
+                "kind": "TokenRequest",
+                "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"name": name, "namespace": namespace, "creationTimestamp": null},
+                "spec": spec,
+                "status": {
+                    "token": signer.sign(&claims),
+                    "expirationTimestamp": expires
+                        .replace_nanosecond(0)
+                        .expect("0 is a nanosecond")
+                        .format(&time::format_description::well_known::Rfc3339)
+                        .expect("a time formats"),
+                },
+            }),
+        ))
     }
 
     /// Evicts a Pod: deletes it (with the Eviction's deleteOptions) unless a

@@ -29,6 +29,7 @@ pub mod status;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod tokens;
 pub mod validation;
 pub mod watch;
 
@@ -81,6 +82,8 @@ pub struct ApiServer {
     pub authorization: authz::Authorization,
     /// The RBAC policy as of a store revision: rebuilt only when something was written since.
     policy: std::sync::Mutex<Option<(u64, Arc<authz::Policy>)>>,
+    /// The ServiceAccount token key, once read from (or written to) the store.
+    token_signer: tokio::sync::OnceCell<Arc<tokens::Signer>>,
 }
 
 impl ApiServer {
@@ -99,6 +102,7 @@ impl ApiServer {
             started_at: object::now(),
             authorization,
             policy: Default::default(),
+            token_signer: Default::default(),
         });
         let crds = server.crds();
         let (records, _, _) = server.store.list(&crds.prefix(), None, None, |_| true);
@@ -198,6 +202,77 @@ impl ApiServer {
         self.registry
             .get("", "v1", "namespaces")
             .expect("namespaces are built in")
+    }
+
+    fn secrets(&self) -> Arc<Resource> {
+        self.registry
+            .get("", "v1", "secrets")
+            .expect("secrets are built in")
+    }
+
+    /// The ServiceAccount token key from the store; with `create`, written there first when no
+    /// API server on this store has made one. None when there is none (so no token was issued).
+    pub async fn token_signer(
+        &self,
+        create: bool,
+    ) -> Result<Option<Arc<tokens::Signer>>, ApiError> {
+        if let Some(signer) = self.token_signer.get() {
+            return Ok(Some(signer.clone()));
+        }
+        let secrets = self.secrets();
+        let key = secrets.key(Some(tokens::KEY_SECRET_NAMESPACE), tokens::KEY_SECRET_NAME);
+        let mut stored = self.store.get(&key);
+        if stored.is_none() {
+            // Another API server on the same etcd may have made it.
+            self.store.consistent().await?;
+            stored = self.store.get(&key);
+        }
+        if stored.is_none() && create {
+            use base64::Engine;
+            let pem = rcgen::KeyPair::try_from(tokens::Signer::generate().as_slice())
+                .map_err(|e| ApiError::internal(format!("a new token key: {e}")))?
+                .serialize_pem();
+            let mut secret = json!({
+                "metadata": {"name": tokens::KEY_SECRET_NAME, "namespace": tokens::KEY_SECRET_NAMESPACE},
+                "type": "Opaque",
+                "data": {"sa.key": base64::engine::general_purpose::STANDARD.encode(pem)},
+            });
+            object::prepare_create(&secrets, &mut secret, Some(tokens::KEY_SECRET_NAMESPACE))?;
+            self.strategy_create(&secrets, &mut secret)?;
+            match self.create_object(&secrets, key.clone(), secret).await {
+                Ok(_) | Err(store::StoreError::AlreadyExists(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            self.store.consistent().await?;
+            stored = self.store.get(&key);
+        }
+        let Some(stored) = stored else {
+            return Ok(None);
+        };
+        let pem = stored.value["data"]["sa.key"]
+            .as_str()
+            .and_then(|b| {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.decode(b).ok()
+            })
+            .ok_or_else(|| {
+                ApiError::internal(format!(
+                    "{}/{} holds no sa.key",
+                    tokens::KEY_SECRET_NAMESPACE,
+                    tokens::KEY_SECRET_NAME
+                ))
+            })?;
+        use rustls::pki_types::pem::PemObject;
+        let der = rustls::pki_types::PrivatePkcs8KeyDer::from_pem_slice(&pem)
+            .map_err(|e| ApiError::internal(format!("the token key is not PKCS#8 PEM: {e}")))?;
+        let signer =
+            tokens::Signer::from_pkcs8(der.secret_pkcs8_der()).map_err(ApiError::internal)?;
+        Ok(Some(
+            self.token_signer
+                .get_or_init(|| async { Arc::new(signer) })
+                .await
+                .clone(),
+        ))
     }
 
     fn crds(&self) -> Arc<Resource> {
@@ -575,14 +650,18 @@ async fn serve(State(server): State<Arc<ApiServer>>, req: Request) -> Response {
     response
 }
 
-/// The user of a request without a client certificate: a valid bootstrap token's.
-fn token_user(server: &ApiServer, headers: &http::HeaderMap) -> Option<User> {
+/// The user of a request without a client certificate: a valid ServiceAccount or bootstrap
+/// token's.
+async fn token_user(server: &ApiServer, headers: &http::HeaderMap) -> Option<User> {
     let bearer = headers
         .get(http::header::AUTHORIZATION)?
         .to_str()
         .ok()?
         .strip_prefix("Bearer ")?
         .trim();
+    if tokens::is_jwt(bearer) {
+        return service_account_user(server, bearer).await;
+    }
     let (id, secret) = authn::bootstrap_token(bearer)?;
     let secrets = server.registry.get("", "v1", "secrets")?;
     let stored = server.store.get(&secrets.key(
@@ -597,12 +676,40 @@ fn token_user(server: &ApiServer, headers: &http::HeaderMap) -> Option<User> {
     )
 }
 
+/// The ServiceAccount a token stands for, while it exists with the uid the token names.
+async fn service_account_user(server: &ApiServer, token: &str) -> Option<User> {
+    let signer = server.token_signer(false).await.ok()??;
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let checked = signer
+        .verify(token)
+        .and_then(|claims| tokens::check(&claims, now, &[tokens::ISSUER]));
+    let (namespace, name, uid) = match checked {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::debug!(error = %e, "a bearer token was refused");
+            return None;
+        }
+    };
+    let accounts = server.registry.get("", "v1", "serviceaccounts")?;
+    let account = server.store.get(&accounts.key(Some(&namespace), &name))?;
+    if account.value["metadata"]["uid"] != uid.as_str() {
+        return None;
+    }
+    Some(User {
+        name: format!("system:serviceaccount:{namespace}:{name}"),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{namespace}"),
+        ],
+    })
+}
+
 async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
     let headers = req.headers().clone();
     let user = match req.extensions().get::<User>() {
         Some(u) => Some(u.clone()),
-        None => token_user(server, &headers),
+        None => token_user(server, &headers).await,
     };
     if user.is_none() && !is_anonymous(&path) {
         return Err(ApiError::unauthorized());
@@ -827,6 +934,11 @@ async fn handle_resource(
             if call.resource.group.is_empty() && call.resource.plural == "pods" =>
         {
             call.evict(n, &body).await
+        }
+        (Some(n), Some("token"), Method::POST)
+            if call.resource.group.is_empty() && call.resource.plural == "serviceaccounts" =>
+        {
+            call.request_token(n, &body).await
         }
         (Some(_), Some(_), _) => Err(ApiError::no_route(&what)),
         (_, _, other) => Err(ApiError::method_not_allowed(other.as_str(), &what)),
