@@ -287,6 +287,7 @@ pub struct Running {
     task: tokio::task::JoinHandle<()>,
     stop_controllers: tokio::sync::oneshot::Sender<()>,
     controllers: tokio::task::JoinHandle<()>,
+    system_controllers: tokio::task::JoinHandle<()>,
     dir: StateDir,
 }
 
@@ -296,6 +297,8 @@ impl Running {
     pub async fn stop(self) {
         let _ = self.stop_controllers.send(());
         let _ = self.controllers.await;
+        self.system_controllers.abort();
+        let _ = self.system_controllers.await;
         let _ = self.shutdown.send(());
         let _ = self.task.await;
         let _ = std::fs::remove_file(self.dir.run_info_path());
@@ -362,6 +365,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
     crate::webhooks::register(&server.admission);
     // The management cluster has no Service network; kubeadm's default range's first address.
     apiserver::ensure_kubernetes_service(&server, Some("10.96.0.1".into())).await;
+    let system_controllers = server.start_system_controllers().await;
     let listener = bind(dir, &options.listen).await?;
     let address = listener.local_addr().map_err(io(&dir.path))?;
     std::fs::write(dir.last_address(), address.to_string()).map_err(io(&dir.last_address()))?;
@@ -426,6 +430,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
         task,
         stop_controllers,
         controllers,
+        system_controllers,
         dir: dir.clone(),
     })
 }

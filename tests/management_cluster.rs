@@ -320,8 +320,14 @@ fn up_twice_says_it_runs_and_status_reports() {
     assert!(second.contains("already running"), "{second}");
     let status = capictl(&["management", "status", "--dir", &m.state()]);
     let out = text(&status.stdout);
-    // The four namespaces, the default/kubernetes Service and the bootstrap RBAC policy.
-    let objects = 5 + capictl::apiserver::authz::default_policy().len();
+    // The four namespaces and their default ServiceAccounts, the default/kubernetes Service,
+    // the bootstrap RBAC policy and an APIService for every built-in group version.
+    let api_services: usize = capictl::apiserver::builtin::registry()
+        .group_versions()
+        .iter()
+        .map(|(_, versions)| versions.len())
+        .sum();
+    let objects = 4 + 4 + 1 + capictl::apiserver::authz::default_policy().len() + api_services;
     assert!(
         out.contains("running")
             && out.contains("https://127.0.0.1:")
@@ -1763,4 +1769,93 @@ fn service_account_tokens_authenticate_until_the_account_is_gone() {
         "jsonpath={.type}",
     ]);
     assert_eq!(key, "Opaque");
+}
+
+#[test]
+fn built_in_objects_get_kube_apiserver_defaults_and_the_control_plane_keeps_its_objects() {
+    let m = Management::up();
+    m.kubectl(&["create", "namespace", "apps"]);
+    m.kubectl(&["run", "web", "-n", "apps", "--image=nginx"]);
+    assert_eq!(
+        m.kubectl(&["get", "pod", "web", "-n", "apps", "-o", "jsonpath={.status.phase} {.spec.restartPolicy} {.spec.serviceAccountName} {.spec.containers[0].imagePullPolicy}"]),
+        "Pending Always default Always"
+    );
+    m.kubectl(&[
+        "create",
+        "service",
+        "clusterip",
+        "web",
+        "-n",
+        "apps",
+        "--tcp=80:8080",
+    ]);
+    let ip = m.kubectl(&[
+        "get",
+        "service",
+        "web",
+        "-n",
+        "apps",
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ]);
+    let ip: std::net::Ipv4Addr = ip
+        .parse()
+        .unwrap_or_else(|_| panic!("{ip:?} is no address"));
+    assert_eq!(ip.octets()[0], 10);
+    assert_eq!(ip.octets()[1] & 0xf0, 96, "{ip} is in 10.96.0.0/12");
+    assert_ne!(ip.to_string(), "10.96.0.1", "the kubernetes Service's address");
+    // An update that leaves the address out keeps it.
+    m.kubectl(&[
+        "-n",
+        "apps",
+        "patch",
+        "service",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/clusterIP"}]"#,
+    ]);
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "service",
+            "web",
+            "-n",
+            "apps",
+            "-o",
+            "jsonpath={.spec.clusterIP}"
+        ]),
+        ip.to_string()
+    );
+    // Every namespace gets its default ServiceAccount, and every served group version an
+    // APIService, CRDs' included.
+    let crds = capictl(&["generate", "crds"]);
+    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let accounts = m.kubectl(&[
+            "get",
+            "serviceaccounts",
+            "-A",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {end}",
+        ]);
+        let services = m.kubectl(&["get", "apiservices", "-o", "name"]);
+        let done = ["default/default", "kube-system/default", "apps/default"]
+            .iter()
+            .all(|a| accounts.contains(a))
+            && ["v1.", "v1.apps", "v1.batch", "v1beta2.cluster.x-k8s.io"]
+                .iter()
+                .all(|s| services.contains(&format!("apiservice.apiregistration.k8s.io/{s}\n")));
+        if done {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "accounts: {accounts}\napiservices: {services}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let table = m.kubectl(&["get", "apiservice", "v1.apps"]);
+    assert!(table.contains("Local") && table.contains("True"), "{table}");
 }

@@ -531,16 +531,50 @@ const BUILTINS: &[Builtin] = &[
         false,
         false,
     ),
-    stored(
-        "apiregistration.k8s.io",
-        "APIService",
-        "apiservices",
-        &[],
-        false,
-        true,
-        false,
-    ),
+    Builtin {
+        group: "apiregistration.k8s.io",
+        version: "v1",
+        kind: "APIService",
+        plural: "apiservices",
+        short_names: &[],
+        namespaced: false,
+        status: true,
+        generation: false,
+        columns: || {
+            vec![
+                Column::new("Service", "string", Cell::Computed(api_service_backend)),
+                Column::new("Available", "string", Cell::Computed(api_service_available)),
+            ]
+        },
+    },
 ];
+
+/// Where an APIService's requests go: `Local` for a group this server serves itself.
+fn api_service_backend(o: &Value) -> Value {
+    let service = &o["spec"]["service"];
+    Value::String(
+        match (service["namespace"].as_str(), service["name"].as_str()) {
+            (Some(ns), Some(name)) => format!("{ns}/{name}"),
+            _ => "Local".into(),
+        },
+    )
+}
+
+/// `True`, or `False (reason)` as kubectl shows it.
+fn api_service_available(o: &Value) -> Value {
+    let available = o["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"));
+    Value::String(match available {
+        Some(c) if c["status"] == "True" => "True".into(),
+        Some(c) => format!(
+            "{} ({})",
+            c["status"].as_str().unwrap_or("Unknown"),
+            c["reason"].as_str().unwrap_or_default()
+        ),
+        None => "Unknown".into(),
+    })
+}
 
 fn involved_object(o: &Value) -> Value {
     let i = &o["involvedObject"];

@@ -10,6 +10,7 @@ pub mod authn;
 pub mod authz;
 pub mod builtin;
 pub mod cel;
+pub mod defaults;
 pub mod discovery;
 pub mod eviction;
 pub mod gc;
@@ -27,6 +28,7 @@ pub mod schema;
 pub mod selector;
 pub mod status;
 pub mod store;
+pub mod system;
 pub mod table;
 pub mod tls;
 pub mod tokens;
@@ -82,6 +84,8 @@ pub struct ApiServer {
     pub authorization: authz::Authorization,
     /// The RBAC policy as of a store revision: rebuilt only when something was written since.
     policy: std::sync::Mutex<Option<(u64, Arc<authz::Policy>)>>,
+    /// Wakes the system controllers ([`system`]) after a namespace or CRD write.
+    system_wake: Arc<tokio::sync::Notify>,
     /// The ServiceAccount token key, once read from (or written to) the store.
     token_signer: tokio::sync::OnceCell<Arc<tokens::Signer>>,
 }
@@ -103,6 +107,7 @@ impl ApiServer {
             authorization,
             policy: Default::default(),
             token_signer: Default::default(),
+            system_wake: Default::default(),
         });
         let crds = server.crds();
         let (records, _, _) = server.store.list(&crds.prefix(), None, None, |_| true);
@@ -150,6 +155,16 @@ impl ApiServer {
             server.garbage_collector.clone(),
         ));
         Ok(server)
+    }
+
+    /// Keeps a `default` ServiceAccount in every namespace and an APIService for every served
+    /// group version, as a Kubernetes control plane does ([`system`]). The first pass is done
+    /// before this returns, so a new cluster has them before any client asks (and a client's
+    /// watch is not overtaken by them). Abort the task before opening the same store again: a
+    /// pass in flight holds the server.
+    pub async fn start_system_controllers(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        system::reconcile(self).await;
+        tokio::spawn(system::run(Arc::downgrade(self), self.system_wake.clone()))
     }
 
     /// The RBAC objects in force, read from the store once per revision.
@@ -323,7 +338,30 @@ impl ApiServer {
             }
             fold_string_data(object);
         }
+        if resource.crd_name.is_none() {
+            defaults::apply(&resource.group, &resource.plural, object, || {
+                self.free_cluster_ip(resource)
+            });
+        }
         Self::validate(resource, object)
+    }
+
+    /// A cluster IP no Service has, from the service range.
+    fn free_cluster_ip(&self, services: &Resource) -> Option<String> {
+        let (records, _, _) = self.store.list(&services.prefix(), None, None, |_| true);
+        let used: Vec<String> = records
+            .iter()
+            .flat_map(|r| {
+                r.value["spec"]["clusterIPs"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .chain(std::iter::once(r.value["spec"]["clusterIP"].clone()))
+            })
+            .filter_map(|ip| ip.as_str().map(String::from))
+            .collect();
+        defaults::free_cluster_ip(defaults::SERVICE_CIDR, &used, rand::random())
     }
 
     /// What kube-apiserver records of who created an object: a CertificateSigningRequest's
@@ -358,6 +396,21 @@ impl ApiServer {
         if Self::is_secret(resource) {
             fold_string_data(object);
         }
+        if resource.crd_name.is_none() {
+            // A Service's addresses cannot change: an update that leaves them out keeps them.
+            for field in ["clusterIP", "clusterIPs"] {
+                if resource.group.is_empty()
+                    && resource.plural == "services"
+                    && object["spec"]
+                        .get(field)
+                        .is_none_or(|v| v.is_null() || v == "")
+                    && let Some(kept) = old["spec"].get(field)
+                {
+                    object["spec"][field] = kept.clone();
+                }
+            }
+            defaults::apply(&resource.group, &resource.plural, object, || None);
+        }
         Self::validate(resource, object)
     }
 
@@ -373,6 +426,9 @@ impl ApiServer {
             && let Some(crd) = object
         {
             self.registry.install_crd(crd);
+        }
+        if Self::is_crd(resource) || Self::is_namespace(resource) {
+            self.system_wake.notify_one();
         }
         if object.is_none_or(object::is_deleting) {
             self.wake_collectors();
@@ -391,6 +447,7 @@ impl ApiServer {
                 }
             }
             self.registry.remove_crd(&name);
+            self.system_wake.notify_one();
         }
     }
 }

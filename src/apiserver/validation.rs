@@ -83,12 +83,18 @@ pub fn qualified_name_problem(key: &str) -> Option<String> {
 }
 
 /// The name problem of an object of `resource`, by kind (namespaces are DNS labels, Services
-/// DNS-1035 labels, RBAC names path segments, the rest DNS subdomains).
+/// DNS-1035 labels, RBAC names path segments, APIServices `version.group` with the core
+/// group's empty, the rest DNS subdomains).
 pub fn name_problem(resource: &Resource, name: &str) -> Option<String> {
     match (resource.group.as_str(), resource.plural.as_str()) {
         ("", "namespaces") => dns_label_problem(name),
         ("", "services") => dns_1035_problem(name),
         ("rbac.authorization.k8s.io", _) => super::object::path_segment_problem(name),
+        ("apiregistration.k8s.io", "apiservices") => match name.split_once('.') {
+            Some((version, "")) => dns_label_problem(version),
+            Some((version, group)) => dns_label_problem(version).or(dns_subdomain_problem(group)),
+            None => Some("must be version.group, like v1.apps or v1. for the core group".into()),
+        },
         _ => dns_subdomain_problem(name),
     }
 }

@@ -99,6 +99,8 @@ pub async fn run(args: &[String]) -> Result<()> {
         .and_then(|range| super::kubeadm::config::service_ip(range, 1))
         .map(|ip| ip.to_string());
     apiserver::ensure_kubernetes_service(&server, cluster_ip).await;
+    // Lives as long as this process, which serves this store alone.
+    drop(server.start_system_controllers().await);
     let bind = flags
         .get("bind-address")
         .cloned()

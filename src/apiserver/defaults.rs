@@ -1,0 +1,365 @@
+//! kube-apiserver's defaulting of built-in kinds, applied to new objects (and to updates, where
+//! a field a client dropped comes back as kube-apiserver would give it): a Pod is `Pending`
+//! with its spec's defaults and the `default` ServiceAccount, a Service gets its type, ports'
+//! protocols and target ports, IP families and a cluster IP from the service range, and the
+//! workload kinds get their spec defaults and their Pod templates the Pod's.
+//!
+//! Only what kube-apiserver's own defaulting does is done here: nothing schedules the Pod or
+//! runs the Job.
+
+use std::net::Ipv4Addr;
+
+use serde_json::{Value, json};
+
+/// The service range of a management cluster (kubeadm's default).
+pub const SERVICE_CIDR: (Ipv4Addr, u8) = (Ipv4Addr::new(10, 96, 0, 0), 12);
+
+/// Sets `object[key]` when it is absent or null.
+fn default_to(object: &mut Value, key: &str, value: Value) {
+    if object.get(key).is_none_or(Value::is_null) {
+        object[key] = value;
+    }
+}
+
+/// The image pull policy kube-apiserver picks: Always for `:latest` or an untagged image,
+/// IfNotPresent for any other tag or a digest.
+fn pull_policy(image: &str) -> &'static str {
+    let name = image.rsplit('/').next().unwrap_or(image);
+    if image.contains('@') {
+        return "IfNotPresent";
+    }
+    match name.split_once(':') {
+        Some((_, "latest")) | None => "Always",
+        Some(_) => "IfNotPresent",
+    }
+}
+
+fn default_container(container: &mut Value) {
+    if !container.is_object() {
+        return;
+    }
+    default_to(
+        container,
+        "terminationMessagePath",
+        json!("/dev/termination-log"),
+    );
+    default_to(container, "terminationMessagePolicy", json!("File"));
+    let image = container["image"].as_str().unwrap_or_default().to_string();
+    default_to(container, "imagePullPolicy", json!(pull_policy(&image)));
+    default_to(container, "resources", json!({}));
+    if let Some(ports) = container["ports"].as_array_mut() {
+        for port in ports.iter_mut().filter(|p| p.is_object()) {
+            default_to(port, "protocol", json!("TCP"));
+        }
+    }
+}
+
+/// A Pod spec's defaults (also those of every Pod template).
+pub fn default_pod_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    default_to(spec, "restartPolicy", json!("Always"));
+    default_to(spec, "terminationGracePeriodSeconds", json!(30));
+    default_to(spec, "dnsPolicy", json!("ClusterFirst"));
+    default_to(spec, "securityContext", json!({}));
+    default_to(spec, "schedulerName", json!("default-scheduler"));
+    default_to(spec, "enableServiceLinks", json!(true));
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        if let Some(containers) = spec[list].as_array_mut() {
+            containers.iter_mut().for_each(default_container);
+        }
+    }
+}
+
+fn default_template(workload: &mut Value) {
+    if let Some(spec) = workload.pointer_mut("/spec/template/spec") {
+        default_pod_spec(spec);
+    }
+}
+
+/// A new Pod: its spec's defaults, the namespace's `default` ServiceAccount (kube-apiserver's
+/// ServiceAccount admission), priority 0, and `Pending` until something runs it.
+fn default_pod(pod: &mut Value) {
+    let spec = &mut pod["spec"];
+    default_pod_spec(spec);
+    if spec.is_object() {
+        default_to(spec, "serviceAccountName", json!("default"));
+        let account = spec["serviceAccountName"].clone();
+        default_to(spec, "serviceAccount", account);
+        default_to(spec, "priority", json!(0));
+        default_to(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    }
+    if pod["status"].get("phase").is_none() {
+        pod["status"] = json!({"phase": "Pending", "qosClass": qos_class(&pod["spec"])});
+    }
+}
+
+/// BestEffort without requests or limits, Guaranteed when every container's limits equal
+/// its requests for CPU and memory, Burstable otherwise.
+fn qos_class(spec: &Value) -> &'static str {
+    let containers = spec["containers"].as_array().cloned().unwrap_or_default();
+    let resources = |c: &Value, kind: &str| c["resources"][kind].as_object().cloned();
+    let any = containers.iter().any(|c| {
+        resources(c, "requests").is_some_and(|r| !r.is_empty())
+            || resources(c, "limits").is_some_and(|l| !l.is_empty())
+    });
+    if !any {
+        return "BestEffort";
+    }
+    let guaranteed = containers.iter().all(|c| {
+        let limits = resources(c, "limits").unwrap_or_default();
+        let requests = resources(c, "requests").unwrap_or_default();
+        ["cpu", "memory"].iter().all(|k| {
+            limits.get(*k).is_some() && requests.get(*k).is_none_or(|r| Some(r) == limits.get(*k))
+        })
+    });
+    if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// A Service's defaults; `allocate` gives a free cluster IP when it needs one.
+fn default_service(service: &mut Value, allocate: impl FnOnce() -> Option<String>) {
+    let spec = &mut service["spec"];
+    if !spec.is_object() {
+        *spec = json!({});
+    }
+    default_to(spec, "type", json!("ClusterIP"));
+    default_to(spec, "sessionAffinity", json!("None"));
+    let kind = spec["type"].as_str().unwrap_or_default().to_string();
+    if let Some(ports) = spec["ports"].as_array_mut() {
+        for port in ports.iter_mut().filter(|p| p.is_object()) {
+            default_to(port, "protocol", json!("TCP"));
+            let number = port["port"].clone();
+            default_to(port, "targetPort", number);
+        }
+    }
+    if kind == "ExternalName" {
+        return;
+    }
+    default_to(spec, "internalTrafficPolicy", json!("Cluster"));
+    if matches!(kind.as_str(), "NodePort" | "LoadBalancer") {
+        default_to(spec, "externalTrafficPolicy", json!("Cluster"));
+    }
+    if spec.get("clusterIP").is_none_or(|ip| ip == "")
+        && let Some(ip) = allocate()
+    {
+        spec["clusterIP"] = json!(ip);
+    }
+    if spec["clusterIP"] != "None" {
+        let ip = spec["clusterIP"].clone();
+        default_to(spec, "clusterIPs", json!([ip]));
+    }
+    default_to(spec, "ipFamilies", json!(["IPv4"]));
+    default_to(spec, "ipFamilyPolicy", json!("SingleStack"));
+    if !service["status"].is_object() {
+        service["status"] = json!({"loadBalancer": {}});
+    }
+}
+
+/// The workload kinds' spec defaults, as kube-apiserver's apps/v1 and batch/v1 defaulting.
+fn default_workload(plural: &str, workload: &mut Value) {
+    let spec = &mut workload["spec"];
+    if !spec.is_object() {
+        return;
+    }
+    match plural {
+        "deployments" => {
+            default_to(spec, "replicas", json!(1));
+            default_to(spec, "revisionHistoryLimit", json!(10));
+            default_to(spec, "progressDeadlineSeconds", json!(600));
+            default_to(
+                spec,
+                "strategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+            );
+        }
+        "replicasets" | "replicationcontrollers" => default_to(spec, "replicas", json!(1)),
+        "statefulsets" => {
+            default_to(spec, "replicas", json!(1));
+            default_to(spec, "podManagementPolicy", json!("OrderedReady"));
+            default_to(spec, "revisionHistoryLimit", json!(10));
+            default_to(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+            );
+        }
+        "daemonsets" => {
+            default_to(spec, "revisionHistoryLimit", json!(10));
+            default_to(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+            );
+        }
+        "jobs" => {
+            default_to(spec, "parallelism", json!(1));
+            default_to(spec, "completions", json!(1));
+            default_to(spec, "backoffLimit", json!(6));
+            default_to(spec, "completionMode", json!("NonIndexed"));
+            default_to(spec, "suspend", json!(false));
+        }
+        "cronjobs" => {
+            default_to(spec, "concurrencyPolicy", json!("Allow"));
+            default_to(spec, "suspend", json!(false));
+            default_to(spec, "successfulJobsHistoryLimit", json!(3));
+            default_to(spec, "failedJobsHistoryLimit", json!(1));
+            if let Some(template) = spec.pointer_mut("/jobTemplate/spec/template/spec") {
+                default_pod_spec(template);
+            }
+        }
+        _ => return,
+    }
+    default_template(workload);
+}
+
+/// Applies kube-apiserver's defaults to a built-in object of `group`/`plural`; `allocate`
+/// gives a free cluster IP to a Service that needs one.
+pub fn apply(
+    group: &str,
+    plural: &str,
+    object: &mut Value,
+    allocate: impl FnOnce() -> Option<String>,
+) {
+    match (group, plural) {
+        ("", "pods") => default_pod(object),
+        ("", "services") => default_service(object, allocate),
+        ("", "podtemplates") => {
+            if let Some(spec) = object.pointer_mut("/template/spec") {
+                default_pod_spec(spec);
+            }
+        }
+        ("" | "apps" | "batch", plural) => default_workload(plural, object),
+        _ => {}
+    }
+}
+
+/// A free address of `cidr` for a Service: not the network's, not its first (the
+/// `default/kubernetes` Service's), not one of `used`; starting from `seed` so that servers
+/// and restarts do not pick in step.
+pub fn free_cluster_ip(cidr: (Ipv4Addr, u8), used: &[String], seed: u32) -> Option<String> {
+    let (network, prefix) = cidr;
+    let size = 1u64 << (32 - u32::from(prefix));
+    if size < 4 {
+        return None;
+    }
+    let base = u32::from(network);
+    // Offsets 2 .. size-2: the network, the kubernetes Service and the broadcast are taken.
+    let usable = size - 3;
+    (0..usable.min(1 << 20)).find_map(|i| {
+        let offset = 2 + (u64::from(seed) + i) % usable;
+        let ip = Ipv4Addr::from(base + offset as u32).to_string();
+        (!used.contains(&ip)).then_some(ip)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_pod_is_pending_with_its_spec_defaults() {
+        let mut pod = json!({"spec": {"containers": [
+            {"name": "a", "image": "nginx"},
+            {"name": "b", "image": "registry.local:5000/app:1.2", "ports": [{"containerPort": 80}]},
+        ]}});
+        apply("", "pods", &mut pod, || None);
+        assert_eq!(
+            pod["status"],
+            json!({"phase": "Pending", "qosClass": "BestEffort"})
+        );
+        let spec = &pod["spec"];
+        assert_eq!(spec["restartPolicy"], "Always");
+        assert_eq!(spec["dnsPolicy"], "ClusterFirst");
+        assert_eq!(spec["serviceAccountName"], "default");
+        assert_eq!(spec["terminationGracePeriodSeconds"], 30);
+        assert_eq!(spec["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(spec["containers"][1]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(spec["containers"][1]["ports"][0]["protocol"], "TCP");
+        assert_eq!(
+            spec["containers"][0]["terminationMessagePath"],
+            "/dev/termination-log"
+        );
+        // What the client said stays.
+        let mut pod = json!({"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "a", "image": "x:latest", "imagePullPolicy": "Never",
+             "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]},
+            "status": {"phase": "Running"}});
+        apply("", "pods", &mut pod, || None);
+        assert_eq!(pod["spec"]["restartPolicy"], "Never");
+        assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Never");
+        assert_eq!(pod["status"]["phase"], "Running");
+    }
+
+    #[test]
+    fn qos_classes() {
+        let spec = |resources: Value| json!({"containers": [{"resources": resources}]});
+        assert_eq!(qos_class(&spec(json!({}))), "BestEffort");
+        assert_eq!(
+            qos_class(&spec(json!({"requests": {"cpu": "1"}}))),
+            "Burstable"
+        );
+        assert_eq!(
+            qos_class(&spec(json!({"limits": {"cpu": "1", "memory": "1Gi"}}))),
+            "Guaranteed"
+        );
+    }
+
+    #[test]
+    fn a_service_gets_its_type_ports_and_a_cluster_ip() {
+        let mut service =
+            json!({"spec": {"ports": [{"port": 80}, {"port": 443, "targetPort": "https"}]}});
+        apply("", "services", &mut service, || Some("10.96.4.7".into()));
+        let spec = &service["spec"];
+        assert_eq!(spec["type"], "ClusterIP");
+        assert_eq!(spec["clusterIP"], "10.96.4.7");
+        assert_eq!(spec["clusterIPs"], json!(["10.96.4.7"]));
+        assert_eq!(
+            spec["ports"][0],
+            json!({"port": 80, "protocol": "TCP", "targetPort": 80})
+        );
+        assert_eq!(spec["ports"][1]["targetPort"], "https");
+        assert_eq!(spec["ipFamilies"], json!(["IPv4"]));
+        assert_eq!(service["status"], json!({"loadBalancer": {}}));
+        // A headless Service keeps None and gets no address.
+        let mut headless = json!({"spec": {"clusterIP": "None"}});
+        apply("", "services", &mut headless, || {
+            panic!("no address for a headless Service")
+        });
+        assert_eq!(headless["spec"]["clusterIPs"], Value::Null);
+    }
+
+    #[test]
+    fn workloads_get_their_spec_and_template_defaults() {
+        let mut deployment = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "a:1"}]}}}});
+        apply("apps", "deployments", &mut deployment, || None);
+        assert_eq!(deployment["spec"]["replicas"], 1);
+        assert_eq!(
+            deployment["spec"]["strategy"]["rollingUpdate"]["maxSurge"],
+            "25%"
+        );
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["restartPolicy"],
+            "Always"
+        );
+        let mut job =
+            json!({"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": []}}}});
+        apply("batch", "jobs", &mut job, || None);
+        assert_eq!(job["spec"]["backoffLimit"], 6);
+        assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
+    }
+
+    #[test]
+    fn cluster_ips_are_free_addresses_of_the_range() {
+        let cidr = (Ipv4Addr::new(10, 96, 0, 0), 30);
+        // A /30 has one address beside the network, the kubernetes Service and the broadcast.
+        assert_eq!(free_cluster_ip(cidr, &[], 7), Some("10.96.0.2".into()));
+        assert_eq!(free_cluster_ip(cidr, &["10.96.0.2".into()], 7), None);
+        let wide = free_cluster_ip(SERVICE_CIDR, &[], 12345).unwrap();
+        assert!(wide.starts_with("10.") && wide != "10.96.0.1", "{wide}");
+    }
+}
