@@ -1780,6 +1780,34 @@ fn built_in_objects_get_kube_apiserver_defaults_and_the_control_plane_keeps_its_
         m.kubectl(&["get", "pod", "web", "-n", "apps", "-o", "jsonpath={.status.phase} {.spec.restartPolicy} {.spec.serviceAccountName} {.spec.containers[0].imagePullPolicy}"]),
         "Pending Always default Always"
     );
+    // Pods are selected by the fields kube-apiserver offers; others are refused.
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            "apps",
+            "--field-selector=status.phase=Pending,spec.nodeName=",
+            "-o",
+            "name"
+        ]),
+        "pod/web\n"
+    );
+    let unsupported = m.kubectl_output(
+        &[
+            "get",
+            "pods",
+            "-n",
+            "apps",
+            "--field-selector=spec.containers=x",
+        ],
+        None,
+    );
+    assert!(
+        text(&unsupported.stderr).contains("field label not supported: spec.containers"),
+        "{}",
+        text(&unsupported.stderr)
+    );
     m.kubectl(&[
         "create",
         "service",
@@ -1803,7 +1831,11 @@ fn built_in_objects_get_kube_apiserver_defaults_and_the_control_plane_keeps_its_
         .unwrap_or_else(|_| panic!("{ip:?} is no address"));
     assert_eq!(ip.octets()[0], 10);
     assert_eq!(ip.octets()[1] & 0xf0, 96, "{ip} is in 10.96.0.0/12");
-    assert_ne!(ip.to_string(), "10.96.0.1", "the kubernetes Service's address");
+    assert_ne!(
+        ip.to_string(),
+        "10.96.0.1",
+        "the kubernetes Service's address"
+    );
     // An update that leaves the address out keeps it.
     m.kubectl(&[
         "-n",

@@ -20,7 +20,7 @@ use super::patch::{self, PatchType};
 use super::registry::Resource;
 use super::request::ResourcePath;
 use super::schema::{self, FieldValidation};
-use super::selector::{FieldSelector, LabelSelector};
+use super::selector::{self, FieldSelector, LabelSelector};
 use super::status::{ApiError, FieldCause};
 use super::store::{Record, StoreError};
 use super::table::{self, IncludeObject};
@@ -265,13 +265,13 @@ impl Call<'_> {
                 .unwrap_or_default(),
         )
         .map_err(|e| ApiError::bad_request(format!("unable to parse labelSelector: {e}")))?;
-        let builtin = self.resource.crd_name.is_none();
+        let own = selector::field_labels(&self.resource.group, &self.resource.plural);
         let fields = FieldSelector::parse(
             self.query
                 .get("fieldSelector")
                 .map(String::as_str)
                 .unwrap_or_default(),
-            |f| builtin || f == "metadata.name" || f == "metadata.namespace",
+            |f| f == "metadata.name" || f == "metadata.namespace" || own.contains(&f),
         )
         .map_err(ApiError::bad_request)?;
         Ok((labels, fields))

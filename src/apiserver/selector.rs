@@ -227,6 +227,55 @@ pub struct FieldSelector {
     terms: Vec<(String, bool, String)>,
 }
 
+/// The fields kube-apiserver selects a built-in kind's objects by, beside `metadata.name` and
+/// `metadata.namespace`, which every kind has.
+pub fn field_labels(group: &str, plural: &str) -> &'static [&'static str] {
+    match (group, plural) {
+        ("", "pods") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        ("", "nodes") => &["spec.unschedulable"],
+        ("", "events") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "type",
+        ],
+        ("events.k8s.io", "events") => &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "type",
+        ],
+        ("", "secrets") => &["type"],
+        ("", "namespaces") => &["status.phase"],
+        ("", "services") => &["spec.clusterIP", "spec.type"],
+        ("", "replicationcontrollers") | ("apps", "replicasets") => &["status.replicas"],
+        ("batch", "jobs") => &["status.successful"],
+        ("certificates.k8s.io", "certificatesigningrequests") => &["spec.signerName"],
+        _ => &[],
+    }
+}
+
 impl FieldSelector {
     /// Parses a selector; `allowed` says which field paths the resource supports.
     pub fn parse(text: &str, allowed: impl Fn(&str) -> bool) -> Result<FieldSelector, String> {
@@ -273,6 +322,19 @@ impl FieldSelector {
             };
             (actual == *want) == *equal
         })
+    }
+}
+
+#[cfg(test)]
+mod field_label_tests {
+    use super::*;
+
+    #[test]
+    fn kinds_select_by_their_own_fields() {
+        assert!(field_labels("", "pods").contains(&"spec.nodeName"));
+        assert!(field_labels("", "nodes").contains(&"spec.unschedulable"));
+        assert!(field_labels("", "configmaps").is_empty());
+        assert!(field_labels("cluster.x-k8s.io", "machines").is_empty());
     }
 }
 
