@@ -526,6 +526,10 @@ impl Call<'_> {
         };
         let force = self.query.get("force").is_some_and(|f| f == "true");
         let mut caught_up = false;
+        // Patches of one object through this server take turns, so that they do not beat each
+        // other to the store and use up their retries (writes through other servers on the
+        // same etcd still can; then the cache catches up before the next try).
+        let _turn = self.server.object_lock(&self.key(name)).lock().await;
         for _ in 0..MAX_RETRIES {
             let current = match self.server.store.get(&self.key(name)) {
                 Some(c) => c,
@@ -582,7 +586,7 @@ impl Call<'_> {
             self.admit(Operation::Update, Some(&current.value), &mut new)?;
             match self.store_update(&current, new).await? {
                 Ok(out) => return Ok(self.respond_object(StatusCode::OK, out)),
-                Err(()) => continue,
+                Err(()) => self.server.store.consistent().await?,
             }
         }
         Err(self.conflict(name))

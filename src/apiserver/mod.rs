@@ -61,6 +61,9 @@ pub const MAX_BODY: usize = 3 << 20;
 pub const STATUS_PATH: &str = "/capictl/status";
 
 /// Namespaces every cluster has from the start.
+/// How many locks [`ApiServer::object_lock`] spreads objects over.
+const OBJECT_LOCKS: usize = 64;
+
 pub const INITIAL_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
 
@@ -84,6 +87,8 @@ pub struct ApiServer {
     pub authorization: authz::Authorization,
     /// The RBAC policy as of a store revision: rebuilt only when something was written since.
     policy: std::sync::Mutex<Option<(u64, Arc<authz::Policy>)>>,
+    /// Turns for writers of one object, by a hash of its key ([`ApiServer::object_lock`]).
+    object_locks: Vec<tokio::sync::Mutex<()>>,
     /// Wakes the system controllers ([`system`]) after a namespace or CRD write.
     system_wake: Arc<tokio::sync::Notify>,
     /// The ServiceAccount token key, once read from (or written to) the store.
@@ -108,6 +113,7 @@ impl ApiServer {
             policy: Default::default(),
             token_signer: Default::default(),
             system_wake: Default::default(),
+            object_locks: (0..OBJECT_LOCKS).map(|_| Default::default()).collect(),
         });
         let crds = server.crds();
         let (records, _, _) = server.store.list(&crds.prefix(), None, None, |_| true);
@@ -165,6 +171,15 @@ impl ApiServer {
     pub async fn start_system_controllers(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         system::reconcile(self).await;
         tokio::spawn(system::run(Arc::downgrade(self), self.system_wake.clone()))
+    }
+
+    /// The lock writers of the object at `key` take turns with (shared with the keys that
+    /// hash alike, which is harmless: it only orders them).
+    pub fn object_lock(&self, key: &str) -> &tokio::sync::Mutex<()> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut hasher);
+        &self.object_locks[hasher.finish() as usize % self.object_locks.len()]
     }
 
     /// The RBAC objects in force, read from the store once per revision.
