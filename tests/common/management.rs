@@ -33,6 +33,8 @@ pub fn all_kubectls() -> Vec<String> {
 pub struct Management {
     pub dir: PathBuf,
     pub kubectl: String,
+    /// What `management up` is given beside the directory and kubeconfig.
+    up_args: Vec<String>,
 }
 
 pub fn capictl(args: &[&str]) -> Output {
@@ -53,9 +55,31 @@ impl Management {
     }
 
     pub fn up_with(kubectl: String) -> Management {
+        Management::up_with_args(kubectl, Vec::new())
+    }
+
+    /// A management cluster on a TLS etcd (`management up --etcd-endpoints` and its TLS flags).
+    pub fn up_on_etcd(endpoint: &str, tls: &super::EtcdClientTls) -> Management {
+        let path = |p: &PathBuf| p.display().to_string();
+        Management::up_with_args(
+            kubectl_binary(),
+            vec![
+                format!("--etcd-endpoints={endpoint}"),
+                format!("--etcd-cafile={}", path(&tls.ca)),
+                format!("--etcd-certfile={}", path(&tls.cert)),
+                format!("--etcd-keyfile={}", path(&tls.key)),
+            ],
+        )
+    }
+
+    fn up_with_args(kubectl: String, up_args: Vec<String>) -> Management {
         let dir = std::env::temp_dir().join(format!("capictl-kubectl-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(dir.join("home")).unwrap();
-        let m = Management { dir, kubectl };
+        let m = Management {
+            dir,
+            kubectl,
+            up_args,
+        };
         m.start();
         m
     }
@@ -79,14 +103,17 @@ impl Management {
     }
 
     pub fn start(&self) -> String {
-        let out = capictl(&[
+        let (state, kubeconfig) = (self.state(), self.kubeconfig());
+        let mut args = vec![
             "management",
             "up",
             "--dir",
-            &self.state(),
+            &state,
             "--kubeconfig",
-            self.kubeconfig().to_str().unwrap(),
-        ]);
+            kubeconfig.to_str().unwrap(),
+        ];
+        args.extend(self.up_args.iter().map(String::as_str));
+        let out = capictl(&args);
         assert!(out.status.success(), "management up: {}", text(&out.stderr));
         text(&out.stderr)
     }

@@ -52,8 +52,26 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The files a client of a TLS etcd presents: the CA etcd's certificate chains to, and a
+/// client certificate and key that etcd's CA signed.
+pub struct EtcdClientTls {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
 impl Etcd {
     pub fn start() -> Etcd {
+        Etcd::start_with(false).0
+    }
+
+    /// An etcd that serves clients over TLS and asks for their certificates.
+    pub fn start_tls() -> (Etcd, EtcdClientTls) {
+        let (etcd, tls) = Etcd::start_with(true);
+        (etcd, tls.expect("TLS files"))
+    }
+
+    fn start_with(tls: bool) -> (Etcd, Option<EtcdClientTls>) {
         let binary = std::env::var("ETCD").unwrap_or_else(|_| "etcd".into());
         if let Err(e) = std::process::Command::new(&binary)
             .arg("--version")
@@ -64,12 +82,15 @@ impl Etcd {
             );
         }
         let dir = std::env::temp_dir().join(format!("capictl-etcd-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
         let (client, peer) = (free_port(), free_port());
-        let client_url = format!("http://127.0.0.1:{client}");
+        let scheme = if tls { "https" } else { "http" };
+        let client_url = format!("{scheme}://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = std::process::Command::new(binary)
+        let mut command = std::process::Command::new(binary);
+        command
             .args(["--name", "test", "--data-dir"])
-            .arg(&dir)
+            .arg(dir.join("data"))
             .args([
                 "--listen-client-urls",
                 &client_url,
@@ -85,25 +106,79 @@ impl Etcd {
             .args(["--initial-cluster", &format!("test={peer_url}")])
             .args(["--max-request-bytes", "16777216", "--log-level", "error"])
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+            .stderr(std::process::Stdio::null());
+        let client_tls = tls.then(|| {
+            let pki = capictl::apiserver::tls::Pki::generate("etcd-ca").unwrap();
+            let serving = pki
+                .serving_certificate(&["127.0.0.1".to_string(), "localhost".to_string()])
+                .unwrap();
+            let user = pki.client_certificate("capictl", &[]).unwrap();
+            let write = |name: &str, contents: &str| {
+                let path = dir.join(name);
+                std::fs::write(&path, contents).unwrap();
+                path
+            };
+            command
+                .arg("--trusted-ca-file")
+                .arg(write("ca.crt", &pki.ca.cert))
+                .arg("--cert-file")
+                .arg(write("server.crt", &serving.cert))
+                .arg("--key-file")
+                .arg(write("server.key", &serving.key))
+                .arg("--client-cert-auth");
+            EtcdClientTls {
+                ca: dir.join("ca.crt"),
+                cert: write("client.crt", &user.cert),
+                key: write("client.key", &user.key),
+            }
+        });
+        let child = command.spawn().unwrap();
         let etcd = Etcd {
             child,
             dir,
             endpoint: client_url,
         };
         // Listening is not serving: until it has elected itself leader, etcd answers requests
-        // with "leader changed". Its /health says when it is ready.
+        // with "leader changed".
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !healthy(client) {
+        while !etcd.healthy(client, client_tls.as_ref()) {
             assert!(
                 std::time::Instant::now() < deadline,
                 "etcd did not become healthy"
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        etcd
+        (etcd, client_tls)
+    }
+
+    fn healthy(&self, port: u16, tls: Option<&EtcdClientTls>) -> bool {
+        let Some(tls) = tls else {
+            return healthy(port);
+        };
+        // Over TLS: whether a client presenting its certificate gets etcd's status.
+        let read = |p: &PathBuf| std::fs::read_to_string(p).unwrap();
+        let options = etcd_client::ConnectOptions::new()
+            .with_tls(
+                etcd_client::TlsOptions::new()
+                    .ca_certificate(etcd_client::Certificate::from_pem(read(&tls.ca)))
+                    .identity(etcd_client::Identity::from_pem(
+                        read(&tls.cert),
+                        read(&tls.key),
+                    )),
+            )
+            .with_connect_timeout(std::time::Duration::from_secs(2))
+            .with_timeout(std::time::Duration::from_secs(2));
+        let endpoint = self.endpoint.clone();
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async move {
+                match etcd_client::Client::connect([endpoint], Some(options)).await {
+                    Ok(mut client) => client.status().await.is_ok(),
+                    Err(_) => false,
+                }
+            })
     }
 }
 
