@@ -1929,3 +1929,68 @@ fn two_management_clusters_on_one_tls_etcd_share_objects_and_refuse_stale_writes
     }
     drop((a, b));
 }
+
+/// `kubectl port-forward`, which speaks SPDY (kubectl 1.20 only that; current kubectl after
+/// its WebSocket tunnel is refused), reaches a Pod's port through the API server: bytes go both
+/// ways, and a second connection through the same forward works too.
+#[test]
+fn kubectl_port_forward_reaches_a_pods_port_over_spdy() {
+    use std::io::{BufRead, Read, Write};
+    let m = Management::up();
+    // What the Pod listens on: an echo that shouts back.
+    let echo = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = echo.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut tcp in echo.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 1024];
+                while let Ok(n) = tcp.read(&mut buffer) {
+                    if n == 0 || tcp.write_all(&buffer[..n].to_ascii_uppercase()).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    m.kubectl(&["run", "echo", "--image=echo"]);
+    m.kubectl(&[
+        "patch",
+        "pod",
+        "echo",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Running","podIP":"127.0.0.1"}}"#,
+    ]);
+    for kubectl in all_kubectls() {
+        let local = common::free_port();
+        let mut forward = Command::new(&kubectl)
+            .args(["port-forward", "pod/echo", &format!("{local}:{port}")])
+            .env("KUBECONFIG", m.kubeconfig())
+            .env("HOME", m.dir.join("home"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(forward.stdout.take().unwrap()).lines();
+        let ready = lines.next().and_then(Result::ok).unwrap_or_default();
+        if !ready.contains("Forwarding from") {
+            let _ = forward.kill();
+            let mut err = String::new();
+            let _ = forward.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("{kubectl} port-forward did not start: {ready} {err}");
+        }
+        for word in ["hello", "etcd"] {
+            let mut tcp = std::net::TcpStream::connect(("127.0.0.1", local)).unwrap();
+            tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            tcp.write_all(word.as_bytes()).unwrap();
+            let mut answer = vec![0u8; word.len()];
+            tcp.read_exact(&mut answer)
+                .unwrap_or_else(|e| panic!("{kubectl}: no answer through the forward: {e}"));
+            assert_eq!(answer, word.to_uppercase().as_bytes(), "{kubectl}");
+        }
+        let _ = forward.kill();
+        let _ = forward.wait();
+    }
+}

@@ -26,6 +26,7 @@ pub mod request;
 pub mod reviews;
 pub mod schema;
 pub mod selector;
+pub mod spdy;
 pub mod status;
 pub mod store;
 pub mod system;
@@ -890,8 +891,13 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
             .store
             .get(&resource.key(resource_path.namespace.as_deref(), name))
             .ok_or_else(|| ApiError::not_found("", "pods", name))?;
-        let ports = portforward::ports(req.uri().query())?;
         let address = portforward::pod_address(&pod.value)?;
+        // kubectl speaks SPDY and names the ports in its streams; kube-rs speaks WebSocket and
+        // names them in the query.
+        if spdy::is_upgrade(req.headers()) {
+            return Ok(spdy::serve_port_forward(req, address));
+        }
+        let ports = portforward::ports(req.uri().query())?;
         return portforward::serve(req, address, ports);
     }
     let content_type = headers

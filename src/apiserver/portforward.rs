@@ -9,8 +9,9 @@
 //!
 //! Where kube-apiserver asks the Pod's kubelet, which forwards inside the Pod's network
 //! namespace, this server connects to the Pod's IP itself: capictl's static Pods share their
-//! node's network, which every API server of the cluster reaches. (kubectl's port-forward
-//! speaks SPDY, also tunnelled in WebSocket since 1.30; that is not served.)
+//! node's network, which every API server of the cluster reaches. (kubectl speaks SPDY:
+//! [`super::spdy`]; since 1.30 it first offers SPDY tunnelled in WebSocket, which is refused
+//! here, and then falls back to SPDY.)
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -91,7 +92,7 @@ fn handshake(headers: &HeaderMap) -> Result<HeaderMap, ApiError> {
     };
     if !has(header::UPGRADE, "websocket") || !has(header::CONNECTION, "upgrade") {
         return Err(ApiError::bad_request(format!(
-            "pods/portforward is served over WebSocket with the {PROTOCOL} protocol (as kube-rs speaks it); SPDY is not served"
+            "pods/portforward is served over WebSocket with the {PROTOCOL} protocol (as kube-rs speaks it) or over SPDY/3.1 (as kubectl does)"
         )));
     }
     if !has(header::SEC_WEBSOCKET_PROTOCOL, PROTOCOL) {
