@@ -1890,6 +1890,18 @@ fn built_in_objects_get_kube_apiserver_defaults_and_the_control_plane_keeps_its_
     }
     let table = m.kubectl(&["get", "apiservice", "v1.apps"]);
     assert!(table.contains("Local") && table.contains("True"), "{table}");
+    // Aggregated ClusterRoles hold the rules they aggregate, new ones included.
+    let view_rules = || m.kubectl(&["get", "clusterrole", "view", "-o", "jsonpath={.rules}"]);
+    assert!(view_rules().contains("configmaps"), "{}", view_rules());
+    m.kubectl_in(
+        &["apply", "-f", "-"],
+        Some("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: widgets-view\n  labels: {rbac.authorization.k8s.io/aggregate-to-view: \"true\"}\nrules:\n- {apiGroups: [example.com], resources: [widgets], verbs: [get]}\n"),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !view_rules().contains("widgets") {
+        assert!(std::time::Instant::now() < deadline, "{}", view_rules());
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Two `management up` processes on one etcd reached over TLS with a client certificate: each

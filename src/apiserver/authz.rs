@@ -153,7 +153,7 @@ fn subject_is(subject: &Value, user: &User, binding_namespace: Option<&str>) -> 
     }
 }
 
-fn labels_match(selector: &Value, labels: &Value) -> bool {
+pub fn labels_match(selector: &Value, labels: &Value) -> bool {
     let expected_all = selector["matchLabels"]
         .as_object()
         .is_none_or(|m| m.iter().all(|(k, v)| labels[k] == *v));

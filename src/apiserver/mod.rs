@@ -443,7 +443,10 @@ impl ApiServer {
         {
             self.registry.install_crd(crd);
         }
-        if Self::is_crd(resource) || Self::is_namespace(resource) {
+        if Self::is_crd(resource)
+            || Self::is_namespace(resource)
+            || (resource.group == "rbac.authorization.k8s.io" && resource.plural == "clusterroles")
+        {
             self.system_wake.notify_one();
         }
         if object.is_none_or(object::is_deleting) {

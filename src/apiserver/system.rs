@@ -1,7 +1,9 @@
 //! What a Kubernetes control plane keeps in place beside serving requests, for clients that
 //! expect it: a `default` ServiceAccount in every namespace (kube-controller-manager's
-//! serviceaccount controller) and an APIService for every served group version
-//! (kube-apiserver's autoregister controller, so `kubectl get apiservices` lists them).
+//! serviceaccount controller), the rules of aggregated ClusterRoles written into them (its
+//! clusterrole-aggregation controller, so `kubectl describe clusterrole admin` shows what
+//! `admin` may do), and an APIService for every served group version (kube-apiserver's
+//! autoregister controller, so `kubectl get apiservices` lists them).
 //!
 //! Level-triggered: each pass compares what is stored with what should be and writes the
 //! difference, woken by namespace and CRD writes and otherwise every few seconds.
@@ -30,6 +32,32 @@ pub fn namespaces_without_default_account(namespaces: &[Value], accounts: &[Valu
             })
         })
         .collect()
+}
+
+/// The rules an aggregated ClusterRole should hold: those of every other ClusterRole its
+/// aggregation rule selects, each once, in name order; None for a role without one.
+pub fn aggregated_rules(role: &Value, roles: &[Value]) -> Option<Vec<Value>> {
+    let selectors = role["aggregationRule"]["clusterRoleSelectors"].as_array()?;
+    let mut sources: Vec<&Value> = roles
+        .iter()
+        .filter(|other| object::name_of(other) != object::name_of(role))
+        .filter(|other| {
+            selectors
+                .iter()
+                .any(|s| super::authz::labels_match(s, &other["metadata"]["labels"]))
+        })
+        .collect();
+    sources.sort_by_key(|r| object::name_of(r).to_string());
+    let mut rules: Vec<Value> = Vec::new();
+    for rule in sources
+        .iter()
+        .flat_map(|r| r["rules"].as_array().into_iter().flatten())
+    {
+        if !rules.contains(rule) {
+            rules.push(rule.clone());
+        }
+    }
+    Some(rules)
 }
 
 /// kube-apiserver's name of a group version's APIService: `v1.apps`, `v1.` for the core group.
@@ -127,6 +155,33 @@ pub async fn reconcile(server: &ApiServer) {
         let account = json!({"metadata": {"name": "default", "namespace": namespace}});
         create(server, &accounts, Some(&namespace), account).await;
     }
+    if let Some(cluster_roles) = registry.get("rbac.authorization.k8s.io", "v1", "clusterroles") {
+        let (records, _, _) = server
+            .store
+            .list(&cluster_roles.prefix(), None, None, |_| true);
+        let roles: Vec<Value> = records.iter().map(|r| r.value.clone()).collect();
+        for record in &records {
+            let Some(rules) = aggregated_rules(&record.value, &roles) else {
+                continue;
+            };
+            if record.value["rules"].as_array() == Some(&rules) {
+                continue;
+            }
+            let mut updated = record.value.clone();
+            updated["rules"] = json!(rules);
+            if object::prepare_update(
+                &cluster_roles,
+                &record.value,
+                &mut updated,
+                object::Target::Main,
+            )
+            .is_ok()
+            {
+                // A conflict means someone changed it meanwhile: the next pass looks again.
+                let _ = server.update_object(&cluster_roles, record, updated).await;
+            }
+        }
+    }
     let all = registry.all();
     let mut served: Vec<(String, String, bool)> = all
         .iter()
@@ -186,6 +241,32 @@ mod tests {
             &[account("default", "default"), account("apps", "robot")],
         );
         assert_eq!(missing, ["apps", "team"]);
+    }
+
+    #[test]
+    fn aggregated_roles_hold_the_rules_of_the_roles_they_select() {
+        let role = |name: &str, labels: Value, rules: Value| json!({"metadata": {"name": name, "labels": labels}, "rules": rules});
+        let read = json!({"verbs": ["get"], "resources": ["pods"], "apiGroups": [""]});
+        let write = json!({"verbs": ["create"], "resources": ["pods"], "apiGroups": [""]});
+        let mut admin = role("admin", json!({}), json!([]));
+        admin["aggregationRule"] =
+            json!({"clusterRoleSelectors": [{"matchLabels": {"to-admin": "true"}}]});
+        let roles = vec![
+            admin.clone(),
+            role(
+                "b-writer",
+                json!({"to-admin": "true"}),
+                json!([write.clone(), read.clone()]),
+            ),
+            role(
+                "a-reader",
+                json!({"to-admin": "true"}),
+                json!([read.clone()]),
+            ),
+            role("other", json!({}), json!([{"verbs": ["*"]}])),
+        ];
+        assert_eq!(aggregated_rules(&admin, &roles), Some(vec![read, write]));
+        assert_eq!(aggregated_rules(&roles[1], &roles), None);
     }
 
     #[test]
