@@ -502,6 +502,19 @@ async fn serve_in_tempdir() -> (
     management::Running,
     Client,
 ) {
+    serve_in_tempdir_on(Vec::new(), None).await
+}
+
+/// The same on etcd (with TLS files: CA, client certificate, key) when endpoints are given.
+async fn serve_in_tempdir_on(
+    etcd_endpoints: Vec<String>,
+    etcd_tls: Option<[std::path::PathBuf; 3]>,
+) -> (
+    std::path::PathBuf,
+    ServeOptions,
+    management::Running,
+    Client,
+) {
     capictl::install_crypto_provider();
     let dir = tempdir();
     let options = ServeOptions {
@@ -509,8 +522,8 @@ async fn serve_in_tempdir() -> (
         listen: "127.0.0.1:0".into(),
         kubeconfig: None,
         context: "test".into(),
-        etcd_endpoints: Vec::new(),
-        etcd_tls: None,
+        etcd_endpoints,
+        etcd_tls,
     };
     let running = management::start(&options).await.unwrap();
     let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();
@@ -712,23 +725,43 @@ async fn open_when_released(path: &std::path::Path) -> Store {
     }
 }
 
-/// Two in-process API servers on one etcd the test starts.
-async fn two_servers_on_one_etcd(etcd: &common::Etcd) -> (Client, Client) {
-    let server = async || {
-        client_of(
-            Store::etcd(std::slice::from_ref(&etcd.endpoint), None)
-                .await
-                .unwrap(),
+/// Two management clusters serving HTTPS (what `management up` starts) that keep their objects
+/// in one etcd the test starts, reached over TLS with a client certificate; their admin
+/// clients. Stop them with [`stop_both`].
+async fn two_servers_on_one_etcd() -> (
+    common::Etcd,
+    Vec<(std::path::PathBuf, management::Running)>,
+    Client,
+    Client,
+) {
+    // The etcd helper waits for health with a runtime of its own: not on this one's thread.
+    let (etcd, tls) = std::thread::spawn(common::Etcd::start_tls).join().unwrap();
+    let mut running = Vec::new();
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let (dir, _, server, client) = serve_in_tempdir_on(
+            vec![etcd.endpoint.clone()],
+            Some([tls.ca.clone(), tls.cert.clone(), tls.key.clone()]),
         )
-        .await
-    };
-    (server().await, server().await)
+        .await;
+        running.push((dir, server));
+        clients.push(client);
+    }
+    let b = clients.pop().unwrap();
+    let a = clients.pop().unwrap();
+    (etcd, running, a, b)
+}
+
+async fn stop_both(running: Vec<(std::path::PathBuf, management::Running)>) {
+    for (dir, server) in running {
+        server.stop().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 #[tokio::test]
 async fn two_api_servers_on_one_etcd_serve_the_same_objects() {
-    let etcd = common::Etcd::start();
-    let (a, b) = two_servers_on_one_etcd(&etcd).await;
+    let (_etcd, running, a, b) = two_servers_on_one_etcd().await;
     let maps_a: Api<ConfigMap> = Api::namespaced(a, "default");
     let maps_b: Api<ConfigMap> = Api::namespaced(b, "default");
     let mut events = watcher(maps_b.clone(), watcher::Config::default())
@@ -764,6 +797,7 @@ async fn two_api_servers_on_one_etcd_serve_the_same_objects() {
         matches!(refused, kube::Error::Api(ref s) if s.code == 409),
         "{refused}"
     );
+    stop_both(running).await;
 }
 
 /// Writers on both servers increment counters with compare-and-swap replaces; some counters
@@ -781,8 +815,7 @@ async fn two_api_servers_on_one_etcd_refuse_every_stale_write_under_concurrent_w
     const WRITERS: usize = 8;
     const ROUNDS: usize = 15;
     let counter_of = |w: usize| if w < SHARING { w % 2 } else { w - SHARING + 2 };
-    let etcd = common::Etcd::start();
-    let (a, b) = two_servers_on_one_etcd(&etcd).await;
+    let (_etcd, running, a, b) = two_servers_on_one_etcd().await;
     let servers = [
         Api::<ConfigMap>::namespaced(a, "default"),
         Api::<ConfigMap>::namespaced(b, "default"),
@@ -849,6 +882,7 @@ async fn two_api_servers_on_one_etcd_refuse_every_stale_write_under_concurrent_w
             .await;
         }
     }
+    stop_both(running).await;
 }
 
 async fn dry_run_changes_nothing(client: Client) {

@@ -1539,6 +1539,10 @@ fn invalid_built_in_objects_are_refused_naming_the_field_and_nothing_is_stored()
         ("a namespace with a dot", r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"has.dot"}}"#.to_string(), "metadata.name"),
         ("a ConfigMap named a..b", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a..b"}}"#.to_string(), "metadata.name"),
         ("a 64-character namespace", format!(r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{long}"}}}}"#), "metadata.name"),
+        ("a Service port above 65535", r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"wide"},"spec":{"ports":[{"port":70000}]}}"#.to_string(), "spec.ports[0].port"),
+        ("a Deployment whose selector misses its Pods", r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"astray"},"spec":{"selector":{"matchLabels":{"app":"db"}},"template":{"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"web","image":"nginx"}]}}}}"#.to_string(), "spec.template.metadata.labels"),
+        ("a Role rule without verbs", r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"idle"},"rules":[{"apiGroups":[""],"resources":["pods"]}]}"#.to_string(), "rules[0].verbs"),
+        ("a ClusterRoleBinding to a Role", r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"cross"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"idle"}}"#.to_string(), "roleRef.kind"),
     ];
     // Sent as they are (`kubectl create --raw`): kubectl would refuse some of them itself.
     for (what, manifest, field) in &cases {
@@ -1551,6 +1555,11 @@ fn invalid_built_in_objects_are_refused_naming_the_field_and_nothing_is_stored()
             .unwrap();
         let path = match kind {
             "Namespace" => "/api/v1/namespaces".to_string(),
+            "Deployment" => "/apis/apps/v1/namespaces/default/deployments".to_string(),
+            "Role" => "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles".to_string(),
+            "ClusterRoleBinding" => {
+                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings".to_string()
+            }
             other => format!("/api/v1/namespaces/default/{}s", other.to_lowercase()),
         };
         let out = m.kubectl_output(&["create", "--raw", &path, "-f", "-"], Some(manifest));

@@ -323,9 +323,12 @@ impl ApiServer {
     /// What the server itself fills in and checks on new objects of built-in kinds (as
     /// kube-apiserver's registry strategies do), before admission runs.
     /// Metadata and the built-in kinds' fields, checked before anything is stored.
-    fn validate(resource: &Resource, object: &Value) -> Result<(), ApiError> {
+    fn validate(resource: &Resource, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
         let mut causes = validation::metadata(object);
         causes.extend(validation::kind(resource, object));
+        if let Some(old) = old {
+            causes.extend(validation::kind_update(resource, old, object));
+        }
         if causes.is_empty() {
             return Ok(());
         }
@@ -359,7 +362,7 @@ impl ApiServer {
                 self.free_cluster_ip(resource)
             });
         }
-        Self::validate(resource, object)
+        Self::validate(resource, object, None)
     }
 
     /// A cluster IP no Service has, from the service range.
@@ -427,7 +430,7 @@ impl ApiServer {
             }
             defaults::apply(&resource.group, &resource.plural, object, || None);
         }
-        Self::validate(resource, object)
+        Self::validate(resource, object, Some(old))
     }
 
     /// Tells the background loops that something was deleted or marked for deletion.

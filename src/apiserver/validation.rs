@@ -216,14 +216,253 @@ fn base64_problem(text: &str) -> Option<String> {
         .map(|e| format!("must be base64-encoded ({e})"))
 }
 
+/// A Pod spec's containers: a list of DNS-label names with images (also in Pod templates).
+fn pod_spec(spec: &Value, path: &str, causes: &mut Vec<FieldCause>) {
+    match spec["containers"].as_array() {
+        None => causes.push(FieldCause::required(format!("{path}.containers"))),
+        Some(containers) => {
+            for (i, c) in containers.iter().enumerate() {
+                if c["name"]
+                    .as_str()
+                    .is_none_or(|n| dns_label_problem(n).is_some())
+                {
+                    causes.push(FieldCause::invalid(
+                        format!("{path}.containers[{i}].name"),
+                        format!("Invalid value: {}: must be a DNS-1123 label", c["name"]),
+                    ));
+                }
+                if c["image"].as_str().is_none_or(str::is_empty) {
+                    causes.push(FieldCause::required(format!(
+                        "{path}.containers[{i}].image"
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// A workload's selector, required and matching its Pod template's labels, its replicas not
+/// negative, and the template's Pod spec.
+fn workload(object: &Value, needs_selector: bool, causes: &mut Vec<FieldCause>) {
+    let spec = &object["spec"];
+    if spec["replicas"].as_i64().is_some_and(|r| r < 0) {
+        causes.push(FieldCause::invalid(
+            "spec.replicas",
+            format!(
+                "Invalid value: {}: must be greater than or equal to 0",
+                spec["replicas"]
+            ),
+        ));
+    }
+    let selector = &spec["selector"];
+    if needs_selector && !selector.is_object() {
+        causes.push(FieldCause::required("spec.selector"));
+    } else if selector.is_object() {
+        let labels = &spec["template"]["metadata"]["labels"];
+        let selects = super::authz::labels_match(selector, labels);
+        let empty = selector["matchLabels"]
+            .as_object()
+            .is_none_or(|m| m.is_empty())
+            && selector["matchExpressions"]
+                .as_array()
+                .is_none_or(|e| e.is_empty());
+        if empty && needs_selector {
+            causes.push(FieldCause::invalid(
+                "spec.selector",
+                "Invalid value: {}: empty selector is invalid for deployment",
+            ));
+        } else if !selects {
+            causes.push(FieldCause::invalid(
+                "spec.template.metadata.labels",
+                format!("Invalid value: {labels}: `selector` does not match template `labels`"),
+            ));
+        }
+    }
+    if spec["template"].is_object() {
+        pod_spec(&spec["template"]["spec"], "spec.template.spec", causes);
+    } else {
+        causes.push(FieldCause::required("spec.template"));
+    }
+}
+
+/// A Service's type and ports: numbers 1 to 65535, a known protocol, names where there are
+/// several (and each once).
+fn service(object: &Value, causes: &mut Vec<FieldCause>) {
+    let spec = &object["spec"];
+    let kind = spec["type"].as_str().unwrap_or("ClusterIP");
+    if !matches!(
+        kind,
+        "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName"
+    ) {
+        causes.push(FieldCause {
+            reason: "FieldValueNotSupported",
+            field: "spec.type".into(),
+            message: format!(
+                "Unsupported value: {kind:?}: supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\""
+            ),
+        });
+    }
+    if kind == "ExternalName" && spec["externalName"].as_str().is_none_or(str::is_empty) {
+        causes.push(FieldCause::required("spec.externalName"));
+    }
+    let ports = spec["ports"].as_array().cloned().unwrap_or_default();
+    if ports.is_empty() && kind != "ExternalName" && spec["clusterIP"] != "None" {
+        causes.push(FieldCause::required("spec.ports"));
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let at = |f: &str| format!("spec.ports[{i}].{f}");
+        match port["port"].as_i64() {
+            Some(1..=65535) => {}
+            Some(n) => causes.push(FieldCause::invalid(
+                at("port"),
+                format!("Invalid value: {n}: must be between 1 and 65535, inclusive"),
+            )),
+            None => causes.push(FieldCause::required(at("port"))),
+        }
+        let protocol = port["protocol"].as_str().unwrap_or("TCP");
+        if !matches!(protocol, "TCP" | "UDP" | "SCTP") {
+            causes.push(FieldCause {
+                reason: "FieldValueNotSupported",
+                field: at("protocol"),
+                message: format!(
+                    "Unsupported value: {protocol:?}: supported values: \"SCTP\", \"TCP\", \"UDP\""
+                ),
+            });
+        }
+        let name = port["name"].as_str().unwrap_or_default();
+        if ports.len() > 1 && name.is_empty() {
+            causes.push(FieldCause::required(at("name")));
+        } else if !name.is_empty() && names.contains(&name) {
+            causes.push(FieldCause {
+                reason: "FieldValueDuplicate",
+                field: at("name"),
+                message: format!("Duplicate value: {name:?}"),
+            });
+        }
+        names.push(name);
+    }
+}
+
+/// RBAC rules: verbs always, an API group for resource rules, non-resource URLs only in
+/// ClusterRoles.
+fn rbac_rules(object: &Value, cluster_scoped: bool, causes: &mut Vec<FieldCause>) {
+    for (i, rule) in object["rules"].as_array().into_iter().flatten().enumerate() {
+        let at = |f: &str| format!("rules[{i}].{f}");
+        let count = |f: &str| rule[f].as_array().map_or(0, Vec::len);
+        if count("verbs") == 0 {
+            causes.push(FieldCause {
+                reason: "FieldValueRequired",
+                field: at("verbs"),
+                message: "Required value: verbs must contain at least one value".into(),
+            });
+        }
+        if count("nonResourceURLs") > 0 {
+            if !cluster_scoped {
+                causes.push(FieldCause::invalid(
+                    at("nonResourceURLs"),
+                    format!(
+                        "Invalid value: {}: namespaced rules cannot apply to non-resource URLs",
+                        rule["nonResourceURLs"]
+                    ),
+                ));
+            }
+            if count("resources") > 0 {
+                causes.push(FieldCause::invalid(
+                    at("nonResourceURLs"),
+                    format!(
+                        "Invalid value: {}: rules cannot apply to both regular resources and non-resource URLs",
+                        rule["nonResourceURLs"]
+                    ),
+                ));
+            }
+        } else if count("apiGroups") == 0 {
+            causes.push(FieldCause {
+                reason: "FieldValueRequired",
+                field: at("apiGroups"),
+                message: "Required value: resource rules must supply at least one api group".into(),
+            });
+        }
+    }
+}
+
+/// A binding's roleRef (a Role or ClusterRole of the RBAC group, by name) and subjects.
+fn rbac_binding(object: &Value, cluster_scoped: bool, causes: &mut Vec<FieldCause>) {
+    let role = &object["roleRef"];
+    if !role.is_object() {
+        causes.push(FieldCause::required("roleRef"));
+    } else {
+        if role["apiGroup"] != "rbac.authorization.k8s.io" {
+            causes.push(FieldCause {
+                reason: "FieldValueNotSupported",
+                field: "roleRef.apiGroup".into(),
+                message: format!(
+                    "Unsupported value: {}: supported values: \"rbac.authorization.k8s.io\"",
+                    role["apiGroup"]
+                ),
+            });
+        }
+        let kinds: &[&str] = if cluster_scoped {
+            &["ClusterRole"]
+        } else {
+            &["Role", "ClusterRole"]
+        };
+        if !kinds.iter().any(|k| role["kind"] == *k) {
+            causes.push(FieldCause {
+                reason: "FieldValueNotSupported",
+                field: "roleRef.kind".into(),
+                message: format!(
+                    "Unsupported value: {}: supported values: {}",
+                    role["kind"],
+                    kinds
+                        .iter()
+                        .map(|k| format!("{k:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+        if role["name"].as_str().is_none_or(str::is_empty) {
+            causes.push(FieldCause::required("roleRef.name"));
+        }
+    }
+    for (i, subject) in object["subjects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = |f: &str| format!("subjects[{i}].{f}");
+        match subject["kind"].as_str() {
+            Some("User" | "Group") => {}
+            Some("ServiceAccount") => {
+                if cluster_scoped && subject["namespace"].as_str().is_none_or(str::is_empty) {
+                    causes.push(FieldCause::required(at("namespace")));
+                }
+            }
+            other => causes.push(FieldCause {
+                reason: "FieldValueNotSupported",
+                field: at("kind"),
+                message: format!(
+                    "Unsupported value: {:?}: supported values: \"ServiceAccount\", \"User\", \"Group\"",
+                    other.unwrap_or_default()
+                ),
+            }),
+        }
+        if subject["name"].as_str().is_none_or(str::is_empty) {
+            causes.push(FieldCause::required(at("name")));
+        }
+    }
+}
+
 /// The built-in kinds' own fields that readers depend on.
 pub fn kind(resource: &Resource, object: &Value) -> Vec<FieldCause> {
     let mut causes = Vec::new();
-    if !resource.group.is_empty() {
+    if resource.crd_name.is_some() {
         return causes;
     }
-    match resource.plural.as_str() {
-        "configmaps" => {
+    match (resource.group.as_str(), resource.plural.as_str()) {
+        ("", "configmaps") => {
             string_map(
                 &object["data"],
                 "data",
@@ -239,7 +478,7 @@ pub fn kind(resource: &Resource, object: &Value) -> Vec<FieldCause> {
                 base64_problem,
             );
         }
-        "secrets" => {
+        ("", "secrets") => {
             string_map(
                 &object["data"],
                 "data",
@@ -248,34 +487,196 @@ pub fn kind(resource: &Resource, object: &Value) -> Vec<FieldCause> {
                 base64_problem,
             );
         }
-        "pods" => match object["spec"]["containers"].as_array() {
-            None => causes.push(FieldCause::required("spec.containers")),
-            Some(containers) => {
-                for (i, c) in containers.iter().enumerate() {
-                    if c["name"]
-                        .as_str()
-                        .is_none_or(|n| dns_label_problem(n).is_some())
-                    {
-                        causes.push(FieldCause::invalid(
-                            format!("spec.containers[{i}].name"),
-                            format!("Invalid value: {}: must be a DNS-1123 label", c["name"]),
-                        ));
-                    }
-                    if c["image"].as_str().is_none_or(str::is_empty) {
-                        causes.push(FieldCause::required(format!("spec.containers[{i}].image")));
-                    }
-                }
-            }
-        },
+        ("", "pods") => pod_spec(&object["spec"], "spec", &mut causes),
+        ("", "services") => service(object, &mut causes),
+        ("", "replicationcontrollers") => workload(object, false, &mut causes),
+        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets") => {
+            workload(object, true, &mut causes)
+        }
+        ("batch", "jobs") => workload(object, false, &mut causes),
+        ("rbac.authorization.k8s.io", "roles") => rbac_rules(object, false, &mut causes),
+        ("rbac.authorization.k8s.io", "clusterroles") => rbac_rules(object, true, &mut causes),
+        ("rbac.authorization.k8s.io", "rolebindings") => rbac_binding(object, false, &mut causes),
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => {
+            rbac_binding(object, true, &mut causes)
+        }
         _ => {}
     }
     causes
+}
+
+/// What an update may not change of a built-in object: a binding's role, a workload's
+/// selector.
+pub fn kind_update(resource: &Resource, old: &Value, new: &Value) -> Vec<FieldCause> {
+    let immutable: &[&str] = match (resource.group.as_str(), resource.plural.as_str()) {
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => &["roleRef"],
+        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets") => {
+            &["spec", "selector"]
+        }
+        _ => return Vec::new(),
+    };
+    let at = |v: &Value| immutable.iter().fold(v.clone(), |v, k| v[*k].clone());
+    if at(old) == at(new) {
+        return Vec::new();
+    }
+    let field = immutable.join(".");
+    let message = if field == "roleRef" {
+        format!("Invalid value: {}: cannot change roleRef", at(new))
+    } else {
+        format!("Invalid value: {}: field is immutable", at(new))
+    };
+    vec![FieldCause::invalid(field, message)]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn fields_of(group: &str, plural: &str, object: Value) -> Vec<String> {
+        let resource = crate::apiserver::builtin::registry()
+            .get(group, "v1", plural)
+            .unwrap();
+        kind(&resource, &object)
+            .into_iter()
+            .map(|c| c.field)
+            .collect()
+    }
+
+    #[test]
+    fn built_in_kinds_fields() {
+        let template = json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}});
+        let deployment =
+            |selector: Value| json!({"spec": {"selector": selector, "template": template}});
+        let service = |ports: Value| json!({"spec": {"ports": ports}});
+        let cases = [
+            (
+                "apps",
+                "deployments",
+                deployment(json!({"matchLabels": {"app": "web"}})),
+                vec![],
+            ),
+            (
+                "apps",
+                "deployments",
+                deployment(json!({"matchLabels": {"app": "db"}})),
+                vec!["spec.template.metadata.labels"],
+            ),
+            (
+                "apps",
+                "deployments",
+                json!({"spec": {"template": template}}),
+                vec!["spec.selector"],
+            ),
+            ("", "services", service(json!([{"port": 80}])), vec![]),
+            (
+                "",
+                "services",
+                service(json!([{"port": 70000}])),
+                vec!["spec.ports[0].port"],
+            ),
+            (
+                "",
+                "services",
+                service(json!([{"port": 80, "protocol": "HTTP"}])),
+                vec!["spec.ports[0].protocol"],
+            ),
+            (
+                "",
+                "services",
+                service(json!([{"name": "a", "port": 80}, {"port": 81}])),
+                vec!["spec.ports[1].name"],
+            ),
+            (
+                "",
+                "services",
+                service(json!([{"name": "a", "port": 80}, {"name": "a", "port": 81}])),
+                vec!["spec.ports[1].name"],
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "roles",
+                json!({"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
+                vec![],
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "roles",
+                json!({"rules": [{"apiGroups": [""], "resources": ["pods"]}]}),
+                vec!["rules[0].verbs"],
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "roles",
+                json!({"rules": [{"resources": ["pods"], "verbs": ["get"]}]}),
+                vec!["rules[0].apiGroups"],
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "roles",
+                json!({"rules": [{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]}),
+                vec!["rules[0].nonResourceURLs"],
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "clusterroles",
+                json!({"rules": [{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]}),
+                vec![],
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "rolebindings",
+                json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}, "subjects": [{"kind": "User", "name": "alice"}]}),
+                vec![],
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "clusterrolebindings",
+                json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}}),
+                vec!["roleRef.kind"],
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "clusterrolebindings",
+                json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"}, "subjects": [{"kind": "ServiceAccount", "name": "robot"}]}),
+                vec!["subjects[0].namespace"],
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "rolebindings",
+                json!({"subjects": [{"kind": "Team", "name": "x"}]}),
+                vec!["roleRef", "subjects[0].kind"],
+            ),
+        ];
+        for (group, plural, object, expected) in cases {
+            assert_eq!(
+                fields_of(group, plural, object.clone()),
+                expected,
+                "{plural}: {object}"
+            );
+        }
+    }
+
+    #[test]
+    fn bindings_keep_their_role_and_workloads_their_selector() {
+        let registry = crate::apiserver::builtin::registry();
+        let bindings = registry
+            .get("rbac.authorization.k8s.io", "v1", "rolebindings")
+            .unwrap();
+        let to = |name: &str| json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": [{"kind": "User", "name": "a"}]});
+        assert!(kind_update(&bindings, &to("r"), &to("r")).is_empty());
+        assert_eq!(
+            kind_update(&bindings, &to("r"), &to("admin"))[0].field,
+            "roleRef"
+        );
+        let deployments = registry.get("apps", "v1", "deployments").unwrap();
+        let selecting =
+            |app: &str| json!({"spec": {"selector": {"matchLabels": {"app": app}}, "replicas": 1}});
+        assert_eq!(
+            kind_update(&deployments, &selecting("a"), &selecting("b"))[0].field,
+            "spec.selector"
+        );
+    }
 
     #[test]
     fn names_follow_dns_rules() {
