@@ -2015,3 +2015,142 @@ fn kubectl_port_forward_reaches_a_pods_port_over_spdy() {
         let _ = forward.wait();
     }
 }
+
+/// A ClusterClass has its templates read and owned and its variables published: a missing
+/// template is named in `RefVersionsUpToDate` until it exists; upstream's in-memory class,
+/// whose template kinds no provider here serves, says which CRD is missing.
+#[test]
+fn a_cluster_class_owns_its_templates_and_names_the_missing_ones() {
+    let m = Management::up();
+    let crds = capictl(&["generate", "crds"]);
+    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+    m.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/clusterclasses.cluster.x-k8s.io",
+    ]);
+    let class = "apiVersion: cluster.x-k8s.io/v1beta2
+kind: ClusterClass
+metadata: {name: docker}
+spec:
+  infrastructure:
+    templateRef: {apiVersion: infrastructure.cluster.x-k8s.io/v1beta2, kind: DockerClusterTemplate, name: docker-cluster}
+  controlPlane:
+    templateRef: {apiVersion: controlplane.cluster.x-k8s.io/v1beta2, kind: KubeadmControlPlaneTemplate, name: docker-cp}
+    machineInfrastructure:
+      templateRef: {apiVersion: infrastructure.cluster.x-k8s.io/v1beta2, kind: DockerMachineTemplate, name: docker-machines}
+  variables:
+  - name: imageRepository
+    required: false
+    schema:
+      openAPIV3Schema: {type: string, default: registry.k8s.io}
+";
+    m.kubectl_in(&["apply", "-f", "-"], Some(class));
+    let wait = |condition: &str| {
+        m.kubectl(&[
+            "wait",
+            "--timeout=60s",
+            &format!("--for=condition={condition}"),
+            "clusterclass/docker",
+        ])
+    };
+    wait("RefVersionsUpToDate=False");
+    let message = m.kubectl(&[
+        "get",
+        "clusterclass",
+        "docker",
+        "-o",
+        r#"jsonpath={.status.conditions[?(@.type=="RefVersionsUpToDate")].message}"#,
+    ]);
+    for missing in [
+        "DockerClusterTemplate default/docker-cluster (spec.infrastructure.templateRef): not found",
+        "KubeadmControlPlaneTemplate default/docker-cp (spec.controlPlane.templateRef): not found",
+    ] {
+        assert!(message.contains(missing), "{message}");
+    }
+    assert_eq!(
+        m.kubectl(&["get", "clusterclass", "docker", "-o", "jsonpath={.status.variables[0].name} {.status.variables[0].definitions[0].from} {.status.observedGeneration}"]),
+        "imageRepository inline ",
+        "variables are published; the generation is not observed while templates are missing"
+    );
+    let templates = "apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerClusterTemplate
+metadata: {name: docker-cluster}
+spec: {template: {spec: {}}}
+---
+apiVersion: controlplane.cluster.x-k8s.io/v1beta2
+kind: KubeadmControlPlaneTemplate
+metadata: {name: docker-cp}
+spec: {template: {spec: {kubeadmConfigSpec: {}}}}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerMachineTemplate
+metadata: {name: docker-machines}
+spec: {template: {spec: {}}}
+";
+    m.kubectl_in(&["apply", "-f", "-"], Some(templates));
+    wait("RefVersionsUpToDate=True");
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "clusterclass",
+            "docker",
+            "-o",
+            "jsonpath={.status.observedGeneration}"
+        ]),
+        "1"
+    );
+    let uid = m.kubectl(&[
+        "get",
+        "clusterclass",
+        "docker",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    for template in [
+        "dockerclustertemplate/docker-cluster",
+        "kubeadmcontrolplanetemplate/docker-cp",
+        "dockermachinetemplate/docker-machines",
+    ] {
+        let owners = m.kubectl(&[
+            "get",
+            template,
+            "-o",
+            "jsonpath={.metadata.ownerReferences[*].uid}",
+        ]);
+        assert_eq!(owners, uid, "{template} is owned by its class");
+    }
+    // Upstream's in-memory class uses kinds of a provider that is not installed.
+    let upstream =
+        std::fs::read_to_string(common::upstream("templates").join("clusterclass-in-memory.yaml"))
+            .unwrap()
+            .replace("${CLUSTER_CLASS_NAME}", "in-memory");
+    let class_only: String = upstream
+        .split("\n---")
+        .find(|doc| doc.contains("kind: ClusterClass"))
+        .unwrap()
+        .to_string();
+    m.kubectl_in(&["apply", "-f", "-"], Some(&class_only));
+    let name =
+        capictl::yaml::from_str::<serde_json::Value>(&class_only).unwrap()["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    m.kubectl(&[
+        "wait",
+        "--timeout=60s",
+        "--for=condition=RefVersionsUpToDate=False",
+        &format!("clusterclass/{name}"),
+    ]);
+    let message = m.kubectl(&[
+        "get",
+        "clusterclass",
+        &name,
+        "-o",
+        r#"jsonpath={.status.conditions[?(@.type=="RefVersionsUpToDate")].message}"#,
+    ]);
+    assert!(
+        message.contains("DevClusterTemplate") && message.contains("not installed"),
+        "{message}"
+    );
+}

@@ -54,6 +54,7 @@ with_conditions!(
     crate::api::InMemoryCluster => crate::api::in_memory::InMemoryClusterStatus,
     crate::api::DockerCluster => crate::api::docker::DockerClusterStatus,
     crate::api::DockerMachine => crate::api::docker::DockerMachineStatus,
+    crate::api::ClusterClass => crate::api::cluster_class::ClusterClassStatus,
 );
 
 /// The pause guard's write: a paused object gets its `Paused` condition (and nothing else),

@@ -106,6 +106,7 @@ const PROVIDERS: [Provider; 5] = [
         controllers: |w, _| {
             vec![
                 super::cluster::controller(w),
+                super::cluster_class::controller(w),
                 super::machine::controller(w),
                 super::machine_set::controller(w),
                 super::machine_deployment::controller(w),

@@ -7,6 +7,7 @@
 //! workload clusters are reached through [`crate::workload`].
 
 pub mod cluster;
+pub mod cluster_class;
 pub mod common;
 pub mod external;
 pub mod kubeadm_config;
