@@ -16,6 +16,20 @@ use super::common::{
 use super::health_check::HealthCheck;
 use super::schema;
 
+/// The condition types of a ClusterClass, beside `Paused`.
+pub mod conditions {
+    pub const REF_VERSIONS_UP_TO_DATE: &str = "RefVersionsUpToDate";
+    pub const VARIABLES_READY: &str = "VariablesReady";
+}
+
+/// The reasons of a ClusterClass's conditions.
+pub mod reasons {
+    pub const REF_VERSIONS_UP_TO_DATE: &str = "RefVersionsUpToDate";
+    pub const REF_VERSIONS_NOT_UP_TO_DATE: &str = "RefVersionsNotUpToDate";
+    pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
+    pub const VARIABLES_READY: &str = "VariablesReady";
+}
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

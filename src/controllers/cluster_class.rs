@@ -20,22 +20,10 @@ use super::runtime::Wiring;
 use super::{Context, Result, StepContext};
 use crate::api::cluster_class::{
     ClusterClass, ClusterClassSpec, ClusterClassStatus, ClusterClassStatusVariable,
-    ClusterClassStatusVariableDefinition,
+    ClusterClassStatusVariableDefinition, conditions, reasons,
 };
 use crate::api::common::TemplateReference;
 use crate::conditions::{NewCondition, Status};
-
-pub mod conditions {
-    pub const REF_VERSIONS_UP_TO_DATE: &str = "RefVersionsUpToDate";
-    pub const VARIABLES_READY: &str = "VariablesReady";
-}
-
-pub mod reasons {
-    pub const REF_VERSIONS_UP_TO_DATE: &str = "RefVersionsUpToDate";
-    pub const REF_VERSIONS_NOT_UP_TO_DATE: &str = "RefVersionsNotUpToDate";
-    pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
-    pub const VARIABLES_READY: &str = "VariablesReady";
-}
 
 /// Every template a class references, with where in the spec it is (for messages).
 pub fn template_refs(spec: &ClusterClassSpec) -> Vec<(String, &TemplateReference)> {
@@ -56,36 +44,28 @@ pub fn template_refs(spec: &ClusterClassSpec) -> Vec<(String, &TemplateReference
         ));
     }
     let workers = spec.workers.as_ref();
-    for (i, md) in workers
+    let deployments = workers
         .and_then(|w| w.machine_deployments.as_ref())
         .into_iter()
         .flatten()
-        .enumerate()
-    {
-        let at = format!("spec.workers.machineDeployments[{i}]");
-        refs.push((
-            format!("{at}.bootstrap.templateRef"),
-            &md.bootstrap.template_ref,
-        ));
-        refs.push((
-            format!("{at}.infrastructure.templateRef"),
-            &md.infrastructure.template_ref,
-        ));
-    }
-    for (i, mp) in workers
+        .map(|c| ("machineDeployments", &c.bootstrap, &c.infrastructure));
+    let pools = workers
         .and_then(|w| w.machine_pools.as_ref())
         .into_iter()
         .flatten()
-        .enumerate()
-    {
-        let at = format!("spec.workers.machinePools[{i}]");
+        .map(|c| ("machinePools", &c.bootstrap, &c.infrastructure));
+    let mut index: std::collections::HashMap<&str, usize> = Default::default();
+    for (list, bootstrap, infrastructure) in deployments.chain(pools) {
+        let i = index.entry(list).or_default();
+        let at = format!("spec.workers.{list}[{i}]");
+        *i += 1;
         refs.push((
             format!("{at}.bootstrap.templateRef"),
-            &mp.bootstrap.template_ref,
+            &bootstrap.template_ref,
         ));
         refs.push((
             format!("{at}.infrastructure.templateRef"),
-            &mp.infrastructure.template_ref,
+            &infrastructure.template_ref,
         ));
     }
     refs
