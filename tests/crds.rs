@@ -215,3 +215,27 @@ fn numeric_bounds_and_cel_rules_match_upstream() {
     }
     assert!(compared > 200, "only {compared} bounds compared");
 }
+
+/// Upstream's own ClusterClasses pass the ClusterClass rules capictl's API server applies.
+#[test]
+fn upstream_cluster_classes_pass_the_cluster_class_rules() {
+    for file in [
+        "clusterclass-quick-start.yaml",
+        "clusterclass-in-memory.yaml",
+    ] {
+        let docs = common::read_yaml_docs(&common::upstream("templates").join(file));
+        let class = docs
+            .iter()
+            .find(|d| d["kind"] == "ClusterClass")
+            .unwrap_or_else(|| panic!("{file} has a ClusterClass"));
+        let causes = capictl::webhooks::cluster_class_causes(class);
+        assert!(causes.is_empty(), "{file}: {causes:?}");
+        if file == "clusterclass-quick-start.yaml" {
+            let patches = class["spec"]["patches"].as_array().map_or(0, Vec::len);
+            assert!(
+                patches > 0,
+                "the quick-start class's patches are among those checked"
+            );
+        }
+    }
+}
