@@ -637,6 +637,9 @@ fn row_name(node: &Node) -> String {
     if o["metadata"].get("deletionTimestamp").is_some() {
         name = format!("!! DELETED !! {name}");
     }
+    if o["metadata"]["annotations"][crate::api::DELETION_PROTECTION_ANNOTATION] == "true" {
+        name.push_str(" (deletion protected)");
+    }
     name
 }
 
@@ -1034,6 +1037,20 @@ mod tests {
             &objects(),
             &options("KubeadmControlPlane,Cluster+", true, false)
         ));
+    }
+
+    #[test]
+    fn a_protected_cluster_says_so() {
+        let mut protected = objects();
+        protected.cluster["metadata"]["annotations"] =
+            json!({(crate::api::DELETION_PROTECTION_ANNOTATION): "true"});
+        let text = render(&protected, &options("", false, false));
+        let row = text.lines().nth(1).unwrap();
+        assert!(
+            row.starts_with("Cluster default/c1 (deletion protected)"),
+            "{text}"
+        );
+        assert!(!render(&objects(), &options("", false, false)).contains("protected"));
     }
 
     #[test]

@@ -2154,3 +2154,81 @@ spec: {template: {spec: {}}}
         "{message}"
     );
 }
+
+/// A Cluster with the deletion-protection annotation is not deleted, whoever asks (the admin
+/// included), nor is its namespace; removing the annotation lifts it.
+#[test]
+fn a_protected_cluster_is_not_deleted_until_the_protection_is_lifted() {
+    let m = Management::up();
+    let crds = capictl(&["generate", "crds"]);
+    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+    m.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/clusters.cluster.x-k8s.io",
+    ]);
+    m.kubectl(&["create", "namespace", "production"]);
+    let annotation = capictl::api::DELETION_PROTECTION_ANNOTATION;
+    m.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  name: prod\n  namespace: production\n  annotations: {{{annotation}: \"true\"}}\nspec: {{}}\n"
+        )),
+    );
+    let refused = m.kubectl_output(
+        &[
+            "delete",
+            "cluster",
+            "prod",
+            "-n",
+            "production",
+            "--wait=false",
+        ],
+        None,
+    );
+    let err = text(&refused.stderr);
+    assert!(
+        !refused.status.success(),
+        "the protected Cluster was deleted"
+    );
+    assert!(
+        err.contains("Cluster production/prod has deletion protection")
+            && err.contains(&format!(
+                "kubectl annotate cluster -n production prod {annotation}-"
+            )),
+        "{err}"
+    );
+    let namespace = m.kubectl_output(&["delete", "namespace", "production", "--wait=false"], None);
+    let err = text(&namespace.stderr);
+    assert!(!namespace.status.success(), "its namespace was deleted");
+    assert!(
+        err.contains("the namespace holds objects with deletion protection"),
+        "{err}"
+    );
+    assert!(
+        m.kubectl(&[
+            "get",
+            "namespace",
+            "production",
+            "-o",
+            "jsonpath={.status.phase}"
+        ]) == "Active",
+        "nothing began deleting"
+    );
+    m.kubectl(&[
+        "annotate",
+        "cluster",
+        "-n",
+        "production",
+        "prod",
+        &format!("{annotation}-"),
+    ]);
+    m.kubectl(&[
+        "delete",
+        "cluster",
+        "prod",
+        "-n",
+        "production",
+        "--wait=false",
+    ]);
+}

@@ -172,6 +172,9 @@ fn clusters_move_between_embedded_management_clusters_and_through_a_directory() 
     assert_eq!(paused(&source, "sim"), "");
 
     // One of the two Clusters moves; it is Available in the target with the same Machines.
+    // Its deletion protection moves with it: the source copy gives it up to be deleted.
+    let protection = capictl::api::DELETION_PROTECTION_ANNOTATION;
+    source.kubectl(&["annotate", "cluster", "sim", &format!("{protection}=true")]);
     let moved = succeeds(
         &source,
         &["move", "--to-kubeconfig", &to(&target), "--cluster", "sim"],
@@ -185,6 +188,19 @@ fn clusters_move_between_embedded_management_clusters_and_through_a_directory() 
     wait_available(&target, "sim");
     assert_eq!(ready_machines(&target, "sim"), machines, "no rollout");
     assert_eq!(paused(&target, "sim"), "");
+    assert_eq!(
+        target.kubectl(&[
+            "get",
+            "cluster",
+            "sim",
+            "-o",
+            &format!(
+                "jsonpath={{.metadata.annotations.{}}}",
+                protection.replace('.', "\\.")
+            )
+        ]),
+        "true"
+    );
     let managers = target.kubectl(&[
         "get",
         "cluster",

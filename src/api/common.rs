@@ -11,6 +11,9 @@ use serde_with::skip_serializing_none;
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 /// On an object, or through its Cluster's `spec.paused`: controllers leave it alone.
 pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+/// `"true"` on a Cluster or ClusterClass makes the management cluster refuse to delete it,
+/// whoever asks (a GitOps prune, a wrong `kubectl delete`), and its namespace with it.
+pub const DELETION_PROTECTION_ANNOTATION: &str = "capictl.x-k8s.io/deletion-protection";
 /// On an object cloned from a template: the template's name and group/kind.
 pub const CLONED_FROM_NAME_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-name";
 pub const CLONED_FROM_GROUP_KIND_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-groupkind";

@@ -729,6 +729,8 @@ impl Call<'_> {
             if precondition_rv.is_some_and(|rv| rv != current.mod_revision.to_string()) {
                 return Err(self.conflict(name));
             }
+            self.server
+                .refuse_protected_deletion(&self.resource, &current.value)?;
             self.admit(
                 Operation::Delete,
                 Some(&current.value),

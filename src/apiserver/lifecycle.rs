@@ -54,6 +54,25 @@ pub enum Updated {
     Removed(Value, u64),
 }
 
+/// Whether an object is one whose deletion is refused: a Cluster or ClusterClass with
+/// [`crate::api::DELETION_PROTECTION_ANNOTATION`] `"true"`.
+pub fn deletion_protected(resource: &Resource, object: &Value) -> bool {
+    resource.group == "cluster.x-k8s.io"
+        && matches!(resource.plural.as_str(), "clusters" | "clusterclasses")
+        && object["metadata"]["annotations"][crate::api::DELETION_PROTECTION_ANNOTATION] == "true"
+}
+
+/// Why a protected object may not be deleted, and how to lift the protection.
+fn protection_message(resource: &Resource, namespace: &str, name: &str) -> String {
+    let annotation = crate::api::DELETION_PROTECTION_ANNOTATION;
+    format!(
+        "{kind} {namespace}/{name} has deletion protection ({annotation}=\"true\"); to delete it, \
+         first remove the annotation: kubectl annotate {singular} -n {namespace} {name} {annotation}-",
+        kind = resource.kind,
+        singular = resource.singular,
+    )
+}
+
 /// Whether objects of this resource always pass through a deletion phase, finalizers or not
 /// (a namespace is emptied before it goes).
 fn finalizes_on_delete(resource: &Resource) -> bool {
@@ -116,6 +135,51 @@ fn check_size(object: &Value) -> Result<(), StoreError> {
 }
 
 impl ApiServer {
+    /// Refuses the deletion of a protected Cluster or ClusterClass, and of a namespace that
+    /// holds one, whoever asks: 403 naming the objects and how to lift the protection.
+    pub fn refuse_protected_deletion(
+        &self,
+        resource: &Resource,
+        object: &Value,
+    ) -> Result<(), super::status::ApiError> {
+        let name = object::name_of(object);
+        let refuse = |message: String| {
+            Err(super::status::ApiError::forbidden(format!(
+                "{}.{} {name:?} is forbidden: {message}",
+                resource.plural, resource.group
+            )))
+        };
+        if deletion_protected(resource, object) {
+            let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+            return refuse(protection_message(resource, namespace, name));
+        }
+        if resource.group.is_empty() && resource.plural == "namespaces" {
+            let mut held = Vec::new();
+            for plural in ["clusters", "clusterclasses"] {
+                let Some(kind) = self.registry.get("cluster.x-k8s.io", "v1beta2", plural) else {
+                    continue;
+                };
+                let (records, _, _) =
+                    self.store
+                        .list(&kind.namespace_prefix(Some(name)), None, None, |r| {
+                            deletion_protected(&kind, &r.value)
+                        });
+                held.extend(
+                    records
+                        .iter()
+                        .map(|r| protection_message(&kind, name, object::name_of(&r.value))),
+                );
+            }
+            if !held.is_empty() {
+                return refuse(format!(
+                    "the namespace holds objects with deletion protection: {}",
+                    held.join("; ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Stores a new object under `key` (refused if one is there).
     pub async fn create_object(
         &self,

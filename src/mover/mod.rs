@@ -909,11 +909,16 @@ async fn delete_without_finalizers(endpoint: &Endpoint, object: &ObjectRef) -> R
         Err(e) if !not_found(&e) => Err(e),
         _ => Ok(()),
     };
+    // The move is committed: the copy in the target keeps any deletion protection, which this
+    // source object gives up so that it can go.
     gone(
         merge_patch(
             endpoint,
             object,
-            json!({"metadata": {"annotations": {(graph::DELETE_FOR_MOVE_ANNOTATION): ""}}}),
+            json!({"metadata": {"annotations": {
+                (graph::DELETE_FOR_MOVE_ANNOTATION): "",
+                (crate::api::DELETION_PROTECTION_ANNOTATION): null,
+            }}}),
         )
         .await,
     )
