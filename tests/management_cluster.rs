@@ -1061,9 +1061,7 @@ impl Drop for Container {
 #[test]
 fn get_kubeconfig_of_a_docker_cluster_uses_the_published_load_balancer_port() {
     let m = Management::up();
-    let crds = capictl(&["generate", "crds"]);
-    assert!(crds.status.success(), "{}", text(&crds.stderr));
-    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+    m.install_crds();
     let name = format!("dk-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: https://172.18.0.3:6443\n    certificate-authority-data: Q0E=\ncontexts:\n- name: {name}-admin@{name}\n  context: {{cluster: {name}, user: {name}-admin}}\ncurrent-context: {name}-admin@{name}\nusers:\n- name: {name}-admin\n  user: {{client-key-data: S0VZ}}\n"
@@ -1588,9 +1586,7 @@ fn invalid_built_in_objects_are_refused_naming_the_field_and_nothing_is_stored()
 #[test]
 fn invalid_cluster_api_objects_are_refused_naming_the_field_and_nothing_is_stored() {
     let m = Management::up();
-    let crds = capictl(&["generate", "crds"]);
-    assert!(crds.status.success(), "{}", text(&crds.stderr));
-    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+    m.install_crds();
     m.kubectl(&[
         "wait",
         "--for=condition=Established",
@@ -1870,8 +1866,7 @@ fn built_in_objects_get_kube_apiserver_defaults_and_the_control_plane_keeps_its_
     );
     // Every namespace gets its default ServiceAccount, and every served group version an
     // APIService, CRDs' included.
-    let crds = capictl(&["generate", "crds"]);
-    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+    m.install_crds();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let accounts = m.kubectl(&[
@@ -2022,8 +2017,7 @@ fn kubectl_port_forward_reaches_a_pods_port_over_spdy() {
 #[test]
 fn a_cluster_class_owns_its_templates_and_names_the_missing_ones() {
     let m = Management::up();
-    let crds = capictl(&["generate", "crds"]);
-    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+    m.install_crds();
     m.kubectl(&[
         "wait",
         "--for=condition=Established",
@@ -2160,8 +2154,7 @@ spec: {template: {spec: {}}}
 #[test]
 fn a_protected_cluster_is_not_deleted_until_the_protection_is_lifted() {
     let m = Management::up();
-    let crds = capictl(&["generate", "crds"]);
-    m.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+    m.install_crds();
     m.kubectl(&[
         "wait",
         "--for=condition=Established",

@@ -173,6 +173,14 @@ impl Management {
         self.kubectl_in(args, None)
     }
 
+    /// `capictl generate crds` applied, every CRD served before this returns.
+    pub fn install_crds(&self) {
+        let crds = capictl(&["generate", "crds"]);
+        assert!(crds.status.success(), "{}", text(&crds.stderr));
+        self.kubectl_in(&["apply", "-f", "-"], Some(&text(&crds.stdout)));
+        self.kubectl(&["wait", "--for=condition=Established", "crd", "--all"]);
+    }
+
     /// `capictl generate cluster NAME --infrastructure in-memory` at v1.30.4 with one control
     /// plane and `workers` workers in namespace default, applied with kubectl.
     pub fn apply_in_memory_cluster(&self, name: &str, workers: u32) {
