@@ -177,6 +177,7 @@ pub fn cluster_causes(object: &Value, old: Option<&Value>) -> Vec<FieldCause> {
             ));
         }
     }
+    causes.extend(topology_causes(object, old));
     if let Some(old) = old {
         for reference in ["infrastructureRef", "controlPlaneRef"] {
             let before = &old["spec"][reference];
@@ -188,6 +189,94 @@ pub fn cluster_causes(object: &Value, old: Option<&Value>) -> Vec<FieldCause> {
                     "apiGroup and kind cannot be changed once set; the Cluster's objects of that kind would be abandoned",
                 ));
             }
+        }
+    }
+    causes
+}
+
+/// A managed topology's checks: a class and a Kubernetes version, MachineDeployment and
+/// variable names each once, the topology kept once set, and its version moving up one minor
+/// at a time.
+fn topology_causes(object: &Value, old: Option<&Value>) -> Vec<FieldCause> {
+    let topology = &object["spec"]["topology"];
+    let old_topology = old.map(|o| &o["spec"]["topology"]);
+    let mut causes = Vec::new();
+    if !topology.is_object() {
+        if old_topology.is_some_and(Value::is_object) {
+            causes.push(FieldCause::forbidden(
+                "spec.topology",
+                "cannot be removed from an existing Cluster: its objects are managed through it",
+            ));
+        }
+        return causes;
+    }
+    if topology["classRef"]["name"]
+        .as_str()
+        .is_none_or(str::is_empty)
+    {
+        causes.push(FieldCause::required("spec.topology.classRef.name"));
+    }
+    let version = topology["version"].as_str().unwrap_or_default();
+    let parsed = kubernetes_version(version);
+    if parsed.is_none() {
+        causes.push(FieldCause::invalid(
+            "spec.topology.version",
+            format!(
+                "Invalid value: {version:?}: version must be a valid semantic version, like v1.30.4"
+            ),
+        ));
+    }
+    let unique = |list: &Value, path: &str, causes: &mut Vec<FieldCause>| {
+        let names: Vec<&str> = list
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| i["name"].as_str().unwrap_or_default())
+            .collect();
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                causes.push(FieldCause::invalid(
+                    format!("{path}[{i}].name"),
+                    format!("Invalid value: {name:?}: name must be unique"),
+                ));
+            }
+        }
+    };
+    unique(
+        &topology["workers"]["machineDeployments"],
+        "spec.topology.workers.machineDeployments",
+        &mut causes,
+    );
+    unique(
+        &topology["variables"],
+        "spec.topology.variables",
+        &mut causes,
+    );
+    let before = old_topology
+        .and_then(|t| t["version"].as_str())
+        .and_then(kubernetes_version);
+    if let (Some(from), Some(to)) = (before, parsed) {
+        let show = |v: (u64, u64, u64)| format!("v{}.{}.{}", v.0, v.1, v.2);
+        if to < from {
+            causes.push(FieldCause::invalid(
+                "spec.topology.version",
+                format!(
+                    "Invalid value: {version:?}: version cannot be decreased from {} to {}",
+                    show(from),
+                    show(to)
+                ),
+            ));
+        } else if to.0 > from.0 || to.1 > from.1 + 1 {
+            causes.push(FieldCause::invalid(
+                "spec.topology.version",
+                format!(
+                    "Invalid value: {version:?}: version cannot be increased from {} to {} in one step; upgrade to v{}.{}.x first",
+                    show(from),
+                    show(to),
+                    from.0,
+                    from.1 + 1
+                ),
+            ));
         }
     }
     causes
@@ -725,6 +814,48 @@ mod tests {
             bad.message.contains("invalid CIDR address: not-a-cidr"),
             "{bad:?}"
         );
+    }
+
+    #[test]
+    fn topology_rules() {
+        let cluster = |topology: Value| json!({"spec": {"topology": topology}});
+        let topology = |version: &str| {
+            json!({"classRef": {"name": "quick-start"}, "version": version,
+            "workers": {"machineDeployments": [{"class": "default-worker", "name": "md-0"}]}})
+        };
+        let fields = |object: &Value, old: Option<&Value>| -> Vec<String> {
+            topology_causes(object, old)
+                .into_iter()
+                .map(|c| c.field)
+                .collect()
+        };
+        assert!(fields(&cluster(topology("v1.30.4")), None).is_empty());
+        assert_eq!(
+            fields(&cluster(topology("latest")), None),
+            ["spec.topology.version"]
+        );
+        assert_eq!(
+            fields(&cluster(json!({"version": "v1.30.4"})), None),
+            ["spec.topology.classRef.name"]
+        );
+        let mut twice = topology("v1.30.4");
+        twice["workers"]["machineDeployments"] = json!([{"name": "md-0"}, {"name": "md-0"}]);
+        assert_eq!(
+            fields(&cluster(twice), None),
+            ["spec.topology.workers.machineDeployments[1].name"]
+        );
+        let old = cluster(topology("v1.30.4"));
+        assert!(fields(&cluster(topology("v1.31.0")), Some(&old)).is_empty());
+        assert_eq!(
+            fields(&cluster(topology("v1.29.9")), Some(&old)),
+            ["spec.topology.version"]
+        );
+        let skipped = topology_causes(&cluster(topology("v1.32.0")), Some(&old));
+        assert!(
+            skipped[0].message.contains("upgrade to v1.31.x first"),
+            "{skipped:?}"
+        );
+        assert_eq!(fields(&json!({"spec": {}}), Some(&old)), ["spec.topology"]);
     }
 
     #[test]
