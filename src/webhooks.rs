@@ -398,6 +398,26 @@ pub fn cluster_class_causes(object: &Value) -> Vec<FieldCause> {
             });
         }
     }
+    // A variable's schema is checked as a CRD's is: structural, with rules that compile.
+    for (i, variable) in spec["variables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let field = format!("spec.variables[{i}].schema.openAPIV3Schema");
+        let schema = &variable["schema"]["openAPIV3Schema"];
+        if !schema.is_object() {
+            causes.push(FieldCause::required(field));
+            continue;
+        }
+        let problems = crate::apiserver::schema::structural_problems(schema)
+            .into_iter()
+            .chain(crate::apiserver::cel::rule_problems(schema));
+        for problem in problems {
+            causes.push(FieldCause::invalid(field.clone(), problem));
+        }
+    }
     let md_classes: Vec<&Value> = spec["workers"]["machineDeployments"]
         .as_array()
         .into_iter()
@@ -974,7 +994,16 @@ mod tests {
             let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
             assert_eq!(fields, expected, "{patches}: {causes:?}");
         }
-        let names = json!([{"name": "a"}, {"name": "a"}, {"name": "builtin"}, {"name": "x.y"}]);
+        let schema = json!({"openAPIV3Schema": {"type": "string"}});
+        let named = |name: &str| json!({"name": name, "schema": schema});
+        let untyped =
+            json!([{"name": "loose", "schema": {"openAPIV3Schema": {"description": "no type"}}}]);
+        let fields: Vec<String> = cluster_class_causes(&class(untyped, json!([])))
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(fields, ["spec.variables[0].schema.openAPIV3Schema"]);
+        let names = json!([named("a"), named("a"), named("builtin"), named("x.y")]);
         let fields: Vec<String> = cluster_class_causes(&class(names, json!([])))
             .into_iter()
             .map(|c| c.field)
