@@ -60,6 +60,28 @@ pub fn aggregated_rules(role: &Value, roles: &[Value]) -> Option<Vec<Value>> {
     Some(rules)
 }
 
+/// Every ClusterRole with its aggregated rules filled in, through chains of aggregation
+/// (`admin` takes `edit`'s, which takes `view`'s): worked out to the end here, so that one
+/// pass writes each role once and the next writes nothing.
+pub fn aggregate_all(roles: &[Value]) -> Vec<Value> {
+    let mut roles = roles.to_vec();
+    for _ in 0..=roles.len() {
+        let mut changed = false;
+        for i in 0..roles.len() {
+            if let Some(rules) = aggregated_rules(&roles[i], &roles)
+                && roles[i]["rules"].as_array() != Some(&rules)
+            {
+                roles[i]["rules"] = json!(rules);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    roles
+}
+
 /// kube-apiserver's name of a group version's APIService: `v1.apps`, `v1.` for the core group.
 fn api_service_name(group: &str, version: &str) -> String {
     format!("{version}.{group}")
@@ -159,16 +181,13 @@ pub async fn reconcile(server: &ApiServer) {
         let (records, _, _) = server
             .store
             .list(&cluster_roles.prefix(), None, None, |_| true);
-        let roles: Vec<Value> = records.iter().map(|r| r.value.clone()).collect();
-        for record in &records {
-            let Some(rules) = aggregated_rules(&record.value, &roles) else {
-                continue;
-            };
-            if record.value["rules"].as_array() == Some(&rules) {
+        let stored: Vec<Value> = records.iter().map(|r| r.value.clone()).collect();
+        for (record, aggregated) in records.iter().zip(aggregate_all(&stored)) {
+            if record.value["rules"] == aggregated["rules"] {
                 continue;
             }
             let mut updated = record.value.clone();
-            updated["rules"] = json!(rules);
+            updated["rules"] = aggregated["rules"].clone();
             if object::prepare_update(
                 &cluster_roles,
                 &record.value,
@@ -265,8 +284,30 @@ mod tests {
             ),
             role("other", json!({}), json!([{"verbs": ["*"]}])),
         ];
-        assert_eq!(aggregated_rules(&admin, &roles), Some(vec![read, write]));
+        assert_eq!(
+            aggregated_rules(&admin, &roles),
+            Some(vec![read.clone(), write.clone()])
+        );
         assert_eq!(aggregated_rules(&roles[1], &roles), None);
+        // A chain settles in one pass: admin takes edit's rules, which edit takes from writer.
+        let aggregating = |name: &str, from: &str, labels: Value| {
+            let mut r = role(name, labels, json!([]));
+            r["aggregationRule"] =
+                json!({"clusterRoleSelectors": [{"matchLabels": {from: "true"}}]});
+            r
+        };
+        let chain = vec![
+            aggregating("admin", "to-admin", json!({})),
+            aggregating("edit", "to-edit", json!({"to-admin": "true"})),
+            role("writer", json!({"to-edit": "true"}), json!([write.clone()])),
+        ];
+        let settled = aggregate_all(&chain);
+        assert_eq!(settled[0]["rules"], json!([write.clone()]));
+        assert_eq!(
+            aggregate_all(&settled),
+            settled,
+            "a second pass changes nothing"
+        );
     }
 
     #[test]
