@@ -37,6 +37,9 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         "--show-conditions",
         "all",
         "--echo",
+        // Every Machine on its own row, with its DockerMachine: alike Machines would fold into
+        // one row once they all are Ready, which a loaded machine can reach before this runs.
+        "--grouping=false",
     ]);
     for row in [
         "DockerCluster default/",
