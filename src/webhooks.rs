@@ -391,11 +391,10 @@ pub fn cluster_class_causes(object: &Value) -> Vec<FieldCause> {
                 format!("Invalid value: {name:?}: variable name cannot contain \".\""),
             ));
         } else if variables[..i].contains(name) {
-            causes.push(FieldCause {
-                reason: "FieldValueDuplicate",
+            causes.push(FieldCause::duplicate(
                 field,
-                message: format!("Duplicate value: {name:?}: variable names must be unique"),
-            });
+                format!("{name:?}: variable names must be unique"),
+            ));
         }
     }
     // A variable's schema is checked as a CRD's is: structural, with rules that compile.

@@ -151,11 +151,10 @@ pub fn prepare_create(
                     &resource.kind,
                     &resource.group,
                     "",
-                    vec![FieldCause {
-                        reason: "FieldValueRequired",
-                        field: "metadata.name".into(),
-                        message: "name or generateName is required".into(),
-                    }],
+                    vec![FieldCause::required_because(
+                        "metadata.name",
+                        "name or generateName is required",
+                    )],
                 ));
             }
         },

@@ -216,16 +216,11 @@ fn validate_at(
     if let Some(options) = schema.get("enum").and_then(Value::as_array)
         && !options.contains(value)
     {
-        let supported: Vec<String> = options.iter().map(shown).collect();
-        causes.push(FieldCause {
-            reason: "FieldValueNotSupported",
-            field: path.to_string(),
-            message: format!(
-                "Unsupported value: {}: supported values: {}",
-                shown(value),
-                supported.join(", ")
-            ),
-        });
+        causes.push(FieldCause::not_supported(
+            path,
+            shown(value),
+            options.iter().map(shown),
+        ));
     }
     match value {
         Value::Number(n) => {
@@ -390,17 +385,14 @@ fn check_rules(
             Some(sub) => format!("{path}{}", sub),
             None => path.to_string(),
         };
-        let reason = rule.reason();
-        let message = match reason {
-            "FieldValueForbidden" => format!("Forbidden: {message}"),
-            "FieldValueRequired" => format!("Required value: {message}"),
-            "FieldValueDuplicate" => format!("Duplicate value: {message}"),
-            _ => format!("Invalid value: {:?}: {message}", type_name(value)),
-        };
-        causes.push(FieldCause {
-            reason,
-            field,
-            message,
+        causes.push(match rule.reason() {
+            "FieldValueForbidden" => FieldCause::forbidden(field, message),
+            "FieldValueRequired" => FieldCause::required_because(field, message),
+            "FieldValueDuplicate" => FieldCause::duplicate(field, message),
+            _ => FieldCause::invalid(
+                field,
+                format!("Invalid value: {:?}: {message}", type_name(value)),
+            ),
         });
     }
 }

@@ -223,6 +223,42 @@ impl FieldCause {
         }
     }
 
+    /// A value outside the set the field takes; the value and the supported ones as they are
+    /// to be shown (strings quoted: [`quoted`]).
+    pub fn not_supported(
+        field: impl Into<String>,
+        value: impl std::fmt::Display,
+        supported: impl IntoIterator<Item = impl std::fmt::Display>,
+    ) -> Self {
+        let supported: Vec<String> = supported.into_iter().map(|s| s.to_string()).collect();
+        FieldCause {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            message: format!(
+                "Unsupported value: {value}: supported values: {}",
+                supported.join(", ")
+            ),
+        }
+    }
+
+    /// A value another item of the list has already.
+    pub fn duplicate(field: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        FieldCause {
+            reason: "FieldValueDuplicate",
+            field: field.into(),
+            message: format!("Duplicate value: {message}"),
+        }
+    }
+
+    /// A missing value, and why it is needed.
+    pub fn required_because(field: impl Into<String>, why: impl std::fmt::Display) -> Self {
+        FieldCause {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            message: format!("Required value: {why}"),
+        }
+    }
+
     pub fn required(field: impl Into<String>) -> Self {
         FieldCause {
             reason: "FieldValueRequired",
@@ -262,4 +298,9 @@ impl From<super::store::StoreError> for ApiError {
             other => ApiError::internal(other.to_string()),
         }
     }
+}
+
+/// Strings as kube-apiserver shows them in a cause: `"a"`.
+pub fn quoted<'a>(values: &'a [&'a str]) -> impl Iterator<Item = String> + 'a {
+    values.iter().map(|v| format!("{v:?}"))
 }

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::registry::Resource;
-use super::status::FieldCause;
+use super::status::{FieldCause, quoted};
 
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters: a DNS-1123 label.
 pub fn dns_label_problem(name: &str) -> Option<String> {
@@ -294,13 +294,11 @@ fn service(object: &Value, causes: &mut Vec<FieldCause>) {
         kind,
         "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName"
     ) {
-        causes.push(FieldCause {
-            reason: "FieldValueNotSupported",
-            field: "spec.type".into(),
-            message: format!(
-                "Unsupported value: {kind:?}: supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\""
-            ),
-        });
+        causes.push(FieldCause::not_supported(
+            "spec.type",
+            format!("{kind:?}"),
+            quoted(&["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]),
+        ));
     }
     if kind == "ExternalName" && spec["externalName"].as_str().is_none_or(str::is_empty) {
         causes.push(FieldCause::required("spec.externalName"));
@@ -322,23 +320,17 @@ fn service(object: &Value, causes: &mut Vec<FieldCause>) {
         }
         let protocol = port["protocol"].as_str().unwrap_or("TCP");
         if !matches!(protocol, "TCP" | "UDP" | "SCTP") {
-            causes.push(FieldCause {
-                reason: "FieldValueNotSupported",
-                field: at("protocol"),
-                message: format!(
-                    "Unsupported value: {protocol:?}: supported values: \"SCTP\", \"TCP\", \"UDP\""
-                ),
-            });
+            causes.push(FieldCause::not_supported(
+                at("protocol"),
+                format!("{protocol:?}"),
+                quoted(&["SCTP", "TCP", "UDP"]),
+            ));
         }
         let name = port["name"].as_str().unwrap_or_default();
         if ports.len() > 1 && name.is_empty() {
             causes.push(FieldCause::required(at("name")));
         } else if !name.is_empty() && names.contains(&name) {
-            causes.push(FieldCause {
-                reason: "FieldValueDuplicate",
-                field: at("name"),
-                message: format!("Duplicate value: {name:?}"),
-            });
+            causes.push(FieldCause::duplicate(at("name"), format!("{name:?}")));
         }
         names.push(name);
     }
@@ -351,11 +343,10 @@ fn rbac_rules(object: &Value, cluster_scoped: bool, causes: &mut Vec<FieldCause>
         let at = |f: &str| format!("rules[{i}].{f}");
         let count = |f: &str| rule[f].as_array().map_or(0, Vec::len);
         if count("verbs") == 0 {
-            causes.push(FieldCause {
-                reason: "FieldValueRequired",
-                field: at("verbs"),
-                message: "Required value: verbs must contain at least one value".into(),
-            });
+            causes.push(FieldCause::required_because(
+                at("verbs"),
+                "verbs must contain at least one value",
+            ));
         }
         if count("nonResourceURLs") > 0 {
             if !cluster_scoped {
@@ -377,11 +368,10 @@ fn rbac_rules(object: &Value, cluster_scoped: bool, causes: &mut Vec<FieldCause>
                 ));
             }
         } else if count("apiGroups") == 0 {
-            causes.push(FieldCause {
-                reason: "FieldValueRequired",
-                field: at("apiGroups"),
-                message: "Required value: resource rules must supply at least one api group".into(),
-            });
+            causes.push(FieldCause::required_because(
+                at("apiGroups"),
+                "resource rules must supply at least one api group",
+            ));
         }
     }
 }
@@ -393,14 +383,11 @@ fn rbac_binding(object: &Value, cluster_scoped: bool, causes: &mut Vec<FieldCaus
         causes.push(FieldCause::required("roleRef"));
     } else {
         if role["apiGroup"] != "rbac.authorization.k8s.io" {
-            causes.push(FieldCause {
-                reason: "FieldValueNotSupported",
-                field: "roleRef.apiGroup".into(),
-                message: format!(
-                    "Unsupported value: {}: supported values: \"rbac.authorization.k8s.io\"",
-                    role["apiGroup"]
-                ),
-            });
+            causes.push(FieldCause::not_supported(
+                "roleRef.apiGroup",
+                &role["apiGroup"],
+                quoted(&["rbac.authorization.k8s.io"]),
+            ));
         }
         let kinds: &[&str] = if cluster_scoped {
             &["ClusterRole"]
@@ -408,19 +395,11 @@ fn rbac_binding(object: &Value, cluster_scoped: bool, causes: &mut Vec<FieldCaus
             &["Role", "ClusterRole"]
         };
         if !kinds.iter().any(|k| role["kind"] == *k) {
-            causes.push(FieldCause {
-                reason: "FieldValueNotSupported",
-                field: "roleRef.kind".into(),
-                message: format!(
-                    "Unsupported value: {}: supported values: {}",
-                    role["kind"],
-                    kinds
-                        .iter()
-                        .map(|k| format!("{k:?}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            });
+            causes.push(FieldCause::not_supported(
+                "roleRef.kind",
+                &role["kind"],
+                quoted(kinds),
+            ));
         }
         if role["name"].as_str().is_none_or(str::is_empty) {
             causes.push(FieldCause::required("roleRef.name"));
@@ -440,14 +419,11 @@ fn rbac_binding(object: &Value, cluster_scoped: bool, causes: &mut Vec<FieldCaus
                     causes.push(FieldCause::required(at("namespace")));
                 }
             }
-            other => causes.push(FieldCause {
-                reason: "FieldValueNotSupported",
-                field: at("kind"),
-                message: format!(
-                    "Unsupported value: {:?}: supported values: \"ServiceAccount\", \"User\", \"Group\"",
-                    other.unwrap_or_default()
-                ),
-            }),
+            other => causes.push(FieldCause::not_supported(
+                at("kind"),
+                format!("{:?}", other.unwrap_or_default()),
+                quoted(&["ServiceAccount", "User", "Group"]),
+            )),
         }
         if subject["name"].as_str().is_none_or(str::is_empty) {
             causes.push(FieldCause::required(at("name")));
