@@ -13,7 +13,6 @@ use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, ResourceExt};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
-use serde_json::json;
 
 use super::common;
 use super::runtime::Wiring;
@@ -163,7 +162,7 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     w.run("clusterclass", controller, reconcile)
 }
 
-/// Finds one template and makes the class an owner of it.
+/// Finds one template and makes the class an owner of it, as [`super::external::Resolver::adopt_template`] does for Clusters.
 async fn adopt(
     ctx: &Context,
     class: &ClusterClass,
@@ -184,19 +183,7 @@ async fn adopt(
             why: "not found".into(),
         });
     };
-    let uid = class.uid().unwrap_or_default();
-    if !common::has_owner(template.owner_references(), &uid) {
-        let mut refs = template.owner_references().to_vec();
-        refs.push(common::owner_reference(class, false));
-        // The resourceVersion makes it a compare-and-swap with other owners' writes.
-        let patch = json!({"metadata": {"ownerReferences": refs, "resourceVersion": template.resource_version()}});
-        api.patch(
-            &reference.name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await?;
-    }
+    super::external::add_owner(&api, &template, class).await?;
     Ok(if resource.version == version {
         Found::Current
     } else {

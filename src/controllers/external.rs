@@ -127,23 +127,7 @@ impl Resolver {
         let Some(template) = self.get(namespace, reference).await? else {
             return Ok(());
         };
-        let uid = cluster.uid().unwrap_or_default();
-        if template.owner_references().iter().any(|r| r.uid == uid) {
-            return Ok(());
-        }
-        let mut refs = template.owner_references().to_vec();
-        refs.push(super::common::owner_reference(cluster, false));
-        // The resourceVersion makes it a compare-and-swap with other adopters.
-        let patch = serde_json::json!({"metadata": {"ownerReferences": refs, "resourceVersion": template.resource_version()}});
-        self.api(namespace, reference)
-            .await?
-            .patch(
-                &reference.name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&patch),
-            )
-            .await?;
-        Ok(())
+        add_owner(&self.api(namespace, reference).await?, &template, cluster).await
     }
 
     /// Deletes the object a reference names, unless it is being deleted already (its own
@@ -164,6 +148,29 @@ impl Resolver {
         }
         Ok(true)
     }
+}
+
+/// Makes `owner` an owner (not the controller) of `object`, unless it is one already. The
+/// resourceVersion makes the write a compare-and-swap with other owners'.
+pub async fn add_owner<K: kube::Resource<DynamicType = ()>>(
+    api: &Api<DynamicObject>,
+    object: &DynamicObject,
+    owner: &K,
+) -> Result<()> {
+    let uid = owner.uid().unwrap_or_default();
+    if super::common::has_owner(object.owner_references(), &uid) {
+        return Ok(());
+    }
+    let mut refs = object.owner_references().to_vec();
+    refs.push(super::common::owner_reference(owner, false));
+    let patch = serde_json::json!({"metadata": {"ownerReferences": refs, "resourceVersion": object.resource_version()}});
+    api.patch(
+        &object.name_any(),
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
 }
 
 /// A field of an unstructured object, by path.
