@@ -87,11 +87,6 @@ impl<'a> Rule<'a> {
             })
     }
 
-    /// Whether the rule compares with the stored value, so runs only on updates.
-    pub fn is_transition(&self) -> bool {
-        mentions_old_self(self.rule)
-    }
-
     /// The `FieldCause` reason a failure carries, kube-apiserver's `FieldValueInvalid` unless
     /// the rule names another.
     pub fn reason(&self) -> &'static str {
@@ -103,9 +98,16 @@ impl<'a> Rule<'a> {
         }
     }
 
-    /// Runs the rule; `Err` carries the message to show when it does not hold.
+    /// Runs the rule; `Err` carries the message to show when it does not hold. A transition
+    /// rule (one naming `oldSelf`) holds where there is no stored value to compare with: on
+    /// creates, and for new list items.
     pub fn check(&self, this: &Value, old: Option<&Value>) -> Result<(), String> {
         let program = program(self.rule)?;
+        let transition = program.references().has_variable("oldSelf");
+        let old = match old {
+            None if transition => return Ok(()),
+            _ => old.filter(|_| transition),
+        };
         let mut context = Context::with_env(ENV.clone());
         bind(&mut context, "self", this)?;
         if let Some(old) = old {
@@ -141,10 +143,6 @@ fn bind(context: &mut Context, name: &str, value: &Value) -> Result<(), String> 
     let value = cel::to_value(value).map_err(|e| format!("{name} cannot be given to CEL: {e}"))?;
     context.add_variable_from_value(name, value);
     Ok(())
-}
-
-fn mentions_old_self(source: &str) -> bool {
-    program(source).is_ok_and(|p| p.references().has_variable("oldSelf"))
 }
 
 /// How deeply the program's comprehensions (`all`, `exists`, `map`, `filter`...) nest.
@@ -352,8 +350,9 @@ mod tests {
             {"rule": "self != ''"},
         ]});
         let rules: Vec<Rule> = Rule::all(&schema).collect();
-        assert!(rules[0].is_transition());
-        assert!(!rules[1].is_transition());
+        // A transition rule holds with nothing to compare with; the others run on updates too.
+        assert_eq!(rules[0].check(&json!("b"), None), Ok(()));
+        assert!(rules[1].check(&json!(""), Some(&json!("a"))).is_err());
         assert_eq!(rules[0].check(&json!("a"), Some(&json!("a"))), Ok(()));
         assert_eq!(
             rules[0].check(&json!("b"), Some(&json!("a"))),

@@ -374,11 +374,7 @@ fn check_rules(
     causes: &mut Vec<FieldCause>,
 ) {
     for rule in Rule::all(schema) {
-        let transition = rule.is_transition();
-        if transition && old.is_none() {
-            continue;
-        }
-        let Err(message) = rule.check(value, old.filter(|_| transition)) else {
+        let Err(message) = rule.check(value, old) else {
             continue;
         };
         let field = match rule.field_path {
