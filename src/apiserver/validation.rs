@@ -269,7 +269,7 @@ fn workload(object: &Value, needs_selector: bool, causes: &mut Vec<FieldCause>) 
         if empty && needs_selector {
             causes.push(FieldCause::invalid(
                 "spec.selector",
-                "Invalid value: {}: empty selector is invalid for deployment",
+                "Invalid value: {}: an empty selector selects every Pod of the namespace; select this workload's Pods by their template labels",
             ));
         } else if !selects {
             causes.push(FieldCause::invalid(
