@@ -261,7 +261,7 @@ fn topology_causes(object: &Value, old: Option<&Value>) -> Vec<FieldCause> {
             causes.push(FieldCause::invalid(
                 "spec.topology.version",
                 format!(
-                    "Invalid value: {version:?}: version cannot be decreased from {} to {}",
+                    "Invalid value: {version:?}: version cannot be decreased from {:?} to {:?}",
                     show(from),
                     show(to)
                 ),
@@ -270,7 +270,7 @@ fn topology_causes(object: &Value, old: Option<&Value>) -> Vec<FieldCause> {
             causes.push(FieldCause::invalid(
                 "spec.topology.version",
                 format!(
-                    "Invalid value: {version:?}: version cannot be increased from {} to {} in one step; upgrade to v{}.{}.x first",
+                    "Invalid value: {version:?}: version cannot be increased from {:?} to {:?}: one minor at a time, so upgrade to v{}.{}.x first",
                     show(from),
                     show(to),
                     from.0,

@@ -16,6 +16,34 @@ use super::common::{
 use super::health_check::HealthCheck;
 use super::schema;
 
+/// On every object the topology controller makes for a Cluster with a managed topology.
+pub const TOPOLOGY_OWNED_LABEL: &str = "topology.cluster.x-k8s.io/owned";
+/// On a managed MachineDeployment, its templates and Machines: its name in the topology.
+pub const TOPOLOGY_DEPLOYMENT_NAME_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
+/// On a MachineDeployment topology: do not upgrade it (the others go on).
+pub const DEFER_UPGRADE_ANNOTATION: &str = "topology.cluster.x-k8s.io/defer-upgrade";
+/// On a MachineDeployment topology: neither it nor those after it in the list upgrade.
+pub const HOLD_UPGRADE_SEQUENCE_ANNOTATION: &str =
+    "topology.cluster.x-k8s.io/hold-upgrade-sequence";
+/// On a Cluster: how many MachineDeployments may upgrade at once (1 when missing).
+pub const UPGRADE_CONCURRENCY_ANNOTATION: &str = "topology.cluster.x-k8s.io/upgrade-concurrency";
+/// On a Cluster while its control plane upgrades: the version it is upgrading to.
+pub const UPGRADE_STEP_ANNOTATION: &str = "topology.internal.cluster.x-k8s.io/upgrade-step";
+/// The field manager the topology controller applies its objects as.
+pub const TOPOLOGY_MANAGER: &str = "capi-topology";
+
+/// The Cluster condition the topology controller keeps, and its reasons (upstream's).
+pub mod topology {
+    pub const TOPOLOGY_RECONCILED: &str = "TopologyReconciled";
+    pub const RECONCILE_SUCCEEDED: &str = "ReconcileSucceeded";
+    pub const RECONCILE_FAILED: &str = "ReconcileFailed";
+    pub const CLUSTER_CLASS_NOT_RECONCILED: &str = "ClusterClassNotReconciled";
+    pub const CLUSTER_CREATING: &str = "ClusterCreating";
+    pub const CLUSTER_UPGRADING: &str = "ClusterUpgrading";
+    pub const PAUSED: &str = "Paused";
+    pub const DELETING: &str = "Deleting";
+}
+
 /// The condition types of a ClusterClass, beside `Paused`.
 pub mod conditions {
     pub const REF_VERSIONS_UP_TO_DATE: &str = "RefVersionsUpToDate";

@@ -66,6 +66,16 @@ pub mod reasons {
 pub struct DockerClusterSpec {
     /// Filled with the load balancer's address when empty.
     pub control_plane_endpoint: Option<ApiEndpoint>,
+    #[serde(flatten)]
+    pub docker: DockerClusterBackend,
+}
+
+// What a Docker-backed infrastructure cluster is made of: DockerCluster's fields, and a
+// DevCluster's `spec.backend.docker`.
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerClusterBackend {
     pub failure_domains: Option<Vec<FailureDomain>>,
     pub load_balancer: Option<DockerLoadBalancer>,
 }
@@ -194,6 +204,16 @@ pub struct DockerMachineSpec {
     #[serde(rename = "providerID")]
     #[schemars(length(min = 1, max = 512))]
     pub provider_id: Option<String>,
+    #[serde(flatten)]
+    pub docker: DockerMachineBackend,
+}
+
+// What a Docker-backed machine is made of: DockerMachine's fields, and a DevMachine's
+// `spec.backend.docker`.
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerMachineBackend {
     /// A node image instead of `kindest/node:<version>`.
     pub custom_image: Option<String>,
     pub pre_load_images: Option<Vec<String>>,

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod cluster_class;
 pub mod clusterctl;
 pub mod common;
+pub mod dev;
 pub mod docker;
 pub mod health_check;
 pub mod in_memory;
@@ -32,6 +33,10 @@ pub use common::{
     CLONED_FROM_GROUP_KIND_ANNOTATION, CLONED_FROM_NAME_ANNOTATION, CLUSTER_NAME_LABEL,
     CLUSTER_NAMESPACE_ANNOTATION, DELETION_PROTECTION_ANNOTATION, MACHINE_ANNOTATION,
     OWNER_KIND_ANNOTATION, OWNER_NAME_ANNOTATION, PAUSED_ANNOTATION,
+};
+pub use dev::{DEV_CLUSTER_FINALIZER, DEV_MACHINE_FINALIZER};
+pub use dev::{
+    DevCluster, DevClusterTemplate, DevMachine, DevMachinePoolTemplate, DevMachineTemplate,
 };
 pub use docker::{DOCKER_CLUSTER_FINALIZER, DOCKER_MACHINE_FINALIZER};
 pub use docker::{DockerCluster, DockerClusterTemplate, DockerMachine, DockerMachineTemplate};
@@ -80,7 +85,9 @@ pub enum CrdSet {
     KubeadmBootstrap,
     /// controlplane.cluster.x-k8s.io: KubeadmControlPlane, KubeadmControlPlaneTemplate.
     KubeadmControlPlane,
-    /// infrastructure.cluster.x-k8s.io v1beta2: the Docker kinds.
+    /// infrastructure.cluster.x-k8s.io v1beta2: the Docker kinds, and the Dev kinds whose Docker
+    /// or in-memory back end the two infrastructure providers reconcile (upstream's Docker
+    /// provider serves both).
     Docker,
     /// infrastructure.cluster.x-k8s.io v1alpha1: the in-memory kinds.
     InMemory,
@@ -134,6 +141,11 @@ impl CrdSet {
                 of::<DockerClusterTemplate>(),
                 of::<DockerMachine>(),
                 of::<DockerMachineTemplate>(),
+                of::<DevCluster>(),
+                of::<DevClusterTemplate>(),
+                of::<DevMachine>(),
+                of::<DevMachineTemplate>(),
+                of::<DevMachinePoolTemplate>(),
             ],
             CrdSet::InMemory => vec![
                 of::<InMemoryCluster>(),

@@ -266,6 +266,16 @@ impl FieldCause {
             message: "Required value".into(),
         }
     }
+
+    /// The same cause for a value found at `prefix` (a schema checks a value from its root).
+    pub fn under(mut self, prefix: &str) -> Self {
+        self.field = match self.field.as_str() {
+            "" => prefix.to_string(),
+            f if f.starts_with('.') || f.starts_with('[') => format!("{prefix}{f}"),
+            f => format!("{prefix}.{f}"),
+        };
+        self
+    }
 }
 
 fn qualified(group: &str, resource: &str) -> String {

@@ -24,7 +24,7 @@ pub const MANAGER: &str = "capictl";
 /// A kind whose status carries v1beta2 conditions, so the steps every reconciler shares (the
 /// pause guard) can write them.
 pub trait WithConditions: Resource + Clone + DeserializeOwned + Debug {
-    type Status: Default + Clone + Serialize + PartialEq;
+    type Status: Default + Clone + Serialize + PartialEq + Send + Sync;
     fn status(&self) -> Option<&Self::Status>;
     fn conditions(status: &mut Self::Status) -> &mut Option<Vec<Condition>>;
 }
@@ -52,8 +52,11 @@ with_conditions!(
     crate::api::KubeadmControlPlane => crate::api::kubeadm_control_plane::KubeadmControlPlaneStatus,
     crate::api::KubeadmConfig => crate::api::kubeadm_config::KubeadmConfigStatus,
     crate::api::InMemoryCluster => crate::api::in_memory::InMemoryClusterStatus,
+    crate::api::InMemoryMachine => crate::api::in_memory::InMemoryMachineStatus,
     crate::api::DockerCluster => crate::api::docker::DockerClusterStatus,
     crate::api::DockerMachine => crate::api::docker::DockerMachineStatus,
+    crate::api::DevCluster => crate::api::docker::DockerClusterStatus,
+    crate::api::DevMachine => crate::api::docker::DockerMachineStatus,
     crate::api::ClusterClass => crate::api::cluster_class::ClusterClassStatus,
 );
 

@@ -107,6 +107,7 @@ const PROVIDERS: [Provider; 5] = [
             vec![
                 super::cluster::controller(w),
                 super::cluster_class::controller(w),
+                super::topology::controller(w),
                 super::machine::controller(w),
                 super::machine_set::controller(w),
                 super::machine_deployment::controller(w),
@@ -127,7 +128,13 @@ const PROVIDERS: [Provider; 5] = [
     Provider {
         crds: CrdSet::Docker,
         what: "the Docker infrastructure controllers",
-        controllers: |w, p| docker::controllers(w, p.docker.clone()),
+        // The Dev kinds come with the Docker provider's CRDs, as upstream's; their in-memory
+        // back end is the in-memory provider's to simulate.
+        controllers: |w, p| {
+            let mut controllers = docker::controllers(w, p.docker.clone());
+            controllers.extend(in_memory::dev_controllers(w, p.in_memory.clone()));
+            controllers
+        },
     },
     Provider {
         crds: CrdSet::InMemory,

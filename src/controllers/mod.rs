@@ -23,6 +23,7 @@ pub mod mdutil;
 pub mod runtime;
 pub mod secrets;
 pub mod throttle;
+pub mod topology;
 
 use std::sync::Arc;
 use std::time::Duration;

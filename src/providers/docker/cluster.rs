@@ -42,7 +42,7 @@ pub fn compute_status(
     lb: &LoadBalancer,
 ) -> DockerClusterStatus {
     let mut status = dc.status.clone().unwrap_or_default();
-    status.failure_domains = dc.spec.failure_domains.clone();
+    status.failure_domains = dc.spec.docker.failure_domains.clone();
     let endpoint_set = dc
         .spec
         .control_plane_endpoint
@@ -118,7 +118,7 @@ async fn load_balancer_image(
     ctx: &DockerProvider,
     dc: &DockerCluster,
 ) -> std::result::Result<String, String> {
-    let lb = dc.spec.load_balancer.as_ref();
+    let lb = dc.spec.docker.load_balancer.as_ref();
     if let Some(repo) = lb.and_then(|l| l.image_repository.clone()) {
         let tag = lb
             .and_then(|l| l.image_tag.clone())
@@ -235,7 +235,7 @@ pub async fn sync_load_balancer(
         .filter(|m| common::deleting(*m))
         .map(|m| super::machine::container_name(&cluster.name_any(), &m.name_any()))
         .collect();
-    let template = match dc.spec.load_balancer.as_ref().and_then(|l| l.custom_haproxy_config_template_ref.as_ref()).and_then(|r| r.name.clone()) {
+    let template = match dc.spec.docker.load_balancer.as_ref().and_then(|l| l.custom_haproxy_config_template_ref.as_ref()).and_then(|r| r.name.clone()) {
         Some(name) => Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
             .get_opt(&name)
             .await

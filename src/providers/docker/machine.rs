@@ -199,7 +199,13 @@ async fn node_image(
     version: &str,
 ) -> std::result::Result<(String, bool), String> {
     let docker = ctx.docker().await?;
-    if let Some(image) = dm.spec.custom_image.clone().filter(|i| !i.is_empty()) {
+    if let Some(image) = dm
+        .spec
+        .docker
+        .custom_image
+        .clone()
+        .filter(|i| !i.is_empty())
+    {
         let privileged = !images::is_capictl_node(&docker, &image)
             .await
             .map_err(|e| e.to_string())?;
@@ -466,6 +472,7 @@ async fn ensure_container(
     }
     let mounts = dm
         .spec
+        .docker
         .extra_mounts
         .iter()
         .flatten()
@@ -605,6 +612,7 @@ async fn run_bootstrap(
     }
     let timeout = dm
         .spec
+        .docker
         .bootstrap_timeout
         .as_deref()
         .and_then(crate::providers::in_memory::parse_duration)

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
@@ -18,12 +19,14 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api;
+use crate::api::common::MachineAddress;
+use crate::api::docker::ProvisionedStatus;
 use crate::api::in_memory::{InMemoryMachineBehaviour, InMemoryStartup};
-use crate::api::{Cluster, InMemoryCluster, InMemoryMachine, Machine};
+use crate::api::{Cluster, DevCluster, DevMachine, InMemoryCluster, InMemoryMachine, Machine};
 use crate::conditions;
 use crate::conditions::{NewCondition, Status};
-use crate::controllers::common;
-use crate::controllers::runtime::Wiring;
+use crate::controllers::common::{self, WithConditions};
+use crate::controllers::runtime::{Watched, Wiring};
 use crate::controllers::{Error, Result};
 use crate::kubeadm::certs;
 use workload::Workloads;
@@ -38,6 +41,123 @@ impl InMemory {
     pub fn new(client: Client, workloads: Arc<Workloads>) -> Arc<InMemory> {
         Arc::new(InMemory { client, workloads })
     }
+}
+
+/// An infrastructure cluster this provider simulates: an InMemoryCluster, or a DevCluster with
+/// the in-memory back end.
+pub trait SimulatedCluster:
+    WithConditions + Watched + serde::Serialize + Resource<Scope = NamespaceResourceScope>
+{
+    const FINALIZER: &'static str;
+    /// Whether this object is this provider's to reconcile (a DevCluster may be Docker-backed).
+    fn simulated(&self) -> bool;
+    fn endpoint_port(&self) -> Option<i32>;
+    /// Its status, provisioned: initialization and failure domains (conditions are added after).
+    fn provisioned(&self) -> Self::Status;
+}
+
+/// A machine this provider simulates: an InMemoryMachine, or a DevMachine with the in-memory
+/// back end.
+pub trait SimulatedMachine:
+    WithConditions + Watched + serde::Serialize + Resource<Scope = NamespaceResourceScope>
+{
+    const FINALIZER: &'static str;
+    fn simulated(&self) -> bool;
+    fn behaviour(&self) -> Option<&InMemoryMachineBehaviour>;
+    fn provider_id(&self) -> Option<&str>;
+    /// Records a running machine in its status: provisioned, its addresses and failure domain.
+    fn running(
+        status: &mut Self::Status,
+        addresses: Vec<MachineAddress>,
+        failure_domain: Option<String>,
+    );
+}
+
+/// `SimulatedMachine::running` for a status with `initialization`, `addresses` and
+/// `failureDomain` (both simulated kinds' statuses have them).
+macro_rules! running_status {
+    () => {
+        fn running(
+            status: &mut Self::Status,
+            addresses: Vec<MachineAddress>,
+            failure_domain: Option<String>,
+        ) {
+            status.initialization = Some(ProvisionedStatus {
+                provisioned: Some(true),
+            });
+            status.addresses = Some(addresses);
+            status.failure_domain = failure_domain;
+        }
+    };
+}
+
+impl SimulatedCluster for InMemoryCluster {
+    const FINALIZER: &'static str = api::IN_MEMORY_CLUSTER_FINALIZER;
+    fn simulated(&self) -> bool {
+        true
+    }
+    fn endpoint_port(&self) -> Option<i32> {
+        self.spec
+            .control_plane_endpoint
+            .as_ref()
+            .and_then(|e| e.port)
+    }
+    fn provisioned(&self) -> Self::Status {
+        let mut status = self.status.clone().unwrap_or_default();
+        status.initialization = Some(ProvisionedStatus {
+            provisioned: Some(true),
+        });
+        status.failure_domains = self.spec.failure_domains.clone();
+        status
+    }
+}
+
+impl SimulatedCluster for DevCluster {
+    const FINALIZER: &'static str = api::DEV_CLUSTER_FINALIZER;
+    fn simulated(&self) -> bool {
+        self.spec.backend.in_memory.is_some()
+    }
+    fn endpoint_port(&self) -> Option<i32> {
+        self.spec
+            .control_plane_endpoint
+            .as_ref()
+            .and_then(|e| e.port)
+    }
+    fn provisioned(&self) -> Self::Status {
+        let mut status = self.status.clone().unwrap_or_default();
+        status.initialization = Some(ProvisionedStatus {
+            provisioned: Some(true),
+        });
+        status
+    }
+}
+
+impl SimulatedMachine for InMemoryMachine {
+    const FINALIZER: &'static str = api::IN_MEMORY_MACHINE_FINALIZER;
+    fn simulated(&self) -> bool {
+        true
+    }
+    fn behaviour(&self) -> Option<&InMemoryMachineBehaviour> {
+        self.spec.behaviour.as_ref()
+    }
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.provider_id.as_deref()
+    }
+    running_status!();
+}
+
+impl SimulatedMachine for DevMachine {
+    const FINALIZER: &'static str = api::DEV_MACHINE_FINALIZER;
+    fn simulated(&self) -> bool {
+        self.spec.backend.in_memory.is_some()
+    }
+    fn behaviour(&self) -> Option<&InMemoryMachineBehaviour> {
+        self.spec.backend.in_memory.as_ref()
+    }
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.provider_id.as_deref()
+    }
+    running_status!();
 }
 
 fn key(namespace: &str, cluster: &str) -> String {
@@ -134,33 +254,47 @@ async fn cluster_ca(client: &Client, cluster: &Cluster) -> Result<crate::apiserv
 /// The in-memory provider's controllers: InMemoryClusters, and InMemoryMachines woken by the
 /// Machines that refer to them.
 pub fn controllers(w: &Wiring, ctx: Arc<InMemory>) -> Vec<BoxFuture<'static, ()>> {
-    let clusters = Controller::new(
-        Api::<InMemoryCluster>::all(w.client.clone()),
-        watcher::Config::default(),
-    );
-    let machines = Controller::new(
-        Api::<InMemoryMachine>::all(w.client.clone()),
-        watcher::Config::default(),
-    )
-    .watches(
-        Api::<Machine>::all(w.client.clone()),
-        watcher::Config::default(),
-        crate::controllers::runtime::infrastructure_machine_of::<InMemoryMachine>,
-    );
+    simulations::<InMemoryCluster, InMemoryMachine>(w, ctx, ["inmemorycluster", "inmemorymachine"])
+}
+
+/// The controllers of the in-memory back end of the Dev kinds, which the Docker provider's CRDs
+/// bring (as upstream's Docker provider serves both back ends).
+pub fn dev_controllers(w: &Wiring, ctx: Arc<InMemory>) -> Vec<BoxFuture<'static, ()>> {
+    simulations::<DevCluster, DevMachine>(w, ctx, ["devcluster-inmemory", "devmachine-inmemory"])
+}
+
+fn simulations<C: SimulatedCluster, M: SimulatedMachine>(
+    w: &Wiring,
+    ctx: Arc<InMemory>,
+    names: [&'static str; 2],
+) -> Vec<BoxFuture<'static, ()>> {
+    let clusters = Controller::new(Api::<C>::all(w.client.clone()), watcher::Config::default());
+    let machines = Controller::new(Api::<M>::all(w.client.clone()), watcher::Config::default())
+        .watches(
+            Api::<Machine>::all(w.client.clone()),
+            watcher::Config::default(),
+            crate::controllers::runtime::infrastructure_machine_of::<M>,
+        );
     vec![
-        stop_removed_workloads(w.client.clone(), ctx.workloads.clone()),
-        w.run_with("inmemorycluster", clusters, reconcile_cluster, ctx.clone()),
-        w.run_with("inmemorymachine", machines, reconcile_machine, ctx),
+        stop_removed_workloads::<C>(w.client.clone(), ctx.workloads.clone()),
+        w.run_with(names[0], clusters, reconcile_cluster::<C>, ctx.clone()),
+        w.run_with(names[1], machines, reconcile_machine::<M>, ctx),
     ]
 }
 
 /// Stops the workload API server of every InMemoryCluster that is gone from the store, however
 /// it went: its finalizer removed by `capictl move` or by hand, or the whole object missed
 /// while the watch was down (then the relist shows it missing).
-fn stop_removed_workloads(client: Client, workloads: Arc<Workloads>) -> BoxFuture<'static, ()> {
+fn stop_removed_workloads<C: SimulatedCluster>(
+    client: Client,
+    workloads: Arc<Workloads>,
+) -> BoxFuture<'static, ()> {
     use futures::StreamExt;
     use kube::runtime::WatchStreamExt;
-    let key_of = |ic: &InMemoryCluster| {
+    let key_of = |ic: &C| {
+        if !ic.simulated() {
+            return None;
+        }
         ic.labels()
             .get(api::CLUSTER_NAME_LABEL)
             .map(|name| key(&ic.namespace().unwrap_or_default(), name))
@@ -169,43 +303,46 @@ fn stop_removed_workloads(client: Client, workloads: Arc<Workloads>) -> BoxFutur
     // seen and is missing from the relist was deleted (one created since has not been seen).
     let (mut seen, mut listed) = (HashSet::new(), HashSet::new());
     Box::pin(
-        watcher(
-            Api::<InMemoryCluster>::all(client),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .for_each(move |event| {
-            match event {
-                Ok(watcher::Event::Delete(ic)) => {
-                    if let Some(k) = key_of(&ic) {
-                        workloads.stop(&k);
-                        seen.remove(&k);
+        watcher(Api::<C>::all(client), watcher::Config::default())
+            .default_backoff()
+            .for_each(move |event| {
+                match event {
+                    Ok(watcher::Event::Delete(ic)) => {
+                        if let Some(k) = key_of(&ic) {
+                            workloads.stop(&k);
+                            seen.remove(&k);
+                        }
                     }
-                }
-                Ok(watcher::Event::Apply(ic)) => seen.extend(key_of(&ic)),
-                Ok(watcher::Event::Init) => listed.clear(),
-                Ok(watcher::Event::InitApply(ic)) => listed.extend(key_of(&ic)),
-                Ok(watcher::Event::InitDone) => {
-                    for k in seen.difference(&listed) {
-                        workloads.stop(k);
+                    Ok(watcher::Event::Apply(ic)) => seen.extend(key_of(&ic)),
+                    Ok(watcher::Event::Init) => listed.clear(),
+                    Ok(watcher::Event::InitApply(ic)) => listed.extend(key_of(&ic)),
+                    Ok(watcher::Event::InitDone) => {
+                        for k in seen.difference(&listed) {
+                            workloads.stop(k);
+                        }
+                        seen = std::mem::take(&mut listed);
                     }
-                    seen = std::mem::take(&mut listed);
+                    Err(_) => {}
                 }
-                Err(_) => {}
-            }
-            std::future::ready(())
-        }),
+                std::future::ready(())
+            }),
     )
 }
 
-pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> Result<Action> {
+pub async fn reconcile_cluster<C: SimulatedCluster>(
+    ic: Arc<C>,
+    ctx: Arc<InMemory>,
+) -> Result<Action> {
+    if !ic.simulated() {
+        return Ok(Action::await_change());
+    }
     let ns = ic.namespace().unwrap_or_default();
-    let api: Api<InMemoryCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<C> = Api::namespaced(ctx.client.clone(), &ns);
     let cluster = common::labelled_cluster(&ctx.client, ic.as_ref()).await?;
     // Paused, a deleted InMemoryCluster keeps its workload API server until the object is gone
     // (see `stop_removed_workloads`): `capictl move` deletes it here while the cluster lives on
     // in the target.
-    let (is_paused, paused) = common::paused(cluster.as_ref(), "InMemoryCluster", ic.annotations());
+    let (is_paused, paused) = common::paused(cluster.as_ref(), &C::kind(&()), ic.annotations());
     if is_paused {
         return common::record_paused(&api, &ic, paused).await;
     }
@@ -213,23 +350,23 @@ pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> 
         if let Some(name) = ic.labels().get(api::CLUSTER_NAME_LABEL) {
             ctx.workloads.stop(&key(&ns, name));
         }
-        common::remove_finalizer(&api, ic.as_ref(), api::IN_MEMORY_CLUSTER_FINALIZER).await?;
+        common::remove_finalizer(&api, ic.as_ref(), C::FINALIZER).await?;
         return Ok(Action::await_change());
     }
     let Some(cluster) = cluster else {
         // The Cluster controller labels the InMemoryCluster once the Cluster refers to it.
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
-    if common::ensure_finalizer(&api, ic.as_ref(), api::IN_MEMORY_CLUSTER_FINALIZER).await? {
+    if common::ensure_finalizer(&api, ic.as_ref(), C::FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let ca = match cluster_ca(&ctx.client, &cluster).await {
         Ok(ca) => ca,
         // A CA the user brought that cannot sign: say which and why, and look again later.
         Err(Error::Certs(e @ certs::CertsError::UnusableCa { .. })) => {
-            let mut status = ic.status.clone().unwrap_or_default();
+            let mut status = ic.status().cloned().unwrap_or_default();
             common::set_conditions(
-                &mut status.conditions,
+                C::conditions(&mut status),
                 ic.meta().generation,
                 vec![
                     paused,
@@ -241,26 +378,19 @@ pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> 
                     .message(e.to_string()),
                 ],
             );
-            common::write_status(&api, &ic.name_any(), ic.status.as_ref(), &status).await?;
+            common::write_status(&api, &ic.name_any(), ic.status(), &status).await?;
             return Ok(Action::requeue(Duration::from_secs(30)));
         }
         Err(e) => return Err(e),
     };
-    let port = ic
-        .spec
-        .control_plane_endpoint
-        .as_ref()
-        .and_then(|e| e.port)
-        .map(|p| p as u16);
+    let port = ic.endpoint_port().map(|p| p as u16);
     let workload = ctx
         .workloads
         .ensure(&key(&ns, &cluster.name_any()), &ca, port)
         .await
         .map_err(|e| Error::Invalid(e.to_string()))?;
     let endpoint = json!({"host": "127.0.0.1", "port": workload.address.port()});
-    if ic.spec.control_plane_endpoint.as_ref().and_then(|e| e.port)
-        != Some(i32::from(workload.address.port()))
-    {
+    if ic.endpoint_port() != Some(i32::from(workload.address.port())) {
         common::patch_merge(
             &api,
             &ic.name_any(),
@@ -269,28 +399,21 @@ pub async fn reconcile_cluster(ic: Arc<InMemoryCluster>, ctx: Arc<InMemory>) -> 
         .await?;
         return Ok(Action::await_change());
     }
-    let status = cluster_status(&ic, paused);
-    common::write_status(&api, &ic.name_any(), ic.status.as_ref(), &status).await?;
+    let status = cluster_status(ic.as_ref(), paused);
+    common::write_status(&api, &ic.name_any(), ic.status(), &status).await?;
     Ok(Action::requeue(Duration::from_secs(30)))
 }
 
 /// A running simulated cluster's status: provisioned, its failure domains, Ready.
-fn cluster_status(
-    ic: &InMemoryCluster,
-    paused: NewCondition,
-) -> crate::api::in_memory::InMemoryClusterStatus {
-    let mut status = ic.status.clone().unwrap_or_default();
-    status.initialization = Some(crate::api::docker::ProvisionedStatus {
-        provisioned: Some(true),
-    });
-    status.failure_domains = ic.spec.failure_domains.clone();
+fn cluster_status<C: SimulatedCluster>(ic: &C, paused: NewCondition) -> C::Status {
+    let mut status = ic.provisioned();
     let ready = NewCondition::new(
         conditions::types::READY,
         Status::True,
         conditions::reasons::READY,
     );
     common::set_conditions(
-        &mut status.conditions,
+        C::conditions(&mut status),
         ic.meta().generation,
         vec![paused, ready],
     );
@@ -305,9 +428,15 @@ fn seed(uid: &str) -> f64 {
     f64::from(h) / f64::from(u32::MAX)
 }
 
-pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> Result<Action> {
+pub async fn reconcile_machine<M: SimulatedMachine>(
+    im: Arc<M>,
+    ctx: Arc<InMemory>,
+) -> Result<Action> {
+    if !im.simulated() {
+        return Ok(Action::await_change());
+    }
     let ns = im.namespace().unwrap_or_default();
-    let api: Api<InMemoryMachine> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<M> = Api::namespaced(ctx.client.clone(), &ns);
     let machine_ref = im
         .owner_references()
         .iter()
@@ -319,13 +448,13 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
         .and_then(|c| ctx.workloads.get(&key(&ns, &c.name_any())));
     if common::deleting(im.as_ref()) {
         // Paused (a move deleting the source's objects), the machine stays a member.
-        if common::paused(cluster.as_ref(), "InMemoryMachine", im.annotations()).0 {
+        if common::paused(cluster.as_ref(), &M::kind(&()), im.annotations()).0 {
             return Ok(Action::await_change());
         }
         if let Some(w) = &workload {
             w.etcd.leave(&im.name_any());
         }
-        common::remove_finalizer(&api, im.as_ref(), api::IN_MEMORY_MACHINE_FINALIZER).await?;
+        common::remove_finalizer(&api, im.as_ref(), M::FINALIZER).await?;
         return Ok(Action::await_change());
     }
     let (Some(machine_ref), Some(cluster)) = (machine_ref, cluster) else {
@@ -337,12 +466,12 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
     else {
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
-    if common::ensure_finalizer(&api, im.as_ref(), api::IN_MEMORY_MACHINE_FINALIZER).await? {
+    if common::ensure_finalizer(&api, im.as_ref(), M::FINALIZER).await? {
         return Ok(Action::await_change());
     }
-    let (is_paused, paused) = common::paused(Some(&cluster), "InMemoryMachine", im.annotations());
+    let (is_paused, paused) = common::paused(Some(&cluster), &M::kind(&()), im.annotations());
     let boot = boot_state(
-        &im,
+        im.as_ref(),
         &machine,
         &cluster,
         is_paused,
@@ -353,7 +482,7 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
     // Phases: a booted machine has its Node (and, on a control plane, its etcd member).
     if let (Boot::Running, Some(workload)) = (&boot, &workload) {
         let control_plane = machine.labels().contains_key(api::CONTROL_PLANE_LABEL);
-        let provider_id = provider_id(&im);
+        let provider_id = provider_id(im.as_ref());
         ensure_node(
             &workload.client,
             &im.name_any(),
@@ -365,7 +494,7 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
         if control_plane {
             workload.etcd.join(&im.name_any());
         }
-        if im.spec.provider_id.as_deref() != Some(provider_id.as_str()) {
+        if im.provider_id() != Some(provider_id.as_str()) {
             common::patch_merge(
                 &api,
                 &im.name_any(),
@@ -377,8 +506,8 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
     }
 
     // Status.
-    let status = machine_status(&im, &machine, paused, &boot);
-    common::write_status(&api, &im.name_any(), im.status.as_ref(), &status).await?;
+    let status = machine_status(im.as_ref(), &machine, paused, &boot);
+    common::write_status(&api, &im.name_any(), im.status(), &status).await?;
     Ok(match boot {
         Boot::Waiting { requeue, .. } => Action::requeue(requeue),
         // The workload cluster lives in memory: look again now and then, and make the Node
@@ -388,7 +517,7 @@ pub async fn reconcile_machine(im: Arc<InMemoryMachine>, ctx: Arc<InMemory>) -> 
 }
 
 /// The providerID of an in-memory machine.
-fn provider_id(im: &InMemoryMachine) -> String {
+fn provider_id<M: Resource>(im: &M) -> String {
     format!(
         "in-memory://{}/{}",
         im.namespace().unwrap_or_default(),
@@ -410,8 +539,8 @@ enum Boot {
 /// What a simulated machine waits for, in order: reconciliation unpaused, the cluster's
 /// infrastructure, (for workers) an initialized control plane, bootstrap data, the workload
 /// API server, then its boot time (`spec.behaviour`, jittered per machine).
-fn boot_state(
-    im: &InMemoryMachine,
+fn boot_state<M: SimulatedMachine>(
+    im: &M,
     machine: &Machine,
     cluster: &Cluster,
     paused: bool,
@@ -462,7 +591,7 @@ fn boot_state(
     }
     // Booted once (it has its providerID): after a move or a restart, the creation time says
     // nothing about when the machine came up.
-    if im.spec.provider_id.is_some() {
+    if im.provider_id().is_some() {
         return Boot::Running;
     }
     let created = im
@@ -472,7 +601,7 @@ fn boot_state(
         .map(|t| t.0)
         .unwrap_or(now);
     let boot = boot_seconds(
-        im.spec.behaviour.as_ref(),
+        im.behaviour(),
         control_plane,
         seed(&im.uid().unwrap_or_default()),
     );
@@ -491,27 +620,25 @@ fn boot_state(
 }
 
 /// The InMemoryMachine's status: what it waits for, or provisioned with its addresses.
-fn machine_status(
-    im: &InMemoryMachine,
+fn machine_status<M: SimulatedMachine>(
+    im: &M,
     machine: &Machine,
     paused: NewCondition,
     boot: &Boot,
-) -> crate::api::in_memory::InMemoryMachineStatus {
-    let mut status = im.status.clone().unwrap_or_default();
+) -> M::Status {
+    let mut status = im.status().cloned().unwrap_or_default();
     let ready = match boot {
         Boot::Waiting { condition, .. } => condition.clone(),
         Boot::Running => {
-            status.initialization = Some(crate::api::docker::ProvisionedStatus {
-                provisioned: Some(true),
-            });
-            status.addresses = Some(
+            M::running(
+                &mut status,
                 serde_json::from_value(json!([
                     {"type": "Hostname", "address": im.name_any()},
                     {"type": "InternalIP", "address": "127.0.0.1"},
                 ]))
                 .expect("addresses"),
+                machine.spec.failure_domain.clone(),
             );
-            status.failure_domain = machine.spec.failure_domain.clone();
             NewCondition::new(
                 conditions::types::READY,
                 Status::True,
@@ -520,7 +647,7 @@ fn machine_status(
         }
     };
     common::set_conditions(
-        &mut status.conditions,
+        M::conditions(&mut status),
         im.meta().generation,
         vec![paused, ready],
     );

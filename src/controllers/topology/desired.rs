@@ -1,0 +1,788 @@
+//! What a Cluster with a managed topology should be made of, computed from the Cluster, its
+//! class, the class's templates and what exists now; no I/O. Upstream's `desiredstate`:
+//!
+//! - the infrastructure cluster, from the class's template (`DevClusterTemplate` →
+//!   `DevCluster`), named `<cluster>-<random>`;
+//! - the control plane, from its template, with `spec.machineTemplate.spec.infrastructureRef`
+//!   naming a copy of the class's machine template (`<cluster>-<random>`), its replicas, its
+//!   version (see [`versions`](super::versions)), metadata, taints, readiness gates;
+//! - one MachineDeployment per `workers.machineDeployments` entry
+//!   (`<cluster>-<name>-<random>`), with copies of its class's bootstrap and infrastructure
+//!   templates (`<cluster>-<name>-<random>`), labelled with the topology's name;
+//! - MachineHealthChecks for the control plane and each MachineDeployment whose class or
+//!   topology has a health check, named after what they check;
+//! - the Cluster's `spec.infrastructureRef` and `spec.controlPlaneRef`.
+//!
+//! Objects that exist keep their names. Templates carry the name of the copy in use; the
+//! apply step rotates a copy whose spec changed.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::patches::{self, Item, Role};
+pub use super::versions::ControlPlaneNow;
+use super::versions::{self, Progress};
+use crate::api;
+use crate::api::Cluster;
+use crate::api::cluster_class::{
+    ClusterClass, MachineDeploymentClass, TOPOLOGY_DEPLOYMENT_NAME_LABEL, TOPOLOGY_OWNED_LABEL,
+};
+use kube::ResourceExt;
+
+/// The class's templates a Cluster's objects are made from.
+#[derive(Clone, Debug)]
+pub struct Blueprint {
+    pub class: ClusterClass,
+    pub infrastructure_cluster: Value,
+    pub control_plane: Value,
+    pub control_plane_machines: Option<Value>,
+    /// By MachineDeployment class: its bootstrap and infrastructure templates.
+    pub deployment_classes: BTreeMap<String, (Value, Value)>,
+}
+
+/// What exists of a Cluster's topology now.
+#[derive(Clone, Debug, Default)]
+pub struct Current {
+    pub infrastructure_cluster: Option<Value>,
+    pub control_plane: Option<super::versions::ControlPlaneNow>,
+    /// The machine template the control plane uses.
+    pub control_plane_machines: Option<Value>,
+    /// By name in the topology.
+    pub deployments: BTreeMap<String, DeploymentNow>,
+}
+
+#[derive(Clone, Debug)]
+pub struct DeploymentNow {
+    pub object: Value,
+    /// Some of its Machines are not at its version yet.
+    pub upgrading: bool,
+    pub bootstrap: Option<Value>,
+    pub infrastructure: Option<Value>,
+}
+
+/// The desired objects. Each is a whole object as the topology controller applies it.
+#[derive(Clone, Debug)]
+pub struct Desired {
+    /// What the topology controller sets on the Cluster: labels and references.
+    pub cluster: Value,
+    pub infrastructure_cluster: Value,
+    pub control_plane: Value,
+    pub control_plane_machines: Option<Value>,
+    pub control_plane_health_check: Option<Value>,
+    pub deployments: Vec<DesiredDeployment>,
+    pub progress: Progress,
+}
+
+#[derive(Clone, Debug)]
+pub struct DesiredDeployment {
+    pub topology_name: String,
+    pub object: Value,
+    pub bootstrap: Value,
+    pub infrastructure: Value,
+    pub health_check: Option<Value>,
+}
+
+/// A name for a new object: `{{ .cluster.name }}-{{ .random }}` or the class's naming
+/// template; names longer than 63 characters are cut to 58 and given a random tail, as
+/// upstream does.
+fn new_name(
+    naming: Option<&str>,
+    default: &str,
+    data: Value,
+    random: &mut dyn FnMut() -> String,
+) -> Result<String, String> {
+    let mut data = data;
+    data["random"] = json!(random());
+    let template = naming.filter(|t| !t.is_empty()).unwrap_or(default);
+    let name = super::gotemplate::render(template, &data)
+        .map_err(|e| format!("failed to generate a name from {template:?}: {e}"))?;
+    if name.contains("<no value>") {
+        return Err(format!(
+            "failed to generate a name from {template:?}: it names a value that does not exist"
+        ));
+    }
+    Ok(if name.len() > 63 {
+        format!("{}{}", &name[..58], random())
+    } else {
+        name
+    })
+}
+
+fn labels_of(meta: Option<&api::common::ObjectMeta>) -> Map<String, Value> {
+    meta.and_then(|m| m.labels.as_ref())
+        .map(|l| l.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
+        .unwrap_or_default()
+}
+
+fn annotations_of(meta: Option<&api::common::ObjectMeta>) -> Map<String, Value> {
+    meta.and_then(|m| m.annotations.as_ref())
+        .map(|l| l.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
+        .unwrap_or_default()
+}
+
+/// `a` with `b`'s entries where `a` has none (the topology's metadata over the class's).
+fn merged(mut a: Map<String, Value>, b: Map<String, Value>) -> Map<String, Value> {
+    for (k, v) in b {
+        a.entry(k).or_insert(v);
+    }
+    a
+}
+
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
+}
+
+/// A contract reference (`{apiGroup, kind, name}`) to an object.
+fn reference(object: &Value) -> Value {
+    json!({
+        "apiGroup": group_of(object["apiVersion"].as_str().unwrap_or_default()),
+        "kind": object["kind"],
+        "name": object["metadata"]["name"],
+    })
+}
+
+fn name_of(object: &Value) -> Option<String> {
+    object["metadata"]["name"].as_str().map(str::to_string)
+}
+
+fn owner(cluster: &Cluster) -> Value {
+    json!([{
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Cluster",
+        "name": cluster.name_any(),
+        "uid": cluster.uid().unwrap_or_default(),
+    }])
+}
+
+/// The labels and annotations of an object made from `template`, whose own metadata is
+/// `metadata`: those with the topology's labels, and where it was cloned from.
+fn metadata_from(
+    template: &Value,
+    metadata: &Value,
+    labels: &Map<String, Value>,
+) -> (Map<String, Value>, Map<String, Value>) {
+    let field = |f: &str| metadata[f].as_object().cloned().unwrap_or_default();
+    let mut all_labels = field("labels");
+    all_labels.extend(labels.clone());
+    let mut annotations = field("annotations");
+    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    annotations.insert(
+        api::CLONED_FROM_NAME_ANNOTATION.into(),
+        template["metadata"]["name"].clone(),
+    );
+    annotations.insert(
+        api::CLONED_FROM_GROUP_KIND_ANNOTATION.into(),
+        json!(format!(
+            "{}.{}",
+            template["kind"].as_str().unwrap_or_default(),
+            group_of(template["apiVersion"].as_str().unwrap_or_default())
+        )),
+    );
+    (all_labels, annotations)
+}
+
+/// An object made from a template's `spec.template`: the kind without `Template`, the
+/// template's labels and annotations with the topology's own, and where it was cloned from.
+fn from_template(
+    template: &Value,
+    name: &str,
+    namespace: &str,
+    labels: &Map<String, Value>,
+) -> Value {
+    let kind = template["kind"].as_str().unwrap_or_default();
+    let inner = &template["spec"]["template"];
+    let (labels, annotations) = metadata_from(template, &inner["metadata"], labels);
+    json!({
+        "apiVersion": template["apiVersion"],
+        "kind": kind.strip_suffix("Template").unwrap_or(kind),
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
+        "spec": inner.get("spec").cloned().unwrap_or(json!({})),
+    })
+}
+
+/// A copy of a class's template for the Cluster, owned by it.
+fn template_copy(
+    template: &Value,
+    name: &str,
+    namespace: &str,
+    labels: &Map<String, Value>,
+    cluster: &Cluster,
+) -> Value {
+    let (labels, annotations) = metadata_from(template, &template["metadata"], labels);
+    json!({
+        "apiVersion": template["apiVersion"],
+        "kind": template["kind"],
+        "metadata": {
+            "name": name, "namespace": namespace, "labels": labels, "annotations": annotations,
+            "ownerReferences": owner(cluster),
+        },
+        "spec": template["spec"],
+    })
+}
+
+fn health_check(
+    name: &str,
+    namespace: &str,
+    cluster: &Cluster,
+    selector: Value,
+    class: Option<&api::health_check::HealthCheck>,
+    topology: Option<&api::health_check::HealthCheck>,
+) -> Option<Value> {
+    if topology.and_then(|t| t.enabled) == Some(false) {
+        return None;
+    }
+    let defined =
+        |h: &&api::health_check::HealthCheck| h.checks.is_some() || h.remediation.is_some();
+    let source = topology.filter(defined).or(class.filter(defined))?;
+    let mut spec =
+        json!({"clusterName": cluster.name_any(), "selector": {"matchLabels": selector}});
+    if let Some(checks) = &source.checks {
+        spec["checks"] = serde_json::to_value(checks).expect("checks serialize");
+    }
+    if let Some(remediation) = &source.remediation {
+        spec["remediation"] = serde_json::to_value(remediation).expect("remediation serializes");
+    }
+    Some(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "MachineHealthCheck",
+        "metadata": {
+            "name": name, "namespace": namespace,
+            "labels": {(api::CLUSTER_NAME_LABEL): cluster.name_any(), (TOPOLOGY_OWNED_LABEL): ""},
+            "ownerReferences": owner(cluster),
+        },
+        "spec": spec,
+    }))
+}
+
+/// The Cluster's builtin variables (`builtin.cluster`).
+fn cluster_builtins(cluster: &Cluster, class: &ClusterClass) -> Value {
+    let topology = cluster.spec.topology.as_ref().expect("a managed topology");
+    let network = cluster.spec.cluster_network.as_ref();
+    let namespace = cluster.namespace().unwrap_or_default();
+    let class_namespace = topology
+        .class_ref
+        .namespace
+        .clone()
+        .unwrap_or(namespace.clone());
+    let mut builtin = json!({
+        "name": cluster.name_any(),
+        "namespace": namespace,
+        "uid": cluster.uid().unwrap_or_default(),
+        "metadata": {"labels": cluster.labels(), "annotations": cluster.annotations()},
+        "topology": {
+            "version": topology.version,
+            "class": class.name_any(),
+            "classNamespace": class_namespace,
+            "classRef": {"name": class.name_any(), "namespace": class_namespace},
+        },
+    });
+    if let Some(n) = network {
+        let mut net = json!({});
+        if let Some(d) = &n.service_domain {
+            net["serviceDomain"] = json!(d);
+        }
+        if let Some(s) = &n.services {
+            net["services"] = json!(s.cidr_blocks);
+        }
+        if let Some(p) = &n.pods {
+            net["pods"] = json!(p.cidr_blocks);
+        }
+        builtin["network"] = net;
+    }
+    builtin
+}
+
+/// The variables a template is patched with: the Cluster's, a part's overrides over them, and
+/// `builtin`.
+fn variables_for(
+    cluster_variables: &Map<String, Value>,
+    overrides: &Map<String, Value>,
+    builtin: Value,
+) -> Value {
+    let mut all = cluster_variables.clone();
+    all.extend(overrides.clone());
+    all.insert("builtin".into(), builtin);
+    Value::Object(all)
+}
+
+/// Resolved variables: the Cluster's, the control plane's overrides, each MachineDeployment's.
+#[derive(Clone, Debug, Default)]
+pub struct Variables {
+    pub cluster: Map<String, Value>,
+    pub control_plane: Map<String, Value>,
+    pub deployments: BTreeMap<String, Map<String, Value>>,
+}
+
+fn deployment_class<'a>(class: &'a ClusterClass, name: &str) -> Option<&'a MachineDeploymentClass> {
+    class
+        .spec
+        .workers
+        .as_ref()
+        .and_then(|w| w.machine_deployments.as_ref())
+        .and_then(|list| list.iter().find(|c| c.class == name))
+}
+
+/// Computes the desired state. `random` makes the 5-character tails of new names.
+pub fn generate(
+    cluster: &Cluster,
+    blueprint: &Blueprint,
+    current: &Current,
+    variables: &Variables,
+    random: &mut dyn FnMut() -> String,
+) -> Result<Desired, String> {
+    let class = &blueprint.class;
+    let topology = cluster
+        .spec
+        .topology
+        .as_ref()
+        .ok_or("the Cluster has no spec.topology")?;
+    let namespace = cluster.namespace().unwrap_or_default();
+    let cluster_name = cluster.name_any();
+    let owned_labels: Map<String, Value> = [
+        (api::CLUSTER_NAME_LABEL.to_string(), json!(cluster_name)),
+        (TOPOLOGY_OWNED_LABEL.to_string(), json!("")),
+    ]
+    .into_iter()
+    .collect();
+    let naming_data = json!({"cluster": {"name": cluster_name}});
+
+    // Names: the current ones, or new ones.
+    let infrastructure_name = match current.infrastructure_cluster.as_ref().and_then(name_of) {
+        Some(n) => n,
+        None => new_name(
+            class
+                .spec
+                .infrastructure
+                .naming
+                .as_ref()
+                .and_then(|n| n.template.as_deref()),
+            "{{ .cluster.name }}-{{ .random }}",
+            naming_data.clone(),
+            random,
+        )?,
+    };
+    let control_plane_name = match current
+        .control_plane
+        .as_ref()
+        .and_then(|c| name_of(&c.object))
+    {
+        Some(n) => n,
+        None => new_name(
+            class
+                .spec
+                .control_plane
+                .naming
+                .as_ref()
+                .and_then(|n| n.template.as_deref()),
+            "{{ .cluster.name }}-{{ .random }}",
+            naming_data.clone(),
+            random,
+        )?,
+    };
+    let control_plane_machines_name = blueprint.control_plane_machines.as_ref().map(|_| {
+        current
+            .control_plane_machines
+            .as_ref()
+            .and_then(name_of)
+            .unwrap_or_else(|| format!("{cluster_name}-{}", random()))
+    });
+
+    // Versions: the control plane first, then the MachineDeployments in order.
+    let plan = versions::plan(cluster, current)?;
+    let control_plane_version = plan.control_plane_version.clone();
+
+    // The patch request: every template as a template, with its variables.
+    let cluster_builtin = cluster_builtins(cluster, class);
+    let cp_topology = topology.control_plane.as_ref();
+    let cp_builtin = json!({
+        "cluster": cluster_builtin,
+        "controlPlane": {
+            "version": control_plane_version,
+            "name": control_plane_name,
+            "replicas": cp_topology.and_then(|c| c.replicas),
+            "metadata": {"labels": labels_of(cp_topology.and_then(|c| c.metadata.as_ref())), "annotations": annotations_of(cp_topology.and_then(|c| c.metadata.as_ref()))},
+            "machineTemplate": {"infrastructureRef": {"name": control_plane_machines_name}},
+        },
+    });
+    let cp_variables = variables_for(&variables.cluster, &variables.control_plane, cp_builtin);
+    let mut items = vec![
+        Item {
+            role: Role::InfrastructureCluster,
+            what: format!(
+                "the infrastructure cluster template {}",
+                blueprint.infrastructure_cluster["metadata"]["name"]
+            ),
+            template: blueprint.infrastructure_cluster.clone(),
+            variables: variables_for(
+                &variables.cluster,
+                &Map::new(),
+                json!({"cluster": cluster_builtin}),
+            ),
+        },
+        Item {
+            role: Role::ControlPlane,
+            what: format!(
+                "the control plane template {}",
+                blueprint.control_plane["metadata"]["name"]
+            ),
+            template: blueprint.control_plane.clone(),
+            variables: cp_variables.clone(),
+        },
+    ];
+    if let Some(t) = &blueprint.control_plane_machines {
+        items.push(Item {
+            role: Role::ControlPlaneMachines,
+            what: format!(
+                "the control plane machine template {}",
+                t["metadata"]["name"]
+            ),
+            template: t.clone(),
+            variables: cp_variables,
+        });
+    }
+    // MachineDeployments: those that exist and those that may be created now.
+    struct Planned<'a> {
+        topology: &'a api::cluster::MachineDeploymentTopology,
+        class: &'a MachineDeploymentClass,
+        name: String,
+        bootstrap_name: String,
+        infrastructure_name: String,
+        version: String,
+    }
+    let mut planned = Vec::new();
+    for (i, md) in topology
+        .workers
+        .as_ref()
+        .and_then(|w| w.machine_deployments.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let md_class = deployment_class(class, &md.class).ok_or_else(|| {
+            format!(
+                "spec.topology.workers.machineDeployments[{i}].class: MachineDeployment class {:?} is not defined in ClusterClass {}",
+                md.class,
+                class.name_any()
+            )
+        })?;
+        let Some(version) = plan.deployment_versions.get(&md.name).cloned() else {
+            continue; // creation deferred
+        };
+        let now = current.deployments.get(&md.name);
+        let name = match now.and_then(|d| name_of(&d.object)) {
+            Some(n) => n,
+            None => new_name(
+                md_class.naming.as_ref().and_then(|n| n.template.as_deref()),
+                "{{ .cluster.name }}-{{ .machineDeployment.topologyName }}-{{ .random }}",
+                json!({"cluster": {"name": cluster_name}, "machineDeployment": {"topologyName": md.name}}),
+                random,
+            )?,
+        };
+        let template_name = |t: Option<&Value>, random: &mut dyn FnMut() -> String| {
+            t.and_then(name_of)
+                .unwrap_or_else(|| format!("{cluster_name}-{}-{}", md.name, random()))
+        };
+        let bootstrap_name = template_name(now.and_then(|d| d.bootstrap.as_ref()), random);
+        let infrastructure_name =
+            template_name(now.and_then(|d| d.infrastructure.as_ref()), random);
+        let (bootstrap, infrastructure) =
+            blueprint.deployment_classes.get(&md.class).ok_or_else(|| {
+                format!(
+                    "the templates of MachineDeployment class {:?} were not read",
+                    md.class
+                )
+            })?;
+        let builtin = json!({
+            "cluster": cluster_builtin,
+            "controlPlane": {"version": control_plane_version, "name": control_plane_name},
+            "machineDeployment": {
+                "version": version,
+                "class": md.class,
+                "name": name,
+                "topologyName": md.name,
+                "replicas": md.replicas,
+                "metadata": {"labels": labels_of(md.metadata.as_ref()), "annotations": annotations_of(md.metadata.as_ref())},
+                "bootstrap": {"configRef": {"name": bootstrap_name}},
+                "infrastructureRef": {"name": infrastructure_name},
+            },
+        });
+        let md_variables = variables_for(
+            &variables.cluster,
+            variables.deployments.get(&md.name).unwrap_or(&Map::new()),
+            builtin,
+        );
+        for (template, part) in [(bootstrap, "bootstrap"), (infrastructure, "infrastructure")] {
+            items.push(Item {
+                role: Role::MachineDeployment {
+                    class: md.class.clone(),
+                },
+                what: format!(
+                    "MachineDeployment {}'s {part} template {}",
+                    md.name, template["metadata"]["name"]
+                ),
+                template: template.clone(),
+                variables: md_variables.clone(),
+            });
+        }
+        planned.push(Planned {
+            topology: md,
+            class: md_class,
+            name,
+            bootstrap_name,
+            infrastructure_name,
+            version,
+        });
+    }
+    patches::apply(
+        class.spec.patches.as_deref().unwrap_or_default(),
+        &mut items,
+    )?;
+    let mut items = items.into_iter();
+    let infrastructure_template = items.next().expect("the infrastructure item").template;
+    let control_plane_template = items.next().expect("the control plane item").template;
+    let control_plane_machines_template = blueprint
+        .control_plane_machines
+        .as_ref()
+        .map(|_| items.next().expect("the machines item").template);
+
+    // The infrastructure cluster.
+    let infrastructure_cluster = from_template(
+        &infrastructure_template,
+        &infrastructure_name,
+        &namespace,
+        &owned_labels,
+    );
+
+    // The control plane's machine template and the control plane.
+    let control_plane_machines = control_plane_machines_template
+        .zip(control_plane_machines_name)
+        .map(|(t, name)| template_copy(&t, &name, &namespace, &owned_labels, cluster));
+    let mut control_plane = from_template(
+        &control_plane_template,
+        &control_plane_name,
+        &namespace,
+        &owned_labels,
+    );
+    let cp_class = &class.spec.control_plane;
+    let mut machine_labels = merged(
+        labels_of(cp_topology.and_then(|c| c.metadata.as_ref())),
+        labels_of(cp_class.metadata.as_ref()),
+    );
+    machine_labels.extend(owned_labels.clone());
+    let machine_annotations = merged(
+        annotations_of(cp_topology.and_then(|c| c.metadata.as_ref())),
+        annotations_of(cp_class.metadata.as_ref()),
+    );
+    let spec = &mut control_plane["spec"];
+    spec["version"] = json!(control_plane_version);
+    if let Some(replicas) = cp_topology.and_then(|c| c.replicas) {
+        spec["replicas"] = json!(replicas);
+    }
+    let mut machine_template = spec["machineTemplate"].take();
+    if !machine_template.is_object() {
+        machine_template = json!({});
+    }
+    machine_template["metadata"] = json!({"labels": machine_labels});
+    if !machine_annotations.is_empty() {
+        machine_template["metadata"]["annotations"] = Value::Object(machine_annotations);
+    }
+    if !machine_template["spec"].is_object() {
+        machine_template["spec"] = json!({});
+    }
+    if let Some(m) = &control_plane_machines {
+        machine_template["spec"]["infrastructureRef"] = reference(m);
+    }
+    if let Some(v) = choose(
+        cp_topology
+            .and_then(|c| c.readiness_gates.as_ref())
+            .map(to_value),
+        cp_class.readiness_gates.as_ref().map(to_value),
+    ) {
+        machine_template["spec"]["readinessGates"] = v;
+    }
+    if let Some(v) = choose(
+        cp_topology.and_then(|c| c.taints.as_ref()).map(to_value),
+        cp_class.taints.as_ref().map(to_value),
+    ) {
+        machine_template["spec"]["taints"] = v;
+    }
+    if let Some(v) = choose(
+        cp_topology.and_then(|c| c.deletion.as_ref()).map(to_value),
+        cp_class.deletion.as_ref().map(to_value),
+    ) {
+        machine_template["spec"]["deletion"] = v;
+    }
+    spec["machineTemplate"] = machine_template;
+    if let Some(after) = cp_topology
+        .and_then(|c| c.rollout.as_ref())
+        .and_then(|r| r.after.as_ref())
+    {
+        spec["rollout"]["after"] = json!(after);
+    }
+    let control_plane_health_check = health_check(
+        &control_plane_name,
+        &namespace,
+        cluster,
+        json!({(TOPOLOGY_OWNED_LABEL): "", (api::CONTROL_PLANE_LABEL): ""}),
+        cp_class.health_check.as_ref(),
+        cp_topology.and_then(|c| c.health_check.as_ref()),
+    );
+
+    // The MachineDeployments.
+    let mut deployments = Vec::new();
+    for p in planned {
+        let bootstrap = items.next().expect("a bootstrap item").template;
+        let infrastructure = items.next().expect("an infrastructure item").template;
+        let mut labels = owned_labels.clone();
+        labels.insert(
+            TOPOLOGY_DEPLOYMENT_NAME_LABEL.into(),
+            json!(p.topology.name),
+        );
+        let bootstrap = template_copy(&bootstrap, &p.bootstrap_name, &namespace, &labels, cluster);
+        let infrastructure = template_copy(
+            &infrastructure,
+            &p.infrastructure_name,
+            &namespace,
+            &labels,
+            cluster,
+        );
+        let mut md_labels = merged(
+            labels_of(p.topology.metadata.as_ref()),
+            labels_of(p.class.metadata.as_ref()),
+        );
+        md_labels.extend(labels.clone());
+        let mut md_annotations = merged(
+            annotations_of(p.topology.metadata.as_ref()),
+            annotations_of(p.class.metadata.as_ref()),
+        );
+        md_annotations.remove(api::cluster_class::DEFER_UPGRADE_ANNOTATION);
+        md_annotations.remove(api::cluster_class::HOLD_UPGRADE_SEQUENCE_ANNOTATION);
+        let mut template_metadata = json!({"labels": md_labels});
+        if !md_annotations.is_empty() {
+            template_metadata["annotations"] = Value::Object(md_annotations.clone());
+        }
+        let mut machine_spec = json!({
+            "clusterName": cluster_name,
+            "version": p.version,
+            "bootstrap": {"configRef": reference(&bootstrap)},
+            "infrastructureRef": reference(&infrastructure),
+        });
+        if let Some(fd) = p
+            .topology
+            .failure_domain
+            .as_ref()
+            .or(p.class.failure_domain.as_ref())
+        {
+            machine_spec["failureDomain"] = json!(fd);
+        }
+        if let Some(v) = p.topology.min_ready_seconds.or(p.class.min_ready_seconds) {
+            machine_spec["minReadySeconds"] = json!(v);
+        }
+        if let Some(v) = choose(
+            p.topology.readiness_gates.as_ref().map(to_value),
+            p.class.readiness_gates.as_ref().map(to_value),
+        ) {
+            machine_spec["readinessGates"] = v;
+        }
+        if let Some(v) = choose(
+            p.topology.taints.as_ref().map(to_value),
+            p.class.taints.as_ref().map(to_value),
+        ) {
+            machine_spec["taints"] = v;
+        }
+        let deletion = p.topology.deletion.as_ref().or(p.class.deletion.as_ref());
+        let mut timeouts = Map::new();
+        for (field, value) in [
+            (
+                "nodeDrainTimeoutSeconds",
+                deletion.and_then(|d| d.node_drain_timeout_seconds),
+            ),
+            (
+                "nodeVolumeDetachTimeoutSeconds",
+                deletion.and_then(|d| d.node_volume_detach_timeout_seconds),
+            ),
+            (
+                "nodeDeletionTimeoutSeconds",
+                deletion.and_then(|d| d.node_deletion_timeout_seconds),
+            ),
+        ] {
+            if let Some(v) = value {
+                timeouts.insert(field.into(), json!(v));
+            }
+        }
+        if !timeouts.is_empty() {
+            machine_spec["deletion"] = Value::Object(timeouts);
+        }
+        let mut md_spec = json!({
+            "clusterName": cluster_name,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": template_metadata, "spec": machine_spec},
+        });
+        if let Some(r) = p.topology.replicas {
+            md_spec["replicas"] = json!(r);
+        }
+        if let Some(order) = deletion.and_then(|d| d.order.as_ref()) {
+            md_spec["deletion"] = json!({"order": to_value(order)});
+        }
+        if let Some(rollout) = p.topology.rollout.as_ref().or(p.class.rollout.as_ref()) {
+            md_spec["rollout"] = to_value(rollout);
+        }
+        let mut metadata = json!({"name": p.name, "namespace": namespace, "labels": md_labels});
+        if !md_annotations.is_empty() {
+            metadata["annotations"] = Value::Object(md_annotations);
+        }
+        let object = json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2",
+            "kind": "MachineDeployment",
+            "metadata": metadata,
+            "spec": md_spec,
+        });
+        let health_check = health_check(
+            &p.name,
+            &namespace,
+            cluster,
+            json!({(TOPOLOGY_OWNED_LABEL): "", (TOPOLOGY_DEPLOYMENT_NAME_LABEL): p.topology.name}),
+            p.class.health_check.as_ref(),
+            p.topology.health_check.as_ref(),
+        );
+        deployments.push(DesiredDeployment {
+            topology_name: p.topology.name.clone(),
+            object,
+            bootstrap,
+            infrastructure,
+            health_check,
+        });
+    }
+
+    let desired_cluster = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Cluster",
+        "metadata": {"name": cluster_name, "namespace": namespace, "labels": owned_labels},
+        "spec": {
+            "infrastructureRef": reference(&infrastructure_cluster),
+            "controlPlaneRef": reference(&control_plane),
+        },
+    });
+    Ok(Desired {
+        cluster: desired_cluster,
+        infrastructure_cluster,
+        control_plane,
+        control_plane_machines,
+        control_plane_health_check,
+        deployments,
+        progress: plan.progress,
+    })
+}
+
+/// An API type as the JSON the desired objects are built of.
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).expect("API types serialize")
+}
+
+/// The topology's setting where it has one, else the class's.
+fn choose(topology: Option<Value>, class: Option<Value>) -> Option<Value> {
+    topology
+        .filter(|v| !v.is_null())
+        .or(class.filter(|v| !v.is_null()))
+}

@@ -1,0 +1,307 @@
+//! A ClusterClass's inline patches applied to the templates a Cluster's objects are made from,
+//! as upstream's patch engine does: patches in the class's order, each definition's selector
+//! choosing templates (by apiVersion, kind, and which part of the topology they serve),
+//! `enabledIf` rendered per template with its variables, and RFC 6902 operations whose values
+//! come from `value`, a variable, or a rendered template. Only `spec`, `metadata.labels` and
+//! `metadata.annotations` of a patched template are kept.
+
+use serde_json::{Map, Value};
+
+use super::gotemplate;
+use crate::api::cluster_class::{ClusterClassPatch, JsonPatch, JsonPatchOp, PatchSelector};
+
+/// Which part of the topology a template serves, which selectors match on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    InfrastructureCluster,
+    ControlPlane,
+    ControlPlaneMachines,
+    /// A MachineDeployment's bootstrap or infrastructure template, of this class.
+    MachineDeployment {
+        class: String,
+    },
+}
+
+/// One template in the patch request, with the variables it is patched with (the Cluster's,
+/// its part's overrides, and `builtin`).
+#[derive(Clone, Debug)]
+pub struct Item {
+    pub role: Role,
+    /// What it is, for messages: `the control plane`, `MachineDeployment md-0's bootstrap`.
+    pub what: String,
+    pub template: Value,
+    pub variables: Value,
+}
+
+/// Whether a selector's class names (`*`, `prefix*`, `*suffix`, exact) take a class.
+fn names_match(names: &[String], class: &str) -> bool {
+    names.iter().any(|n| {
+        if n == "*" {
+            true
+        } else if let Some(prefix) = n.strip_suffix('*') {
+            class.starts_with(prefix)
+        } else if let Some(suffix) = n.strip_prefix('*') {
+            class.ends_with(suffix)
+        } else {
+            n == class
+        }
+    })
+}
+
+fn selects(selector: &PatchSelector, item: &Item) -> bool {
+    if item.template["apiVersion"] != selector.api_version.as_str()
+        || item.template["kind"] != selector.kind.as_str()
+    {
+        return false;
+    }
+    let m = &selector.match_resources;
+    match &item.role {
+        Role::InfrastructureCluster => m.infrastructure_cluster == Some(true),
+        Role::ControlPlane | Role::ControlPlaneMachines => m.control_plane == Some(true),
+        Role::MachineDeployment { class } => m
+            .machine_deployment_class
+            .as_ref()
+            .and_then(|c| c.names.as_deref())
+            .is_some_and(|names| names_match(names, class)),
+    }
+}
+
+/// A variable by its dotted path (`builtin.cluster.name`, `list[0].x`).
+fn variable<'a>(variables: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut current = variables;
+    for part in path.split('.') {
+        let (key, indexes) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        current = current.get(key)?;
+        for index in indexes.split('[').skip(1) {
+            let i: usize = index.strip_suffix(']')?.parse().ok()?;
+            current = current.get(i)?;
+        }
+    }
+    Some(current)
+}
+
+/// A rendered template's text as a value: YAML, as upstream reads it.
+fn yaml_value(text: &str) -> Result<Value, String> {
+    crate::yaml::from_str::<Value>(text)
+        .map_err(|e| format!("the rendered template is not YAML: {e}"))
+}
+
+/// Whether a patch is on for an item: an empty `enabledIf`, or one rendering to `true`.
+pub fn enabled(patch: &ClusterClassPatch, variables: &Value) -> Result<bool, String> {
+    let Some(condition) = patch.enabled_if.as_deref().filter(|c| !c.is_empty()) else {
+        return Ok(true);
+    };
+    let rendered = gotemplate::render(condition, variables)
+        .map_err(|e| format!("failed to calculate enabledIf {condition:?}: {e}"))?;
+    Ok(matches!(yaml_value(&rendered), Ok(Value::Bool(true))))
+}
+
+/// The value an operation adds or replaces.
+fn value_of(op: &JsonPatch, variables: &Value) -> Result<Option<Value>, String> {
+    if op.op == JsonPatchOp::Remove {
+        return Ok(None);
+    }
+    let from = op.value_from.as_ref();
+    match (&op.value, from) {
+        (Some(_), Some(_)) => {
+            Err("failed to calculate value: both .value and .valueFrom are set".into())
+        }
+        (None, None) => {
+            Err("failed to calculate value: neither .value nor .valueFrom are set".into())
+        }
+        (Some(v), None) => Ok(Some(v.clone())),
+        (None, Some(from)) => match (&from.variable, &from.template) {
+            (Some(name), None) => variable(variables, name).cloned().map(Some).ok_or_else(|| {
+                format!("failed to calculate value: variable {name:?} does not exist")
+            }),
+            (None, Some(template)) => {
+                let rendered = gotemplate::render(template, variables).map_err(|e| {
+                    format!("failed to calculate value: failed to render template: {e}")
+                })?;
+                yaml_value(&rendered).map(Some)
+            }
+            _ => Err(
+                "failed to calculate value: valueFrom must set either template or variable".into(),
+            ),
+        },
+    }
+}
+
+/// Copies back what a patch may change: `spec`, labels and annotations.
+fn keep_patched(item: &mut Value, patched: &Value) {
+    item["spec"] = patched["spec"].clone();
+    for field in ["labels", "annotations"] {
+        match patched["metadata"].get(field) {
+            Some(v) => item["metadata"][field] = v.clone(),
+            None => {
+                if let Some(m) = item["metadata"].as_object_mut() {
+                    m.remove(field);
+                }
+            }
+        }
+    }
+}
+
+/// Applies the class's patches to the items, in order; an error names the patch and the item.
+pub fn apply(patches: &[ClusterClassPatch], items: &mut [Item]) -> Result<(), String> {
+    for patch in patches {
+        for definition in patch.definitions.iter().flatten() {
+            for item in items
+                .iter_mut()
+                .filter(|i| selects(&definition.selector, i))
+            {
+                let fail = |e: String| format!("patch {:?} on {}: {e}", patch.name, item.what);
+                if !enabled(patch, &item.variables).map_err(fail)? {
+                    continue;
+                }
+                let mut ops = Vec::new();
+                for op in &definition.json_patches {
+                    let mut operation = Map::new();
+                    let name = match op.op {
+                        JsonPatchOp::Add => "add",
+                        JsonPatchOp::Replace => "replace",
+                        JsonPatchOp::Remove => "remove",
+                    };
+                    operation.insert("op".into(), name.into());
+                    operation.insert("path".into(), op.path.clone().into());
+                    if let Some(v) = value_of(op, &item.variables).map_err(fail)? {
+                        operation.insert("value".into(), v);
+                    }
+                    ops.push(Value::Object(operation));
+                }
+                let ops: json_patch::Patch =
+                    serde_json::from_value(Value::Array(ops)).map_err(|e| fail(e.to_string()))?;
+                let mut patched = item.template.clone();
+                json_patch::patch(&mut patched, &ops)
+                    .map_err(|e| fail(format!("failed to apply the JSON patch: {e}")))?;
+                keep_patched(&mut item.template, &patched);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn item(role: Role, kind: &str, variables: Value) -> Item {
+        Item {
+            what: kind.to_string(),
+            role,
+            template: json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                "kind": kind,
+                "metadata": {"name": "t"},
+                "spec": {"template": {"spec": {"backend": {"docker": {}}}}},
+            }),
+            variables,
+        }
+    }
+
+    /// The quick-start class's `customImage` patch and a disabled `imageRepository` one.
+    fn class_patches() -> Vec<ClusterClassPatch> {
+        serde_json::from_value(json!([
+            {"name": "imageRepository", "enabledIf": "{{ ne .imageRepository \"\" }}", "definitions": [{
+                "selector": {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlaneTemplate", "matchResources": {"controlPlane": true}},
+                "jsonPatches": [{"op": "add", "path": "/spec/template/spec/kubeadmConfigSpec/clusterConfiguration/imageRepository", "valueFrom": {"variable": "imageRepository"}}]}]},
+            {"name": "customImage", "definitions": [
+                {"selector": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevMachineTemplate", "matchResources": {"machineDeploymentClass": {"names": ["default-*"]}}},
+                 "jsonPatches": [{"op": "add", "path": "/spec/template/spec/backend/docker/customImage", "valueFrom": {"template": "kindest/node:{{ .builtin.machineDeployment.version | replace \"+\" \"_\" }}"}}]},
+                {"selector": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevMachineTemplate", "matchResources": {"controlPlane": true}},
+                 "jsonPatches": [{"op": "add", "path": "/spec/template/spec/backend/docker/customImage", "valueFrom": {"template": "kindest/node:{{ .builtin.controlPlane.version }}"}}]}]},
+        ]))
+        .unwrap()
+    }
+
+    #[test]
+    fn patches_reach_the_templates_their_selectors_choose() {
+        let vars = json!({"imageRepository": "", "builtin": {"controlPlane": {"version": "v1.30.4"}, "machineDeployment": {"version": "v1.29.1+x"}}});
+        let mut items = vec![
+            item(
+                Role::ControlPlaneMachines,
+                "DevMachineTemplate",
+                vars.clone(),
+            ),
+            item(
+                Role::MachineDeployment {
+                    class: "default-worker".into(),
+                },
+                "DevMachineTemplate",
+                vars.clone(),
+            ),
+            item(
+                Role::MachineDeployment {
+                    class: "gpu".into(),
+                },
+                "DevMachineTemplate",
+                vars.clone(),
+            ),
+            item(
+                Role::InfrastructureCluster,
+                "DevClusterTemplate",
+                vars.clone(),
+            ),
+        ];
+        apply(&class_patches(), &mut items).unwrap();
+        let image = |i: &Item| {
+            i.template["spec"]["template"]["spec"]["backend"]["docker"]["customImage"].clone()
+        };
+        assert_eq!(image(&items[0]), json!("kindest/node:v1.30.4"));
+        assert_eq!(image(&items[1]), json!("kindest/node:v1.29.1_x"));
+        assert_eq!(image(&items[2]), Value::Null, "class gpu is not selected");
+        assert_eq!(image(&items[3]), Value::Null, "kind differs");
+    }
+
+    #[test]
+    fn a_patch_that_cannot_apply_says_which_and_why() {
+        let patches: Vec<ClusterClassPatch> = serde_json::from_value(json!([
+            {"name": "deep", "definitions": [{
+                "selector": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevClusterTemplate", "matchResources": {"infrastructureCluster": true}},
+                "jsonPatches": [{"op": "add", "path": "/spec/template/spec/missing/parent", "value": 1}]}]},
+        ]))
+        .unwrap();
+        let mut items = vec![item(
+            Role::InfrastructureCluster,
+            "DevClusterTemplate",
+            json!({}),
+        )];
+        let e = apply(&patches, &mut items).unwrap_err();
+        assert!(
+            e.starts_with("patch \"deep\" on DevClusterTemplate: failed to apply the JSON patch"),
+            "{e}"
+        );
+        let missing: Vec<ClusterClassPatch> = serde_json::from_value(json!([
+            {"name": "v", "definitions": [{
+                "selector": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevClusterTemplate", "matchResources": {"infrastructureCluster": true}},
+                "jsonPatches": [{"op": "add", "path": "/spec/x", "valueFrom": {"variable": "nope.deeper"}}]}]},
+        ]))
+        .unwrap();
+        let e = apply(&missing, &mut items).unwrap_err();
+        assert!(
+            e.ends_with("variable \"nope.deeper\" does not exist"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn enabled_if_and_variable_paths() {
+        let patch = |c: &str| ClusterClassPatch {
+            enabled_if: Some(c.into()),
+            ..Default::default()
+        };
+        let vars = json!({"a": {"on": true, "list": [{"x": 5}]}, "s": "x"});
+        assert!(enabled(&patch("{{ .a.on }}"), &vars).unwrap());
+        assert!(!enabled(&patch("{{ .missing }}"), &vars).unwrap());
+        assert!(!enabled(&patch("{{ eq .s \"y\" }}"), &vars).unwrap());
+        assert!(enabled(&ClusterClassPatch::default(), &vars).unwrap());
+        assert_eq!(variable(&vars, "a.list[0].x"), Some(&json!(5)));
+        assert_eq!(variable(&vars, "a.list[1].x"), None);
+        assert!(names_match(&["*-worker".into()], "default-worker"));
+        assert!(!names_match(&["gpu".into()], "gpu-2"));
+    }
+}

@@ -1,0 +1,373 @@
+//! Managed topologies on the embedded management cluster, as a user drives them with capictl
+//! and kubectl: upstream's own ClusterClass templates applied unchanged, upgrades orchestrated
+//! control plane first, MachineDeployments added and removed through the topology, version
+//! changes upstream refuses, and template rotation when a patched variable changes.
+
+mod common;
+
+use common::management::*;
+
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+fn json(m: &Management, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&m.kubectl(&all)).unwrap()
+}
+
+fn items(m: &Management, resource: &str) -> Vec<Value> {
+    json(m, &["get", resource])["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+fn wait_until<T>(what: &str, seconds: u64, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(why) if Instant::now() > deadline => {
+                panic!("{what} did not happen in {seconds}s: {why}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+fn available(m: &Management, cluster: &str) -> Result<(), String> {
+    let c = json(m, &["get", "cluster", cluster]);
+    match condition(&c, "Available") {
+        Some(a) if a["status"] == "True" => Ok(()),
+        other => Err(format!(
+            "Available: {other:?}; TopologyReconciled: {:?}",
+            condition(&c, "TopologyReconciled")
+        )),
+    }
+}
+
+fn init(m: &Management, infrastructure: &str) {
+    let kubeconfig = m.kubeconfig().display().to_string();
+    let out = capictl(&[
+        "init",
+        "--infrastructure",
+        infrastructure,
+        "--wait-providers",
+        "--kubeconfig",
+        &kubeconfig,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+fn generate_from(file: &str, name: &str, version: &str, workers: u32) -> String {
+    let out = capictl(&[
+        "generate",
+        "cluster",
+        name,
+        "--from",
+        file,
+        "--kubernetes-version",
+        version,
+        "--control-plane-machine-count",
+        "1",
+        "--worker-machine-count",
+        &workers.to_string(),
+        "--target-namespace",
+        "default",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// Machines by role: (control plane versions, worker versions by MachineDeployment name label).
+fn machine_versions(m: &Management) -> (Vec<String>, Vec<(String, String)>) {
+    let mut cp = Vec::new();
+    let mut workers = Vec::new();
+    for machine in items(m, "machines") {
+        let version = machine["spec"]["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let labels = &machine["metadata"]["labels"];
+        if labels.get("cluster.x-k8s.io/control-plane").is_some() {
+            cp.push(version);
+        } else {
+            let md = labels["topology.cluster.x-k8s.io/deployment-name"]
+                .as_str()
+                .unwrap_or_default();
+            workers.push((md.to_string(), version));
+        }
+    }
+    (cp, workers)
+}
+
+#[test]
+fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_topology() {
+    let m = Management::up();
+    // Upstream's Dev kinds come with the Docker provider, whose controllers also simulate their
+    // in-memory back end.
+    init(&m, "docker");
+    let class = common::upstream("templates/clusterclass-in-memory.yaml");
+    m.kubectl(&["apply", "-n", "default", "-f", class.to_str().unwrap()]);
+    let cluster = generate_from(
+        common::upstream("templates/cluster-template-in-memory.yaml")
+            .to_str()
+            .unwrap(),
+        "topo",
+        "v1.30.4",
+        1,
+    );
+    m.kubectl_in(&["apply", "-f", "-"], Some(&cluster));
+    wait_until("the Cluster Available", 240, || available(&m, "topo"));
+
+    // The objects, names and labels upstream's topology controller makes.
+    let c = json(&m, &["get", "cluster", "topo"]);
+    assert_eq!(
+        c["metadata"]["labels"]["topology.cluster.x-k8s.io/owned"],
+        ""
+    );
+    let infra = &c["spec"]["infrastructureRef"];
+    assert_eq!(infra["kind"], "DevCluster");
+    assert!(
+        infra["name"].as_str().unwrap().starts_with("topo-"),
+        "{infra}"
+    );
+    let cp_name = c["spec"]["controlPlaneRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        cp_name.starts_with("topo-") && cp_name.len() == "topo-".len() + 5,
+        "{cp_name}"
+    );
+    let kcp = json(&m, &["get", "kubeadmcontrolplane", &cp_name]);
+    assert_eq!(kcp["spec"]["version"], "v1.30.4");
+    assert_eq!(
+        kcp["metadata"]["annotations"]["cluster.x-k8s.io/cloned-from-name"],
+        "in-memory-control-plane"
+    );
+    let cp_machines = kcp["spec"]["machineTemplate"]["spec"]["infrastructureRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let template = json(&m, &["get", "devmachinetemplate", &cp_machines]);
+    assert_eq!(
+        template["metadata"]["ownerReferences"][0]["kind"],
+        "Cluster"
+    );
+    let mds = items(&m, "machinedeployments");
+    assert_eq!(mds.len(), 1);
+    let md = &mds[0];
+    assert!(
+        md["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("topo-md-0-"),
+        "{}",
+        md["metadata"]["name"]
+    );
+    assert_eq!(
+        md["metadata"]["labels"]["topology.cluster.x-k8s.io/deployment-name"],
+        "md-0"
+    );
+    let checks: Vec<String> = items(&m, "machinehealthchecks")
+        .iter()
+        .map(|h| h["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(checks.len(), 2, "{checks:?}");
+    assert!(checks.contains(&cp_name));
+    let kcp = json(
+        &m,
+        &[
+            "get",
+            "kubeadmcontrolplane",
+            &cp_name,
+            "--show-managed-fields",
+        ],
+    );
+    let managers: Vec<String> = kcp["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["manager"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        managers.contains(&"capi-topology".to_string()),
+        "{managers:?}"
+    );
+    let reconciled = condition(&c, "TopologyReconciled").unwrap();
+    assert_eq!(reconciled["reason"], "ReconcileSucceeded", "{reconciled}");
+
+    // A second MachineDeployment through the topology.
+    m.kubectl(&[
+        "patch", "cluster", "topo", "--type", "json", "-p",
+        r#"[{"op": "add", "path": "/spec/topology/workers/machineDeployments/-", "value": {"class": "default-worker", "name": "md-1", "replicas": 1}}]"#,
+    ]);
+    wait_until("md-1 with its Machine", 120, || {
+        let (_, workers) = machine_versions(&m);
+        if workers.iter().filter(|(md, _)| md == "md-1").count() == 1 {
+            Ok(())
+        } else {
+            Err(format!("{workers:?}"))
+        }
+    });
+    wait_until("the Cluster Available again", 120, || available(&m, "topo"));
+
+    // Two minors at once, and down, are refused with upstream's messages.
+    let refused = |version: &str, message: &str| {
+        let patch = format!(r#"{{"spec":{{"topology":{{"version":"{version}"}}}}}}"#);
+        let out = m.kubectl_output(
+            &["patch", "cluster", "topo", "--type", "merge", "-p", &patch],
+            None,
+        );
+        assert!(!out.status.success());
+        assert!(text(&out.stderr).contains(message), "{}", text(&out.stderr));
+    };
+    refused(
+        "v1.32.0",
+        r#"version cannot be increased from "v1.30.4" to "v1.32.0""#,
+    );
+    refused(
+        "v1.29.0",
+        r#"version cannot be decreased from "v1.30.4" to "v1.29.0""#,
+    );
+
+    // One minor up: the control plane first, then one MachineDeployment at a time.
+    m.kubectl(&[
+        "patch",
+        "cluster",
+        "topo",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"topology":{"version":"v1.31.0"}}}"#,
+    ]);
+    let mut seen = Vec::new();
+    wait_until("every Machine at v1.31.0", 300, || {
+        let (cp, workers) = machine_versions(&m);
+        let kcp_version = json(&m, &["get", "kubeadmcontrolplane", &cp_name])["spec"]["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let md_versions: Vec<(String, String)> = items(&m, "machinedeployments")
+            .iter()
+            .map(|d| {
+                (
+                    d["metadata"]["labels"]["topology.cluster.x-k8s.io/deployment-name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    d["spec"]["template"]["spec"]["version"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect();
+        // A MachineDeployment moves only once every control plane Machine is at the new version.
+        for (md, v) in &md_versions {
+            if v == "v1.31.0" {
+                assert!(
+                    cp.iter().all(|c| c == "v1.31.0"),
+                    "{md} moved before the control plane: {cp:?}"
+                );
+                assert_eq!(kcp_version, "v1.31.0");
+            }
+        }
+        // And not while the other one still rolls.
+        let upgraded: Vec<&String> = md_versions
+            .iter()
+            .filter(|(_, v)| v == "v1.31.0")
+            .map(|(n, _)| n)
+            .collect();
+        if upgraded.len() == 2 && !seen.contains(&"both".to_string()) {
+            seen.push("both".to_string());
+        }
+        for (md, _) in md_versions.iter().filter(|(_, v)| v == "v1.31.0") {
+            let others_rolling = workers
+                .iter()
+                .any(|(w, v)| w != md && v != "v1.30.4" && v != "v1.31.0");
+            assert!(!others_rolling);
+        }
+        if upgraded.len() == 1 {
+            let first = upgraded[0].clone();
+            // The other's Machines still run the old version while this one's roll.
+            if workers.iter().any(|(w, v)| *w == first && v != "v1.31.0") {
+                assert!(
+                    workers
+                        .iter()
+                        .filter(|(w, _)| *w != first)
+                        .all(|(_, v)| v == "v1.30.4"),
+                    "two MachineDeployments rolled at once: {workers:?}"
+                );
+            }
+            if !seen.contains(&first) {
+                seen.push(first);
+            }
+        }
+        if cp.iter().all(|v| v == "v1.31.0")
+            && workers.len() == 2
+            && workers.iter().all(|(_, v)| v == "v1.31.0")
+        {
+            Ok(())
+        } else {
+            Err(format!("control plane {cp:?}, workers {workers:?}"))
+        }
+    });
+    assert_eq!(
+        seen.first().map(String::as_str),
+        Some("md-0"),
+        "the first in the list goes first: {seen:?}"
+    );
+    wait_until("the Cluster Available after the upgrade", 120, || {
+        available(&m, "topo")
+    });
+
+    // md-1 leaves the topology: its MachineDeployment, templates and health check go.
+    m.kubectl(&[
+        "patch",
+        "cluster",
+        "topo",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op": "remove", "path": "/spec/topology/workers/machineDeployments/1"}]"#,
+    ]);
+    wait_until("md-1 deleted", 120, || {
+        let names: Vec<String> = items(&m, "machinedeployments")
+            .iter()
+            .map(|d| {
+                d["metadata"]["labels"]["topology.cluster.x-k8s.io/deployment-name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        let (_, workers) = machine_versions(&m);
+        if names == ["md-0"] && workers.iter().all(|(w, _)| w == "md-0") {
+            Ok(())
+        } else {
+            Err(format!("{names:?} {workers:?}"))
+        }
+    });
+    assert_eq!(items(&m, "machinehealthchecks").len(), 2);
+
+    m.kubectl(&["delete", "cluster", "topo", "--timeout=120s"]);
+    assert_eq!(
+        m.kubectl(&[
+            "get",
+            "machines,devmachines,devclusters,kubeadmcontrolplanes,machinedeployments",
+            "-o",
+            "name"
+        ]),
+        ""
+    );
+}
