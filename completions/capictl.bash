@@ -52,6 +52,9 @@ _capictl() {
             capictl,quickstart)
                 cmd="capictl__subcmd__quickstart"
                 ;;
+            capictl,topology)
+                cmd="capictl__subcmd__topology"
+                ;;
             capictl,upgrade)
                 cmd="capictl__subcmd__upgrade"
                 ;;
@@ -142,6 +145,9 @@ _capictl() {
             capictl__subcmd__help,quickstart)
                 cmd="capictl__subcmd__help__subcmd__quickstart"
                 ;;
+            capictl__subcmd__help,topology)
+                cmd="capictl__subcmd__help__subcmd__topology"
+                ;;
             capictl__subcmd__help,upgrade)
                 cmd="capictl__subcmd__help__subcmd__upgrade"
                 ;;
@@ -177,6 +183,9 @@ _capictl() {
                 ;;
             capictl__subcmd__help__subcmd__management,up)
                 cmd="capictl__subcmd__help__subcmd__management__subcmd__up"
+                ;;
+            capictl__subcmd__help__subcmd__topology,plan)
+                cmd="capictl__subcmd__help__subcmd__topology__subcmd__plan"
                 ;;
             capictl__subcmd__help__subcmd__upgrade,apply)
                 cmd="capictl__subcmd__help__subcmd__upgrade__subcmd__apply"
@@ -226,6 +235,18 @@ _capictl() {
             capictl__subcmd__management__subcmd__help,up)
                 cmd="capictl__subcmd__management__subcmd__help__subcmd__up"
                 ;;
+            capictl__subcmd__topology,help)
+                cmd="capictl__subcmd__topology__subcmd__help"
+                ;;
+            capictl__subcmd__topology,plan)
+                cmd="capictl__subcmd__topology__subcmd__plan"
+                ;;
+            capictl__subcmd__topology__subcmd__help,help)
+                cmd="capictl__subcmd__topology__subcmd__help__subcmd__help"
+                ;;
+            capictl__subcmd__topology__subcmd__help,plan)
+                cmd="capictl__subcmd__topology__subcmd__help__subcmd__plan"
+                ;;
             capictl__subcmd__upgrade,apply)
                 cmd="capictl__subcmd__upgrade__subcmd__apply"
                 ;;
@@ -251,7 +272,7 @@ _capictl() {
 
     case "${cmd}" in
         capictl)
-            opts="-v -h -V --verbose --help --version quickstart init generate describe get move upgrade images delete management manager version completion help"
+            opts="-v -h -V --verbose --help --version quickstart init generate describe get move topology upgrade images delete management manager version completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -747,7 +768,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help)
-            opts="quickstart init generate describe get move upgrade images delete management manager version completion help"
+            opts="quickstart init generate describe get move topology upgrade images delete management manager version completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1057,6 +1078,34 @@ _capictl() {
         capictl__subcmd__help__subcmd__quickstart)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__topology)
+            opts="plan"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__topology__subcmd__plan)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1642,6 +1691,116 @@ _capictl() {
                     return 0
                     ;;
                 --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig-context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__topology)
+            opts="-v -h -V --verbose --help --version plan help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__topology__subcmd__help)
+            opts="plan help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__topology__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__topology__subcmd__help__subcmd__plan)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__topology__subcmd__plan)
+            opts="-f -c -n -o -v -h -V --file --cluster --namespace --output-directory --kubeconfig --kubeconfig-context --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output-directory)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

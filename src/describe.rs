@@ -19,6 +19,8 @@ use crate::conditions::{Polarity, polarity};
 #[derive(Debug, Default)]
 pub struct Objects {
     pub cluster: Value,
+    /// For a Cluster with a managed topology: its ClusterClass, as [`cluster_class_row`] makes it.
+    pub cluster_class: Option<Value>,
     pub infrastructure: Option<Value>,
     pub control_plane: Option<Value>,
     pub machine_deployments: Vec<Value>,
@@ -294,9 +296,33 @@ fn templates<'a>(o: &Value, objects: &'a Objects) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The row of a managed topology's ClusterClass: the class, with how the Cluster's topology
+/// stands (its TopologyReconciled condition) as the row's condition. A class that is missing
+/// still gets its row, saying so.
+pub fn cluster_class_row(
+    cluster: &Value,
+    class: Option<&Value>,
+    namespace: &str,
+    name: &str,
+) -> Value {
+    let topology = condition(cluster, api::cluster_class::topology::TOPOLOGY_RECONCILED).cloned();
+    let mut row = serde_json::json!({
+        "kind": "ClusterClass",
+        "metadata": {"name": name, "namespace": namespace},
+        "status": {"conditions": topology.into_iter().collect::<Vec<_>>()},
+    });
+    if let Some(class) = class {
+        row["metadata"] = class["metadata"].clone();
+    }
+    row
+}
+
 /// The tree of a Cluster's objects.
 fn tree(objects: &Objects, options: &Options) -> Node {
     let mut root = Node::object(&objects.cluster);
+    if let Some(class) = &objects.cluster_class {
+        root.children.push(Node::object(class));
+    }
     if let Some(infra) = &objects.infrastructure {
         root.children.push(Node::object(infra));
     }
@@ -581,6 +607,10 @@ fn cells(node: &Node) -> Cells {
                 condition: condition(o, "Ready").cloned(),
             }
         }
+        "ClusterClass" => Cells {
+            condition: condition(o, api::cluster_class::topology::TOPOLOGY_RECONCILED).cloned(),
+            ..Default::default()
+        },
         "MachineHealthCheck" => Cells {
             replicas: fraction(&status["currentHealthy"], &status["expectedMachines"]),
             condition: condition(
@@ -951,6 +981,7 @@ mod tests {
             );
         }
         Objects {
+            cluster_class: None,
             cluster: json!({
                 "kind": "Cluster", "metadata": {"name": "c1", "namespace": "default"}, "spec": {},
                 "status": {

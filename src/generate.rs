@@ -26,7 +26,20 @@ const FLAVORS: &[(&str, &str, &str)] = &[
         "",
         include_str!("../flavors/in-memory/cluster-template.yaml"),
     ),
+    (
+        "in-memory",
+        "topology",
+        include_str!("../flavors/in-memory/cluster-template-topology.yaml"),
+    ),
 ];
+
+/// The ClusterClasses the topology flavors use, by provider and flavor: written before the
+/// Cluster, as clusterctl adds a class from the provider's repository.
+const CLASSES: &[(&str, &str, &str)] = &[(
+    "in-memory",
+    "topology",
+    include_str!("../flavors/in-memory/clusterclass-in-memory.yaml"),
+)];
 
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {
@@ -65,6 +78,20 @@ pub fn flavor(provider: &str, flavor: &str) -> Result<&'static str, GenerateErro
                 available: available.join(", "),
             }
         })
+}
+
+/// A built-in flavor's template with the ClusterClass its Cluster uses, if it uses one, first.
+pub fn flavor_with_class(provider: &str, flavor_name: &str) -> Result<String, GenerateError> {
+    let cluster = flavor(provider, flavor_name)?;
+    Ok(
+        match CLASSES
+            .iter()
+            .find(|(p, f, _)| *p == provider && *f == flavor_name)
+        {
+            Some((_, _, class)) => format!("{class}---\n{cluster}"),
+            None => cluster.to_string(),
+        },
+    )
 }
 
 /// Kinds that live outside namespaces, which keep no namespace.
@@ -201,7 +228,8 @@ mod tests {
             Err(GenerateError::NoFlavor { .. })
         ));
         // Every flavor renders to objects of the kinds capictl knows.
-        for (provider, flavor_name, template) in FLAVORS {
+        for (provider, flavor_name, _) in FLAVORS {
+            let template = &flavor_with_class(provider, flavor_name).unwrap();
             let lookup = |v: &str| match v {
                 "KUBERNETES_VERSION" => Some("v1.30.4".to_string()),
                 "CONTROL_PLANE_MACHINE_COUNT" | "WORKER_MACHINE_COUNT" => Some("3".to_string()),

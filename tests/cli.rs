@@ -224,7 +224,7 @@ fn completion_scripts_in_the_repository_are_current() {
 fn generate_crds_prints_one_provider_or_all() {
     let all: Vec<serde_json::Value> =
         capictl::yaml::from_multiple(&stdout(&capictl(&["generate", "crds"]))).unwrap();
-    assert_eq!(all.len(), 18);
+    assert_eq!(all.len(), 24);
     assert!(all.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
 
     let docker: Vec<serde_json::Value> = capictl::yaml::from_multiple(&stdout(&capictl(&[
@@ -245,6 +245,11 @@ fn generate_crds_prints_one_provider_or_all() {
             "dockerclustertemplates.infrastructure.cluster.x-k8s.io",
             "dockermachines.infrastructure.cluster.x-k8s.io",
             "dockermachinetemplates.infrastructure.cluster.x-k8s.io",
+            "devclusters.infrastructure.cluster.x-k8s.io",
+            "devclustertemplates.infrastructure.cluster.x-k8s.io",
+            "devmachines.infrastructure.cluster.x-k8s.io",
+            "devmachinetemplates.infrastructure.cluster.x-k8s.io",
+            "devmachinepooltemplates.infrastructure.cluster.x-k8s.io",
         ]
     );
 

@@ -371,3 +371,179 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
         ""
     );
 }
+
+#[test]
+fn a_variable_a_patch_uses_rotates_the_template_as_the_plan_says_beforehand() {
+    let m = Management::up();
+    init(&m, "in-memory");
+    let out = capictl(&[
+        "generate",
+        "cluster",
+        "rot",
+        "--infrastructure",
+        "in-memory",
+        "--flavor",
+        "topology",
+        "--kubernetes-version",
+        "v1.30.4",
+        "--control-plane-machine-count",
+        "1",
+        "--worker-machine-count",
+        "1",
+        "--target-namespace",
+        "default",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let generated = text(&out.stdout);
+    m.kubectl_in(&["apply", "-f", "-"], Some(&generated));
+    wait_until("the Cluster Available", 180, || available(&m, "rot"));
+    let kubeconfig = m.kubeconfig().display().to_string();
+
+    // Nothing to do once it is up.
+    let cluster_file = m.dir.join("rot.yaml");
+    let mut cluster: Value = capictl::yaml::from_multiple::<Value>(&generated)
+        .unwrap()
+        .into_iter()
+        .find(|d| d["kind"] == "Cluster")
+        .unwrap();
+    std::fs::write(&cluster_file, serde_json::to_string(&cluster).unwrap()).unwrap();
+    let plan = |m: &Management| {
+        let out = capictl(&[
+            "topology",
+            "plan",
+            "-f",
+            cluster_file.to_str().unwrap(),
+            "--kubeconfig",
+            &kubeconfig,
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let _ = m;
+        text(&out.stdout)
+    };
+    assert_eq!(plan(&m), "No changes for Cluster \"default/rot\".\n");
+
+    // The variable the worker's bootstrap patch uses changes: the plan says a new bootstrap
+    // template is made and the MachineDeployment pointed at it.
+    let md = &items(&m, "machinedeployments")[0];
+    let old_template = md["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let old_workers: Vec<String> = items(&m, "machines")
+        .iter()
+        .filter(|w| {
+            w["metadata"]["labels"]
+                .get("cluster.x-k8s.io/control-plane")
+                .is_none()
+        })
+        .map(|w| w["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(old_workers.len(), 1);
+    cluster["spec"]["topology"]["variables"] =
+        serde_json::json!([{"name": "kubeletEvictionHard", "value": "memory.available<5%"}]);
+    std::fs::write(&cluster_file, serde_json::to_string(&cluster).unwrap()).unwrap();
+    let planned = plan(&m);
+    assert!(
+        planned.starts_with("Changes for Cluster \"default/rot\":"),
+        "{planned}"
+    );
+    let created: Vec<&str> = planned
+        .lines()
+        .filter(|l| l.contains("KubeadmConfigTemplate") && l.trim_end().ends_with("created"))
+        .collect();
+    assert_eq!(created.len(), 1, "{planned}");
+    let new_template = created[0].split_whitespace().nth(2).unwrap().to_string();
+    assert_ne!(new_template, old_template);
+    for row in ["MachineDeployment", "KubeadmControlPlane"] {
+        assert!(
+            planned
+                .lines()
+                .any(|l| l.contains(row) && l.trim_end().ends_with("modified")),
+            "{row} not modified in:\n{planned}"
+        );
+    }
+    assert!(
+        planned.contains(&format!("+          name: {new_template}")),
+        "{planned}"
+    );
+    assert!(planned.contains("memory.available<5%"), "{planned}");
+    // The plan wrote nothing.
+    assert_eq!(
+        items(&m, "kubeadmconfigtemplates").len(),
+        2,
+        "the class's and the cluster's copy"
+    );
+
+    // Applied, the reconcile does what the plan said, and the workers roll.
+    m.kubectl(&["apply", "-f", cluster_file.to_str().unwrap()]);
+    wait_until("the MachineDeployment on the new template", 60, || {
+        let md = &items(&m, "machinedeployments")[0];
+        let name = md["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if name == new_template {
+            Ok(())
+        } else {
+            Err(name)
+        }
+    });
+    wait_until(
+        "the worker replaced and the old template collected",
+        180,
+        || {
+            let workers: Vec<Value> = items(&m, "machines")
+                .into_iter()
+                .filter(|w| {
+                    w["metadata"]["labels"]
+                        .get("cluster.x-k8s.io/control-plane")
+                        .is_none()
+                })
+                .collect();
+            let names: Vec<&str> = workers
+                .iter()
+                .map(|w| w["metadata"]["name"].as_str().unwrap())
+                .collect();
+            let templates: Vec<String> = items(&m, "kubeadmconfigtemplates")
+                .iter()
+                .map(|t| t["metadata"]["name"].as_str().unwrap().to_string())
+                .collect();
+            if names.len() == 1
+                && !old_workers.contains(&names[0].to_string())
+                && !templates.contains(&old_template)
+            {
+                Ok(workers[0]["spec"]["bootstrap"]["configRef"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string())
+            } else {
+                Err(format!("workers {names:?}, templates {templates:?}"))
+            }
+        },
+    );
+    let configs = items(&m, "kubeadmconfigs");
+    assert!(
+        configs.iter().any(|c| {
+            c["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]
+                .to_string()
+                .contains("memory.available<5%")
+        }),
+        "no bootstrap config with the new eviction threshold"
+    );
+    wait_until("the Cluster Available after the roll", 120, || {
+        available(&m, "rot")
+    });
+    assert_eq!(plan(&m), "No changes for Cluster \"default/rot\".\n");
+
+    // describe shows the class and how the topology stands.
+    let described = capictl(&["describe", "cluster", "rot", "--kubeconfig", &kubeconfig]);
+    let tree = text(&described.stdout);
+    let class_row = tree
+        .lines()
+        .find(|l| l.contains("ClusterClass default/in-memory"))
+        .unwrap_or_else(|| panic!("{tree}"));
+    assert!(
+        class_row.contains("True") && class_row.contains("ReconcileSucceeded"),
+        "{tree}"
+    );
+}

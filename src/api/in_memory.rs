@@ -89,6 +89,32 @@ pub struct InMemoryClusterStatus {
     pub failure_domains: Option<Vec<FailureDomain>>,
 }
 
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1alpha1",
+    kind = "InMemoryClusterTemplate",
+    doc = "A template for InMemoryClusters of Clusters built from a ClusterClass.",
+    namespaced,
+    category = "cluster-api",
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of InMemoryClusterTemplate"
+    )
+)]
+pub struct InMemoryClusterTemplateSpec {
+    pub template: InMemoryClusterTemplateResource,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InMemoryClusterTemplateResource {
+    pub metadata: Option<ObjectMeta>,
+    pub spec: InMemoryClusterSpec,
+}
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

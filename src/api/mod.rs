@@ -41,7 +41,9 @@ pub use dev::{
 pub use docker::{DOCKER_CLUSTER_FINALIZER, DOCKER_MACHINE_FINALIZER};
 pub use docker::{DockerCluster, DockerClusterTemplate, DockerMachine, DockerMachineTemplate};
 pub use in_memory::{IN_MEMORY_CLUSTER_FINALIZER, IN_MEMORY_MACHINE_FINALIZER};
-pub use in_memory::{InMemoryCluster, InMemoryMachine, InMemoryMachineTemplate};
+pub use in_memory::{
+    InMemoryCluster, InMemoryClusterTemplate, InMemoryMachine, InMemoryMachineTemplate,
+};
 pub use kubeadm_config::{KubeadmConfig, KubeadmConfigTemplate};
 pub use kubeadm_control_plane::KUBEADM_CONTROL_PLANE_FINALIZER;
 pub use kubeadm_control_plane::{KubeadmControlPlane, KubeadmControlPlaneTemplate};
@@ -149,6 +151,7 @@ impl CrdSet {
             ],
             CrdSet::InMemory => vec![
                 of::<InMemoryCluster>(),
+                of::<InMemoryClusterTemplate>(),
                 of::<InMemoryMachine>(),
                 of::<InMemoryMachineTemplate>(),
             ],

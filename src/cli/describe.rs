@@ -218,7 +218,23 @@ async fn read(
             }
         }
     }
+    let cluster_class = match &cluster.spec.topology {
+        Some(t) => {
+            let class_ns = t.class_ref.namespace.clone().unwrap_or(ns.to_string());
+            let class = Api::<crate::api::ClusterClass>::namespaced(client.clone(), &class_ns)
+                .get_opt(&t.class_ref.name)
+                .await?;
+            Some(describe::cluster_class_row(
+                &to_value(&cluster),
+                class.as_ref().map(to_value).as_ref(),
+                &class_ns,
+                &t.class_ref.name,
+            ))
+        }
+        None => None,
+    };
     Ok(Objects {
+        cluster_class,
         infrastructure,
         control_plane,
         machine_deployments,

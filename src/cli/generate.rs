@@ -254,9 +254,8 @@ fn generate_cluster(args: ClusterArgs) -> anyhow::Result<()> {
         None => {
             let provider = args.infrastructure.as_deref().unwrap_or("docker");
             let name = provider.split(':').next().unwrap_or(provider);
-            crate::generate::flavor(name, args.flavor.as_deref().unwrap_or_default())
+            crate::generate::flavor_with_class(name, args.flavor.as_deref().unwrap_or_default())
                 .map_err(|e| UsageError(e.to_string()))?
-                .to_string()
         }
     };
     let config = config_variables(args.config.as_deref())?;

@@ -13,6 +13,7 @@ mod manager;
 mod r#move;
 mod node;
 mod quickstart;
+mod topology;
 mod upgrade;
 mod version;
 
@@ -56,6 +57,10 @@ pub enum Command {
     /// Move Clusters and their objects to another management cluster, or save them to a
     /// directory and restore them from it.
     Move(r#move::Args),
+    /// Managed topologies: what the topology controller will do for Clusters with
+    /// `spec.topology`.
+    #[command(subcommand)]
+    Topology(topology::Topology),
     /// Plan and apply provider upgrades.
     #[command(subcommand)]
     Upgrade(upgrade::Upgrade),
@@ -128,6 +133,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Images(cmd) => cmd.run(),
         Command::Move(args) => r#move::run(args),
         Command::Upgrade(cmd) => cmd.run(),
+        Command::Topology(cmd) => cmd.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

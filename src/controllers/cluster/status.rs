@@ -298,18 +298,32 @@ pub fn compute(
             ),
             ..Default::default()
         };
-        conditions::summary(
-            &list,
-            conditions::types::AVAILABLE,
-            &[
-                conditions::types::DELETING,
-                api::cluster::conditions::REMOTE_CONNECTION_PROBE,
-                api::cluster::conditions::INFRASTRUCTURE_READY,
-                api::cluster::conditions::CONTROL_PLANE_AVAILABLE,
-                api::cluster::conditions::WORKERS_AVAILABLE,
-            ],
-            &options,
-        )
+        let mut summed = vec![
+            conditions::types::DELETING,
+            api::cluster::conditions::REMOTE_CONNECTION_PROBE,
+            api::cluster::conditions::INFRASTRUCTURE_READY,
+            api::cluster::conditions::CONTROL_PLANE_AVAILABLE,
+            api::cluster::conditions::WORKERS_AVAILABLE,
+        ];
+        // A managed topology that cannot be reconciled makes the Cluster unavailable, as
+        // upstream's; one that is upgrading or still creating its parts does not.
+        use api::cluster_class::topology as t;
+        let topology_broken = cluster.spec.topology.is_some()
+            && list.iter().any(|c| {
+                c.type_ == t::TOPOLOGY_RECONCILED
+                    && c.status == "False"
+                    && ![
+                        t::CLUSTER_UPGRADING,
+                        t::CLUSTER_CREATING,
+                        t::PAUSED,
+                        t::DELETING,
+                    ]
+                    .contains(&c.reason.as_str())
+            });
+        if topology_broken {
+            summed.push(t::TOPOLOGY_RECONCILED);
+        }
+        conditions::summary(&list, conditions::types::AVAILABLE, &summed, &options)
     };
     common::set_conditions(&mut status.conditions, generation, vec![available]);
     let mut with_phase = cluster.clone();

@@ -83,17 +83,30 @@ pub struct DesiredDeployment {
     pub health_check: Option<Value>,
 }
 
+/// Five characters for a generated name, from the alphabet Kubernetes' name generator uses,
+/// derived from `seed`: the same object gets the same name in a plan and in the reconcile
+/// that follows it, and a reconcile interrupted after a create makes no second object.
+pub fn suffix(seed: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    ring::digest::digest(&ring::digest::SHA256, seed.as_bytes())
+        .as_ref()
+        .iter()
+        .take(5)
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
+}
+
 /// A name for a new object: `{{ .cluster.name }}-{{ .random }}` or the class's naming
-/// template; names longer than 63 characters are cut to 58 and given a random tail, as
-/// upstream does.
+/// template (`random` is [`suffix`] of `seed`); names longer than 63 characters are cut to 58
+/// and given such a tail, as upstream does.
 fn new_name(
     naming: Option<&str>,
     default: &str,
     data: Value,
-    random: &mut dyn FnMut() -> String,
+    seed: &str,
 ) -> Result<String, String> {
     let mut data = data;
-    data["random"] = json!(random());
+    data["random"] = json!(suffix(seed));
     let template = naming.filter(|t| !t.is_empty()).unwrap_or(default);
     let name = super::gotemplate::render(template, &data)
         .map_err(|e| format!("failed to generate a name from {template:?}: {e}"))?;
@@ -103,7 +116,7 @@ fn new_name(
         ));
     }
     Ok(if name.len() > 63 {
-        format!("{}{}", &name[..58], random())
+        format!("{}{}", &name[..58], suffix(&name))
     } else {
         name
     })
@@ -323,13 +336,12 @@ fn deployment_class<'a>(class: &'a ClusterClass, name: &str) -> Option<&'a Machi
         .and_then(|list| list.iter().find(|c| c.class == name))
 }
 
-/// Computes the desired state. `random` makes the 5-character tails of new names.
+/// Computes the desired state.
 pub fn generate(
     cluster: &Cluster,
     blueprint: &Blueprint,
     current: &Current,
     variables: &Variables,
-    random: &mut dyn FnMut() -> String,
 ) -> Result<Desired, String> {
     let class = &blueprint.class;
     let topology = cluster
@@ -346,6 +358,7 @@ pub fn generate(
     .into_iter()
     .collect();
     let naming_data = json!({"cluster": {"name": cluster_name}});
+    let seed = |role: &str| format!("{namespace}/{cluster_name}/{role}");
 
     // Names: the current ones, or new ones.
     let infrastructure_name = match current.infrastructure_cluster.as_ref().and_then(name_of) {
@@ -359,7 +372,7 @@ pub fn generate(
                 .and_then(|n| n.template.as_deref()),
             "{{ .cluster.name }}-{{ .random }}",
             naming_data.clone(),
-            random,
+            &seed("infrastructure"),
         )?,
     };
     let control_plane_name = match current
@@ -377,7 +390,7 @@ pub fn generate(
                 .and_then(|n| n.template.as_deref()),
             "{{ .cluster.name }}-{{ .random }}",
             naming_data.clone(),
-            random,
+            &seed("control-plane"),
         )?,
     };
     let control_plane_machines_name = blueprint.control_plane_machines.as_ref().map(|_| {
@@ -385,7 +398,9 @@ pub fn generate(
             .control_plane_machines
             .as_ref()
             .and_then(name_of)
-            .unwrap_or_else(|| format!("{cluster_name}-{}", random()))
+            .unwrap_or_else(|| {
+                format!("{cluster_name}-{}", suffix(&seed("control-plane-machines")))
+            })
     });
 
     // Versions: the control plane first, then the MachineDeployments in order.
@@ -476,16 +491,20 @@ pub fn generate(
                 md_class.naming.as_ref().and_then(|n| n.template.as_deref()),
                 "{{ .cluster.name }}-{{ .machineDeployment.topologyName }}-{{ .random }}",
                 json!({"cluster": {"name": cluster_name}, "machineDeployment": {"topologyName": md.name}}),
-                random,
+                &seed(&format!("machine-deployment/{}", md.name)),
             )?,
         };
-        let template_name = |t: Option<&Value>, random: &mut dyn FnMut() -> String| {
-            t.and_then(name_of)
-                .unwrap_or_else(|| format!("{cluster_name}-{}-{}", md.name, random()))
+        let template_name = |t: Option<&Value>, part: &str| {
+            t.and_then(name_of).unwrap_or_else(|| {
+                let seed = seed(&format!("machine-deployment/{}/{part}", md.name));
+                format!("{cluster_name}-{}-{}", md.name, suffix(&seed))
+            })
         };
-        let bootstrap_name = template_name(now.and_then(|d| d.bootstrap.as_ref()), random);
-        let infrastructure_name =
-            template_name(now.and_then(|d| d.infrastructure.as_ref()), random);
+        let bootstrap_name = template_name(now.and_then(|d| d.bootstrap.as_ref()), "bootstrap");
+        let infrastructure_name = template_name(
+            now.and_then(|d| d.infrastructure.as_ref()),
+            "infrastructure",
+        );
         let (bootstrap, infrastructure) =
             blueprint.deployment_classes.get(&md.class).ok_or_else(|| {
                 format!(

@@ -98,16 +98,6 @@ fn labelled_cluster<K: Resource>(object: &K) -> Option<ObjectRef<Cluster>> {
     super::runtime::cluster_of(object, cluster)
 }
 
-/// Five characters for a generated name, from the alphabet Kubernetes' name generator uses.
-fn random_suffix() -> String {
-    use rand::Rng;
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::rng();
-    (0..5)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect()
-}
-
 /// What a reconcile of a topology found to say.
 enum Outcome {
     /// Not for this controller, or nothing to do now.
@@ -215,7 +205,7 @@ fn group_of(api_version: &str) -> &str {
 }
 
 /// An object without what the server keeps for itself, to compare a before with an after.
-fn comparable(object: &Value) -> Value {
+pub fn comparable(object: &Value) -> Value {
     let mut o = object.clone();
     if let Some(meta) = o["metadata"].as_object_mut() {
         for field in [
@@ -309,7 +299,8 @@ impl Applier<'_> {
                     .unwrap_or_default()
                     .to_string());
             }
-            let new_name = format!("{prefix}{}", random_suffix());
+            // Named after its spec: a plan names the copy the reconcile then makes.
+            let new_name = format!("{prefix}{}", desired::suffix(&desired["spec"].to_string()));
             tracing::info!(
                 kind = %desired["kind"].as_str().unwrap_or_default(),
                 old = %current["metadata"]["name"].as_str().unwrap_or_default(),
@@ -768,12 +759,10 @@ async fn topology_objects(
         Err(e) => return Err(e),
     };
     let (current, health_checks) = current_state(ctx, cluster).await?;
-    let mut random = random_suffix;
-    let mut desired =
-        match desired::generate(cluster, &blueprint, &current, &variables, &mut random) {
-            Ok(d) => d,
-            Err(message) => return Ok(Err(message)),
-        };
+    let mut desired = match desired::generate(cluster, &blueprint, &current, &variables) {
+        Ok(d) => d,
+        Err(message) => return Ok(Err(message)),
+    };
     let mut applier = Applier {
         ctx,
         mode,
@@ -873,6 +862,9 @@ async fn apply_state(
         spec["bootstrap"]["configRef"]["name"] = json!(bootstrap);
         spec["infrastructureRef"]["name"] = json!(infrastructure);
         applier.apply(&md.object).await?;
+        if now.is_some() {
+            collect_unused_templates(applier, &md.object, &md.topology_name).await?;
+        }
         if let Some(check) = &md.health_check {
             applier.apply(check).await?;
             wanted_checks.push(check["metadata"]["name"].clone());
@@ -903,6 +895,70 @@ async fn apply_state(
     for check in health_checks {
         if !wanted_checks.contains(&check["metadata"]["name"]) {
             applier.delete(check).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes a MachineDeployment's earlier template copies (left by rotations) once neither it
+/// nor any of its MachineSets refers to them, as upstream's MachineDeployment and MachineSet
+/// topology finalizers do.
+async fn collect_unused_templates(
+    applier: &mut Applier<'_>,
+    md: &Value,
+    topology_name: &str,
+) -> Result<()> {
+    let namespace = md["metadata"]["namespace"].as_str().unwrap_or_default();
+    let md_name = md["metadata"]["name"].as_str().unwrap_or_default();
+    let cluster = md["spec"]["clusterName"].as_str().unwrap_or_default();
+    let sets: Api<api::MachineSet> = Api::namespaced(applier.ctx.client.clone(), namespace);
+    let sets = sets
+        .list(&ListParams::default().labels(&format!("{}={md_name}", api::DEPLOYMENT_NAME_LABEL)))
+        .await?;
+    let spec = &md["spec"]["template"]["spec"];
+    let mut in_use: Vec<String> = [
+        &spec["bootstrap"]["configRef"]["name"],
+        &spec["infrastructureRef"]["name"],
+    ]
+    .iter()
+    .filter_map(|v| v.as_str().map(str::to_string))
+    .collect();
+    for set in &sets.items {
+        in_use.extend(
+            set.spec
+                .template
+                .spec
+                .bootstrap
+                .config_ref
+                .as_ref()
+                .map(|r| r.name.clone()),
+        );
+        in_use.push(set.spec.template.spec.infrastructure_ref.name.clone());
+    }
+    let selector = format!(
+        "{}={cluster},{TOPOLOGY_DEPLOYMENT_NAME_LABEL}={topology_name},{TOPOLOGY_OWNED_LABEL}",
+        api::CLUSTER_NAME_LABEL
+    );
+    for reference in [&spec["bootstrap"]["configRef"], &spec["infrastructureRef"]] {
+        let (Some(group), Some(kind)) =
+            (reference["apiGroup"].as_str(), reference["kind"].as_str())
+        else {
+            continue;
+        };
+        let resource = applier.ctx.external.resource(group, kind).await?;
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(applier.ctx.client.clone(), namespace, &resource);
+        for template in api
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .items
+        {
+            if !in_use.contains(&template.name_any()) {
+                let mut value = serde_json::to_value(&template).expect("objects serialize");
+                value["apiVersion"] = json!(resource.api_version);
+                value["kind"] = json!(resource.kind);
+                applier.delete(&value).await?;
+            }
         }
     }
     Ok(())
