@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::quickstart::{Session, condition, kubectl_binary, machines, rolled_out, text, wait};
+use common::quickstart::{
+    Session, all_nodes_ready, condition, kubectl_binary, machines, rolled_out, text, wait,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
@@ -69,25 +71,7 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         .unwrap();
     let cp = s.control_plane_selector();
     let workers = format!("cluster.x-k8s.io/deployment-name={}-md-0", s.cluster);
-    wait(&s, "six Ready nodes through the load balancer", 120, || {
-        let out = s.run(
-            &kubectl_binary(),
-            &["--kubeconfig", &workload, "get", "nodes", "-o", "json"],
-        );
-        let nodes: Value = serde_json::from_slice(&out.stdout)
-            .map_err(|e| format!("{e}: {}", text(&out.stderr)))?;
-        let items = nodes["items"].as_array().cloned().unwrap_or_default();
-        let ready = items
-            .iter()
-            .filter(|n| condition(n, "Ready").as_deref() == Some("True"))
-            .count();
-        if items.len() == 6 && ready == 6 {
-            Ok(())
-        } else {
-            Err(format!("{ready} of {} nodes Ready", items.len()))
-        }
-    })
-    .await;
+    all_nodes_ready(&s, &workload, 6).await;
 
     // The control plane upgrade, one container at a time, while /healthz through the load
     // balancer keeps answering.
@@ -313,4 +297,83 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
             .unwrap();
         assert!(!out.status.success(), "volume {v} is left behind");
     }
+}
+
+/// Upstream's ClusterClass quick-start (`cluster-template-development.yaml` with the
+/// `quick-start` class and its Dev kinds, patches and variables) applied unchanged: the
+/// topology controller makes the objects, the Docker back end of the Dev kinds runs them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstreams_docker_cluster_class_quick_start_comes_up() {
+    let s = Session::start("cc", "v1.28.13").await;
+    let class = common::upstream("templates/clusterclass-quick-start.yaml");
+    s.kubectl(&["apply", "-n", "default", "-f", class.to_str().unwrap()]);
+    let template = common::upstream("templates/cluster-template-development.yaml");
+    let manifest = s.capictl(&[
+        "generate",
+        "cluster",
+        &s.cluster,
+        "--from",
+        template.to_str().unwrap(),
+        "--kubernetes-version",
+        "v1.28.13",
+        "--control-plane-machine-count",
+        "1",
+        "--worker-machine-count",
+        "1",
+        "--target-namespace",
+        "default",
+    ]);
+    let file = s.dir.join("cluster.yaml");
+    std::fs::write(&file, manifest).unwrap();
+    s.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    wait(&s, "the ClusterClass cluster Available", 400, || {
+        let c = s.json(&["get", "cluster", &s.cluster]);
+        match condition(&c, "Available").as_deref() {
+            Some("True") => Ok(()),
+            other => Err(format!(
+                "Available {other:?}; {}",
+                s.capictl(&[
+                    "describe",
+                    "cluster",
+                    &s.cluster,
+                    "--show-conditions",
+                    "Cluster"
+                ])
+            )),
+        }
+    })
+    .await;
+    // The patches reached the objects: kind's node image asked for (capictl's ran instead),
+    // the Pod Security admission configuration on the control plane.
+    let machines = s.json(&["get", "devmachines"]);
+    let machines = machines["items"].as_array().unwrap();
+    assert_eq!(machines.len(), 2);
+    for m in machines {
+        assert_eq!(
+            m["spec"]["backend"]["docker"]["customImage"], "kindest/node:v1.28.13",
+            "{m}"
+        );
+    }
+    let kcp = &s.json(&["get", "kcp"])["items"][0];
+    assert!(
+        kcp["spec"]["kubeadmConfigSpec"]["files"]
+            .to_string()
+            .contains("PodSecurityConfiguration"),
+        "{kcp}"
+    );
+    // Both nodes Ready through the load balancer, reached at 127.0.0.1.
+    let workload = s.dir.join("workload.conf").display().to_string();
+    s.capictl(&["get", "kubeconfig", &s.cluster, "--write-to", &workload]);
+    assert!(
+        std::fs::read_to_string(&workload)
+            .unwrap()
+            .contains("server: https://127.0.0.1:")
+    );
+    all_nodes_ready(&s, &workload, 2).await;
+    s.kubectl(&["delete", "cluster", &s.cluster, "--timeout=180s"]);
+    assert_eq!(
+        s.containers(),
+        Vec::<String>::new(),
+        "no container of the cluster is left"
+    );
 }

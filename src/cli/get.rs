@@ -107,12 +107,15 @@ pub(super) fn write_private(path: &std::path::Path, contents: &[u8]) -> anyhow::
 /// None keeps the kubeconfig as it is (other providers, or no such container here).
 async fn local_server(cluster: Option<&Cluster>) -> Option<String> {
     let cluster = cluster?;
-    if cluster.spec.infrastructure_ref.as_ref()?.kind != "DockerCluster" {
+    // A DevCluster may be Docker-backed or simulated: it has a load balancer only if Docker-backed.
+    let kind = cluster.spec.infrastructure_ref.as_ref()?.kind.as_str();
+    if kind != "DockerCluster" && kind != "DevCluster" {
         return None;
     }
     let name = cluster.name_any();
     match crate::providers::docker::load_balancer_host_port(&name).await {
         Ok(Some(port)) => Some(format!("https://127.0.0.1:{port}")),
+        Ok(None) | Err(_) if kind == "DevCluster" => None,
         Ok(None) => {
             eprintln!(
                 "Note: no load balancer container {} publishes the API server on this host; the kubeconfig keeps the Cluster's own address",

@@ -152,7 +152,7 @@ async fn workload_rows(client: &Client) -> anyhow::Result<Vec<WorkloadRow>> {
             .spec
             .infrastructure_ref
             .as_ref()
-            .is_some_and(|r| r.kind == "DockerCluster");
+            .is_some_and(|r| r.kind == "DockerCluster" || r.kind == "DevCluster");
         let node_images = match (&next, docker, &node_versions) {
             (None, _, _) => String::new(),
             (Some(_), false, _) => "not needed".into(),

@@ -265,3 +265,32 @@ impl Session {
         assert!(apply.wait_with_output().unwrap().status.success());
     }
 }
+
+/// Waits until the workload cluster (through its kubeconfig at `workload`) has `count` Nodes,
+/// all Ready.
+pub async fn all_nodes_ready(s: &Session, workload: &str, count: usize) {
+    wait(
+        s,
+        &format!("{count} Ready nodes through the load balancer"),
+        120,
+        || {
+            let out = s.run(
+                &kubectl_binary(),
+                &["--kubeconfig", workload, "get", "nodes", "-o", "json"],
+            );
+            let nodes: Value = serde_json::from_slice(&out.stdout)
+                .map_err(|e| format!("{e}: {}", text(&out.stderr)))?;
+            let items = nodes["items"].as_array().cloned().unwrap_or_default();
+            let ready = items
+                .iter()
+                .filter(|n| condition(n, "Ready").as_deref() == Some("True"))
+                .count();
+            if items.len() == count && ready == count {
+                Ok(())
+            } else {
+                Err(format!("{ready} of {} nodes Ready", items.len()))
+            }
+        },
+    )
+    .await;
+}

@@ -12,16 +12,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::container::{self, Role};
 use super::haproxy::{self, Backend};
-use super::{DockerProvider, images};
+use super::{DockerBackedCluster, DockerProvider, images};
 use crate::api::docker::{DockerClusterStatus, ProvisionedStatus, conditions as docker_conditions};
-use crate::api::{self, Cluster, DockerCluster, DockerMachine, Machine};
+use crate::api::{self, Cluster, Machine};
 use crate::conditions::{self, NewCondition, Status};
 use crate::controllers::{Error, Result, common};
 
@@ -36,18 +36,14 @@ pub enum LoadBalancer {
 }
 
 /// The DockerCluster's status, computed once.
-pub fn compute_status(
-    dc: &DockerCluster,
+pub fn compute_status<C: DockerBackedCluster>(
+    dc: &C,
     paused: NewCondition,
     lb: &LoadBalancer,
 ) -> DockerClusterStatus {
-    let mut status = dc.status.clone().unwrap_or_default();
-    status.failure_domains = dc.spec.docker.failure_domains.clone();
-    let endpoint_set = dc
-        .spec
-        .control_plane_endpoint
-        .as_ref()
-        .is_some_and(|e| e.is_valid());
+    let mut status = dc.status().cloned().unwrap_or_default();
+    status.failure_domains = dc.docker().failure_domains.clone();
+    let endpoint_set = dc.endpoint().is_some_and(|e| e.is_valid());
     let available = match lb {
         LoadBalancer::Available { .. } => NewCondition::new(
             docker_conditions::LOAD_BALANCER_AVAILABLE,
@@ -114,11 +110,11 @@ pub fn backends(
 
 /// The load balancer image: the DockerCluster's, else kind's when present here, else
 /// capictl's own (built by `capictl images build`).
-async fn load_balancer_image(
+async fn load_balancer_image<C: DockerBackedCluster>(
     ctx: &DockerProvider,
-    dc: &DockerCluster,
+    dc: &C,
 ) -> std::result::Result<String, String> {
-    let lb = dc.spec.docker.load_balancer.as_ref();
+    let lb = dc.docker().load_balancer.as_ref();
     if let Some(repo) = lb.and_then(|l| l.image_repository.clone()) {
         let tag = lb
             .and_then(|l| l.image_tag.clone())
@@ -139,9 +135,9 @@ async fn load_balancer_image(
 }
 
 /// Finds or makes the load balancer; starts it when stopped.
-async fn ensure_load_balancer(
+async fn ensure_load_balancer<C: DockerBackedCluster>(
     ctx: &DockerProvider,
-    dc: &DockerCluster,
+    dc: &C,
     cluster: &Cluster,
 ) -> std::result::Result<String, String> {
     let docker = ctx.docker().await?;
@@ -196,9 +192,9 @@ async fn ensure_load_balancer(
 }
 
 /// Rewrites the load balancer's configuration from the control-plane containers and Machines.
-pub async fn sync_load_balancer(
+pub async fn sync_load_balancer<C: DockerBackedCluster>(
     ctx: &DockerProvider,
-    dc: &DockerCluster,
+    dc: &C,
     cluster: &Cluster,
     lb: &str,
 ) -> std::result::Result<(), String> {
@@ -235,7 +231,7 @@ pub async fn sync_load_balancer(
         .filter(|m| common::deleting(*m))
         .map(|m| super::machine::container_name(&cluster.name_any(), &m.name_any()))
         .collect();
-    let template = match dc.spec.docker.load_balancer.as_ref().and_then(|l| l.custom_haproxy_config_template_ref.as_ref()).and_then(|r| r.name.clone()) {
+    let template = match dc.docker().load_balancer.as_ref().and_then(|l| l.custom_haproxy_config_template_ref.as_ref()).and_then(|r| r.name.clone()) {
         Some(name) => Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
             .get_opt(&name)
             .await
@@ -245,9 +241,7 @@ pub async fn sync_load_balancer(
         None => haproxy::DEFAULT_TEMPLATE.to_string(),
     };
     let port = dc
-        .spec
-        .control_plane_endpoint
-        .as_ref()
+        .endpoint()
         .and_then(|e| e.port)
         .filter(|p| *p > 0)
         .unwrap_or(6443) as u16;
@@ -269,37 +263,44 @@ pub async fn sync_load_balancer(
     Ok(())
 }
 
-pub async fn reconcile(dc: Arc<DockerCluster>, ctx: Arc<DockerProvider>) -> Result<Action> {
+pub async fn reconcile<C: DockerBackedCluster>(
+    dc: Arc<C>,
+    ctx: Arc<DockerProvider>,
+) -> Result<Action> {
+    if !dc.docker_backed() {
+        return Ok(Action::await_change());
+    }
+    let dc: &C = dc.as_ref();
     let ns = dc.namespace().unwrap_or_default();
-    let api: Api<DockerCluster> = Api::namespaced(ctx.client.clone(), &ns);
-    let cluster = common::labelled_cluster(&ctx.client, dc.as_ref()).await?;
+    let api: Api<C> = Api::namespaced(ctx.client.clone(), &ns);
+    let cluster = common::labelled_cluster(&ctx.client, dc).await?;
 
     // Guards; paused, not even the load balancer of a deleted DockerCluster goes: `capictl
     // move` deletes the source's objects with the Cluster paused, and the cluster lives on.
-    let (is_paused, paused) = common::paused(cluster.as_ref(), "DockerCluster", dc.annotations());
+    let (is_paused, paused) = common::paused(cluster.as_ref(), &C::kind(&()), dc.annotations());
     if is_paused {
-        return common::record_paused(&api, &dc, paused).await;
+        return common::record_paused(&api, dc, paused).await;
     }
-    if common::deleting(dc.as_ref()) {
-        return delete(&dc, &ctx, &api, cluster.as_ref()).await;
+    if common::deleting(dc) {
+        return delete(dc, &ctx, &api, cluster.as_ref()).await;
     }
     let Some(cluster) = cluster else {
         // The Cluster controller labels the DockerCluster once the Cluster refers to it.
         return Ok(Action::requeue(Duration::from_secs(2)));
     };
-    if common::ensure_finalizer(&api, dc.as_ref(), api::DOCKER_CLUSTER_FINALIZER).await? {
+    if common::ensure_finalizer(&api, dc, C::FINALIZER).await? {
         return Ok(Action::await_change());
     }
 
     // Phases: the load balancer, its address as the endpoint, its configuration.
-    let lb = match ensure_load_balancer(&ctx, &dc, &cluster).await {
+    let lb = match ensure_load_balancer(&ctx, dc, &cluster).await {
         Ok(name) => {
             let docker = ctx.docker().await.map_err(Error::Invalid)?;
             let inspected = container::inspect(&docker, &name)
                 .await
                 .map_err(|e| Error::Invalid(e.to_string()))?;
             match inspected.as_ref().and_then(container::ip_of) {
-                Some(address) => match sync_load_balancer(&ctx, &dc, &cluster, &name).await {
+                Some(address) => match sync_load_balancer(&ctx, dc, &cluster, &name).await {
                     Ok(()) => LoadBalancer::Available { address },
                     Err(e) => LoadBalancer::Unavailable(format!("configuring {name}: {e}")),
                 },
@@ -312,16 +313,10 @@ pub async fn reconcile(dc: Arc<DockerCluster>, ctx: Arc<DockerProvider>) -> Resu
         Err(e) => LoadBalancer::Unavailable(e),
     };
     if let LoadBalancer::Available { address } = &lb
-        && !dc
-            .spec
-            .control_plane_endpoint
-            .as_ref()
-            .is_some_and(|e| e.is_valid())
+        && !dc.endpoint().is_some_and(|e| e.is_valid())
     {
         let port = dc
-            .spec
-            .control_plane_endpoint
-            .as_ref()
+            .endpoint()
             .and_then(|e| e.port)
             .filter(|p| *p > 0)
             .unwrap_or(6443);
@@ -335,8 +330,8 @@ pub async fn reconcile(dc: Arc<DockerCluster>, ctx: Arc<DockerProvider>) -> Resu
     }
 
     // Status.
-    let status = compute_status(&dc, paused, &lb);
-    common::write_status(&api, &dc.name_any(), dc.status.as_ref(), &status).await?;
+    let status = compute_status(dc, paused, &lb);
+    common::write_status(&api, &dc.name_any(), dc.status(), &status).await?;
     Ok(Action::requeue(match lb {
         LoadBalancer::Available { .. } => Duration::from_secs(30),
         LoadBalancer::Unavailable(_) => Duration::from_secs(5),
@@ -344,10 +339,10 @@ pub async fn reconcile(dc: Arc<DockerCluster>, ctx: Arc<DockerProvider>) -> Resu
 }
 
 /// Deletion: the load balancer goes once every DockerMachine of the cluster has gone.
-async fn delete(
-    dc: &DockerCluster,
+async fn delete<C: DockerBackedCluster>(
+    dc: &C,
     ctx: &DockerProvider,
-    api: &Api<DockerCluster>,
+    api: &Api<C>,
     cluster: Option<&Cluster>,
 ) -> Result<Action> {
     let ns = dc.namespace().unwrap_or_default();
@@ -357,14 +352,14 @@ async fn delete(
         .cloned()
         .or_else(|| cluster.map(|c| c.name_any()));
     let machines = match &cluster_name {
-        Some(c) => Api::<DockerMachine>::namespaced(ctx.client.clone(), &ns)
+        Some(c) => Api::<C::Machine>::namespaced(ctx.client.clone(), &ns)
             .list(&ListParams::default().labels(&format!("{}={c}", api::CLUSTER_NAME_LABEL)))
             .await?
             .items
             .len(),
         None => 0,
     };
-    let mut status = dc.status.clone().unwrap_or_default();
+    let mut status = dc.status().cloned().unwrap_or_default();
     let deleting = NewCondition::new(
         docker_conditions::LOAD_BALANCER_AVAILABLE,
         Status::False,
@@ -378,7 +373,7 @@ async fn delete(
         deleting.message("Deleting the load balancer")
     };
     common::set_conditions(&mut status.conditions, dc.meta().generation, vec![deleting]);
-    common::write_status(api, &dc.name_any(), dc.status.as_ref(), &status).await?;
+    common::write_status(api, &dc.name_any(), dc.status(), &status).await?;
     if machines > 0 {
         return Ok(Action::requeue(Duration::from_secs(2)));
     }
@@ -395,13 +390,14 @@ async fn delete(
                 .map_err(|e| Error::Invalid(format!("removing the load balancer {name}: {e}")))?;
         }
     }
-    common::remove_finalizer(api, dc, api::DOCKER_CLUSTER_FINALIZER).await?;
+    common::remove_finalizer(api, dc, C::FINALIZER).await?;
     Ok(Action::await_change())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::DockerCluster;
 
     #[test]
     fn deleting_control_planes_get_no_new_connections_unless_they_are_the_last() {

@@ -11,19 +11,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::container::{self, Role};
-use super::{DockerProvider, bootstrap, images};
+use super::{DockerBackedMachine, DockerProvider, bootstrap, images};
 use crate::api::common::{MachineAddress, MachineAddressType};
 use crate::api::docker::{
     DockerMachineStatus, ProvisionedStatus, conditions as docker_conditions,
     reasons as docker_reasons,
 };
-use crate::api::{self, Cluster, DockerCluster, DockerMachine, Machine};
+use crate::api::{self, Cluster, Machine};
 use crate::conditions::{self, NewCondition, Status};
 use crate::controllers::{Error, Result, common};
 
@@ -110,14 +110,14 @@ pub enum BootstrapState {
 }
 
 /// The DockerMachine's status, computed once.
-pub fn compute_status(
-    dm: &DockerMachine,
+pub fn compute_status<M: DockerBackedMachine>(
+    dm: &M,
     machine: &Machine,
     paused: NewCondition,
     container: &ContainerState,
     bootstrap: &BootstrapState,
 ) -> DockerMachineStatus {
-    let mut status = dm.status.clone().unwrap_or_default();
+    let mut status = dm.status().cloned().unwrap_or_default();
     let provisioned = match container {
         ContainerState::Waiting { reason, message } => NewCondition::new(
             docker_conditions::CONTAINER_PROVISIONED,
@@ -193,24 +193,37 @@ pub fn compute_status(
 /// The node image for a Machine: the DockerMachine's `customImage`, else `kindest/node` of the
 /// version when it is on this Engine (it runs privileged), else capictl's; None with what to
 /// do when there is none.
-async fn node_image(
+async fn node_image<M: DockerBackedMachine>(
     ctx: &DockerProvider,
-    dm: &DockerMachine,
+    dm: &M,
     version: &str,
 ) -> std::result::Result<(String, bool), String> {
     let docker = ctx.docker().await?;
-    if let Some(image) = dm
-        .spec
-        .docker
-        .custom_image
-        .clone()
-        .filter(|i| !i.is_empty())
-    {
-        let privileged = !images::is_capictl_node(&docker, &image)
+    let mut version = version.to_string();
+    if let Some(image) = dm.docker().custom_image.clone().filter(|i| !i.is_empty()) {
+        let kind_tag = image
+            .strip_prefix(&format!("{KINDEST_NODE}:"))
+            .map(str::to_string);
+        let present = images::exists(&docker, &image)
             .await
             .map_err(|e| e.to_string())?;
-        return Ok((image, privileged));
+        match kind_tag {
+            // kind's image for a version (what upstream's ClusterClass patches ask for) that
+            // this Engine does not have and cannot pull: capictl's node image of that version
+            // does the same job.
+            Some(tag) if !present => {
+                tracing::info!(machine = %dm.name_any(), %image, "not on this Engine; using capictl's node image of the same version");
+                version = tag.replace('_', "+");
+            }
+            _ => {
+                let privileged = !images::is_capictl_node(&docker, &image)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                return Ok((image, privileged));
+            }
+        }
     }
+    let version = version.as_str();
     let kindest = format!("{KINDEST_NODE}:{version}");
     if images::exists(&docker, &kindest)
         .await
@@ -238,17 +251,17 @@ async fn node_image(
     ))
 }
 
-struct Scope {
-    api: Api<DockerMachine>,
+struct Scope<M: DockerBackedMachine> {
+    api: Api<M>,
     machine: Machine,
     cluster: Cluster,
-    docker_cluster: Option<DockerCluster>,
+    docker_cluster: Option<M::Cluster>,
     container: String,
     key: String,
 }
 
-impl Scope {
-    async fn gather(dm: &DockerMachine, ctx: &DockerProvider) -> Result<Option<Scope>> {
+impl<M: DockerBackedMachine> Scope<M> {
+    async fn gather(dm: &M, ctx: &DockerProvider) -> Result<Option<Scope<M>>> {
         let ns = dm.namespace().unwrap_or_default();
         let Some((machine, cluster)) = common::owning_machine_and_cluster(&ctx.client, dm).await?
         else {
@@ -256,7 +269,7 @@ impl Scope {
         };
         let docker_cluster = match cluster.spec.infrastructure_ref.as_ref() {
             Some(r) => {
-                Api::<DockerCluster>::namespaced(ctx.client.clone(), &ns)
+                Api::<M::Cluster>::namespaced(ctx.client.clone(), &ns)
                     .get_opt(&r.name)
                     .await?
             }
@@ -292,28 +305,35 @@ impl Scope {
     }
 }
 
-pub async fn reconcile(dm: Arc<DockerMachine>, ctx: Arc<DockerProvider>) -> Result<Action> {
+pub async fn reconcile<M: DockerBackedMachine>(
+    dm: Arc<M>,
+    ctx: Arc<DockerProvider>,
+) -> Result<Action> {
+    if !dm.docker_backed() {
+        return Ok(Action::await_change());
+    }
+    let dm: &M = dm.as_ref();
     let ns = dm.namespace().unwrap_or_default();
-    let api: Api<DockerMachine> = Api::namespaced(ctx.client.clone(), &ns);
-    let scope = Scope::gather(&dm, &ctx).await?;
+    let api: Api<M> = Api::namespaced(ctx.client.clone(), &ns);
+    let scope = Scope::gather(dm, &ctx).await?;
 
     // Guards; paused, not even the container of a deleted DockerMachine goes (see
     // DockerCluster). Without its Machine, the cluster label names the Cluster.
     let cluster = match &scope {
         Some(scope) => Some(scope.cluster.clone()),
-        None => common::labelled_cluster(&ctx.client, dm.as_ref()).await?,
+        None => common::labelled_cluster(&ctx.client, dm).await?,
     };
-    let (is_paused, paused) = common::paused(cluster.as_ref(), "DockerMachine", dm.annotations());
+    let (is_paused, paused) = common::paused(cluster.as_ref(), &M::kind(&()), dm.annotations());
     if is_paused {
-        return common::record_paused(&api, &dm, paused).await;
+        return common::record_paused(&api, dm, paused).await;
     }
-    if common::deleting(dm.as_ref()) {
-        return delete(&dm, &ctx, &api, scope.as_ref()).await;
+    if common::deleting(dm) {
+        return delete(dm, &ctx, &api, scope.as_ref()).await;
     }
     let Some(scope) = scope else {
         return Ok(Action::requeue(Duration::from_secs(2)));
     };
-    if common::ensure_finalizer(&api, dm.as_ref(), api::DOCKER_MACHINE_FINALIZER).await? {
+    if common::ensure_finalizer(&api, dm, M::FINALIZER).await? {
         return Ok(Action::await_change());
     }
     if scope.cluster.spec.infrastructure_ref.is_none() {
@@ -321,10 +341,10 @@ pub async fn reconcile(dm: Arc<DockerMachine>, ctx: Arc<DockerProvider>) -> Resu
     }
 
     // Phases: the container, its providerID, the load balancer, bootstrap, the Node.
-    let container = ensure_container(&ctx, &dm, &scope).await?;
+    let container = ensure_container(&ctx, dm, &scope).await?;
     if let ContainerState::Provisioned { name, .. } = &container {
         let provider_id = format!("{PROVIDER_ID_PREFIX}{name}");
-        if dm.spec.provider_id.as_deref() != Some(provider_id.as_str()) {
+        if dm.provider_id() != Some(provider_id.as_str()) {
             common::patch_merge(
                 &scope.api,
                 &dm.name_any(),
@@ -342,7 +362,7 @@ pub async fn reconcile(dm: Arc<DockerMachine>, ctx: Arc<DockerProvider>) -> Resu
     }
     let bootstrap = match &container {
         ContainerState::Waiting { .. } => BootstrapState::WaitingForContainer,
-        ContainerState::Provisioned { name, .. } => run_bootstrap(&ctx, &dm, &scope, name).await?,
+        ContainerState::Provisioned { name, .. } => run_bootstrap(&ctx, dm, &scope, name).await?,
     };
     if bootstrap == BootstrapState::Completed
         && let Err(e) = set_node_provider_id(&ctx, &scope).await
@@ -351,8 +371,8 @@ pub async fn reconcile(dm: Arc<DockerMachine>, ctx: Arc<DockerProvider>) -> Resu
     }
 
     // Status.
-    let status = compute_status(&dm, &scope.machine, paused, &container, &bootstrap);
-    common::write_status(&api, &dm.name_any(), dm.status.as_ref(), &status).await?;
+    let status = compute_status(dm, &scope.machine, paused, &container, &bootstrap);
+    common::write_status(&api, &dm.name_any(), dm.status(), &status).await?;
     Ok(Action::requeue(match (&container, &bootstrap) {
         (ContainerState::Waiting { .. }, _) | (_, BootstrapState::Running(_)) => {
             Duration::from_secs(2)
@@ -371,7 +391,10 @@ pub async fn reconcile(dm: Arc<DockerMachine>, ctx: Arc<DockerProvider>) -> Resu
     }))
 }
 
-async fn load_balancer_of(ctx: &DockerProvider, scope: &Scope) -> Option<String> {
+async fn load_balancer_of<M: DockerBackedMachine>(
+    ctx: &DockerProvider,
+    scope: &Scope<M>,
+) -> Option<String> {
     let docker = ctx.docker().await.ok()?;
     container::find(
         &docker,
@@ -386,10 +409,10 @@ async fn load_balancer_of(ctx: &DockerProvider, scope: &Scope) -> Option<String>
 }
 
 /// Finds or creates the Machine's container.
-async fn ensure_container(
+async fn ensure_container<M: DockerBackedMachine>(
     ctx: &DockerProvider,
-    dm: &DockerMachine,
-    scope: &Scope,
+    dm: &M,
+    scope: &Scope<M>,
 ) -> Result<ContainerState> {
     let docker = ctx.docker().await.map_err(Error::Invalid)?;
     let name = scope.container.clone();
@@ -417,7 +440,7 @@ async fn ensure_container(
             });
         }
     }
-    if dm.spec.provider_id.is_some() && !running {
+    if dm.provider_id().is_some() && !running {
         // As upstream: a provisioned machine whose container stopped is not re-created; its
         // MachineHealthCheck replaces it.
         return Ok(ContainerState::Waiting {
@@ -471,8 +494,7 @@ async fn ensure_container(
         labels.insert("io.x-k8s.cluster.failureDomain".to_string(), fd.clone());
     }
     let mounts = dm
-        .spec
-        .docker
+        .docker()
         .extra_mounts
         .iter()
         .flatten()
@@ -525,15 +547,14 @@ fn docker_error(e: super::DockerError) -> Error {
 }
 
 /// Starts the bootstrap in the background once, and says where it stands.
-async fn run_bootstrap(
+async fn run_bootstrap<M: DockerBackedMachine>(
     ctx: &DockerProvider,
-    dm: &DockerMachine,
-    scope: &Scope,
+    dm: &M,
+    scope: &Scope<M>,
     container_name: &str,
 ) -> Result<BootstrapState> {
     let recorded = dm
-        .status
-        .as_ref()
+        .status()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| conditions::is_true(c, docker_conditions::BOOTSTRAP_COMPLETED));
     if recorded
@@ -611,8 +632,7 @@ async fn run_bootstrap(
         tracing::warn!(machine = %dm.name_any(), "{s}");
     }
     let timeout = dm
-        .spec
-        .docker
+        .docker()
         .bootstrap_timeout
         .as_deref()
         .and_then(crate::providers::in_memory::parse_duration)
@@ -657,7 +677,10 @@ async fn run_bootstrap(
 
 /// Gives the Node its providerID through the workload cluster, and removes the external cloud
 /// provider's taint, as CAPD does (there is no cloud provider here).
-async fn set_node_provider_id(ctx: &DockerProvider, scope: &Scope) -> Result<()> {
+async fn set_node_provider_id<M: DockerBackedMachine>(
+    ctx: &DockerProvider,
+    scope: &Scope<M>,
+) -> Result<()> {
     if scope.control_plane()
         || scope
             .initialization()
@@ -714,11 +737,11 @@ async fn set_node_provider_id(ctx: &DockerProvider, scope: &Scope) -> Result<()>
 
 /// Deletion: the bootstrap stops, the container goes with its volume, the load balancer drops
 /// it, then the finalizer.
-async fn delete(
-    dm: &DockerMachine,
+async fn delete<M: DockerBackedMachine>(
+    dm: &M,
     ctx: &DockerProvider,
-    api: &Api<DockerMachine>,
-    scope: Option<&Scope>,
+    api: &Api<M>,
+    scope: Option<&Scope<M>>,
 ) -> Result<Action> {
     let ns = dm.namespace().unwrap_or_default();
     ctx.bootstraps.cancel(&format!("{ns}/{}", dm.name_any()));
@@ -735,7 +758,7 @@ async fn delete(
         _ => None,
     };
     if let Some(name) = &name {
-        let mut status = dm.status.clone().unwrap_or_default();
+        let mut status = dm.status().cloned().unwrap_or_default();
         let deleting = NewCondition::new(
             conditions::types::DELETING,
             Status::True,
@@ -753,7 +776,7 @@ async fn delete(
             dm.meta().generation,
             vec![deleting, provisioned],
         );
-        common::write_status(api, &dm.name_any(), dm.status.as_ref(), &status).await?;
+        common::write_status(api, &dm.name_any(), dm.status(), &status).await?;
         let docker = ctx.docker().await.map_err(Error::Invalid)?;
         container::remove(&docker, name)
             .await
@@ -767,13 +790,14 @@ async fn delete(
             tracing::warn!(error = %e, "updating the load balancer after a control plane went failed; the DockerCluster retries");
         }
     }
-    common::remove_finalizer(api, dm, api::DOCKER_MACHINE_FINALIZER).await?;
+    common::remove_finalizer(api, dm, M::FINALIZER).await?;
     Ok(Action::await_change())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::DockerMachine;
 
     #[test]
     fn container_names_follow_capd() {

@@ -19,8 +19,16 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::{Controller, watcher};
 
-use crate::api::{DockerCluster, DockerMachine, Machine};
-use crate::controllers::runtime::Wiring;
+use k8s_openapi::NamespaceResourceScope;
+use kube::Resource;
+
+use crate::api::common::ApiEndpoint;
+use crate::api::docker::{
+    DockerClusterBackend, DockerClusterStatus, DockerMachineBackend, DockerMachineStatus,
+};
+use crate::api::{DevCluster, DevMachine, DockerCluster, DockerMachine, Machine};
+use crate::controllers::common::WithConditions;
+use crate::controllers::runtime::{Watched, Wiring};
 
 use bollard::Docker;
 
@@ -68,25 +76,144 @@ impl DockerProvider {
     }
 }
 
+/// An infrastructure cluster this provider runs as containers: a DockerCluster, or a
+/// DevCluster with the Docker back end.
+pub trait DockerBackedCluster:
+    WithConditions<Status = DockerClusterStatus>
+    + Watched
+    + serde::Serialize
+    + Resource<Scope = NamespaceResourceScope>
+{
+    const FINALIZER: &'static str;
+    /// Its machines' kind.
+    type Machine: DockerBackedMachine;
+    /// Whether this object is this provider's to reconcile (a DevCluster may be in-memory).
+    fn docker_backed(&self) -> bool;
+    fn docker(&self) -> &DockerClusterBackend;
+    fn endpoint(&self) -> Option<&ApiEndpoint>;
+}
+
+/// A machine this provider runs as a container: a DockerMachine, or a DevMachine with the
+/// Docker back end.
+pub trait DockerBackedMachine:
+    WithConditions<Status = DockerMachineStatus>
+    + Watched
+    + serde::Serialize
+    + Resource<Scope = NamespaceResourceScope>
+{
+    const FINALIZER: &'static str;
+    /// Its clusters' kind.
+    type Cluster: DockerBackedCluster;
+    fn docker_backed(&self) -> bool;
+    fn docker(&self) -> &DockerMachineBackend;
+    fn provider_id(&self) -> Option<&str>;
+}
+
+const NO_CLUSTER_BACKEND: &DockerClusterBackend = &DockerClusterBackend {
+    failure_domains: None,
+    load_balancer: None,
+};
+const NO_MACHINE_BACKEND: &DockerMachineBackend = &DockerMachineBackend {
+    custom_image: None,
+    pre_load_images: None,
+    extra_mounts: None,
+    bootstrap_timeout: None,
+};
+
+impl DockerBackedCluster for DockerCluster {
+    const FINALIZER: &'static str = crate::api::DOCKER_CLUSTER_FINALIZER;
+    type Machine = DockerMachine;
+    fn docker_backed(&self) -> bool {
+        true
+    }
+    fn docker(&self) -> &DockerClusterBackend {
+        &self.spec.docker
+    }
+    fn endpoint(&self) -> Option<&ApiEndpoint> {
+        self.spec.control_plane_endpoint.as_ref()
+    }
+}
+
+impl DockerBackedCluster for DevCluster {
+    const FINALIZER: &'static str = crate::api::DEV_CLUSTER_FINALIZER;
+    type Machine = DevMachine;
+    fn docker_backed(&self) -> bool {
+        self.spec.backend.docker.is_some()
+    }
+    fn docker(&self) -> &DockerClusterBackend {
+        self.spec
+            .backend
+            .docker
+            .as_ref()
+            .unwrap_or(NO_CLUSTER_BACKEND)
+    }
+    fn endpoint(&self) -> Option<&ApiEndpoint> {
+        self.spec.control_plane_endpoint.as_ref()
+    }
+}
+
+impl DockerBackedMachine for DockerMachine {
+    const FINALIZER: &'static str = crate::api::DOCKER_MACHINE_FINALIZER;
+    type Cluster = DockerCluster;
+    fn docker_backed(&self) -> bool {
+        true
+    }
+    fn docker(&self) -> &DockerMachineBackend {
+        &self.spec.docker
+    }
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.provider_id.as_deref()
+    }
+}
+
+impl DockerBackedMachine for DevMachine {
+    const FINALIZER: &'static str = crate::api::DEV_MACHINE_FINALIZER;
+    type Cluster = DevCluster;
+    fn docker_backed(&self) -> bool {
+        self.spec.backend.docker.is_some()
+    }
+    fn docker(&self) -> &DockerMachineBackend {
+        self.spec
+            .backend
+            .docker
+            .as_ref()
+            .unwrap_or(NO_MACHINE_BACKEND)
+    }
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.provider_id.as_deref()
+    }
+}
+
 /// The Docker provider's controllers: DockerClusters, and DockerMachines woken by the Machines
-/// that refer to them.
+/// that refer to them; and the same for the Docker back end of the Dev kinds.
 pub fn controllers(w: &Wiring, ctx: Arc<DockerProvider>) -> Vec<BoxFuture<'static, ()>> {
-    let clusters = Controller::new(
-        Api::<DockerCluster>::all(w.client.clone()),
-        watcher::Config::default(),
-    );
+    let mut all = containers::<DockerCluster>(w, ctx.clone(), ["dockercluster", "dockermachine"]);
+    all.extend(containers::<DevCluster>(
+        w,
+        ctx,
+        ["devcluster-docker", "devmachine-docker"],
+    ));
+    all
+}
+
+fn containers<C: DockerBackedCluster>(
+    w: &Wiring,
+    ctx: Arc<DockerProvider>,
+    names: [&'static str; 2],
+) -> Vec<BoxFuture<'static, ()>> {
+    let clusters = Controller::new(Api::<C>::all(w.client.clone()), watcher::Config::default());
     let machines = Controller::new(
-        Api::<DockerMachine>::all(w.client.clone()),
+        Api::<C::Machine>::all(w.client.clone()),
         watcher::Config::default(),
     )
     .watches(
         Api::<Machine>::all(w.client.clone()),
         watcher::Config::default(),
-        crate::controllers::runtime::infrastructure_machine_of::<DockerMachine>,
+        crate::controllers::runtime::infrastructure_machine_of::<C::Machine>,
     );
     vec![
-        w.run_with("dockercluster", clusters, cluster::reconcile, ctx.clone()),
-        w.run_with("dockermachine", machines, machine::reconcile, ctx),
+        w.run_with(names[0], clusters, cluster::reconcile::<C>, ctx.clone()),
+        w.run_with(names[1], machines, machine::reconcile::<C::Machine>, ctx),
     ]
 }
 
