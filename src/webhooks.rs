@@ -292,8 +292,166 @@ impl Admission for ClusterRules {
     }
 
     fn validate(&self, request: &Request<'_>, object: &Value) -> Result<Vec<String>, ApiError> {
-        refuse_with(request, cluster_causes(object, request.old))
+        let mut causes = cluster_causes(object, request.old);
+        let mut warnings = Vec::new();
+        if let Some(lookup) = request.lookup
+            && object["spec"]["topology"].is_object()
+            && request.operation != Operation::Delete
+        {
+            let namespace = request.namespace.unwrap_or("default");
+            let (c, w) = topology_against_stored(lookup, namespace, object, request.old);
+            causes.extend(c);
+            warnings.extend(w);
+        }
+        let mut out = refuse_with(request, causes)?;
+        out.extend(warnings);
+        Ok(out)
     }
+}
+
+/// Skips the checks of a topology version change against the Cluster's parts (upstream's).
+const DISABLE_UPDATE_VERSION_CHECK_ANNOTATION: &str =
+    "unsafe.topology.cluster.x-k8s.io/disable-update-version-check";
+
+/// A managed topology judged by what is stored, as upstream's webhook reads it: its class
+/// (a warning when missing), its variables and MachineDeployment classes against the class,
+/// and a version change only once every part has reached the current version.
+fn topology_against_stored(
+    lookup: &dyn crate::apiserver::admission::Lookup,
+    namespace: &str,
+    object: &Value,
+    old: Option<&Value>,
+) -> (Vec<FieldCause>, Vec<String>) {
+    use crate::controllers::topology::variables;
+    let topology = &object["spec"]["topology"];
+    let (mut causes, mut warnings) = (Vec::new(), Vec::new());
+    let class_name = topology["classRef"]["name"].as_str().unwrap_or_default();
+    let class_namespace = topology["classRef"]["namespace"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(namespace);
+    match lookup.get("cluster.x-k8s.io", "ClusterClass", class_namespace, class_name) {
+        None => warnings.push(format!(
+            "Cluster refers to ClusterClass {class_namespace}/{class_name}, but this ClusterClass does not exist. Cluster topology has not been fully validated. The ClusterClass must be created to reconcile the Cluster"
+        )),
+        Some(class) => {
+            let class: crate::api::ClusterClass = match serde_json::from_value(class) {
+                Ok(c) => c,
+                Err(_) => return (causes, warnings),
+            };
+            let definitions = class
+                .status
+                .as_ref()
+                .and_then(|s| s.variables.clone())
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| crate::controllers::cluster_class::status_variables(&class.spec));
+            let given = |v: &Value| -> Vec<crate::api::cluster::ClusterVariable> {
+                serde_json::from_value(v.clone()).unwrap_or_default()
+            };
+            if let Err(c) = variables::resolve(&definitions, &given(&topology["variables"]), "spec.topology.variables") {
+                causes.extend(c);
+            }
+            if let Err(c) = variables::overrides(
+                &definitions,
+                &given(&topology["controlPlane"]["variables"]["overrides"]),
+                "spec.topology.controlPlane.variables.overrides",
+            ) {
+                causes.extend(c);
+            }
+            let classes: Vec<&str> = class
+                .spec
+                .workers
+                .iter()
+                .flat_map(|w| w.machine_deployments.iter().flatten())
+                .map(|c| c.class.as_str())
+                .collect();
+            for (i, md) in topology["workers"]["machineDeployments"].as_array().into_iter().flatten().enumerate() {
+                let at = format!("spec.topology.workers.machineDeployments[{i}]");
+                let md_class = md["class"].as_str().unwrap_or_default();
+                if !classes.contains(&md_class) {
+                    causes.push(FieldCause::invalid(
+                        format!("{at}.class"),
+                        format!(
+                            "Invalid value: {md_class:?}: MachineDeployment class {md_class:?} is not defined in ClusterClass {class_namespace}/{class_name}; it has: {}",
+                            classes.join(", ")
+                        ),
+                    ));
+                }
+                if let Err(c) = variables::overrides(&definitions, &given(&md["variables"]["overrides"]), &format!("{at}.variables.overrides")) {
+                    causes.extend(c);
+                }
+            }
+        }
+    }
+    // A version change waits until every part has reached the current version.
+    let (Some(old), Some(version)) = (old, topology["version"].as_str()) else {
+        return (causes, warnings);
+    };
+    let before = old["spec"]["topology"]["version"]
+        .as_str()
+        .unwrap_or_default();
+    if version == before || before.is_empty() {
+        return (causes, warnings);
+    }
+    if object["metadata"]["annotations"]
+        .get(DISABLE_UPDATE_VERSION_CHECK_ANNOTATION)
+        .is_some()
+    {
+        warnings.push(format!(
+            "Cluster has the {DISABLE_UPDATE_VERSION_CHECK_ANNOTATION} annotation: the version change is not checked against the control plane and the MachineDeployments"
+        ));
+        return (causes, warnings);
+    }
+    let mut moving = Vec::new();
+    let cp_ref = &object["spec"]["controlPlaneRef"];
+    if let (Some(group), Some(kind), Some(name)) = (
+        cp_ref["apiGroup"].as_str(),
+        cp_ref["kind"].as_str(),
+        cp_ref["name"].as_str(),
+    ) && let Some(cp) = lookup.get(group, kind, namespace, name)
+    {
+        let spec = cp["spec"]["version"].as_str().unwrap_or_default();
+        let status = cp["status"]["version"].as_str().unwrap_or_default();
+        if spec != before {
+            moving.push(format!(
+                "{kind} {namespace}/{name} is at version {spec}, not yet at {before}"
+            ));
+        } else if status != spec {
+            moving.push(format!(
+                "{kind} {namespace}/{name} is still upgrading to version {spec}"
+            ));
+        }
+    }
+    let cluster = object["metadata"]["name"].as_str().unwrap_or_default();
+    for md in lookup.list("cluster.x-k8s.io", "MachineDeployment", namespace) {
+        let labels = &md["metadata"]["labels"];
+        if labels[crate::api::CLUSTER_NAME_LABEL] != cluster
+            || labels
+                .get(crate::api::cluster_class::TOPOLOGY_OWNED_LABEL)
+                .is_none()
+        {
+            continue;
+        }
+        let v = md["spec"]["template"]["spec"]["version"]
+            .as_str()
+            .unwrap_or_default();
+        if v != before {
+            moving.push(format!(
+                "MachineDeployment {namespace}/{} is at version {v}, not yet at {before}",
+                md["metadata"]["name"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    if !moving.is_empty() {
+        causes.push(FieldCause::invalid(
+            "spec.topology.version",
+            format!(
+                "Invalid value: {version:?}: version cannot be changed: {}; wait until the upgrade to {before} is done",
+                moving.join(", ")
+            ),
+        ));
+    }
+    (causes, warnings)
 }
 
 /// Ok when there is nothing to say; otherwise the 422 naming every field (never on deletion,

@@ -250,6 +250,26 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
         "-p",
         r#"{"spec":{"topology":{"version":"v1.31.0"}}}"#,
     ]);
+    // Not again while the parts are still moving.
+    let refused_now = m.kubectl_output(
+        &[
+            "patch",
+            "cluster",
+            "topo",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"topology":{"version":"v1.32.0"}}}"#,
+        ],
+        None,
+    );
+    assert!(!refused_now.status.success());
+    assert!(
+        text(&refused_now.stderr)
+            .contains("version cannot be changed: KubeadmControlPlane default/"),
+        "{}",
+        text(&refused_now.stderr)
+    );
     let mut seen = Vec::new();
     wait_until("every Machine at v1.31.0", 300, || {
         let (cp, workers) = machine_versions(&m);
@@ -398,6 +418,28 @@ fn a_variable_a_patch_uses_rotates_the_template_as_the_plan_says_beforehand() {
     m.kubectl_in(&["apply", "-f", "-"], Some(&generated));
     wait_until("the Cluster Available", 180, || available(&m, "rot"));
     let kubeconfig = m.kubeconfig().display().to_string();
+
+    // Variables the class does not define, or of the wrong type, are refused at once.
+    for (variables, field) in [
+        (
+            r#"[{"name": "nope", "value": 1}]"#,
+            "spec.topology.variables[nope]",
+        ),
+        (
+            r#"[{"name": "kubeletEvictionHard", "value": 5}]"#,
+            "spec.topology.variables[kubeletEvictionHard].value",
+        ),
+    ] {
+        let patch = format!(
+            r#"[{{"op": "add", "path": "/spec/topology/variables", "value": {variables}}}]"#
+        );
+        let out = m.kubectl_output(
+            &["patch", "cluster", "rot", "--type", "json", "-p", &patch],
+            None,
+        );
+        assert!(!out.status.success());
+        assert!(text(&out.stderr).contains(field), "{}", text(&out.stderr));
+    }
 
     // Nothing to do once it is up.
     let cluster_file = m.dir.join("rot.yaml");

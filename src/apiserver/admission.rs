@@ -44,6 +44,18 @@ pub struct Request<'a> {
     /// The object before the write, on updates and deletes.
     pub old: Option<&'a Value>,
     pub dry_run: bool,
+    /// Reads other stored objects, where the rules run inside the server; None when they run
+    /// as webhooks of another API server (rules that need other objects then skip).
+    pub lookup: Option<&'a dyn Lookup>,
+}
+
+/// Read access to stored objects for rules that judge an object by others (a Cluster by its
+/// ClusterClass), as upstream's webhooks read through their client.
+pub trait Lookup: std::fmt::Debug {
+    /// The object of a kind in a group, by namespace and name.
+    fn get(&self, group: &str, kind: &str, namespace: &str, name: &str) -> Option<Value>;
+    /// The objects of a kind in a group in a namespace.
+    fn list(&self, group: &str, kind: &str, namespace: &str) -> Vec<Value>;
 }
 
 /// Defaulting and validation rules for some kinds. A rule refuses a write with an
@@ -206,6 +218,7 @@ fn run_review(chain: &Chain, body: &Value, mutate: bool) -> (Value, Result<Value
         name: &review.name,
         old: review.old.as_ref(),
         dry_run: review.dry_run,
+        lookup: None,
     };
     let mut object = review.object.clone();
     let result = chain.admit(&request, &mut object).map(|warnings| {
@@ -301,6 +314,7 @@ mod tests {
             name: "c",
             old: None,
             dry_run: false,
+            lookup: None,
         };
         let mut ok = json!({"metadata": {"name": "c"}, "data": {"a": "b"}});
         assert_eq!(

@@ -191,6 +191,7 @@ impl Call<'_> {
             name: &name,
             old,
             dry_run: self.dry_run(),
+            lookup: Some(&StoredObjects(self.server)),
         };
         let warnings = self.server.admission.admit(&request, object)?;
         self.warnings.lock().unwrap().extend(warnings);
@@ -942,4 +943,49 @@ fn decode_continue(token: &str) -> Result<String, ApiError> {
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
         .ok_or_else(|| ApiError::bad_request("invalid continue token"))
+}
+
+/// The store as admission rules read it.
+struct StoredObjects<'a>(&'a super::ApiServer);
+
+impl std::fmt::Debug for StoredObjects<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoredObjects")
+    }
+}
+
+impl StoredObjects<'_> {
+    fn resource(
+        &self,
+        group: &str,
+        kind: &str,
+    ) -> Option<std::sync::Arc<super::registry::Resource>> {
+        self.0
+            .registry
+            .all()
+            .into_iter()
+            .find(|r| r.group == group && r.kind == kind && r.version == r.storage_version)
+    }
+}
+
+impl admission::Lookup for StoredObjects<'_> {
+    fn get(&self, group: &str, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+        let resource = self.resource(group, kind)?;
+        let record = self.0.store.get(&resource.key(Some(namespace), name))?;
+        Some(object::present(&resource, &record, record.mod_revision))
+    }
+
+    fn list(&self, group: &str, kind: &str, namespace: &str) -> Vec<Value> {
+        let Some(resource) = self.resource(group, kind) else {
+            return Vec::new();
+        };
+        let prefix = resource.namespace_prefix(Some(namespace));
+        self.0
+            .store
+            .list(&prefix, None, None, |_| true)
+            .0
+            .iter()
+            .map(|r| object::present(&resource, r, r.mod_revision))
+            .collect()
+    }
 }
