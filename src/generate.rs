@@ -31,15 +31,27 @@ const FLAVORS: &[(&str, &str, &str)] = &[
         "topology",
         include_str!("../flavors/in-memory/cluster-template-topology.yaml"),
     ),
+    (
+        "docker",
+        "topology",
+        include_str!("../flavors/docker/cluster-template-topology.yaml"),
+    ),
 ];
 
 /// The ClusterClasses the topology flavors use, by provider and flavor: written before the
 /// Cluster, as clusterctl adds a class from the provider's repository.
-const CLASSES: &[(&str, &str, &str)] = &[(
-    "in-memory",
-    "topology",
-    include_str!("../flavors/in-memory/clusterclass-in-memory.yaml"),
-)];
+const CLASSES: &[(&str, &str, &str)] = &[
+    (
+        "in-memory",
+        "topology",
+        include_str!("../flavors/in-memory/clusterclass-in-memory.yaml"),
+    ),
+    (
+        "docker",
+        "topology",
+        include_str!("../flavors/docker/clusterclass-docker.yaml"),
+    ),
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {

@@ -377,3 +377,57 @@ async fn upstreams_docker_cluster_class_quick_start_comes_up() {
         "no container of the cluster is left"
     );
 }
+
+/// capictl's own Docker topology flavor: its ClusterClass (DockerClusterTemplate,
+/// DockerMachineTemplates, variables and patches) written before the Cluster by
+/// `generate cluster --flavor topology`, and the cluster up on the Docker kinds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_docker_topology_flavor_comes_up() {
+    let s = Session::start("topo", "v1.28.13").await;
+    let manifest = s.capictl(&[
+        "generate",
+        "cluster",
+        &s.cluster,
+        "--infrastructure",
+        "docker",
+        "--flavor",
+        "topology",
+        "--kubernetes-version",
+        "v1.28.13",
+        "--control-plane-machine-count",
+        "1",
+        "--worker-machine-count",
+        "1",
+        "--target-namespace",
+        "default",
+    ]);
+    let file = s.dir.join("cluster.yaml");
+    std::fs::write(&file, manifest).unwrap();
+    s.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    wait(&s, "the topology cluster Available", 400, || {
+        let c = s.json(&["get", "cluster", &s.cluster]);
+        match condition(&c, "Available").as_deref() {
+            Some("True") => Ok(()),
+            other => Err(format!("Available {other:?}")),
+        }
+    })
+    .await;
+    let c = s.json(&["get", "cluster", &s.cluster]);
+    assert_eq!(c["spec"]["infrastructureRef"]["kind"], "DockerCluster");
+    assert_eq!(
+        s.json(&["get", "dockermachines"])["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let workload = s.dir.join("workload.conf").display().to_string();
+    s.capictl(&["get", "kubeconfig", &s.cluster, "--write-to", &workload]);
+    all_nodes_ready(&s, &workload, 2).await;
+    s.kubectl(&["delete", "cluster", &s.cluster, "--timeout=180s"]);
+    assert_eq!(
+        s.containers(),
+        Vec::<String>::new(),
+        "no container of the cluster is left"
+    );
+}

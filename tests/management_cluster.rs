@@ -2114,7 +2114,7 @@ spec: {template: {spec: {}}}
         ]);
         assert_eq!(owners, uid, "{template} is owned by its class");
     }
-    // Upstream's in-memory class uses kinds of a provider that is not installed.
+    // Upstream's in-memory class alone, without its templates: each one is named.
     let upstream =
         std::fs::read_to_string(common::upstream("templates").join("clusterclass-in-memory.yaml"))
             .unwrap()
@@ -2144,7 +2144,7 @@ spec: {template: {spec: {}}}
         r#"jsonpath={.status.conditions[?(@.type=="RefVersionsUpToDate")].message}"#,
     ]);
     assert!(
-        message.contains("DevClusterTemplate") && message.contains("not installed"),
+        message.contains("DevClusterTemplate default/in-memory-cluster (spec.infrastructure.templateRef): not found"),
         "{message}"
     );
 }

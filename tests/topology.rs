@@ -251,7 +251,10 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
         r#"{"spec":{"topology":{"version":"v1.31.0"}}}"#,
     ]);
     // Not again while the parts are still moving.
-    refused("v1.32.0", "version cannot be changed: KubeadmControlPlane default/");
+    refused(
+        "v1.32.0",
+        "version cannot be changed: KubeadmControlPlane default/",
+    );
     let mut seen = Vec::new();
     wait_until("every Machine at v1.31.0", 300, || {
         let (cp, workers) = machine_versions(&m);
@@ -569,5 +572,69 @@ fn a_variable_a_patch_uses_rotates_the_template_as_the_plan_says_beforehand() {
     assert!(
         class_row.contains("True") && class_row.contains("ReconcileSucceeded"),
         "{tree}"
+    );
+}
+
+#[test]
+fn a_topology_cluster_moves_with_its_class_and_the_target_makes_nothing_new() {
+    let (source, target) = (Management::up(), Management::up());
+    init(&source, "in-memory");
+    init(&target, "in-memory");
+    let out = capictl(&[
+        "generate",
+        "cluster",
+        "mv",
+        "--infrastructure",
+        "in-memory",
+        "--flavor",
+        "topology",
+        "--kubernetes-version",
+        "v1.30.4",
+        "--control-plane-machine-count",
+        "1",
+        "--worker-machine-count",
+        "1",
+        "--target-namespace",
+        "default",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    source.kubectl_in(&["apply", "-f", "-"], Some(&text(&out.stdout)));
+    wait_until("the Cluster Available", 180, || available(&source, "mv"));
+    let names = |m: &Management| -> Vec<String> {
+        let mut all: Vec<String> = m
+            .kubectl(&[
+                "get",
+                "clusterclasses,machines,machinedeployments,kubeadmcontrolplanes,kubeadmconfigtemplates,inmemorymachinetemplates,inmemoryclustertemplates,machinehealthchecks",
+                "-o",
+                "name",
+            ])
+            .lines()
+            .map(String::from)
+            .collect();
+        all.sort();
+        all
+    };
+    let before = names(&source);
+    let kubeconfig = source.kubeconfig().display().to_string();
+    let to = target.kubeconfig().display().to_string();
+    let moved = capictl(&["move", "--to-kubeconfig", &to, "--kubeconfig", &kubeconfig]);
+    assert!(moved.status.success(), "{}", text(&moved.stderr));
+    wait_until("the Cluster Available in the target", 120, || {
+        available(&target, "mv")
+    });
+    assert_eq!(
+        names(&target),
+        before,
+        "the class, its templates and the Cluster's objects moved; nothing new was made"
+    );
+    assert_eq!(
+        source.kubectl(&["get", "clusters,clusterclasses,machines", "-o", "name"]),
+        ""
+    );
+    let c = json(&target, &["get", "cluster", "mv"]);
+    assert_eq!(
+        condition(&c, "TopologyReconciled").unwrap()["status"],
+        "True",
+        "{c}"
     );
 }
