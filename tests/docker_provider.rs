@@ -302,47 +302,36 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
 /// Upstream's ClusterClass quick-start (`cluster-template-development.yaml` with the
 /// `quick-start` class and its Dev kinds, patches and variables) applied unchanged: the
 /// topology controller makes the objects, the Docker back end of the Dev kinds runs them.
+/// Then, in the same management cluster, capictl's own Docker topology flavor (its
+/// ClusterClass on the Docker kinds, written before the Cluster by `--flavor topology`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstreams_docker_cluster_class_quick_start_comes_up() {
+async fn cluster_class_quick_starts_come_up_on_docker() {
     let s = Session::start("cc", "v1.28.13").await;
+    // Up, both nodes Ready through the load balancer at 127.0.0.1, then deleted to the last
+    // container.
+    let up_and_gone = async |s: &Session| {
+        s.wait_available(400).await;
+        let workload = s.dir.join("workload.conf").display().to_string();
+        s.capictl(&["get", "kubeconfig", &s.cluster, "--write-to", &workload]);
+        assert!(
+            std::fs::read_to_string(&workload)
+                .unwrap()
+                .contains("server: https://127.0.0.1:")
+        );
+        all_nodes_ready(s, &workload, 2).await;
+        s.kubectl(&["delete", "cluster", &s.cluster, "--timeout=180s"]);
+        assert_eq!(
+            s.containers(),
+            Vec::<String>::new(),
+            "no container of the cluster is left"
+        );
+    };
+
     let class = common::upstream("templates/clusterclass-quick-start.yaml");
     s.kubectl(&["apply", "-n", "default", "-f", class.to_str().unwrap()]);
     let template = common::upstream("templates/cluster-template-development.yaml");
-    let manifest = s.capictl(&[
-        "generate",
-        "cluster",
-        &s.cluster,
-        "--from",
-        template.to_str().unwrap(),
-        "--kubernetes-version",
-        "v1.28.13",
-        "--control-plane-machine-count",
-        "1",
-        "--worker-machine-count",
-        "1",
-        "--target-namespace",
-        "default",
-    ]);
-    let file = s.dir.join("cluster.yaml");
-    std::fs::write(&file, manifest).unwrap();
-    s.kubectl(&["apply", "-f", file.to_str().unwrap()]);
-    wait(&s, "the ClusterClass cluster Available", 400, || {
-        let c = s.json(&["get", "cluster", &s.cluster]);
-        match condition(&c, "Available").as_deref() {
-            Some("True") => Ok(()),
-            other => Err(format!(
-                "Available {other:?}; {}",
-                s.capictl(&[
-                    "describe",
-                    "cluster",
-                    &s.cluster,
-                    "--show-conditions",
-                    "Cluster"
-                ])
-            )),
-        }
-    })
-    .await;
+    s.apply_generated(&["--from", template.to_str().unwrap()], "v1.28.13", 1, 1);
+    s.wait_available(400).await;
     // The patches reached the objects: kind's node image asked for (capictl's ran instead),
     // the Pod Security admission configuration on the control plane.
     let machines = s.json(&["get", "devmachines"]);
@@ -361,57 +350,15 @@ async fn upstreams_docker_cluster_class_quick_start_comes_up() {
             .contains("PodSecurityConfiguration"),
         "{kcp}"
     );
-    // Both nodes Ready through the load balancer, reached at 127.0.0.1.
-    let workload = s.dir.join("workload.conf").display().to_string();
-    s.capictl(&["get", "kubeconfig", &s.cluster, "--write-to", &workload]);
-    assert!(
-        std::fs::read_to_string(&workload)
-            .unwrap()
-            .contains("server: https://127.0.0.1:")
-    );
-    all_nodes_ready(&s, &workload, 2).await;
-    s.kubectl(&["delete", "cluster", &s.cluster, "--timeout=180s"]);
-    assert_eq!(
-        s.containers(),
-        Vec::<String>::new(),
-        "no container of the cluster is left"
-    );
-}
+    up_and_gone(&s).await;
 
-/// capictl's own Docker topology flavor: its ClusterClass (DockerClusterTemplate,
-/// DockerMachineTemplates, variables and patches) written before the Cluster by
-/// `generate cluster --flavor topology`, and the cluster up on the Docker kinds.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_docker_topology_flavor_comes_up() {
-    let s = Session::start("topo", "v1.28.13").await;
-    let manifest = s.capictl(&[
-        "generate",
-        "cluster",
-        &s.cluster,
-        "--infrastructure",
-        "docker",
-        "--flavor",
-        "topology",
-        "--kubernetes-version",
+    s.apply_generated(
+        &["--infrastructure", "docker", "--flavor", "topology"],
         "v1.28.13",
-        "--control-plane-machine-count",
-        "1",
-        "--worker-machine-count",
-        "1",
-        "--target-namespace",
-        "default",
-    ]);
-    let file = s.dir.join("cluster.yaml");
-    std::fs::write(&file, manifest).unwrap();
-    s.kubectl(&["apply", "-f", file.to_str().unwrap()]);
-    wait(&s, "the topology cluster Available", 400, || {
-        let c = s.json(&["get", "cluster", &s.cluster]);
-        match condition(&c, "Available").as_deref() {
-            Some("True") => Ok(()),
-            other => Err(format!("Available {other:?}")),
-        }
-    })
-    .await;
+        1,
+        1,
+    );
+    s.wait_available(400).await;
     let c = s.json(&["get", "cluster", &s.cluster]);
     assert_eq!(c["spec"]["infrastructureRef"]["kind"], "DockerCluster");
     assert_eq!(
@@ -421,13 +368,5 @@ async fn the_docker_topology_flavor_comes_up() {
             .len(),
         2
     );
-    let workload = s.dir.join("workload.conf").display().to_string();
-    s.capictl(&["get", "kubeconfig", &s.cluster, "--write-to", &workload]);
-    all_nodes_ready(&s, &workload, 2).await;
-    s.kubectl(&["delete", "cluster", &s.cluster, "--timeout=180s"]);
-    assert_eq!(
-        s.containers(),
-        Vec::<String>::new(),
-        "no container of the cluster is left"
-    );
+    up_and_gone(&s).await;
 }

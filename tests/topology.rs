@@ -67,24 +67,36 @@ fn init(m: &Management, infrastructure: &str) {
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
-fn generate_from(file: &str, name: &str, version: &str, workers: u32) -> String {
-    let out = capictl(&[
-        "generate",
-        "cluster",
-        name,
-        "--from",
-        file,
+/// `capictl generate cluster NAME` from `source` (`["--from", FILE]` or a flavor's flags) with
+/// one control plane Machine and `workers` workers in namespace default.
+fn generate(source: &[&str], name: &str, version: &str, workers: u32) -> String {
+    let workers = workers.to_string();
+    let mut args = vec!["generate", "cluster", name];
+    args.extend(source);
+    args.extend([
         "--kubernetes-version",
         version,
         "--control-plane-machine-count",
         "1",
         "--worker-machine-count",
-        &workers.to_string(),
+        &workers,
         "--target-namespace",
         "default",
     ]);
+    let out = capictl(&args);
     assert!(out.status.success(), "{}", text(&out.stderr));
     text(&out.stdout)
+}
+
+/// capictl's in-memory topology flavor (its ClusterClass first), for a cluster of one control
+/// plane Machine and one worker.
+fn in_memory_topology(name: &str) -> String {
+    generate(
+        &["--infrastructure", "in-memory", "--flavor", "topology"],
+        name,
+        "v1.30.4",
+        1,
+    )
 }
 
 /// Machines by role: (control plane versions, worker versions by MachineDeployment name label).
@@ -117,10 +129,9 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
     init(&m, "docker");
     let class = common::upstream("templates/clusterclass-in-memory.yaml");
     m.kubectl(&["apply", "-n", "default", "-f", class.to_str().unwrap()]);
-    let cluster = generate_from(
-        common::upstream("templates/cluster-template-in-memory.yaml")
-            .to_str()
-            .unwrap(),
+    let template = common::upstream("templates/cluster-template-in-memory.yaml");
+    let cluster = generate(
+        &["--from", template.to_str().unwrap()],
         "topo",
         "v1.30.4",
         1,
@@ -381,25 +392,7 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
 fn a_variable_a_patch_uses_rotates_the_template_as_the_plan_says_beforehand() {
     let m = Management::up();
     init(&m, "in-memory");
-    let out = capictl(&[
-        "generate",
-        "cluster",
-        "rot",
-        "--infrastructure",
-        "in-memory",
-        "--flavor",
-        "topology",
-        "--kubernetes-version",
-        "v1.30.4",
-        "--control-plane-machine-count",
-        "1",
-        "--worker-machine-count",
-        "1",
-        "--target-namespace",
-        "default",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let generated = text(&out.stdout);
+    let generated = in_memory_topology("rot");
     m.kubectl_in(&["apply", "-f", "-"], Some(&generated));
     wait_until("the Cluster Available", 180, || available(&m, "rot"));
     let kubeconfig = m.kubeconfig().display().to_string();
@@ -580,25 +573,7 @@ fn a_topology_cluster_moves_with_its_class_and_the_target_makes_nothing_new() {
     let (source, target) = (Management::up(), Management::up());
     init(&source, "in-memory");
     init(&target, "in-memory");
-    let out = capictl(&[
-        "generate",
-        "cluster",
-        "mv",
-        "--infrastructure",
-        "in-memory",
-        "--flavor",
-        "topology",
-        "--kubernetes-version",
-        "v1.30.4",
-        "--control-plane-machine-count",
-        "1",
-        "--worker-machine-count",
-        "1",
-        "--target-namespace",
-        "default",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    source.kubectl_in(&["apply", "-f", "-"], Some(&text(&out.stdout)));
+    source.kubectl_in(&["apply", "-f", "-"], Some(&in_memory_topology("mv")));
     wait_until("the Cluster Available", 180, || available(&source, "mv"));
     let names = |m: &Management| -> Vec<String> {
         let mut all: Vec<String> = m

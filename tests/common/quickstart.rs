@@ -294,3 +294,53 @@ pub async fn all_nodes_ready(s: &Session, workload: &str, count: usize) {
     )
     .await;
 }
+
+impl Session {
+    /// `capictl generate cluster` of this session's cluster from `source` (`["--from", FILE]`
+    /// or a flavor's flags) in namespace default, applied with kubectl.
+    pub fn apply_generated(
+        &self,
+        source: &[&str],
+        version: &str,
+        control_planes: u32,
+        workers: u32,
+    ) {
+        let (control_planes, workers) = (control_planes.to_string(), workers.to_string());
+        let mut args = vec!["generate", "cluster", self.cluster.as_str()];
+        args.extend(source);
+        args.extend([
+            "--kubernetes-version",
+            version,
+            "--control-plane-machine-count",
+            &control_planes,
+            "--worker-machine-count",
+            &workers,
+            "--target-namespace",
+            "default",
+        ]);
+        let file = self.dir.join("cluster.yaml");
+        std::fs::write(&file, self.capictl(&args)).unwrap();
+        self.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    }
+
+    /// Waits until the Cluster is Available, showing its conditions while it is not.
+    pub async fn wait_available(&self, seconds: u64) {
+        wait(self, "the Cluster Available", seconds, || {
+            let c = self.json(&["get", "cluster", &self.cluster]);
+            match condition(&c, "Available").as_deref() {
+                Some("True") => Ok(()),
+                other => Err(format!(
+                    "Available {other:?}; {}",
+                    self.capictl(&[
+                        "describe",
+                        "cluster",
+                        &self.cluster,
+                        "--show-conditions",
+                        "Cluster"
+                    ])
+                )),
+            }
+        })
+        .await;
+    }
+}
