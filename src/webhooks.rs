@@ -299,7 +299,10 @@ impl Admission for ClusterRules {
             && request.operation != Operation::Delete
         {
             let namespace = request.namespace.unwrap_or("default");
-            let (c, w) = topology_against_stored(lookup, namespace, object, request.old);
+            let (c, w, cancelled) = topology_against_stored(lookup, namespace, object, request.old);
+            if cancelled {
+                causes.retain(|c| !c.message.contains("version cannot be decreased"));
+            }
             causes.extend(c);
             warnings.extend(w);
         }
@@ -315,13 +318,14 @@ const DISABLE_UPDATE_VERSION_CHECK_ANNOTATION: &str =
 
 /// A managed topology judged by what is stored, as upstream's webhook reads it: its class
 /// (a warning when missing), its variables and MachineDeployment classes against the class,
-/// and a version change only once every part has reached the current version.
+/// and a version change only once every part has reached the current version. The flag says
+/// the change goes back to the version every part still runs: a cancelled upgrade, allowed.
 fn topology_against_stored(
     lookup: &dyn crate::apiserver::admission::Lookup,
     namespace: &str,
     object: &Value,
     old: Option<&Value>,
-) -> (Vec<FieldCause>, Vec<String>) {
+) -> (Vec<FieldCause>, Vec<String>, bool) {
     use crate::controllers::topology::variables;
     let topology = &object["spec"]["topology"];
     let (mut causes, mut warnings) = (Vec::new(), Vec::new());
@@ -337,7 +341,7 @@ fn topology_against_stored(
         Some(class) => {
             let class: crate::api::ClusterClass = match serde_json::from_value(class) {
                 Ok(c) => c,
-                Err(_) => return (causes, warnings),
+                Err(_) => return (causes, warnings, false),
             };
             let definitions = class
                 .status
@@ -385,13 +389,13 @@ fn topology_against_stored(
     }
     // A version change waits until every part has reached the current version.
     let (Some(old), Some(version)) = (old, topology["version"].as_str()) else {
-        return (causes, warnings);
+        return (causes, warnings, false);
     };
     let before = old["spec"]["topology"]["version"]
         .as_str()
         .unwrap_or_default();
     if version == before || before.is_empty() {
-        return (causes, warnings);
+        return (causes, warnings, false);
     }
     if object["metadata"]["annotations"]
         .get(DISABLE_UPDATE_VERSION_CHECK_ANNOTATION)
@@ -400,9 +404,10 @@ fn topology_against_stored(
         warnings.push(format!(
             "Cluster has the {DISABLE_UPDATE_VERSION_CHECK_ANNOTATION} annotation: the version change is not checked against the control plane and the MachineDeployments"
         ));
-        return (causes, warnings);
+        return (causes, warnings, false);
     }
-    let mut moving = Vec::new();
+    // Every part with its version (and, for the control plane, the version it runs).
+    let mut parts: Vec<(String, String, Option<String>)> = Vec::new();
     let cp_ref = &object["spec"]["controlPlaneRef"];
     if let (Some(group), Some(kind), Some(name)) = (
         cp_ref["apiGroup"].as_str(),
@@ -410,17 +415,19 @@ fn topology_against_stored(
         cp_ref["name"].as_str(),
     ) && let Some(cp) = lookup.get(group, kind, namespace, name)
     {
-        let spec = cp["spec"]["version"].as_str().unwrap_or_default();
-        let status = cp["status"]["version"].as_str().unwrap_or_default();
-        if spec != before {
-            moving.push(format!(
-                "{kind} {namespace}/{name} is at version {spec}, not yet at {before}"
-            ));
-        } else if status != spec {
-            moving.push(format!(
-                "{kind} {namespace}/{name} is still upgrading to version {spec}"
-            ));
-        }
+        parts.push((
+            format!("{kind} {namespace}/{name}"),
+            cp["spec"]["version"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            Some(
+                cp["status"]["version"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
+        ));
     }
     let cluster = object["metadata"]["name"].as_str().unwrap_or_default();
     for md in lookup.list("cluster.x-k8s.io", "MachineDeployment", namespace) {
@@ -432,16 +439,44 @@ fn topology_against_stored(
         {
             continue;
         }
-        let v = md["spec"]["template"]["spec"]["version"]
-            .as_str()
-            .unwrap_or_default();
-        if v != before {
-            moving.push(format!(
-                "MachineDeployment {namespace}/{} is at version {v}, not yet at {before}",
+        parts.push((
+            format!(
+                "MachineDeployment {namespace}/{}",
                 md["metadata"]["name"].as_str().unwrap_or_default()
-            ));
-        }
+            ),
+            md["spec"]["template"]["spec"]["version"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            None,
+        ));
     }
+    // Going back to the version every part still runs cancels an upgrade that has not started
+    // (upstream refuses it, and a mistyped version gets a Cluster stuck: #7428).
+    let decrease = kubernetes_version(version) < kubernetes_version(before);
+    if decrease
+        && !parts.is_empty()
+        && parts.iter().all(|(_, spec, status)| {
+            spec == version && status.as_deref().is_none_or(|s| s == version)
+        })
+    {
+        warnings.push(format!(
+            "the upgrade to {before} had not started: it is cancelled, and the Cluster stays at {version}"
+        ));
+        return (causes, warnings, true);
+    }
+    let moving: Vec<String> = parts
+        .iter()
+        .filter_map(|(what, spec, status)| {
+            if spec != before {
+                Some(format!("{what} is at version {spec}, not yet at {before}"))
+            } else if status.as_ref().is_some_and(|s| s != spec) {
+                Some(format!("{what} is still upgrading to version {spec}"))
+            } else {
+                None
+            }
+        })
+        .collect();
     if !moving.is_empty() {
         causes.push(FieldCause::invalid(
             "spec.topology.version",
@@ -451,7 +486,7 @@ fn topology_against_stored(
             ),
         ));
     }
-    (causes, warnings)
+    (causes, warnings, false)
 }
 
 /// Ok when there is nothing to say; otherwise the 422 naming every field (never on deletion,

@@ -376,6 +376,61 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
     });
     assert_eq!(items(&m, "machinehealthchecks").len(), 2);
 
+    // An upgrade asked for and not started yet (the Cluster is paused) can be taken back:
+    // going back to the version every part still runs cancels it.
+    m.kubectl(&[
+        "patch",
+        "cluster",
+        "topo",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"paused":true}}"#,
+    ]);
+    m.kubectl(&[
+        "patch",
+        "cluster",
+        "topo",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"topology":{"version":"v1.32.0"}}}"#,
+    ]);
+    let back = m.kubectl_output(
+        &[
+            "patch",
+            "cluster",
+            "topo",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"topology":{"version":"v1.31.0"}}}"#,
+        ],
+        None,
+    );
+    assert!(back.status.success(), "{}", text(&back.stderr));
+    assert!(
+        text(&back.stderr).contains("the upgrade to v1.32.0 had not started: it is cancelled"),
+        "{}",
+        text(&back.stderr)
+    );
+    m.kubectl(&[
+        "patch",
+        "cluster",
+        "topo",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"paused":false}}"#,
+    ]);
+    wait_until("the Cluster Available, still at v1.31.0", 60, || {
+        available(&m, "topo")
+    });
+    assert_eq!(
+        json(&m, &["get", "kubeadmcontrolplane", &cp_name])["spec"]["version"],
+        "v1.31.0"
+    );
+
     m.kubectl(&["delete", "cluster", "topo", "--timeout=120s"]);
     assert_eq!(
         m.kubectl(&[
