@@ -43,6 +43,20 @@ fn wait_until<T>(what: &str, seconds: u64, mut check: impl FnMut() -> Result<T, 
     }
 }
 
+/// `kubectl patch cluster NAME --type TYPE -p PATCH`, its output whatever happened.
+fn patch_cluster(m: &Management, cluster: &str, type_: &str, patch: &str) -> std::process::Output {
+    m.kubectl_output(
+        &["patch", "cluster", cluster, "--type", type_, "-p", patch],
+        None,
+    )
+}
+
+/// A merge patch of the Cluster that must succeed.
+fn merge_cluster(m: &Management, cluster: &str, patch: &str) {
+    let out = patch_cluster(m, cluster, "merge", patch);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
 fn available(m: &Management, cluster: &str) -> Result<(), String> {
     let c = json(m, &["get", "cluster", cluster]);
     match condition(&c, "Available") {
@@ -235,10 +249,7 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
     // Two minors at once, and down, are refused with upstream's messages.
     let refused = |version: &str, message: &str| {
         let patch = format!(r#"{{"spec":{{"topology":{{"version":"{version}"}}}}}}"#);
-        let out = m.kubectl_output(
-            &["patch", "cluster", "topo", "--type", "merge", "-p", &patch],
-            None,
-        );
+        let out = patch_cluster(&m, "topo", "merge", &patch);
         assert!(!out.status.success());
         assert!(text(&out.stderr).contains(message), "{}", text(&out.stderr));
     };
@@ -252,15 +263,7 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
     );
 
     // One minor up: the control plane first, then one MachineDeployment at a time.
-    m.kubectl(&[
-        "patch",
-        "cluster",
-        "topo",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"topology":{"version":"v1.31.0"}}}"#,
-    ]);
+    merge_cluster(&m, "topo", r#"{"spec":{"topology":{"version":"v1.31.0"}}}"#);
     // Not again while the parts are still moving.
     refused(
         "v1.32.0",
@@ -378,35 +381,13 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
 
     // An upgrade asked for and not started yet (the Cluster is paused) can be taken back:
     // going back to the version every part still runs cancels it.
-    m.kubectl(&[
-        "patch",
-        "cluster",
+    merge_cluster(&m, "topo", r#"{"spec":{"paused":true}}"#);
+    merge_cluster(&m, "topo", r#"{"spec":{"topology":{"version":"v1.32.0"}}}"#);
+    let back = patch_cluster(
+        &m,
         "topo",
-        "--type",
         "merge",
-        "-p",
-        r#"{"spec":{"paused":true}}"#,
-    ]);
-    m.kubectl(&[
-        "patch",
-        "cluster",
-        "topo",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"topology":{"version":"v1.32.0"}}}"#,
-    ]);
-    let back = m.kubectl_output(
-        &[
-            "patch",
-            "cluster",
-            "topo",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"topology":{"version":"v1.31.0"}}}"#,
-        ],
-        None,
+        r#"{"spec":{"topology":{"version":"v1.31.0"}}}"#,
     );
     assert!(back.status.success(), "{}", text(&back.stderr));
     assert!(
@@ -414,15 +395,7 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
         "{}",
         text(&back.stderr)
     );
-    m.kubectl(&[
-        "patch",
-        "cluster",
-        "topo",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"paused":false}}"#,
-    ]);
+    merge_cluster(&m, "topo", r#"{"spec":{"paused":false}}"#);
     wait_until("the Cluster Available, still at v1.31.0", 60, || {
         available(&m, "topo")
     });
@@ -466,10 +439,7 @@ fn a_variable_a_patch_uses_rotates_the_template_as_the_plan_says_beforehand() {
         let patch = format!(
             r#"[{{"op": "add", "path": "/spec/topology/variables", "value": {variables}}}]"#
         );
-        let out = m.kubectl_output(
-            &["patch", "cluster", "rot", "--type", "json", "-p", &patch],
-            None,
-        );
+        let out = patch_cluster(&m, "rot", "json", &patch);
         assert!(!out.status.success());
         assert!(text(&out.stderr).contains(field), "{}", text(&out.stderr));
     }
