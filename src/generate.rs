@@ -107,7 +107,7 @@ pub fn flavor_with_class(provider: &str, flavor_name: &str) -> Result<String, Ge
 }
 
 /// Kinds that live outside namespaces, which keep no namespace.
-const CLUSTER_SCOPED: &[&str] = &[
+pub const CLUSTER_SCOPED: &[&str] = &[
     "Namespace",
     "ClusterRole",
     "ClusterRoleBinding",

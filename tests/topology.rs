@@ -466,6 +466,27 @@ fn a_variable_a_patch_uses_rotates_the_template_as_the_plan_says_beforehand() {
         text(&out.stdout)
     };
     assert_eq!(plan(&m), "No changes for Cluster \"default/rot\".\n");
+    // The whole generated file too: its ClusterClass and templates are the stored ones.
+    let whole = m.dir.join("whole.yaml");
+    std::fs::write(&whole, &generated).unwrap();
+    let out = capictl(&[
+        "topology",
+        "plan",
+        "-f",
+        whole.to_str().unwrap(),
+        "--kubeconfig",
+        &kubeconfig,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "No changes for Cluster \"default/rot\".\n"
+    );
+    assert_eq!(
+        text(&out.stderr),
+        "",
+        "the stored class and templates are the file's"
+    );
 
     // The variable the worker's bootstrap patch uses changes: the plan says a new bootstrap
     // template is made and the MachineDeployment pointed at it.

@@ -54,8 +54,8 @@ impl ClusterArgs {
     }
 }
 
-/// The API of any object given as JSON (`apiVersion`, `kind`, `metadata.namespace`), for the
-/// built-in and provider kinds whose plural is the lowercase kind plus `s`.
+/// The API of any object given as JSON (`apiVersion`, `kind`, `metadata.namespace`), its
+/// plural formed as upstream forms CRD names (`clusterclasses`, `policies`).
 pub fn api_for(
     client: &kube::Client,
     object: &serde_json::Value,
@@ -66,7 +66,7 @@ pub fn api_for(
     let kind = object["kind"].as_str().unwrap_or_default();
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(group, version, kind),
-        &format!("{}s", kind.to_lowercase()),
+        &crate::controllers::external::plural(kind),
     );
     match object["metadata"]["namespace"].as_str() {
         Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &resource),

@@ -152,9 +152,13 @@ async fn plan(args: PlanArgs) -> anyhow::Result<()> {
     let default_namespace = args.namespace.clone().unwrap_or(context_namespace);
     let mut clusters = Vec::new();
     for mut object in objects {
-        if object["metadata"]["namespace"]
+        let cluster_scoped = object["kind"]
             .as_str()
-            .is_none_or(str::is_empty)
+            .is_some_and(|k| crate::generate::CLUSTER_SCOPED.contains(&k));
+        if !cluster_scoped
+            && object["metadata"]["namespace"]
+                .as_str()
+                .is_none_or(str::is_empty)
         {
             object["metadata"]["namespace"] = Value::String(default_namespace.clone());
         }
