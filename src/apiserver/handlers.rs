@@ -174,13 +174,20 @@ impl Call<'_> {
         }
     }
 
-    /// Runs the admission chain on an object about to be stored.
+    /// Runs the admission chain on an object about to be stored. Writes of the status
+    /// subresource skip it: the rules are Cluster API's webhooks, whose configurations name the
+    /// main resource only (`clusters`, not `clusters/status`), so kube-apiserver would not send
+    /// them status writes either.
     fn admit(
         &self,
         operation: Operation,
         old: Option<&Value>,
         object: &mut Value,
+        target: Target,
     ) -> Result<(), ApiError> {
+        if target == Target::Status {
+            return Ok(());
+        }
         let name = object::name_of(object).to_string();
         let request = admission::Request {
             operation,
@@ -394,7 +401,7 @@ impl Call<'_> {
         self.server.strategy_create(&self.resource, &mut obj)?;
         self.server
             .record_requester(&self.resource, &mut obj, &self.user);
-        self.admit(Operation::Create, None, &mut obj)?;
+        self.admit(Operation::Create, None, &mut obj, Target::Main)?;
         let name = object::name_of(&obj).to_string();
         if self.dry_run() {
             return Ok(self.respond_object(StatusCode::CREATED, obj));
@@ -498,7 +505,7 @@ impl Call<'_> {
             self.apply_schema(&mut new, Some(&current.value))?;
             self.server
                 .strategy_update(&self.resource, &current.value, &mut new)?;
-            self.admit(Operation::Update, Some(&current.value), &mut new)?;
+            self.admit(Operation::Update, Some(&current.value), &mut new, target)?;
             match self.store_update(&current, new).await? {
                 Ok(out) => return Ok(self.respond_object(StatusCode::OK, out)),
                 Err(()) if sent_rv.is_some() => return Err(self.conflict(name)),
@@ -584,7 +591,7 @@ impl Call<'_> {
             self.apply_schema(&mut new, Some(&current.value))?;
             self.server
                 .strategy_update(&self.resource, &current.value, &mut new)?;
-            self.admit(Operation::Update, Some(&current.value), &mut new)?;
+            self.admit(Operation::Update, Some(&current.value), &mut new, target)?;
             match self.store_update(&current, new).await? {
                 Ok(out) => return Ok(self.respond_object(StatusCode::OK, out)),
                 Err(()) => self.server.store.consistent().await?,
@@ -736,6 +743,7 @@ impl Call<'_> {
                 Operation::Delete,
                 Some(&current.value),
                 &mut current.value.clone(),
+                Target::Main,
             )?;
             if dry_run {
                 let preview =
@@ -897,7 +905,12 @@ impl Call<'_> {
             self.apply_schema(&mut new, Some(&current.value))?;
             self.server
                 .strategy_update(&self.resource, &current.value, &mut new)?;
-            self.admit(Operation::Update, Some(&current.value), &mut new)?;
+            self.admit(
+                Operation::Update,
+                Some(&current.value),
+                &mut new,
+                Target::Main,
+            )?;
             match self.store_update(&current, new).await? {
                 Ok(out) => return Ok(json_response(StatusCode::OK, self.scale_of(&out)?)),
                 Err(()) if precondition.is_some() => return Err(self.conflict(name)),
