@@ -182,10 +182,15 @@ async fn plan(args: PlanArgs) -> anyhow::Result<()> {
             dry_run: true,
             ..PatchParams::apply("kubectl").force()
         };
-        let applied = api
-            .patch(&name, &params, &Patch::Apply(&object))
-            .await
-            .with_context(|| format!("{kind} {namespace}/{name} would be refused"))?;
+        let applied = match api.patch(&name, &params, &Patch::Apply(&object)).await {
+            Ok(o) => o,
+            // The server's own words say what is wrong with the object and which field.
+            Err(kube::Error::Api(s)) => anyhow::bail!(
+                "{kind} {namespace}/{name} would be refused: {}; nothing was planned or written",
+                s.message
+            ),
+            Err(e) => return Err(e).context(format!("dry-run applying {kind} {namespace}/{name}")),
+        };
         let applied = serde_json::to_value(applied)?;
         if is_cluster {
             if args.cluster.as_ref().is_none_or(|c| *c == name) {
