@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kube::api::{Api, DynamicObject, ResourceExt};
+use kube::api::{Api, ResourceExt};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 
@@ -169,15 +169,11 @@ async fn adopt(
     namespace: &str,
     reference: &TemplateReference,
 ) -> Result<Found> {
-    let (group, version) = reference
-        .api_version
-        .rsplit_once('/')
-        .unwrap_or(("", reference.api_version.as_str()));
-    let resource = match ctx.external.resource(group, &reference.kind).await {
-        Ok(r) => r,
+    let (api, resource) = match ctx.external.template_api(namespace, reference).await {
+        Ok(found) => found,
         Err(e) => return Ok(Found::Missing { why: e.to_string() }),
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
+    let version = reference.api_version.rsplit('/').next().unwrap_or_default();
     let Some(template) = api.get_opt(&reference.name).await? else {
         return Ok(Found::Missing {
             why: "not found".into(),

@@ -37,6 +37,11 @@ pub fn plural(kind: &str) -> String {
     }
 }
 
+/// The group of an `apiVersion` (`""` for the core group's `v1`).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
 /// Finds the API version of provider kinds through their CRDs, and caches it.
 pub struct Resolver {
     client: Client,
@@ -99,6 +104,20 @@ impl Resolver {
             namespace,
             &resource,
         ))
+    }
+
+    /// The API of the templates a ClusterClass reference names (at the version the provider
+    /// serves, which may differ from the reference's), in a namespace.
+    pub async fn template_api(
+        &self,
+        namespace: &str,
+        reference: &api::common::TemplateReference,
+    ) -> Result<(Api<DynamicObject>, ApiResource)> {
+        let resource = self
+            .resource(group_of(&reference.api_version), &reference.kind)
+            .await?;
+        let api = Api::namespaced_with(self.client.clone(), namespace, &resource);
+        Ok((api, resource))
     }
 
     /// The object a reference names, if it exists.

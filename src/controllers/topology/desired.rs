@@ -28,6 +28,7 @@ use crate::api::Cluster;
 use crate::api::cluster_class::{
     ClusterClass, MachineDeploymentClass, TOPOLOGY_DEPLOYMENT_NAME_LABEL, TOPOLOGY_OWNED_LABEL,
 };
+use crate::controllers::external::group_of;
 use kube::ResourceExt;
 
 /// The class's templates a Cluster's objects are made from.
@@ -122,16 +123,21 @@ fn new_name(
     })
 }
 
+/// Labels or annotations as the JSON map the desired objects are built of.
+fn as_map(entries: Option<&BTreeMap<String, String>>) -> Map<String, Value> {
+    entries
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect()
+}
+
 fn labels_of(meta: Option<&api::common::ObjectMeta>) -> Map<String, Value> {
-    meta.and_then(|m| m.labels.as_ref())
-        .map(|l| l.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
-        .unwrap_or_default()
+    as_map(meta.and_then(|m| m.labels.as_ref()))
 }
 
 fn annotations_of(meta: Option<&api::common::ObjectMeta>) -> Map<String, Value> {
-    meta.and_then(|m| m.annotations.as_ref())
-        .map(|l| l.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
-        .unwrap_or_default()
+    as_map(meta.and_then(|m| m.annotations.as_ref()))
 }
 
 /// `a` with `b`'s entries where `a` has none (the topology's metadata over the class's).
@@ -140,10 +146,6 @@ fn merged(mut a: Map<String, Value>, b: Map<String, Value>) -> Map<String, Value
         a.entry(k).or_insert(v);
     }
     a
-}
-
-fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
 }
 
 /// A contract reference (`{apiGroup, kind, name}`) to an object.

@@ -33,6 +33,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use super::external::group_of;
 use super::runtime::Wiring;
 use super::{Context, Error, Result, common};
 use crate::api;
@@ -193,15 +194,11 @@ pub enum ChangeAction {
     Deleted,
 }
 
-/// Applies objects as the topology controller, and records what changed.
+/// Applies objects as the topology controller; in a plan, records what would change.
 struct Applier<'a> {
     ctx: &'a Context,
     mode: Mode,
     changes: Vec<Change>,
-}
-
-fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
 }
 
 /// An object without what the server keeps for itself, to compare a before with an after.
@@ -242,18 +239,24 @@ impl Applier<'_> {
     }
 
     /// Server-side applies an object as `capi-topology` (a dry run in a plan, or `dry` asked).
+    /// A plan records what changed; a reconcile only writes (no read before each apply).
     async fn apply_as(&mut self, object: &Value, dry: bool) -> Result<Value> {
         let api = self.api_for(object).await?;
         let name = object["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let before = api.get_opt(&name).await?;
+        let planning = self.mode == Mode::DryRun;
+        let before = if planning && !dry {
+            api.get_opt(&name).await?
+        } else {
+            None
+        };
         let mut params = PatchParams::apply(TOPOLOGY_MANAGER).force();
-        params.dry_run = dry || self.mode == Mode::DryRun;
+        params.dry_run = dry || planning;
         let after = api.patch(&name, &params, &Patch::Apply(object)).await?;
         let after = serde_json::to_value(&after).map_err(|e| Error::Invalid(e.to_string()))?;
-        if !dry {
+        if planning && !dry {
             let before = before.map(|b| serde_json::to_value(b).expect("objects serialize"));
             let action = match &before {
                 None => Some(ChangeAction::Created),
@@ -331,6 +334,9 @@ impl Applier<'_> {
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
             Err(e) => return Err(e.into()),
         }
+        if self.mode != Mode::DryRun {
+            return Ok(());
+        }
         self.changes.push(Change {
             kind: object["kind"].as_str().unwrap_or_default().into(),
             namespace: object["metadata"]["namespace"]
@@ -352,14 +358,10 @@ async fn read_template(
     namespace: &str,
     reference: &TemplateReference,
 ) -> Result<Value> {
-    let resource = ctx
-        .external
-        .resource(group_of(&reference.api_version), &reference.kind)
-        .await?;
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
+    let (api, _) = ctx.external.template_api(namespace, reference).await?;
     let template = api.get_opt(&reference.name).await?.ok_or_else(|| {
         Error::Invalid(format!(
-            "{} {namespace}/{} does not exist",
+            "{} {namespace}/{} does not exist: create it, or point the ClusterClass at one that does",
             reference.kind, reference.name
         ))
     })?;
@@ -654,6 +656,7 @@ fn resolve_variables(
 /// The result of one topology computation and apply.
 pub struct Reconciled {
     pub desired: Desired,
+    /// In a plan, what would be created, modified and deleted (empty when applying).
     pub changes: Vec<Change>,
 }
 
