@@ -86,6 +86,11 @@ where
         }
     }
 
+    /// The cached objects as they are now, filled or not (for readers that cannot wait).
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
     /// The cache, once its first list has arrived.
     pub async fn ready(&self) -> Result<&Store<K>> {
         tokio::time::timeout(SYNC, self.store.wait_until_ready())

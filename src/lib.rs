@@ -16,6 +16,7 @@ pub mod generate;
 pub mod init;
 pub mod kubeadm;
 pub mod management;
+pub mod metrics;
 pub mod mover;
 pub mod node;
 pub mod providers;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::apiserver::tls::{self, KeyPairPem, Pki};
 use crate::apiserver::{self, ApiServer, store::Store};
+use crate::controllers::metrics::ClientMetricsLayer;
 
 /// The default name of the kubeconfig context for the embedded cluster.
 pub const DEFAULT_CONTEXT: &str = "capictl-management";
@@ -405,14 +406,17 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
     }));
     // The controllers of the providers installed here run in this process.
     let (stop_controllers, controllers_stopped) = tokio::sync::oneshot::channel();
-    let local = kube::Client::new(apiserver::local_router(server.clone()), "default");
-    let controllers = tokio::spawn(crate::controllers::manager::run(
-        local,
-        Default::default(),
-        async {
-            let _ = controllers_stopped.await;
-        },
-    ));
+    let options = crate::controllers::manager::Options::default();
+    server.metrics.register(|r| options.metrics.register(r));
+    let local = kube::Client::new(
+        tower::ServiceBuilder::new()
+            .layer(ClientMetricsLayer::new(options.metrics.clone()))
+            .service(apiserver::local_router(server.clone())),
+        "default",
+    );
+    let controllers = tokio::spawn(crate::controllers::manager::run(local, options, async {
+        let _ = controllers_stopped.await;
+    }));
     let info = RunInfo {
         pid: std::process::id(),
         address: url,

@@ -42,6 +42,8 @@ pub const AUTHENTICATED: &str = "system:authenticated";
 pub const UNAUTHENTICATED: &str = "system:unauthenticated";
 /// Members of this group may do anything.
 pub const MASTERS: &str = "system:masters";
+/// The group allowed to read `/metrics` and the health endpoints.
+pub const MONITORING: &str = "system:monitoring";
 
 /// The roles and bindings in force, as stored.
 #[derive(Debug, Default)]
@@ -398,6 +400,14 @@ pub fn default_policy() -> Vec<Value> {
                 {"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]},
             ]),
         ),
+        // Who may scrape the API server, as kube-apiserver's bootstrap policy has it.
+        cluster_role(
+            "system:monitoring",
+            defaults.clone(),
+            json!([
+                {"nonResourceURLs": ["/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis", "/readyz", "/readyz/*"], "verbs": ["get"]},
+            ]),
+        ),
         cluster_role(
             "system:basic-user",
             defaults.clone(),
@@ -454,6 +464,7 @@ pub fn default_policy() -> Vec<Value> {
         binding("cluster-admin", "cluster-admin", &[MASTERS]),
         binding("system:discovery", "system:discovery", &[AUTHENTICATED]),
         binding("system:basic-user", "system:basic-user", &[AUTHENTICATED]),
+        binding("system:monitoring", "system:monitoring", &[MONITORING]),
         binding(
             "system:public-info-viewer",
             "system:public-info-viewer",

@@ -17,6 +17,7 @@ pub mod gc;
 pub mod handlers;
 pub mod lifecycle;
 pub mod managed;
+pub mod metrics;
 pub mod object;
 pub mod patch;
 pub mod portforward;
@@ -45,6 +46,7 @@ use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 use gc::Propagation;
@@ -94,6 +96,10 @@ pub struct ApiServer {
     system_wake: Arc<tokio::sync::Notify>,
     /// The ServiceAccount token key, once read from (or written to) the store.
     token_signer: tokio::sync::OnceCell<Arc<tokens::Signer>>,
+    /// What `/metrics` serves: this server's series, and whatever else runs beside it (the
+    /// embedded management cluster's controllers).
+    pub metrics: Arc<crate::metrics::Metrics>,
+    requests: metrics::ApiMetrics,
 }
 
 impl ApiServer {
@@ -103,7 +109,12 @@ impl ApiServer {
         store: Store,
         authorization: authz::Authorization,
     ) -> Result<Arc<ApiServer>, ApiError> {
+        let requests = metrics::ApiMetrics::default();
+        let served = Arc::new(crate::metrics::Metrics::default());
+        served.register(|r| requests.register(r, store.clone()));
         let server = Arc::new(ApiServer {
+            metrics: served,
+            requests,
             store,
             registry: builtin::registry(),
             admission: Default::default(),
@@ -721,12 +732,25 @@ async fn serve(State(server): State<Arc<ApiServer>>, req: Request) -> Response {
     let method = req.method().clone();
     let uri = req.uri().clone();
     let started = std::time::Instant::now();
-    let response = match route(&server, req).await {
+    let mut info = metrics::RequestInfo::default();
+    let response = match route(&server, req, &mut info).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
-    tracing::debug!(%method, %uri, status = response.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "request");
-    response
+    let code = response.status().as_u16();
+    tracing::debug!(%method, %uri, status = code, elapsed_ms = started.elapsed().as_millis() as u64, "request");
+    match server.requests.request_finished(&info, code, started) {
+        // The watch counts as open until its stream ends.
+        Some(open) => {
+            let (parts, body) = response.into_parts();
+            let body = body.into_data_stream().map(move |chunk| {
+                let _open = &open;
+                chunk
+            });
+            Response::from_parts(parts, Body::from_stream(body))
+        }
+        None => response,
+    }
 }
 
 /// The user of a request without a client certificate: a valid ServiceAccount or bootstrap
@@ -783,7 +807,11 @@ async fn service_account_user(server: &ApiServer, token: &str) -> Option<User> {
     })
 }
 
-async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
+async fn route(
+    server: &ApiServer,
+    req: Request,
+    info: &mut metrics::RequestInfo,
+) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
     let headers = req.headers().clone();
     let user = match req.extensions().get::<User>() {
@@ -808,6 +836,7 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
         },
     };
     let api_path = request::parse(&path);
+    info.user = Some(user.clone());
     match &api_path {
         Some(ApiPath::Resource(r)) => {
             let watch = handlers::flag(&handlers::parse_query(req.uri().query()), "watch");
@@ -817,6 +846,20 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
                 watch,
                 r.subresource.as_deref(),
             );
+            *info = metrics::RequestInfo {
+                verb: verb.to_string(),
+                group: r.group.clone(),
+                version: r.version.clone(),
+                resource: r.resource.clone(),
+                subresource: r.subresource.clone().unwrap_or_default(),
+                namespace: r.namespace.clone().unwrap_or_default(),
+                name: r.name.clone().unwrap_or_default(),
+                path: None,
+                user: info.user.take(),
+                apply: headers
+                    .get(http::header::CONTENT_TYPE)
+                    .is_some_and(|v| v.as_bytes().starts_with(b"application/apply-patch")),
+            };
             server.authorize(
                 &user,
                 verb,
@@ -829,11 +872,11 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
                 },
             )?;
         }
-        _ => server.authorize(
-            &user,
-            &authz::path_verb(req.method()),
-            &authz::Target::Path(&path),
-        )?,
+        _ => {
+            info.verb = authz::path_verb(req.method()).to_string();
+            info.path = Some(path.clone());
+            server.authorize(&user, &info.verb, &authz::Target::Path(&path))?
+        }
     }
     match path.as_str() {
         // What kube-apiserver lists at its root (clients probe it to check a connection).
@@ -854,6 +897,7 @@ async fn route(server: &ApiServer, req: Request) -> Result<Response, ApiError> {
             });
         }
         "/livez" => return Ok((StatusCode::OK, "ok").into_response()),
+        "/metrics" => return Ok(server.metrics.response()),
         "/version" => return Ok(axum::Json(discovery::version()).into_response()),
         "/openapi/v2" => return Ok(discovery::openapi_v2(&headers)),
         "/openapi/v3" => return Ok(discovery::openapi_v3_index(&server.registry)),

@@ -10,7 +10,9 @@ use crate::apiserver::admission::{Chain, webhook_router};
 use crate::apiserver::tls::{self, KeyPairPem};
 use crate::controllers::leader::LeaderElection;
 use crate::controllers::manager::{self, Options};
+use crate::controllers::metrics::{ClientMetricsLayer, ControllerMetrics};
 use crate::controllers::throttle::Throttle;
+use crate::metrics::Metrics;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -44,15 +46,30 @@ pub struct Args {
     /// Requests allowed at once above the average.
     #[arg(long, default_value_t = 30, value_name = "N")]
     kube_api_burst: u32,
+    /// Serve Prometheus metrics on /metrics, and /healthz and /readyz, at this address
+    /// (e.g. :8080 or 127.0.0.1:8080; 0: do not serve them).
+    #[arg(long, default_value = "0", value_name = "ADDR")]
+    metrics_bind_address: String,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let config = args.cluster.config().await?;
+        let controller_metrics = ControllerMetrics::new();
         let client = ClientBuilder::try_from(config)?
             .with_layer(&Throttle::new(args.kube_api_qps, args.kube_api_burst))
+            .with_layer(&ClientMetricsLayer::new(controller_metrics.clone()))
             .build();
+        if let Some(address) = metrics_address(&args.metrics_bind_address)? {
+            let metrics = Arc::new(Metrics::default());
+            metrics.register(|r| controller_metrics.register(r));
+            let listener = tokio::net::TcpListener::bind(address).await.map_err(|e| {
+                anyhow::anyhow!("--metrics-bind-address {}: {e}", args.metrics_bind_address)
+            })?;
+            eprintln!("Serving metrics on http://{address}/metrics");
+            tokio::spawn(serve_metrics(listener, metrics));
+        }
         if args.webhook_port != 0 {
             let server = webhook_server(&args).await?;
             eprintln!("Serving admission webhooks on :{}", args.webhook_port);
@@ -61,6 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let options = Options {
             concurrency: args.concurrency,
             providers: args.providers.clone(),
+            metrics: controller_metrics.clone(),
         };
         let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let signalled = async move {
@@ -70,6 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         };
         if !args.leader_elect {
+            controller_metrics.set_leader(LEASE, true);
             eprintln!("Running the controllers");
             manager::run(client, options, signalled).await;
             return Ok(());
@@ -78,16 +97,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let election = LeaderElection::new(
             client.clone(),
             &args.leader_election_namespace,
-            "controller-leader-election-capictl",
+            LEASE,
             &identity,
             Duration::from_secs(args.leader_elect_lease_duration.max(1)),
         );
-        eprintln!("Waiting to lead (Lease {}/controller-leader-election-capictl)", args.leader_election_namespace);
+        controller_metrics.set_leader(LEASE, false);
+        eprintln!("Waiting to lead (Lease {}/{LEASE})", args.leader_election_namespace);
         tokio::pin!(signalled);
         tokio::select! {
             _ = election.acquire() => {}
             _ = &mut signalled => return Ok(()),
         }
+        controller_metrics.set_leader(LEASE, true);
         eprintln!("Leading as {identity}; running the controllers");
         let holder = election.clone();
         let lost = async move { holder.hold().await };
@@ -101,9 +122,48 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         let _ = stop_tx.send(());
         let _ = run.await;
+        controller_metrics.set_leader(LEASE, false);
         election.release().await;
         outcome
     })
+}
+
+/// The leader election Lease, named as the metrics name it.
+const LEASE: &str = "controller-leader-election-capictl";
+
+/// Where `--metrics-bind-address` says to listen: `None` for "0"; a bare `:port` is every
+/// address, as controller-runtime reads it.
+fn metrics_address(flag: &str) -> anyhow::Result<Option<std::net::SocketAddr>> {
+    if flag == "0" {
+        return Ok(None);
+    }
+    let full = match flag.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => flag.to_string(),
+    };
+    full.parse().map(Some).map_err(|_| {
+        anyhow::anyhow!(
+            "--metrics-bind-address {flag:?} is not an address: give host:port, :port, or 0 to serve no metrics"
+        )
+    })
+}
+
+/// Serves /metrics, /healthz and /readyz over plain HTTP, as controller-runtime's metrics and
+/// health servers do.
+async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
+    let router = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let metrics = metrics.clone();
+                async move { metrics.response() }
+            }),
+        )
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route("/readyz", axum::routing::get(|| async { "ok" }));
+    if let Err(e) = axum::serve(listener, router).await {
+        tracing::warn!(error = %e, "the metrics server stopped");
+    }
 }
 
 /// The admission webhook server, ready to run: the certificate is read and the port bound

@@ -214,7 +214,11 @@ async fn plan(args: PlanArgs) -> anyhow::Result<()> {
         })
         .into());
     }
-    let ctx = crate::controllers::Context::new(client, None);
+    let ctx = crate::controllers::Context::new(
+        client,
+        None,
+        crate::controllers::metrics::ControllerMetrics::new(),
+    );
     let mut out = std::io::stdout().lock();
     for value in clusters {
         let cluster: Cluster = serde_json::from_value(value)?;

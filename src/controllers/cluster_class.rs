@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use kube::api::{Api, ResourceExt};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 
 use super::common;
 use super::runtime::Wiring;
@@ -155,10 +154,7 @@ pub fn ref_versions_condition(
 }
 
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = Controller::new(
-        Api::<ClusterClass>::all(w.client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = w.controller::<ClusterClass>("clusterclass");
     w.run("clusterclass", controller, reconcile)
 }
 

@@ -19,7 +19,6 @@ use serde_json::json;
 
 use super::common;
 use futures::future::BoxFuture;
-use kube::runtime::{Controller, watcher};
 
 use super::runtime::Wiring;
 use super::{Context, Error, Result, StepContext};
@@ -263,10 +262,7 @@ enum Progress {
 
 /// The KubeadmConfig controller: KubeadmConfigs.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = Controller::new(
-        Api::<KubeadmConfig>::all(w.client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = w.controller::<KubeadmConfig>("kubeadmconfig");
     w.run("kubeadmconfig", controller, reconcile)
 }
 

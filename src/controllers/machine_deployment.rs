@@ -14,7 +14,7 @@ use serde_json::json;
 use super::common;
 use super::mdutil::{scaled, template_differences, template_hash};
 use futures::future::BoxFuture;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::watcher;
 
 use super::runtime::Wiring;
 use super::{Context, Error, Result, StepContext};
@@ -207,14 +207,11 @@ impl Rollout {
 
 /// The MachineDeployment controller: MachineDeployments, woken by their MachineSets.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = Controller::new(
-        Api::<MachineDeployment>::all(w.client.clone()),
-        watcher::Config::default(),
-    )
-    .owns(
+    let controller = w.controller::<MachineDeployment>("machinedeployment").owns(
         Api::<MachineSet>::all(w.client.clone()),
         watcher::Config::default(),
     );
+    w.ctx.metrics.state.add(controller.store());
     w.run("machinedeployment", controller, reconcile)
 }
 

@@ -17,7 +17,6 @@ use super::common;
 use super::machines::set_machine_conditions;
 use super::mdutil::scaled;
 use futures::future::BoxFuture;
-use kube::runtime::{Controller, watcher};
 
 use super::runtime::Wiring;
 use super::{Context, Error, Result, StepContext};
@@ -233,10 +232,8 @@ struct Findings<'a> {
 /// The MachineHealthCheck controller: MachineHealthChecks, which look again every few seconds
 /// (Node changes are read from the workload clusters' Node caches).
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = Controller::new(
-        Api::<MachineHealthCheck>::all(w.client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = w.controller::<MachineHealthCheck>("machinehealthcheck");
+    w.ctx.metrics.state.add(controller.store());
     w.run("machinehealthcheck", controller, reconcile)
 }
 

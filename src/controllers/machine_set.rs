@@ -20,7 +20,6 @@ use super::common;
 use super::external::clone_template;
 use super::machines::{aggregate, condition_of, selector_string};
 use futures::future::BoxFuture;
-use kube::runtime::{Controller, watcher};
 
 use super::runtime::{Wiring, controllers_of};
 use super::{Context, Error, Result, StepContext};
@@ -241,11 +240,10 @@ impl Scope {
 
 /// The MachineSet controller: MachineSets, woken by changes of the Machines they control.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = Controller::new(
-        Api::<MachineSet>::all(w.client.clone()),
-        watcher::Config::default(),
-    )
-    .reconcile_on(controllers_of(w.ctx.machines().changes()));
+    let controller = w
+        .controller::<MachineSet>("machineset")
+        .reconcile_on(controllers_of(w.ctx.machines().changes()));
+    w.ctx.metrics.state.add(controller.store());
     w.run("machineset", controller, reconcile)
 }
 

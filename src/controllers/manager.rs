@@ -15,6 +15,7 @@ use kube::api::Api;
 use kube::runtime::controller;
 
 use super::Context;
+use super::metrics::ControllerMetrics;
 use super::runtime::Wiring;
 use crate::api::CrdSet;
 use crate::providers::docker::{self, DockerProvider};
@@ -29,6 +30,8 @@ pub struct Options {
     /// Run only these providers' controllers (by provider label, e.g. `cluster-api`,
     /// `bootstrap-kubeadm`); all installed ones when empty.
     pub providers: Vec<String>,
+    /// Where the controllers' series go; the caller registers them where it serves metrics.
+    pub metrics: Arc<ControllerMetrics>,
 }
 
 impl Options {
@@ -42,6 +45,7 @@ impl Default for Options {
         Options {
             concurrency: 10,
             providers: Vec::new(),
+            metrics: ControllerMetrics::new(),
         }
     }
 }
@@ -162,12 +166,17 @@ pub async fn run(
         in_memory: workloads.clone(),
         network: NetworkEtcd::new(client.clone()),
     };
-    let ctx = Context::new(client.clone(), Some(Arc::new(etcd) as Arc<dyn EtcdClients>));
+    let ctx = Context::new(
+        client.clone(),
+        Some(Arc::new(etcd) as Arc<dyn EtcdClients>),
+        options.metrics.clone(),
+    );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let wiring = Wiring {
         client: client.clone(),
         ctx,
         config: config(&options),
+        concurrency: options.concurrency,
         stop: stop_rx,
     };
     let contexts = ProviderContexts {

@@ -20,8 +20,10 @@ pub mod machine_set;
 pub mod machines;
 pub mod manager;
 pub mod mdutil;
+pub mod metrics;
 pub mod runtime;
 pub mod secrets;
+pub mod state_metrics;
 pub mod throttle;
 pub mod topology;
 
@@ -49,14 +51,21 @@ pub struct Context {
     /// The workload clusters' etcd, for the control plane provider; None when no
     /// infrastructure provider can reach it.
     pub etcd: Option<Arc<dyn EtcdClients>>,
+    /// The controllers' series (reconciles, queues, client requests).
+    pub metrics: Arc<metrics::ControllerMetrics>,
     machines: std::sync::OnceLock<Cache<crate::api::Machine>>,
     clusters: std::sync::OnceLock<Cache<crate::api::Cluster>>,
 }
 
 impl Context {
-    pub fn new(client: Client, etcd: Option<Arc<dyn EtcdClients>>) -> Arc<Context> {
+    pub fn new(
+        client: Client,
+        etcd: Option<Arc<dyn EtcdClients>>,
+        metrics: Arc<metrics::ControllerMetrics>,
+    ) -> Arc<Context> {
         Arc::new(Context {
             etcd,
+            metrics,
             external: external::Resolver::new(client.clone()),
             workloads: WorkloadClusters::new(client.clone()),
             backoff: Backoff::default(),

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, controller, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use super::metrics::{ControllerMetrics, Outcome, queue_key};
 use super::{Context, error_policy};
 use crate::api::Cluster;
 
@@ -40,6 +41,8 @@ pub struct Wiring {
     pub client: Client,
     pub ctx: Arc<Context>,
     pub(super) config: controller::Config,
+    /// Reconciles of one controller at a time (what `config` holds, for the metrics).
+    pub(super) concurrency: u16,
     pub(super) stop: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -50,6 +53,28 @@ impl Wiring {
         async move {
             let _ = rx.wait_for(|s| *s).await;
         }
+    }
+
+    /// A controller of every object of kind `K`, woken by each change of one; the changes are
+    /// counted into the work queue metrics of the controller `name` (which [`Wiring::run`]
+    /// must be given too).
+    pub fn controller<K: Watched>(&self, name: &'static str) -> Controller<K> {
+        let queue = self.ctx.metrics.queue(name);
+        let (reader, writer) = reflector::store();
+        let changes = watcher(
+            Api::<K>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .reflect(writer)
+        .inspect(move |event| match event {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                queue.changed(queue_key(o.meta()))
+            }
+            Ok(watcher::Event::Delete(o)) => queue.deleted(&queue_key(o.meta())),
+            _ => {}
+        })
+        .applied_objects();
+        Controller::for_stream(changes, reader)
     }
 
     /// The manager's limits (concurrency, debounce) and its stop signal, on a controller, and
@@ -107,12 +132,16 @@ impl Wiring {
         Fut: Future<Output = Result<controller::Action, super::Error>> + Send + 'static,
     {
         let reconcile = Arc::new(reconcile);
+        self.ctx.metrics.set_max_concurrent(name, self.concurrency);
         let stream = self.limited(controller).run(
             move |o, c| {
                 let reconcile = reconcile.clone();
-                async move { tracked(o, c, |o, c| reconcile(o, c)).await }
+                async move { tracked(name, o, c, |o, c| reconcile(o, c)).await }
             },
-            error_policy,
+            move |o, e, c: Arc<Context>| {
+                c.metrics.retried(name);
+                error_policy(o, e, c)
+            },
             self.ctx.clone(),
         );
         drive(name, stream).boxed()
@@ -129,12 +158,24 @@ impl Wiring {
     where
         K: Watched,
         C: Send + Sync + 'static,
-        F: FnMut(Arc<K>, Arc<C>) -> Fut + Send + 'static,
+        F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<controller::Action, super::Error>> + Send + 'static,
     {
-        let stream = self
-            .limited(controller)
-            .run(reconcile, provider_error_policy, ctx);
+        let metrics = self.ctx.metrics.clone();
+        metrics.set_max_concurrent(name, self.concurrency);
+        let retries = metrics.clone();
+        let reconcile = Arc::new(reconcile);
+        let stream = self.limited(controller).run(
+            move |o, c| {
+                let (reconcile, metrics) = (reconcile.clone(), metrics.clone());
+                async move { measured(&metrics, name, o, |o| reconcile(o, c)).await }
+            },
+            move |o, e, c| {
+                retries.retried(name);
+                provider_error_policy(o, e, c)
+            },
+            ctx,
+        );
         drive(name, stream).boxed()
     }
 }
@@ -161,20 +202,44 @@ where
 
 /// Runs a reconcile and clears the object's failure backoff when it succeeds.
 async fn tracked<K, F, Fut>(
+    name: &'static str,
     object: Arc<K>,
     ctx: Arc<Context>,
     reconcile: F,
-) -> Result<kube::runtime::controller::Action, super::Error>
+) -> Result<controller::Action, super::Error>
 where
     K: Resource<DynamicType = ()>,
     F: FnOnce(Arc<K>, Arc<Context>) -> Fut,
-    Fut: Future<Output = Result<kube::runtime::controller::Action, super::Error>>,
+    Fut: Future<Output = Result<controller::Action, super::Error>>,
 {
     let key = super::object_key(object.as_ref());
-    let result = reconcile(object, ctx.clone()).await;
+    let metrics = ctx.metrics.clone();
+    let result = measured(&metrics, name, object, |o| reconcile(o, ctx.clone())).await;
     if result.is_ok() {
         ctx.backoff.succeeded(&key);
     }
+    result
+}
+
+/// Runs a reconcile, recording it in the controller's series.
+async fn measured<K, F, Fut>(
+    metrics: &ControllerMetrics,
+    name: &'static str,
+    object: Arc<K>,
+    reconcile: F,
+) -> Result<controller::Action, super::Error>
+where
+    K: Resource,
+    F: FnOnce(Arc<K>) -> Fut,
+    Fut: Future<Output = Result<controller::Action, super::Error>>,
+{
+    let running = metrics.reconcile_started(name, &queue_key(object.meta()));
+    let result = reconcile(object).await;
+    running.finished(match &result {
+        Err(_) => Outcome::Error,
+        Ok(action) if *action == controller::Action::await_change() => Outcome::Success,
+        Ok(_) => Outcome::RequeueAfter,
+    });
     result
 }
 

@@ -12,6 +12,8 @@ pub mod local;
 
 pub use etcd::EtcdTls;
 
+use super::metrics::StoreWrites;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::path::Path;
@@ -109,6 +111,7 @@ struct Shared {
     channels: Mutex<HashMap<String, broadcast::Sender<Arc<Event>>>>,
     /// The latest published revision, for writers waiting to read their own writes.
     published: watch::Sender<u64>,
+    writes: StoreWrites,
 }
 
 impl Shared {
@@ -122,6 +125,7 @@ impl Shared {
             }),
             channels: Mutex::new(HashMap::new()),
             published: watch::channel(revision).0,
+            writes: StoreWrites::default(),
         })
     }
 
@@ -370,9 +374,31 @@ impl Store {
     }
 
     async fn write(&self, op: Op) -> Result<Arc<Event>, StoreError> {
-        match &self.backend {
+        let started = std::time::Instant::now();
+        let (operation, key) = match &op {
+            Op::Create { key, .. } => ("create", key.clone()),
+            Op::Update { key, .. } => ("update", key.clone()),
+            Op::Delete { key, .. } => ("delete", key.clone()),
+        };
+        let written = match &self.backend {
             Backend::Local(writer) => writer.write(op).await,
             Backend::Etcd(etcd) => etcd.write(&self.shared, op).await,
+        };
+        if written.is_ok() {
+            self.shared.writes.committed(operation, &key, started);
+        }
+        written
+    }
+
+    /// How long writes take to commit.
+    pub fn writes(&self) -> &StoreWrites {
+        &self.shared.writes
+    }
+
+    /// Calls `f` with every stored key, in order.
+    pub fn for_each_key(&self, mut f: impl FnMut(&str)) {
+        for key in self.shared.state.read().unwrap().objects.keys() {
+            f(key);
         }
     }
 

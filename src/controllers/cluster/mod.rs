@@ -23,7 +23,7 @@ use std::future::ready;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::watcher;
 
 use super::runtime::{Wiring, cluster_of};
 use super::{Context, Result, StepContext};
@@ -150,16 +150,15 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
         .machines()
         .changes()
         .filter_map(|m| ready(cluster_of(m.as_ref(), &m.spec.cluster_name)));
-    let controller = Controller::new(
-        Api::<Cluster>::all(w.client.clone()),
-        watcher::Config::default(),
-    )
-    .reconcile_on(machines)
-    .watches(
-        Api::<MachineDeployment>::all(w.client.clone()),
-        watcher::Config::default(),
-        |m| cluster_of(&m, &m.spec.cluster_name),
-    );
+    let controller = w
+        .controller::<Cluster>("cluster")
+        .reconcile_on(machines)
+        .watches(
+            Api::<MachineDeployment>::all(w.client.clone()),
+            watcher::Config::default(),
+            |m| cluster_of(&m, &m.spec.cluster_name),
+        );
+    w.ctx.metrics.state.add(controller.store());
     w.run("cluster", controller, reconcile)
 }
 

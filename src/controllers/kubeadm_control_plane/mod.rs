@@ -25,7 +25,6 @@ use super::common;
 use super::common::machine_condition_true as is_true;
 use super::machines::node_name;
 use futures::future::BoxFuture;
-use kube::runtime::{Controller, watcher};
 
 use super::runtime::{Wiring, controllers_of};
 use super::{Context, Result, StepContext};
@@ -217,11 +216,10 @@ fn cluster_ready(cluster: &Cluster) -> bool {
 
 /// The KubeadmControlPlane controller: KubeadmControlPlanes, woken by changes of their Machines.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = Controller::new(
-        Api::<KubeadmControlPlane>::all(w.client.clone()),
-        watcher::Config::default(),
-    )
-    .reconcile_on(controllers_of(w.ctx.machines().changes()));
+    let controller = w
+        .controller::<KubeadmControlPlane>("kubeadmcontrolplane")
+        .reconcile_on(controllers_of(w.ctx.machines().changes()));
+    w.ctx.metrics.state.add(controller.store());
     w.run("kubeadmcontrolplane", controller, reconcile)
 }
 

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use super::common;
 use super::external::{self, initialization_flag};
 use futures::future::BoxFuture;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::watcher;
 
 use super::runtime::Wiring;
 use super::{Context, Result, StepContext};
@@ -83,10 +83,7 @@ async fn adopt(
 /// workers waiting to look for their Node, by their Cluster's control plane becoming
 /// initialized.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = Controller::new(
-        Api::<Machine>::all(w.client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = w.controller::<Machine>("machine");
     let cache = controller.store();
     let controller = controller
         .watches(
@@ -98,6 +95,7 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
             w.ctx.workloads.node_changes(),
             cache,
         ));
+    w.ctx.metrics.state.add_machines(controller.store());
     w.run("machine", controller, reconcile)
 }
 
@@ -157,6 +155,18 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
     // Status, computed once from what this reconcile gathered.
     let (status, available_wait) = status::compute(&machine, paused, &providers, &node, up_to_date);
     common::write_status(&api, &machine.name_any(), machine.status.as_ref(), &status).await?;
+    let ready = |s: Option<&api::machine::MachineStatus>| {
+        crate::conditions::is_true(
+            s.and_then(|s| s.conditions.as_deref()).unwrap_or_default(),
+            crate::conditions::types::READY,
+        )
+    };
+    if !ready(machine.status.as_ref())
+        && ready(Some(&status))
+        && let Some(created) = &machine.metadata.creation_timestamp
+    {
+        ctx.metrics.machine_ready(created);
+    }
     let requeue = available_wait.map_or(node.requeue(), |w| node.requeue().min(w));
     Ok(Action::requeue(requeue))
 }

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -48,10 +48,7 @@ use desired::{Blueprint, Current, DeploymentNow, Desired};
 use versions::ControlPlaneNow;
 
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = Controller::new(
-        Api::<Cluster>::all(w.client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = w.controller::<Cluster>("topology");
     let clusters = controller.store();
     // A class's change wakes the Clusters of that class.
     let of_class = move |class: ClusterClass| {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use kube::Client;
 use kube::api::Api;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::watcher;
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::Resource;
@@ -201,12 +201,8 @@ fn containers<C: DockerBackedCluster>(
     ctx: Arc<DockerProvider>,
     names: [&'static str; 2],
 ) -> Vec<BoxFuture<'static, ()>> {
-    let clusters = Controller::new(Api::<C>::all(w.client.clone()), watcher::Config::default());
-    let machines = Controller::new(
-        Api::<C::Machine>::all(w.client.clone()),
-        watcher::Config::default(),
-    )
-    .watches(
+    let clusters = w.controller::<C>(names[0]);
+    let machines = w.controller::<C::Machine>(names[1]).watches(
         Api::<Machine>::all(w.client.clone()),
         watcher::Config::default(),
         crate::controllers::runtime::infrastructure_machine_of::<C::Machine>,

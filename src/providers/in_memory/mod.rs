@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -268,13 +268,12 @@ fn simulations<C: SimulatedCluster, M: SimulatedMachine>(
     ctx: Arc<InMemory>,
     names: [&'static str; 2],
 ) -> Vec<BoxFuture<'static, ()>> {
-    let clusters = Controller::new(Api::<C>::all(w.client.clone()), watcher::Config::default());
-    let machines = Controller::new(Api::<M>::all(w.client.clone()), watcher::Config::default())
-        .watches(
-            Api::<Machine>::all(w.client.clone()),
-            watcher::Config::default(),
-            crate::controllers::runtime::infrastructure_machine_of::<M>,
-        );
+    let clusters = w.controller::<C>(names[0]);
+    let machines = w.controller::<M>(names[1]).watches(
+        Api::<Machine>::all(w.client.clone()),
+        watcher::Config::default(),
+        crate::controllers::runtime::infrastructure_machine_of::<M>,
+    );
     vec![
         stop_removed_workloads::<C>(w.client.clone(), ctx.workloads.clone()),
         w.run_with(names[0], clusters, reconcile_cluster::<C>, ctx.clone()),
