@@ -657,5 +657,6 @@ fn from_builtin(b: &Builtin) -> Resource {
         tracks_generation: b.generation,
         storage_version: b.version.into(),
         crd_name: None,
+        storage_group: super::events::storage_group(b.group, b.plural),
     }
 }

@@ -281,7 +281,8 @@ impl Call<'_> {
                 .unwrap_or_default(),
             |f| f == "metadata.name" || f == "metadata.namespace" || own.contains(&f),
         )
-        .map_err(ApiError::bad_request)?;
+        .map_err(ApiError::bad_request)?
+        .renamed(|f| super::events::stored_field(&self.resource, f));
         Ok((labels, fields))
     }
 

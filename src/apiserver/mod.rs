@@ -12,6 +12,7 @@ pub mod builtin;
 pub mod cel;
 pub mod defaults;
 pub mod discovery;
+pub mod events;
 pub mod eviction;
 pub mod gc;
 pub mod handlers;

@@ -69,6 +69,7 @@ pub fn name_of(object: &Value) -> &str {
 /// API version.
 pub fn present(resource: &Resource, record: &Record, revision: u64) -> Value {
     let mut object = record.value.clone();
+    super::events::to_view(resource, &mut object);
     object["apiVersion"] = json!(resource.api_version());
     object["kind"] = json!(resource.kind);
     metadata_mut(&mut object).insert("resourceVersion".into(), json!(revision.to_string()));
@@ -111,6 +112,7 @@ pub fn prepare_create(
         ));
     }
     check_type(resource, object)?;
+    super::events::to_stored(resource, object);
     object["apiVersion"] = json!(resource.api_version());
     object["kind"] = json!(resource.kind);
     let meta = metadata_mut(object);
@@ -228,6 +230,7 @@ pub fn prepare_update(
         ));
     }
     check_type(resource, new)?;
+    super::events::to_stored(resource, new);
     new["apiVersion"] = json!(resource.api_version());
     new["kind"] = json!(resource.kind);
     let old_meta = old["metadata"].as_object().cloned().unwrap_or_default();

@@ -91,6 +91,9 @@ pub struct Resource {
     pub storage_version: String,
     /// The CRD this resource comes from, if any.
     pub crd_name: Option<String>,
+    /// The group whose keys hold this resource's objects, when not its own (the
+    /// `events.k8s.io` Events are core Events, [`super::events`]).
+    pub storage_group: Option<String>,
 }
 
 impl Resource {
@@ -108,11 +111,8 @@ impl Resource {
 
     /// The key prefix of every object of this resource.
     pub fn prefix(&self) -> String {
-        let group = if self.group.is_empty() {
-            "core"
-        } else {
-            &self.group
-        };
+        let group = self.storage_group.as_deref().unwrap_or(&self.group);
+        let group = if group.is_empty() { "core" } else { group };
         format!("/registry/{group}/{}/", self.plural)
     }
 
@@ -340,6 +340,7 @@ pub fn resources_of_crd(crd: &Value) -> Vec<Arc<Resource>> {
                 tracks_generation: true,
                 storage_version: storage_version.clone(),
                 crd_name: Some(name.to_string()),
+                storage_group: None,
             })
         })
         .collect()

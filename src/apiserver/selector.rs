@@ -277,6 +277,17 @@ pub fn field_labels(group: &str, plural: &str) -> &'static [&'static str] {
 }
 
 impl FieldSelector {
+    /// The same selector over other field names (a view's fields as they are stored).
+    pub fn renamed(self, stored: impl Fn(&str) -> String) -> FieldSelector {
+        FieldSelector {
+            terms: self
+                .terms
+                .into_iter()
+                .map(|(field, equal, value)| (stored(&field), equal, value))
+                .collect(),
+        }
+    }
+
     /// Parses a selector; `allowed` says which field paths the resource supports.
     pub fn parse(text: &str, allowed: impl Fn(&str) -> bool) -> Result<FieldSelector, String> {
         let mut terms = Vec::new();
