@@ -1544,7 +1544,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__manager)
-            opts="-v -h -V --kubeconfig --kubeconfig-context --leader-elect --leader-election-namespace --leader-elect-lease-duration --providers --concurrency --webhook-port --webhook-cert-dir --kube-api-qps --kube-api-burst --verbose --help --version"
+            opts="-v -h -V --kubeconfig --kubeconfig-context --leader-elect --leader-election-namespace --leader-elect-lease-duration --providers --concurrency --webhook-port --webhook-cert-dir --kube-api-qps --kube-api-burst --metrics-bind-address --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1591,6 +1591,10 @@ _capictl() {
                     return 0
                     ;;
                 --kube-api-burst)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-bind-address)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

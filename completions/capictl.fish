@@ -290,6 +290,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand manager" -l webhook-port
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l webhook-cert-dir -d 'Where the webhook serving certificate is (tls.crt, tls.key)' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kube-api-qps -d 'Average requests per second to the API server' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kube-api-burst -d 'Requests allowed at once above the average' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l metrics-bind-address -d 'Serve Prometheus metrics on /metrics, and /healthz and /readyz, at this address (e.g. :8080 or 127.0.0.1:8080; 0: do not serve them)' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s V -l version -d 'Print version'

@@ -2225,3 +2225,240 @@ fn a_protected_cluster_is_not_deleted_until_the_protection_is_lifted() {
         "--wait=false",
     ]);
 }
+
+/// The embedded management cluster's `/metrics`, parsed.
+fn scrape(m: &Management) -> common::prometheus::Scrape {
+    common::prometheus::Scrape::parse(&m.kubectl(&["get", "--raw", "/metrics"]))
+}
+
+/// Waits until `check` holds, polling every half second.
+fn eventually(what: &str, seconds: u64, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(seconds);
+    while !check() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not in {seconds}s"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The reasons of the core Events about `kind`/`name`, as `kubectl get events` lists them.
+fn event_reasons(m: &Management, kind: &str, name: &str) -> Vec<String> {
+    let selector = format!("involvedObject.kind={kind},involvedObject.name={name}");
+    let list: serde_json::Value = serde_json::from_str(&m.kubectl(&[
+        "get",
+        "events",
+        "-n",
+        "default",
+        "--field-selector",
+        &selector,
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn a_clusters_life_shows_in_metrics_and_events() {
+    let m = Management::up();
+    let kubeconfig = m.kubeconfig().display().to_string();
+    let init = capictl(&[
+        "init",
+        "--infrastructure",
+        "in-memory",
+        "--wait-providers",
+        "--kubeconfig",
+        &kubeconfig,
+    ]);
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    let before = scrape(&m);
+
+    m.apply_in_memory_cluster("obs", 1);
+    m.kubectl(&[
+        "wait",
+        "--for=condition=Available",
+        "cluster/obs",
+        "--timeout=120s",
+    ]);
+    let up = scrape(&m);
+    // The controllers reconciled and their queues moved.
+    for controller in ["cluster", "machine", "machineset", "kubeadmcontrolplane"] {
+        let labels = [("controller", controller)];
+        assert!(
+            up.sum("controller_runtime_reconcile_total", &labels)
+                > before.sum("controller_runtime_reconcile_total", &labels),
+            "{controller} reconciled nothing"
+        );
+        assert!(
+            up.sum("controller_runtime_reconcile_time_seconds_count", &labels) > 0.0,
+            "{controller}"
+        );
+        assert!(up.sum("workqueue_adds_total", &[("name", controller)]) > 0.0);
+    }
+    assert_eq!(
+        up.sum(
+            "controller_runtime_max_concurrent_reconciles",
+            &[("controller", "machine")]
+        ),
+        10.0
+    );
+    // The API server counted the Machines' creation, and its client the controllers' calls.
+    let created = [("verb", "POST"), ("resource", "machines"), ("code", "201")];
+    assert!(
+        up.sum("apiserver_request_total", &created)
+            >= before.sum("apiserver_request_total", &created) + 2.0
+    );
+    assert!(
+        up.sum(
+            "apiserver_request_duration_seconds_count",
+            &[("resource", "machines")]
+        ) > 0.0
+    );
+    assert!(up.sum("apiserver_longrunning_requests", &[("verb", "WATCH")]) > 0.0);
+    assert!(up.sum("rest_client_requests_total", &[("method", "PATCH")]) > 0.0);
+    assert!(
+        up.sum(
+            "etcd_request_duration_seconds_count",
+            &[("operation", "create")]
+        ) > 0.0
+    );
+    assert_eq!(
+        up.sum(
+            "apiserver_storage_objects",
+            &[("resource", "machines.cluster.x-k8s.io")]
+        ),
+        2.0
+    );
+    // Cluster API's state, as kube-state-metrics would show it.
+    assert_eq!(
+        up.sum(
+            "capi_cluster_status_phase",
+            &[("name", "obs"), ("phase", "Provisioned")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        up.sum(
+            "capi_cluster_status_condition",
+            &[("name", "obs"), ("type", "Available"), ("status", "True")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        up.sum("capi_machine_status_phase", &[("phase", "Running")]),
+        2.0
+    );
+    assert_eq!(
+        up.sum(
+            "capi_kubeadmcontrolplane_status_ready_replicas",
+            &[("name", "obs-control-plane")]
+        ),
+        1.0
+    );
+    assert!(up.sum("capi_machine_creation_to_ready_seconds_count", &[]) >= 2.0);
+
+    // Scaled: the new replica count shows, and the MachineDeployment says what it did.
+    m.kubectl(&["scale", "machinedeployment", "obs-md-0", "--replicas=2"]);
+    eventually("the second worker Running", 90, || {
+        scrape(&m).sum(
+            "capi_machinedeployment_status_ready_replicas",
+            &[("name", "obs-md-0")],
+        ) == 2.0
+    });
+    assert!(event_reasons(&m, "MachineDeployment", "obs-md-0").contains(&"SuccessfulScale".into()));
+    let set = m.kubectl(&[
+        "get",
+        "machinesets",
+        "-l",
+        "cluster.x-k8s.io/deployment-name=obs-md-0",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
+    assert!(event_reasons(&m, "MachineSet", &set).contains(&"SuccessfulCreate".into()));
+
+    // Remediated: a worker marked for remediation is replaced, and the story is told.
+    m.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(
+            r#"apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineHealthCheck
+metadata:
+  name: obs-workers
+  namespace: default
+spec:
+  clusterName: obs
+  selector:
+    matchLabels:
+      cluster.x-k8s.io/deployment-name: obs-md-0
+  checks:
+    unhealthyNodeConditions:
+    - type: Ready
+      status: "False"
+      timeoutSeconds: 300
+"#,
+        ),
+    );
+    let victim = m.kubectl(&[
+        "get",
+        "machines",
+        "-l",
+        "cluster.x-k8s.io/deployment-name=obs-md-0",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
+    m.kubectl(&[
+        "annotate",
+        "machine",
+        &victim,
+        "cluster.x-k8s.io/remediate-machine=",
+    ]);
+    eventually("the marked Machine replaced", 90, || {
+        let names = m.kubectl(&[
+            "get",
+            "machines",
+            "-l",
+            "cluster.x-k8s.io/deployment-name=obs-md-0",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ]);
+        !names.contains(&victim) && names.split_whitespace().count() == 2
+    });
+    assert!(event_reasons(&m, "Machine", &victim).contains(&"MachineMarkedUnhealthy".into()));
+    assert!(event_reasons(&m, "MachineSet", &set).contains(&"SuccessfulDelete".into()));
+
+    // Deleted: the Cluster's own Events say what went, and `kubectl describe` shows them.
+    m.kubectl(&["delete", "cluster", "obs", "--timeout=90s"]);
+    let reasons = event_reasons(&m, "Cluster", "obs");
+    assert!(reasons.contains(&"SuccessfulDelete".into()), "{reasons:?}");
+    assert!(reasons.contains(&"Deleted".into()), "{reasons:?}");
+    // The same Events through the events.k8s.io view, as kube-runtime's recorder wrote them.
+    let notes = m.kubectl(&[
+        "get",
+        "events.events.k8s.io",
+        "-n",
+        "default",
+        "--field-selector",
+        "regarding.name=obs,regarding.kind=Cluster",
+        "-o",
+        "jsonpath={.items[*].note}",
+    ]);
+    assert!(
+        notes.contains("Deleting MachineDeployment \"obs-md-0\""),
+        "{notes}"
+    );
+    let listed = m.kubectl(&["get", "events", "-n", "default"]);
+    assert!(listed.contains("machinedeployment/obs-md-0"), "{listed}");
+    assert!(listed.contains("Scaled up MachineSet"), "{listed}");
+    let after = scrape(&m);
+    assert_eq!(
+        after.sum("capi_cluster_status_phase", &[("name", "obs")]),
+        0.0
+    );
+}

@@ -12,6 +12,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::common;
+use super::events::Severity;
 use super::mdutil::{scaled, template_differences, template_hash};
 use futures::future::BoxFuture;
 use kube::runtime::watcher;
@@ -205,14 +206,17 @@ impl Rollout {
     }
 }
 
+/// The controller's name, in its metrics and as its Events' reporter.
+const CONTROLLER: &str = "machinedeployment";
+
 /// The MachineDeployment controller: MachineDeployments, woken by their MachineSets.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = w.controller::<MachineDeployment>("machinedeployment").owns(
+    let controller = w.controller::<MachineDeployment>(CONTROLLER).owns(
         Api::<MachineSet>::all(w.client.clone()),
         watcher::Config::default(),
     );
     w.ctx.metrics.state.add(controller.store());
-    w.run("machinedeployment", controller, reconcile)
+    w.run(CONTROLLER, controller, reconcile)
 }
 
 pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<Action> {
@@ -258,11 +262,11 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
     // Phases.
     let rollout = Rollout::of(&md);
     let mut sets = scope.sets.clone();
-    let new_set = sync_machine_sets(&md, &scope, &rollout, &mut sets)
+    let new_set = sync_machine_sets(&ctx, &md, &scope, &rollout, &mut sets)
         .await
         .step("rolling out the MachineSets")?;
     if let Some(new_set) = &new_set {
-        delete_empty_old_sets(&scope, &rollout, new_set, &sets)
+        delete_empty_old_sets(&ctx, &md, &scope, &rollout, new_set, &sets)
             .await
             .step("deleting old MachineSets")?;
         let revision = revision(new_set).to_string();
@@ -310,6 +314,7 @@ async fn reconcile_delete(md: &MachineDeployment, scope: &Scope) -> Result<Actio
 /// the rollout strategy. Takes the new set out of `sets`, leaving the old ones; returns it
 /// (none while the rollout is paused and no set has the current template).
 async fn sync_machine_sets(
+    ctx: &Context,
     md: &MachineDeployment,
     scope: &Scope,
     rollout: &Rollout,
@@ -324,14 +329,18 @@ async fn sync_machine_sets(
         None if rollout.paused => return Ok(None),
         None => {
             let next_revision = sets.iter().map(revision).max().unwrap_or(0) + 1;
-            create_set(
+            let created = create_set(
                 &scope.sets_api,
                 md,
                 next_revision,
                 rollout.desired,
                 rollout.max_surge,
             )
-            .await?
+            .await?;
+            let note = format!("Created MachineSet {:?}", created.name_any());
+            ctx.events
+                .publish(CONTROLLER, md, Severity::Normal, "SuccessfulCreate", note);
+            created
         }
     };
     if rollout.paused {
@@ -379,6 +388,16 @@ async fn sync_machine_sets(
                 json!({"metadata": {"annotations": annotations}, "spec": {"replicas": replicas}}),
             )
             .await?;
+            let before = s.spec.replicas.unwrap_or(0);
+            if before != replicas {
+                let direction = if replicas > before { "up" } else { "down" };
+                let note = format!(
+                    "Scaled {direction} MachineSet {:?} from {before} to {replicas} replicas",
+                    s.name_any()
+                );
+                ctx.events
+                    .publish(CONTROLLER, md, Severity::Normal, "SuccessfulScale", note);
+            }
         }
     }
     Ok(Some(new_set))
@@ -386,6 +405,8 @@ async fn sync_machine_sets(
 
 /// Old MachineSets that are empty go once the new one has all its replicas available.
 async fn delete_empty_old_sets(
+    ctx: &Context,
+    md: &MachineDeployment,
     scope: &Scope,
     rollout: &Rollout,
     new_set: &MachineSet,
@@ -406,6 +427,9 @@ async fn delete_empty_old_sets(
                 .sets_api
                 .delete(&s.name_any(), &DeleteParams::background())
                 .await?;
+            let note = format!("Deleted MachineSet {:?}", s.name_any());
+            ctx.events
+                .publish(CONTROLLER, md, Severity::Normal, "SuccessfulDelete", note);
         }
     }
     Ok(())

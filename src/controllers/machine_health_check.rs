@@ -14,6 +14,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::common;
+use super::events::Severity;
 use super::machines::set_machine_conditions;
 use super::mdutil::scaled;
 use futures::future::BoxFuture;
@@ -229,12 +230,15 @@ struct Findings<'a> {
     next: Option<Duration>,
 }
 
+/// The controller's name, in its metrics and as its Events' reporter.
+const CONTROLLER: &str = "machinehealthcheck";
+
 /// The MachineHealthCheck controller: MachineHealthChecks, which look again every few seconds
 /// (Node changes are read from the workload clusters' Node caches).
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = w.controller::<MachineHealthCheck>("machinehealthcheck");
+    let controller = w.controller::<MachineHealthCheck>(CONTROLLER);
     w.ctx.metrics.state.add(controller.store());
-    w.run("machinehealthcheck", controller, reconcile)
+    w.run(CONTROLLER, controller, reconcile)
 }
 
 pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Result<Action> {
@@ -268,6 +272,31 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
         .step("checking the Machines' health")?;
     let expected = scope.targets.len() as i32;
     let verdict = remediation_allowed(&mhc, expected, expected - findings.healthy);
+    for m in &findings.unhealthy {
+        let note = format!(
+            "Machine {}/{} has been marked as unhealthy by MachineHealthCheck {:?}",
+            m.namespace().unwrap_or_default(),
+            m.name_any(),
+            mhc.name_any()
+        );
+        ctx.events.publish(
+            CONTROLLER,
+            *m,
+            Severity::Normal,
+            "MachineMarkedUnhealthy",
+            note,
+        );
+    }
+    if !verdict.allowed && !findings.unhealthy.is_empty() {
+        let note = format!("Remediation restricted: {}", verdict.refusal);
+        ctx.events.publish(
+            CONTROLLER,
+            mhc.as_ref(),
+            Severity::Warning,
+            "RemediationRestricted",
+            note,
+        );
+    }
     if verdict.allowed {
         remediate(&scope, &findings.unhealthy)
             .await

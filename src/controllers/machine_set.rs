@@ -17,6 +17,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::common;
+use super::events::Severity;
 use super::external::clone_template;
 use super::machines::{aggregate, condition_of, selector_string};
 use futures::future::BoxFuture;
@@ -171,8 +172,21 @@ async fn create_machine(ctx: &Context, ms: &MachineSet) -> Result<String> {
     };
     let created = Api::<Machine>::namespaced(ctx.client.clone(), &ns)
         .create(&PostParams::default(), &machine)
-        .await?;
-    Ok(created.name_any())
+        .await;
+    let (severity, reason, note) = match &created {
+        Ok(m) => (
+            Severity::Normal,
+            "SuccessfulCreate",
+            format!("Created machine {:?}", m.name_any()),
+        ),
+        Err(e) => (
+            Severity::Warning,
+            "FailedCreate",
+            format!("Failed to create machine: {e}"),
+        ),
+    };
+    ctx.events.publish(CONTROLLER, ms, severity, reason, note);
+    Ok(created?.name_any())
 }
 
 fn truncate(name: &str, max: usize) -> &str {
@@ -238,13 +252,16 @@ impl Scope {
     }
 }
 
+/// The controller's name, in its metrics and as its Events' reporter.
+const CONTROLLER: &str = "machineset";
+
 /// The MachineSet controller: MachineSets, woken by changes of the Machines they control.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     let controller = w
         .controller::<MachineSet>("machineset")
         .reconcile_on(controllers_of(w.ctx.machines().changes()));
     w.ctx.metrics.state.add(controller.store());
-    w.run("machineset", controller, reconcile)
+    w.run(CONTROLLER, controller, reconcile)
 }
 
 pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action> {
@@ -387,7 +404,7 @@ async fn remediate_unhealthy_machines(
         .await?;
         tracing::info!(machine = %m.name_any(), "remediating an unhealthy Machine by deleting it");
     }
-    delete_machines(ctx, &scope.machines_api, &remediate).await?;
+    delete_machines(ctx, ms, &scope.machines_api, &remediate).await?;
     Ok(true)
 }
 
@@ -436,7 +453,7 @@ async fn sync_replicas(
             .unwrap_or_default();
         let live_owned: Vec<Machine> = live.iter().map(|m| (*m).clone()).collect();
         let doomed = machines_to_delete(&live_owned, live.len() - desired, order, Timestamp::now());
-        delete_machines(ctx, &scope.machines_api, &doomed).await?;
+        delete_machines(ctx, ms, &scope.machines_api, &doomed).await?;
     }
     Ok(Vec::new())
 }
@@ -522,9 +539,22 @@ fn compute_status(
 
 /// Deletes these Machines of the set and waits until the shared cache shows them going, so the
 /// next reconcile does not count them as live and delete others in their place.
-async fn delete_machines(ctx: &Context, api: &Api<Machine>, names: &[String]) -> Result<()> {
+async fn delete_machines(
+    ctx: &Context,
+    ms: &MachineSet,
+    api: &Api<Machine>,
+    names: &[String],
+) -> Result<()> {
     for name in names {
-        api.delete(name, &DeleteParams::background()).await?;
+        if let Err(e) = api.delete(name, &DeleteParams::background()).await {
+            let note = format!("Failed to delete machine {name:?}: {e}");
+            ctx.events
+                .publish(CONTROLLER, ms, Severity::Warning, "FailedDelete", note);
+            return Err(e.into());
+        }
+        let note = format!("Deleted machine {name:?}");
+        ctx.events
+            .publish(CONTROLLER, ms, Severity::Normal, "SuccessfulDelete", note);
     }
     let ns = api.namespace().unwrap_or_default();
     ctx.machines()

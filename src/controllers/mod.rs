@@ -9,6 +9,7 @@
 pub mod cluster;
 pub mod cluster_class;
 pub mod common;
+pub mod events;
 pub mod external;
 pub mod kubeadm_config;
 pub mod kubeadm_control_plane;
@@ -51,6 +52,8 @@ pub struct Context {
     /// The workload clusters' etcd, for the control plane provider; None when no
     /// infrastructure provider can reach it.
     pub etcd: Option<Arc<dyn EtcdClients>>,
+    /// The controllers' Kubernetes Events.
+    pub events: events::Recorder,
     /// The controllers' series (reconciles, queues, client requests).
     pub metrics: Arc<metrics::ControllerMetrics>,
     machines: std::sync::OnceLock<Cache<crate::api::Machine>>,
@@ -66,6 +69,7 @@ impl Context {
         Arc::new(Context {
             etcd,
             metrics,
+            events: events::Recorder::new(client.clone()),
             external: external::Resolver::new(client.clone()),
             workloads: WorkloadClusters::new(client.clone()),
             backoff: Backoff::default(),

@@ -13,6 +13,7 @@ use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use super::events::Severity;
 use super::metrics::{ControllerMetrics, Outcome, queue_key};
 use super::{Context, error_policy};
 use crate::api::Cluster;
@@ -140,6 +141,13 @@ impl Wiring {
             },
             move |o, e, c: Arc<Context>| {
                 c.metrics.retried(name);
+                c.events.publish(
+                    name,
+                    o.as_ref(),
+                    Severity::Warning,
+                    "ReconcileError",
+                    e.to_string(),
+                );
                 error_policy(o, e, c)
             },
             self.ctx.clone(),

@@ -7,6 +7,7 @@ pub mod docker;
 pub mod fixtures;
 pub mod lifecycle;
 pub mod management;
+pub mod prometheus;
 pub mod quickstart;
 
 /// `../shared/reference/upstream/<rel>` beside the checkout, where upstream's CRDs and

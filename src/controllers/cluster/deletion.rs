@@ -9,7 +9,9 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::super::common;
+use super::super::events::Severity;
 use super::super::{Context, Result, StepContext};
+use super::CONTROLLER;
 use super::status::Descendants;
 use crate::api;
 use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
@@ -30,6 +32,16 @@ pub(super) async fn reconcile_delete(
     let owned = |refs: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference]| {
         common::has_owner(refs, &uid)
     };
+    let deleted = |kind: &str, name: &str| {
+        let note = format!("Deleting {kind} {name:?}");
+        ctx.events.publish(
+            CONTROLLER,
+            cluster,
+            Severity::Normal,
+            "SuccessfulDelete",
+            note,
+        );
+    };
     let mut waiting = Vec::new();
     for md in &d.deployments {
         waiting.push(format!("MachineDeployment {}", md.name_any()));
@@ -37,6 +49,7 @@ pub(super) async fn reconcile_delete(
             Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
                 .delete(&md.name_any(), &DeleteParams::background())
                 .await?;
+            deleted("MachineDeployment", &md.name_any());
         }
     }
     for ms in &d.sets {
@@ -45,6 +58,7 @@ pub(super) async fn reconcile_delete(
             Api::<MachineSet>::namespaced(ctx.client.clone(), &ns)
                 .delete(&ms.name_any(), &DeleteParams::background())
                 .await?;
+            deleted("MachineSet", &ms.name_any());
         }
     }
     let machines = Api::<Machine>::namespaced(ctx.client.clone(), &ns);
@@ -61,6 +75,7 @@ pub(super) async fn reconcile_delete(
             machines
                 .delete(&m.name_any(), &DeleteParams::background())
                 .await?;
+            deleted("Machine", &m.name_any());
         }
     }
     let waiting_for = if waiting.is_empty() {
@@ -89,6 +104,13 @@ pub(super) async fn reconcile_delete(
     }
     ctx.workloads.forget(&ns, &cluster.name_any());
     common::remove_finalizer(api, cluster, api::CLUSTER_FINALIZER).await?;
+    ctx.events.publish(
+        CONTROLLER,
+        cluster,
+        Severity::Normal,
+        "Deleted",
+        "Everything the Cluster owned is gone; the Cluster is deleted",
+    );
     Ok(Action::await_change())
 }
 

@@ -143,6 +143,9 @@ async fn adopt(
     Ok(())
 }
 
+/// The controller's name, in its metrics and as its Events' reporter.
+const CONTROLLER: &str = "cluster";
+
 /// The Cluster controller: Clusters, woken by their Machines and MachineDeployments.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     let machines = w
@@ -159,7 +162,7 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
             |m| cluster_of(&m, &m.spec.cluster_name),
         );
     w.ctx.metrics.state.add(controller.store());
-    w.run("cluster", controller, reconcile)
+    w.run(CONTROLLER, controller, reconcile)
 }
 
 pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action> {

@@ -23,6 +23,7 @@ use kube::{Resource, ResourceExt};
 
 use super::common;
 use super::common::machine_condition_true as is_true;
+use super::events::Severity;
 use super::machines::node_name;
 use futures::future::BoxFuture;
 
@@ -214,13 +215,16 @@ fn cluster_ready(cluster: &Cluster) -> bool {
             .is_some_and(|e| e.is_valid())
 }
 
+/// The controller's name, in its metrics and as its Events' reporter.
+const CONTROLLER: &str = "kubeadmcontrolplane";
+
 /// The KubeadmControlPlane controller: KubeadmControlPlanes, woken by changes of their Machines.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     let controller = w
         .controller::<KubeadmControlPlane>("kubeadmcontrolplane")
         .reconcile_on(controllers_of(w.ctx.machines().changes()));
     w.ctx.metrics.state.add(controller.store());
-    w.run("kubeadmcontrolplane", controller, reconcile)
+    w.run(CONTROLLER, controller, reconcile)
 }
 
 pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Result<Action> {
@@ -313,7 +317,7 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
             .status
             .as_ref()
             .and_then(|s| s.last_remediation.as_ref());
-        remediate(&ctx, cluster, &live, last)
+        remediate(&ctx, &kcp, cluster, &live, last)
             .await
             .step("remediating an unhealthy Machine")?
     };
@@ -434,7 +438,15 @@ async fn scale(
     let rolling = !outdated.is_empty();
     let outdated_names: BTreeSet<String> = outdated.keys().cloned().collect();
     if live.len() < desired || (rolling && live.len() < desired + max_surge && max_surge > 0) {
-        create_machine(ctx, kcp, cluster).await?;
+        let name = create_machine(ctx, kcp, cluster).await?;
+        let why = if rolling {
+            format!("to replace {} outdated", outdated.len())
+        } else {
+            format!("towards {desired} replicas")
+        };
+        let note = format!("Created control plane Machine {name:?} {why}");
+        ctx.events
+            .publish(CONTROLLER, kcp, Severity::Normal, "SuccessfulScaleUp", note);
     } else if (live.len() > desired || rolling)
         && let Some(victim) = pick_for_removal(live, &outdated_names)
     {
@@ -444,6 +456,21 @@ async fn scale(
             .filter(|m| m.name_any() != victim.name_any())
             .collect();
         remove_machine(ctx, cluster, victim, &keep).await?;
+        let why = match outdated.get(&victim.name_any()) {
+            Some(reasons) => format!("it is outdated: {}", reasons.join("; ")),
+            None => format!("scaling down to {desired} replicas"),
+        };
+        let note = format!(
+            "Deleting control plane Machine {:?}: {why}",
+            victim.name_any()
+        );
+        ctx.events.publish(
+            CONTROLLER,
+            kcp,
+            Severity::Normal,
+            "SuccessfulScaleDown",
+            note,
+        );
     }
     Ok(())
 }
@@ -452,6 +479,7 @@ async fn scale(
 /// one at a time, the Machine goes (its etcd member first) and scaling up replaces it.
 async fn remediate(
     ctx: &Context,
+    kcp: &KubeadmControlPlane,
     cluster: &Cluster,
     machines: &[&Machine],
     last: Option<&LastRemediationStatus>,
@@ -491,6 +519,17 @@ async fn remediate(
             ],
         )
         .await?;
+        let note = format!(
+            "Machine {:?} needs remediation, but {refusal}",
+            victim.name_any()
+        );
+        ctx.events.publish(
+            CONTROLLER,
+            kcp,
+            Severity::Warning,
+            "RemediationRestricted",
+            note,
+        );
         return Ok(Some(Remediation {
             condition: NewCondition::new(
                 conditions::types::REMEDIATING,
@@ -522,6 +561,12 @@ async fn remediate(
     let retry_count = last
         .filter(|r| r.machine == victim.name_any())
         .map_or(0, |r| r.retry_count + 1);
+    let note = format!(
+        "Deleting unhealthy control plane Machine {:?}; a new one replaces it",
+        victim.name_any()
+    );
+    ctx.events
+        .publish(CONTROLLER, kcp, Severity::Normal, "Remediating", note);
     Ok(Some(Remediation {
         condition: NewCondition::new(
             conditions::types::REMEDIATING,
@@ -560,7 +605,11 @@ async fn ensure_certificates(
 }
 
 /// Creates one control-plane Machine with its KubeadmConfig and infrastructure machine.
-async fn create_machine(ctx: &Context, kcp: &KubeadmControlPlane, cluster: &Cluster) -> Result<()> {
+async fn create_machine(
+    ctx: &Context,
+    kcp: &KubeadmControlPlane,
+    cluster: &Cluster,
+) -> Result<String> {
     let ns = kcp.namespace().unwrap_or_default();
     let name = format!(
         "{}-{}",
@@ -647,7 +696,7 @@ async fn create_machine(ctx: &Context, kcp: &KubeadmControlPlane, cluster: &Clus
     Api::<Machine>::namespaced(ctx.client.clone(), &ns)
         .create(&PostParams::default(), &machine)
         .await?;
-    Ok(())
+    Ok(name)
 }
 
 /// Removes a control-plane Machine, as upstream does: leadership moves off its etcd member

@@ -12,6 +12,7 @@ use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
 
 use super::super::common;
+use super::super::events::Severity;
 use super::super::{Context, Result, StepContext};
 use super::hooks;
 use crate::api;
@@ -102,6 +103,22 @@ async fn next_step(
     if let (Some(client), Some(node)) = (&remote, &node_name)
         && let Some(waiting) = drain(machine, client, node, deletion).await?
     {
+        // Evictions refused (a PodDisruptionBudget, say) are what a user must act on.
+        if let Progress::Waiting {
+            reason: api::machine::reasons::DRAINING_NODE,
+            message,
+            ..
+        } = &waiting
+            && message.contains("\n* ")
+        {
+            ctx.events.publish(
+                super::CONTROLLER,
+                machine,
+                Severity::Warning,
+                "FailedDrainNode",
+                message.clone(),
+            );
+        }
         return Ok(waiting);
     }
     let pre_terminate = hooks(machine.annotations(), api::PRE_TERMINATE_HOOK);
@@ -143,9 +160,26 @@ async fn next_step(
             .delete(node, &DeleteParams::default())
             .await
         {
-            Ok(_) => {}
+            Ok(_) => {
+                let note = format!("Deleted Node {node:?}");
+                ctx.events.publish(
+                    super::CONTROLLER,
+                    machine,
+                    Severity::Normal,
+                    "SuccessfulDeleteNode",
+                    note,
+                );
+            }
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => {
+                let note = format!("Deleting Node {node:?} failed: {e}");
+                ctx.events.publish(
+                    super::CONTROLLER,
+                    machine,
+                    Severity::Warning,
+                    "FailedDeleteNode",
+                    note,
+                );
                 return Ok(Progress::waiting(
                     api::machine::reasons::DELETING_NODE,
                     format!("Deleting Node {node} failed: {e}"),

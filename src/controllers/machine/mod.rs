@@ -79,11 +79,14 @@ async fn adopt(
     Ok(())
 }
 
+/// The controller's name, in its metrics and as its Events' reporter.
+const CONTROLLER: &str = "machine";
+
 /// The Machine controller: Machines, woken by their Nodes in the workload cluster and, for
 /// workers waiting to look for their Node, by their Cluster's control plane becoming
 /// initialized.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = w.controller::<Machine>("machine");
+    let controller = w.controller::<Machine>(CONTROLLER);
     let cache = controller.store();
     let controller = controller
         .watches(
@@ -96,7 +99,7 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
             cache,
         ));
     w.ctx.metrics.state.add_machines(controller.store());
-    w.run("machine", controller, reconcile)
+    w.run(CONTROLLER, controller, reconcile)
 }
 
 pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Action> {

@@ -33,6 +33,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use super::events::Severity;
 use super::external::group_of;
 use super::runtime::Wiring;
 use super::{Context, Error, Result, common};
@@ -47,8 +48,11 @@ use crate::conditions::{NewCondition, Status};
 use desired::{Blueprint, Current, DeploymentNow, Desired};
 use versions::ControlPlaneNow;
 
+/// The controller's name, in its metrics and as its Events' reporter.
+const CONTROLLER: &str = "topology/cluster";
+
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = w.controller::<Cluster>("topology");
+    let controller = w.controller::<Cluster>(CONTROLLER);
     let clusters = controller.store();
     // A class's change wakes the Clusters of that class.
     let of_class = move |class: ClusterClass| {
@@ -83,7 +87,7 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
             watcher::Config::default().labels(TOPOLOGY_OWNED_LABEL),
             |md| labelled_cluster(&md),
         );
-    w.run("topology", controller, reconcile)
+    w.run(CONTROLLER, controller, reconcile)
 }
 
 /// The Cluster an object is labelled with, to wake.
@@ -194,6 +198,8 @@ pub enum ChangeAction {
 /// Applies objects as the topology controller; in a plan, records what would change.
 struct Applier<'a> {
     ctx: &'a Context,
+    /// The Cluster whose topology this is: its Events tell what the topology changed.
+    cluster: &'a Cluster,
     mode: Mode,
     changes: Vec<Change>,
 }
@@ -277,6 +283,13 @@ impl Applier<'_> {
         Ok(after)
     }
 
+    /// An Event on the Cluster about what its topology changed.
+    fn record(&self, reason: &'static str, note: String) {
+        self.ctx
+            .events
+            .publish(CONTROLLER, self.cluster, Severity::Normal, reason, note);
+    }
+
     async fn apply(&mut self, object: &Value) -> Result<Value> {
         self.apply_as(object, false).await
     }
@@ -308,6 +321,16 @@ impl Applier<'_> {
                 "rotating a template whose spec changed"
             );
             desired["metadata"]["name"] = json!(new_name);
+            self.apply(&desired).await?;
+            if self.mode == Mode::Apply {
+                let note = format!(
+                    "Rotated {} {:?} to {new_name:?}: its spec changed",
+                    desired["kind"].as_str().unwrap_or_default(),
+                    current["metadata"]["name"].as_str().unwrap_or_default(),
+                );
+                self.record("TopologyUpdate", note);
+            }
+            return Ok(new_name);
         }
         self.apply(&desired).await?;
         Ok(desired["metadata"]["name"]
@@ -332,6 +355,12 @@ impl Applier<'_> {
             Err(e) => return Err(e.into()),
         }
         if self.mode != Mode::DryRun {
+            let note = format!(
+                "Deleted {} {:?}",
+                object["kind"].as_str().unwrap_or_default(),
+                name
+            );
+            self.record("TopologyDelete", note);
             return Ok(());
         }
         self.changes.push(Change {
@@ -765,6 +794,7 @@ async fn topology_objects(
     };
     let mut applier = Applier {
         ctx,
+        cluster,
         mode,
         changes: Vec::new(),
     };
