@@ -59,6 +59,7 @@ async fn run(
         context: "bench".into(),
         etcd_endpoints,
         etcd_tls: None,
+        audit: Default::default(),
     };
     let running = management::start(&options).await.unwrap();
     let client = client_for(&options).await;

@@ -1434,7 +1434,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__serve)
-            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --verbose --help --version"
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1469,6 +1469,22 @@ _capictl() {
                     return 0
                     ;;
                 --etcd-keyfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --audit-policy-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --audit-log-path)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --audit-log-maxsize)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --audit-log-maxbackup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1498,7 +1514,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__up)
-            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --verbose --help --version"
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1533,6 +1549,22 @@ _capictl() {
                     return 0
                     ;;
                 --etcd-keyfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --audit-policy-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --audit-log-path)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --audit-log-maxsize)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --audit-log-maxbackup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

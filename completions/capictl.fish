@@ -249,6 +249,10 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l etcd-cafile -d 'The CA that etcd\'s serving certificates chain to (etcd over TLS)' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l etcd-certfile -d 'The client certificate to present to etcd' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l etcd-keyfile -d 'The client certificate\'s private key' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l audit-policy-file -d 'The audit policy (an audit.k8s.io/v1 Policy) [default: every request at Metadata]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l audit-log-path -d 'Where the audit log goes; "" for none [default: audit.log in the state directory]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l audit-log-maxsize -d 'Rotate the audit log at this many megabytes' -r
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l audit-log-maxbackup -d 'How many rotated audit logs are kept' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l no-kubeconfig -d 'Write no kubeconfig context (the admin kubeconfig in the state directory is always there)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s h -l help -d 'Print help'
@@ -261,6 +265,10 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l etcd-cafile -d 'The CA that etcd\'s serving certificates chain to (etcd over TLS)' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l etcd-certfile -d 'The client certificate to present to etcd' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l etcd-keyfile -d 'The client certificate\'s private key' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l audit-policy-file -d 'The audit policy (an audit.k8s.io/v1 Policy) [default: every request at Metadata]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l audit-log-path -d 'Where the audit log goes; "" for none [default: audit.log in the state directory]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l audit-log-maxsize -d 'Rotate the audit log at this many megabytes' -r
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l audit-log-maxbackup -d 'How many rotated audit logs are kept' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l no-kubeconfig -d 'Write no kubeconfig context (the admin kubeconfig in the state directory is always there)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s h -l help -d 'Print help'

@@ -40,6 +40,8 @@ pub enum ManagementError {
         endpoints: String,
         source: apiserver::store::StoreError,
     },
+    #[error(transparent)]
+    Audit(#[from] apiserver::audit::AuditError),
     #[error("starting the API server: {0}")]
     Start(#[from] apiserver::status::ApiError),
     #[error("cannot listen on {address}: {source}")]
@@ -278,6 +280,71 @@ pub struct ServeOptions {
     pub etcd_endpoints: Vec<String>,
     /// The CA, client certificate and key for etcd over TLS.
     pub etcd_tls: Option<[PathBuf; 3]>,
+    pub audit: AuditOptions,
+}
+
+/// The audit log's policy, place and rotation (kube-apiserver's `--audit-*` flags).
+#[derive(Clone, Debug)]
+pub struct AuditOptions {
+    /// An `audit.k8s.io/v1` Policy; every request at Metadata without one.
+    pub policy_file: Option<PathBuf>,
+    /// Where the log goes: `None` for `audit.log` in the state directory, an empty path for
+    /// no log.
+    pub log_path: Option<PathBuf>,
+    /// Rotate at this many megabytes.
+    pub max_size_mb: u64,
+    /// Keep this many rotated files.
+    pub max_backups: usize,
+}
+
+impl Default for AuditOptions {
+    fn default() -> Self {
+        AuditOptions {
+            policy_file: None,
+            log_path: None,
+            max_size_mb: 100,
+            max_backups: 3,
+        }
+    }
+}
+
+impl AuditOptions {
+    /// The log of the management cluster in `dir`, or None when turned off.
+    fn open(&self, dir: &StateDir) -> Result<Option<apiserver::audit::AuditLog>, ManagementError> {
+        let path = match &self.log_path {
+            Some(p) if p.as_os_str().is_empty() => return Ok(None),
+            Some(p) => p.clone(),
+            None => dir.path.join("audit.log"),
+        };
+        let policy = match &self.policy_file {
+            Some(file) => apiserver::audit::Policy::read(file)?,
+            None => apiserver::audit::Policy::default(),
+        };
+        let options = apiserver::audit::LogOptions {
+            path,
+            max_size: self.max_size_mb.max(1) * 1024 * 1024,
+            max_backups: self.max_backups,
+        };
+        Ok(Some(apiserver::audit::AuditLog::open(policy, options)?))
+    }
+
+    /// These options as `management serve` flags.
+    fn args(&self) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(file) = &self.policy_file {
+            args.extend(["--audit-policy-file".into(), file.clone().into()]);
+        }
+        if let Some(path) = &self.log_path {
+            args.extend(["--audit-log-path".into(), path.clone().into()]);
+        }
+        args.extend([
+            "--audit-log-maxsize".into(),
+            self.max_size_mb.to_string().into(),
+            "--audit-log-maxbackup".into(),
+            self.max_backups.to_string().into(),
+        ]);
+        args
+    }
 }
 
 /// A running management cluster.
@@ -362,7 +429,12 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
             .await
             .map_err(etcd_error)?
     };
+    // A bad policy stops the start before anything is served.
+    let audit = options.audit.open(dir)?;
     let server = ApiServer::start(store, apiserver::authz::Authorization::Rbac).await?;
+    if let Some(log) = audit {
+        server.enable_audit(log);
+    }
     crate::webhooks::register(&server.admission);
     // The management cluster has no Service network; kubeadm's default range's first address.
     apiserver::ensure_kubernetes_service(&server, Some("10.96.0.1".into())).await;
@@ -476,6 +548,7 @@ pub async fn up(
         &options.context,
     ]);
     command.arg("--dir").arg(&options.dir.path);
+    command.args(options.audit.args());
     if !options.etcd_endpoints.is_empty() {
         command
             .arg("--etcd-endpoints")

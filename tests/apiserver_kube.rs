@@ -524,6 +524,7 @@ async fn serve_in_tempdir_on(
         context: "test".into(),
         etcd_endpoints,
         etcd_tls,
+        audit: Default::default(),
     };
     let running = management::start(&options).await.unwrap();
     let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();

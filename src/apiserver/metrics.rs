@@ -35,6 +35,10 @@ pub struct RequestInfo {
     pub user: Option<User>,
     /// Server-side apply (a patch of `application/apply-patch+yaml`).
     pub apply: bool,
+    /// How much of the request the audit log records.
+    pub audit: super::audit::Level,
+    /// The request's body (as JSON), kept only when the audit log records it.
+    pub body: Option<axum::body::Bytes>,
 }
 
 impl RequestInfo {

@@ -6,6 +6,7 @@
 //! [`watch`]es, [`table`] printing, and background loops for namespace deletion.
 
 pub mod admission;
+pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod builtin;
@@ -101,6 +102,8 @@ pub struct ApiServer {
     /// embedded management cluster's controllers).
     pub metrics: Arc<crate::metrics::Metrics>,
     requests: metrics::ApiMetrics,
+    /// The audit log, once [`ApiServer::enable_audit`] opened one.
+    audit: std::sync::OnceLock<audit::AuditLog>,
 }
 
 impl ApiServer {
@@ -116,6 +119,7 @@ impl ApiServer {
         let server = Arc::new(ApiServer {
             metrics: served,
             requests,
+            audit: Default::default(),
             store,
             registry: builtin::registry(),
             admission: Default::default(),
@@ -174,6 +178,20 @@ impl ApiServer {
             server.garbage_collector.clone(),
         ));
         Ok(server)
+    }
+
+    /// How much of a request the audit log records (nothing without one).
+    fn audit_level(&self, info: &metrics::RequestInfo) -> audit::Level {
+        self.audit
+            .get()
+            .map_or(audit::Level::None, |log| log.level(info))
+    }
+
+    /// Records every request from now on in `log`.
+    pub fn enable_audit(&self, log: audit::AuditLog) {
+        if self.audit.set(log).is_err() {
+            tracing::warn!("the audit log was already enabled; keeping the first");
+        }
     }
 
     /// Keeps a `default` ServiceAccount in every namespace and an APIService for every served
@@ -733,12 +751,38 @@ async fn serve(State(server): State<Arc<ApiServer>>, req: Request) -> Response {
     let method = req.method().clone();
     let uri = req.uri().clone();
     let started = std::time::Instant::now();
+    let received = time::OffsetDateTime::now_utc();
+    let source = req.extensions().get::<tls::PeerAddress>().map(|p| p.0);
+    let user_agent = req
+        .headers()
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let mut info = metrics::RequestInfo::default();
+    let mut failure = None;
     let response = match route(&server, req, &mut info).await {
         Ok(r) => r,
-        Err(e) => e.into_response(),
+        Err(e) => {
+            failure = Some((e.reason, e.message.clone()));
+            e.into_response()
+        }
     };
     let code = response.status().as_u16();
+    if let Some(log) = server.audit.get() {
+        log.record(audit::Entry {
+            info: &info,
+            level: info.audit,
+            uri: &uri.to_string(),
+            user_agent: &user_agent,
+            source,
+            code,
+            failure,
+            received,
+            latency: started.elapsed(),
+            request_body: info.body.as_deref(),
+        });
+    }
     tracing::debug!(%method, %uri, status = code, elapsed_ms = started.elapsed().as_millis() as u64, "request");
     match server.requests.request_finished(&info, code, started) {
         // The watch counts as open until its stream ends.
@@ -860,7 +904,9 @@ async fn route(
                 apply: headers
                     .get(http::header::CONTENT_TYPE)
                     .is_some_and(|v| v.as_bytes().starts_with(b"application/apply-patch")),
+                ..Default::default()
             };
+            info.audit = server.audit_level(info);
             server.authorize(
                 &user,
                 verb,
@@ -876,6 +922,7 @@ async fn route(
         _ => {
             info.verb = authz::path_verb(req.method()).to_string();
             info.path = Some(path.clone());
+            info.audit = server.audit_level(info);
             server.authorize(&user, &info.verb, &authz::Target::Path(&path))?
         }
     }
@@ -982,6 +1029,9 @@ async fn route(
             "the body of the request was in an unknown format - accepted media types include: \
              application/json, application/yaml, application/vnd.kubernetes.protobuf (got {content_type})"
         )));
+    }
+    if info.audit >= audit::Level::Request {
+        info.body = Some(body.clone());
     }
     let call = Call {
         user,

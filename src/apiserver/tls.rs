@@ -521,6 +521,10 @@ impl RateLimitedLog {
     }
 }
 
+/// The address a request came from, for the audit log.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerAddress(pub SocketAddr);
+
 async fn serve_connection(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
@@ -548,6 +552,7 @@ async fn serve_connection(
         if let Some(user) = &user {
             req.extensions_mut().insert(user.clone());
         }
+        req.extensions_mut().insert(PeerAddress(peer));
         req
     });
     let hyper_service = hyper_util::service::TowerToHyperService::new(service);

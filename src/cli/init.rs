@@ -238,6 +238,7 @@ async fn connect(args: &Args) -> anyhow::Result<Client> {
                 context: crate::management::DEFAULT_CONTEXT.into(),
                 etcd_endpoints: Vec::new(),
                 etcd_tls: None,
+                audit: Default::default(),
             };
             super::management::up(&options).await?;
             if let Some(before) = before.filter(|b| b != crate::management::DEFAULT_CONTEXT) {

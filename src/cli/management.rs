@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Subcommand;
 
-use crate::management::{self, DEFAULT_CONTEXT, ServeOptions, StateDir};
+use crate::management::{self, AuditOptions, DEFAULT_CONTEXT, ServeOptions, StateDir};
 
 #[derive(Debug, Subcommand)]
 pub enum Management {
@@ -55,6 +55,18 @@ pub struct ServeArgs {
     /// The client certificate's private key.
     #[arg(long, value_name = "PATH", requires = "etcd_cafile")]
     etcd_keyfile: Option<PathBuf>,
+    /// The audit policy (an audit.k8s.io/v1 Policy) [default: every request at Metadata]
+    #[arg(long, value_name = "PATH")]
+    audit_policy_file: Option<PathBuf>,
+    /// Where the audit log goes; "" for none [default: audit.log in the state directory]
+    #[arg(long, value_name = "PATH")]
+    audit_log_path: Option<PathBuf>,
+    /// Rotate the audit log at this many megabytes.
+    #[arg(long, value_name = "MB", default_value_t = 100)]
+    audit_log_maxsize: u64,
+    /// How many rotated audit logs are kept.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    audit_log_maxbackup: usize,
 }
 
 impl ServeArgs {
@@ -69,6 +81,12 @@ impl ServeArgs {
             etcd_tls: match (&self.etcd_cafile, &self.etcd_certfile, &self.etcd_keyfile) {
                 (Some(ca), Some(cert), Some(key)) => Some([ca.clone(), cert.clone(), key.clone()]),
                 _ => None,
+            },
+            audit: AuditOptions {
+                policy_file: self.audit_policy_file.clone(),
+                log_path: self.audit_log_path.clone(),
+                max_size_mb: self.audit_log_maxsize,
+                max_backups: self.audit_log_maxbackup,
             },
         }
     }

@@ -72,6 +72,19 @@ impl Management {
         )
     }
 
+    /// A management cluster whose audit log follows the policy in `policy` (YAML).
+    pub fn up_with_audit_policy(policy: &str) -> Management {
+        let file =
+            std::env::temp_dir().join(format!("capictl-audit-{}.yaml", uuid::Uuid::new_v4()));
+        std::fs::write(&file, policy).unwrap();
+        let m = Management::up_with_args(
+            kubectl_binary(),
+            vec![format!("--audit-policy-file={}", file.display())],
+        );
+        let _ = std::fs::remove_file(file);
+        m
+    }
+
     fn up_with_args(kubectl: String, up_args: Vec<String>) -> Management {
         let dir = std::env::temp_dir().join(format!("capictl-kubectl-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(dir.join("home")).unwrap();
