@@ -149,6 +149,8 @@ struct Node {
     heading: Option<String>,
     group: Vec<Value>,
     children: Vec<Node>,
+    /// Said after the object's name (the control plane's first certificate expiry).
+    remark: Option<String>,
 }
 
 impl Node {
@@ -158,6 +160,7 @@ impl Node {
             heading: None,
             group: Vec::new(),
             children: Vec::new(),
+            remark: None,
         }
     }
 
@@ -167,6 +170,7 @@ impl Node {
             heading: Some(name.into()),
             group: Vec::new(),
             children,
+            remark: None,
         }
     }
 }
@@ -335,6 +339,12 @@ fn tree(objects: &Objects, options: &Options) -> Node {
             .collect();
         placed.extend(machines.iter().map(|m| name_of(m)));
         let mut node = Node::object(cp);
+        // RFC 3339 times of one zone order as text: the smallest is the earliest.
+        node.remark = machines
+            .iter()
+            .filter_map(|m| m["status"]["certificatesExpiryDate"].as_str())
+            .min()
+            .map(|at| format!("certificates expire {}", at.get(..10).unwrap_or(at)));
         if options.show_templates {
             node.children
                 .extend(templates(cp, objects).into_iter().map(Node::object));
@@ -666,6 +676,9 @@ fn row_name(node: &Node) -> String {
     }
     if o["metadata"].get("deletionTimestamp").is_some() {
         name = format!("!! DELETED !! {name}");
+    }
+    if let Some(remark) = &node.remark {
+        name.push_str(&format!(", {remark}"));
     }
     if o["metadata"]["annotations"][crate::api::DELETION_PROTECTION_ANNOTATION] == "true" {
         name.push_str(" (deletion protected)");

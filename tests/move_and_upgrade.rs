@@ -450,3 +450,96 @@ fn upgrade_plan_and_apply_on_the_embedded_management_cluster() {
     );
     assert!(succeeds(&m, &["upgrade", "plan"]).contains("You are already up to date!"));
 }
+
+/// The control-plane Machines of `cluster` and their `status.certificatesExpiryDate`.
+fn control_plane_expiries(m: &Management, cluster: &str) -> Vec<(String, String)> {
+    m.kubectl(&[
+        "get",
+        "machines",
+        "-l",
+        &format!("cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane"),
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.status.certificatesExpiryDate}{\"\\n\"}{end}",
+    ])
+    .lines()
+    .map(|l| {
+        let (name, expiry) = l.split_once(' ').unwrap_or((l, ""));
+        (name.to_string(), expiry.trim().to_string())
+    })
+    .collect()
+}
+
+#[test]
+fn a_control_plane_whose_certificates_expire_within_the_configured_days_is_rolled() {
+    let m = Management::up();
+    init(&m, "in-memory");
+    m.apply_in_memory_cluster("certs", 0);
+    wait_available(&m, "certs");
+
+    // The control plane's certificate expiry is read from its API server and recorded.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (first, expiry) = loop {
+        let machines = control_plane_expiries(&m, "certs");
+        if let [(name, expiry)] = machines.as_slice()
+            && !expiry.is_empty()
+        {
+            break (name.clone(), expiry.clone());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no expiry recorded: {machines:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let expiry: k8s_openapi::jiff::Timestamp = expiry.parse().unwrap();
+    let days_left = expiry
+        .duration_since(k8s_openapi::jiff::Timestamp::now())
+        .as_secs()
+        / 86_400;
+    assert!((300..=366).contains(&days_left), "{days_left} days left");
+    let described = succeeds(&m, &["describe", "cluster", "certs"]);
+    assert!(described.contains("certificates expire"), "{described}");
+
+    // Asked to roll Machines whose certificates expire within 400 days, the control plane
+    // replaces its Machine, saying why; back at 30 days, it stops.
+    let roll_before = |days: u32| {
+        let patch =
+            format!(r#"{{"spec":{{"rollout":{{"before":{{"certificatesExpiryDays":{days}}}}}}}}}"#);
+        m.kubectl(&[
+            "patch",
+            "kubeadmcontrolplane",
+            "certs-control-plane",
+            "--type=merge",
+            "-p",
+            &patch,
+        ])
+    };
+    roll_before(400);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while control_plane_expiries(&m, "certs")
+        .iter()
+        .any(|(name, _)| *name == first)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{first} was not rolled out: {:?}",
+            control_plane_expiries(&m, "certs")
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    roll_before(30);
+    let events = m.kubectl(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=certs-control-plane,reason=SuccessfulScaleDown",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(events.contains(&first), "{events}");
+    assert!(
+        events.contains("spec.rollout.before.certificatesExpiryDays (400 days)"),
+        "{events}"
+    );
+    wait_available(&m, "certs");
+}

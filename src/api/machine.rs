@@ -57,6 +57,10 @@ pub const PRE_DRAIN_HOOK: &str = "pre-drain.delete.hook.machine.cluster.x-k8s.io
 pub const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
 /// On a Machine: delete it without draining its Node.
 pub const EXCLUDE_DRAIN_ANNOTATION: &str = "machine.cluster.x-k8s.io/exclude-node-draining";
+/// When a control-plane Machine's certificates expire (RFC 3339), on its KubeadmConfig (the
+/// control plane provider writes it) or on the Machine (a user may); the Machine controller
+/// records it as `status.certificatesExpiryDate`.
+pub const CERTIFICATES_EXPIRY_ANNOTATION: &str = "machine.cluster.x-k8s.io/certificates-expiry";
 
 /// The finalizer the Machine controller keeps on every Machine until its Node is drained and
 /// its infrastructure and bootstrap objects are gone.

@@ -4,6 +4,7 @@
 //! implement what needs their infrastructure (the in-memory provider answers
 //! [`etcd::EtcdClients`] for its simulated clusters).
 
+pub mod certificates;
 pub mod clusters;
 pub mod drain;
 pub mod etcd;

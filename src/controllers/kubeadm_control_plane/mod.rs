@@ -82,7 +82,98 @@ pub fn outdated_reasons(
     {
         reasons.push("* KubeadmControlPlane spec.rolloutAfter expired".into());
     }
+    if let Some(days) = kcp
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.before.as_ref())
+        .and_then(|b| b.certificates_expiry_days)
+        && let Some(expiry) = machine
+            .status
+            .as_ref()
+            .and_then(|s| s.certificates_expiry_date.as_ref())
+        && expiry.0
+            < k8s_openapi::jiff::Timestamp::now()
+                + k8s_openapi::jiff::SignedDuration::from_hours(24 * i64::from(days))
+    {
+        reasons.push(format!(
+            "* Certificates expire at {}, within spec.rollout.before.certificatesExpiryDays ({days} days)",
+            expiry.0
+        ));
+    }
     reasons
+}
+
+/// Records on each control-plane Machine's KubeadmConfig when its API server's certificate
+/// expires, read from the API server itself once it runs (upstream's
+/// reconcileCertificateExpiries). An API server that cannot be reached yet is tried again on
+/// a later reconcile.
+async fn record_certificate_expiries(
+    ctx: &Context,
+    cluster: &Cluster,
+    machines: &[Machine],
+) -> Result<()> {
+    let ns = cluster.namespace().unwrap_or_default();
+    let configs: Api<KubeadmConfig> = Api::namespaced(ctx.client.clone(), &ns);
+    for m in machines {
+        let known = m
+            .annotations()
+            .contains_key(api::CERTIFICATES_EXPIRY_ANNOTATION)
+            || m.status
+                .as_ref()
+                .is_some_and(|s| s.certificates_expiry_date.is_some());
+        let running = m.status.as_ref().is_some_and(|s| s.node_ref.is_some());
+        let Some(config) = m.spec.bootstrap.config_ref.as_ref() else {
+            continue;
+        };
+        if known || !running || common::deleting(m) {
+            continue;
+        }
+        let Some(address) = api_server_address(m, cluster) else {
+            continue;
+        };
+        match crate::workload::certificates::serving_certificate_expiry(&address).await {
+            Ok(expiry) => {
+                common::patch_merge(
+                    &configs,
+                    &config.name,
+                    serde_json::json!({"metadata": {"annotations": {(api::CERTIFICATES_EXPIRY_ANNOTATION): expiry.to_string()}}}),
+                )
+                .await?;
+            }
+            Err(e) => {
+                tracing::debug!(machine = %m.name_any(), error = %e, "reading the API server's certificate");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where a control-plane Machine's own API server answers: its InternalIP on kubeadm's port
+/// (each Docker node runs one), else the cluster's endpoint (the in-memory provider runs one
+/// API server for all of a cluster's Machines, on loopback).
+fn api_server_address(machine: &Machine, cluster: &Cluster) -> Option<String> {
+    let internal = machine
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .and_then(|a| {
+            a.iter()
+                .find(|a| a.type_ == crate::api::common::MachineAddressType::InternalIp)
+        })
+        .map(|a| a.address.clone())
+        .filter(|ip| {
+            ip.parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| !ip.is_loopback())
+        });
+    match internal {
+        Some(ip) if ip.contains(':') => Some(format!("[{ip}]:6443")),
+        Some(ip) => Some(format!("{ip}:6443")),
+        None => {
+            let endpoint = cluster.spec.control_plane_endpoint.as_ref()?;
+            Some(format!("{}:{}", endpoint.host.as_ref()?, endpoint.port?))
+        }
+    }
 }
 
 /// Which Machine goes when scaling down, as upstream picks it: among the outdated Machines a
@@ -303,6 +394,9 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     };
     let workload = read_workload(&ctx, cluster, &scope.machines, initialized).await;
     let health = health::assess(&scope.machines, &workload, &etcd);
+    record_certificate_expiries(&ctx, cluster, &scope.machines)
+        .await
+        .step("recording when the control plane's certificates expire")?;
     let outdated = mark_machines(&ctx, &kcp, &scope, &health)
         .await
         .step("recording the Machines' health and whether they are up to date")?;

@@ -263,7 +263,33 @@ pub fn compute(
     }
     status.phase = Some(new_phase);
     status.observed_generation = generation;
+    status.certificates_expiry_date = certificates_expiry(machine, providers);
     (status, available_wait)
+}
+
+/// When the Machine's certificates expire: its own annotation, else its bootstrap config's
+/// (where the control plane provider records it), as upstream reads them.
+fn certificates_expiry(machine: &Machine, providers: &Providers) -> Option<Time> {
+    let annotation = |annotations: &std::collections::BTreeMap<String, String>| {
+        annotations
+            .get(api::CERTIFICATES_EXPIRY_ANNOTATION)
+            .and_then(|v| v.parse::<Timestamp>().ok())
+    };
+    annotation(machine.annotations())
+        .or_else(|| {
+            providers
+                .bootstrap
+                .as_ref()
+                .and_then(|b| b.as_ref())
+                .and_then(|b| annotation(b.annotations()))
+        })
+        .map(Time)
+        .or_else(|| {
+            machine
+                .status
+                .as_ref()
+                .and_then(|s| s.certificates_expiry_date.clone())
+        })
 }
 
 /// A provider object's Ready condition mirrored as the Machine's `into` condition, or, when
