@@ -2567,3 +2567,69 @@ fn the_audit_log_records_who_did_what_and_never_a_secrets_contents() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+/// A plain HTTP GET of `path` on 127.0.0.1:`port`: the status code and the body.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n")?.1.to_string();
+    Some((code, body))
+}
+
+#[test]
+fn capictl_manager_serves_metrics_health_and_readiness() {
+    let m = Management::up();
+    let port = common::free_port();
+    let mut manager = std::process::Command::new(env!("CARGO_BIN_EXE_capictl"))
+        .args(["manager", "--kubeconfig"])
+        .arg(m.kubeconfig())
+        .args(["--leader-election-namespace", "default"])
+        .arg(format!("--metrics-bind-address=127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let scrape = loop {
+        if let Some((200, body)) = http_get(port, "/metrics") {
+            let scrape = common::prometheus::Scrape::parse(&body);
+            let leading = scrape.sum(
+                "leader_election_master_status",
+                &[("name", "controller-leader-election-capictl")],
+            );
+            if leading == 1.0 {
+                break scrape;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the manager did not serve metrics saying it leads"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Taking the Lease went through the measured client.
+    assert!(scrape.sum("rest_client_requests_total", &[]) > 0.0);
+    assert!(scrape.sum("rest_client_request_duration_seconds_count", &[]) > 0.0);
+    assert_eq!(http_get(port, "/healthz").map(|r| r.0), Some(200));
+    assert_eq!(http_get(port, "/readyz").map(|r| r.0), Some(200));
+    let _ = manager.kill();
+    let _ = manager.wait();
+
+    // A bad address is refused at once, naming the flag.
+    let refused = capictl(&[
+        "manager",
+        "--kubeconfig",
+        m.kubeconfig().to_str().unwrap(),
+        "--metrics-bind-address=nowhere",
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("--metrics-bind-address \"nowhere\" is not an address"),
+        "{}",
+        text(&refused.stderr)
+    );
+}
