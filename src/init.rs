@@ -185,8 +185,13 @@ fn serve_webhooks(p: &ProviderInfo, deployment: &mut Value) {
             .expect("the manager template has args")
             .push(json!(arg));
     }
-    container["ports"] =
-        json!([{"containerPort": WEBHOOK_PORT, "name": "webhook-server", "protocol": "TCP"}]);
+    if !container["ports"].is_array() {
+        container["ports"] = json!([]);
+    }
+    container["ports"]
+        .as_array_mut()
+        .expect("ports is a list")
+        .push(json!({"containerPort": WEBHOOK_PORT, "name": "webhook-server", "protocol": "TCP"}));
     container["volumeMounts"] =
         json!([{"mountPath": WEBHOOK_CERT_DIR, "name": "cert", "readOnly": true}]);
     pod["volumes"] = json!([{"name": "cert", "secret": {"secretName": p.webhook_secret()}}]);
