@@ -140,14 +140,7 @@ impl Wiring {
                 async move { tracked(name, o, c, |o, c| reconcile(o, c)).await }
             },
             move |o, e, c: Arc<Context>| {
-                c.metrics.retried(name);
-                c.events.publish(
-                    name,
-                    o.as_ref(),
-                    Severity::Warning,
-                    "ReconcileError",
-                    e.to_string(),
-                );
+                failed(&c, name, o.as_ref(), e);
                 error_policy(o, e, c)
             },
             self.ctx.clone(),
@@ -171,7 +164,7 @@ impl Wiring {
     {
         let metrics = self.ctx.metrics.clone();
         metrics.set_max_concurrent(name, self.concurrency);
-        let retries = metrics.clone();
+        let shared = self.ctx.clone();
         let reconcile = Arc::new(reconcile);
         let stream = self.limited(controller).run(
             move |o, c| {
@@ -179,7 +172,7 @@ impl Wiring {
                 async move { measured(&metrics, name, o, |o| reconcile(o, c)).await }
             },
             move |o, e, c| {
-                retries.retried(name);
+                failed(&shared, name, o.as_ref(), e);
                 provider_error_policy(o, e, c)
             },
             ctx,
@@ -206,6 +199,19 @@ where
             }
         })
         .await;
+}
+
+/// What a failed reconcile leaves behind besides its retry: a count and a Warning Event.
+fn failed<K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    name: &'static str,
+    object: &K,
+    error: &super::Error,
+) {
+    ctx.metrics.retried(name);
+    let note = error.to_string();
+    ctx.events
+        .publish(name, object, Severity::Warning, "ReconcileError", note);
 }
 
 /// Runs a reconcile and clears the object's failure backoff when it succeeds.
