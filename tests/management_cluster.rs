@@ -2329,6 +2329,7 @@ fn a_clusters_life_shows_in_metrics_and_events() {
             &[("operation", "create")]
         ) > 0.0
     );
+    assert!(up.sum("apiserver_storage_size_bytes", &[]) > 0.0);
     assert_eq!(
         up.sum(
             "apiserver_storage_objects",

@@ -252,6 +252,16 @@ impl Collector for StoredObjects {
             let labels = [("resource", resource)];
             ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
         }
+        drop(family);
+        if let Some(bytes) = self.0.file_size() {
+            let size = encoder.encode_descriptor(
+                "apiserver_storage_size_bytes",
+                "Size of the store's file on disk",
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            ConstGauge::new(bytes as i64).encode(size)?;
+        }
         Ok(())
     }
 }

@@ -44,6 +44,8 @@ struct WriteRequest {
 pub struct Writer {
     tx: Option<mpsc::SyncSender<WriteRequest>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The redb file, for a durable store.
+    pub(super) path: Option<std::path::PathBuf>,
 }
 
 impl Drop for Writer {
@@ -108,14 +110,15 @@ pub(super) fn open(path: &Path) -> Result<Store, StoreError> {
             objects.insert(record.key.clone(), Arc::new(record));
         }
     }
-    Ok(start(Some(db), objects, revision))
+    Ok(start(Some((db, path.to_path_buf())), objects, revision))
 }
 
 pub(super) fn start(
-    db: Option<redb::Database>,
+    db: Option<(redb::Database, std::path::PathBuf)>,
     objects: BTreeMap<String, Arc<Record>>,
     revision: u64,
 ) -> Store {
+    let (db, path) = db.unzip();
     let shared = Shared::new(objects, revision);
     let (tx, rx) = mpsc::sync_channel(4096);
     let writer_shared = shared.clone();
@@ -128,6 +131,7 @@ pub(super) fn start(
         backend: Backend::Local(Arc::new(Writer {
             tx: Some(tx),
             thread: Some(thread),
+            path,
         })),
     }
 }

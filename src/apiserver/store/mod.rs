@@ -395,6 +395,17 @@ impl Store {
         &self.shared.writes
     }
 
+    /// How many bytes the store's file holds (a durable embedded store; None for etcd or
+    /// memory).
+    pub fn file_size(&self) -> Option<u64> {
+        match &self.backend {
+            Backend::Local(writer) => std::fs::metadata(writer.path.as_ref()?)
+                .ok()
+                .map(|m| m.len()),
+            Backend::Etcd(_) => None,
+        }
+    }
+
     /// Calls `f` with every stored key, in order.
     pub fn for_each_key(&self, mut f: impl FnMut(&str)) {
         for key in self.shared.state.read().unwrap().objects.keys() {
