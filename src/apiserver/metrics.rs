@@ -242,17 +242,18 @@ impl Collector for StoredObjects {
         let mut counts = std::collections::BTreeMap::<String, i64>::new();
         self.0
             .for_each_key(|key| *counts.entry(type_of_key(key)).or_default() += 1);
-        let mut family = encoder.encode_descriptor(
-            "apiserver_storage_objects",
-            "Objects stored, by resource",
-            None,
-            prometheus_client::metrics::MetricType::Gauge,
-        )?;
-        for (resource, count) in counts {
-            let labels = [("resource", resource)];
-            ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
+        {
+            let mut family = encoder.encode_descriptor(
+                "apiserver_storage_objects",
+                "Objects stored, by resource",
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            for (resource, count) in counts {
+                let labels = [("resource", resource)];
+                ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
+            }
         }
-        drop(family);
         if let Some(bytes) = self.0.file_size() {
             let size = encoder.encode_descriptor(
                 "apiserver_storage_size_bytes",
