@@ -61,12 +61,14 @@ async fn the_manager_serves_the_admission_webhooks_over_https() {
     )
     .unwrap();
     let port = common::free_port();
+    let metrics_port = common::free_port();
     let _manager = Manager(
         Command::new(env!("CARGO_BIN_EXE_capictl"))
             .args(["manager", "--leader-elect=false", "--kubeconfig"])
             .arg(dir.join("kubeconfig"))
             .args(["--webhook-port", &port.to_string(), "--webhook-cert-dir"])
             .arg(&dir)
+            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -142,5 +144,33 @@ async fn the_manager_serves_the_admission_webhooks_over_https() {
     .await
     .unwrap();
     assert_eq!(skipped["response"]["allowed"], false);
+
+    // Each review is counted by path and code, as controller-runtime's webhook server does.
+    let scraped = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).unwrap();
+        write!(stream, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+    })
+    .await
+    .unwrap();
+    let body = scraped.split_once("\r\n\r\n").unwrap().1;
+    let scrape = common::prometheus::Scrape::parse(body);
+    let reviews = |webhook: &str| {
+        scrape.sum(
+            "controller_runtime_webhook_requests_total",
+            &[("webhook", webhook), ("code", "200")],
+        )
+    };
+    assert!(reviews("/mutate") >= 1.0, "{body}");
+    assert_eq!(reviews("/validate"), 2.0, "{body}");
+    assert!(
+        scrape.sum(
+            "controller_runtime_webhook_latency_seconds_count",
+            &[("webhook", "/validate")]
+        ) == 2.0
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

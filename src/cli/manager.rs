@@ -10,7 +10,7 @@ use crate::apiserver::admission::{Chain, webhook_router};
 use crate::apiserver::tls::{self, KeyPairPem};
 use crate::controllers::leader::LeaderElection;
 use crate::controllers::manager::{self, Options};
-use crate::controllers::metrics::{ClientMetricsLayer, ControllerMetrics};
+use crate::controllers::metrics::{ClientMetricsLayer, ControllerMetrics, measure_webhooks};
 use crate::controllers::throttle::Throttle;
 use crate::metrics::Metrics;
 
@@ -71,7 +71,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             tokio::spawn(serve_metrics(listener, metrics));
         }
         if args.webhook_port != 0 {
-            let server = webhook_server(&args).await?;
+            let server = webhook_server(&args, controller_metrics.clone()).await?;
             eprintln!("Serving admission webhooks on :{}", args.webhook_port);
             tokio::spawn(server);
         }
@@ -170,6 +170,7 @@ async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<Metrics>)
 /// first, so a missing file or a taken port stops the manager with a clear error.
 async fn webhook_server(
     args: &Args,
+    metrics: Arc<ControllerMetrics>,
 ) -> anyhow::Result<impl std::future::Future<Output = ()> + Send + use<>> {
     let read = |file: &str| {
         let path = args.webhook_cert_dir.join(file);
@@ -192,7 +193,7 @@ async fn webhook_server(
     crate::webhooks::register(&chain);
     Ok(tls::serve(
         listener,
-        webhook_router(chain),
+        measure_webhooks(metrics, webhook_router(chain)),
         config,
         std::future::pending(),
     ))

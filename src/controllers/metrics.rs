@@ -44,6 +44,17 @@ struct NameLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    webhook: String,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabel {
+    webhook: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
     code: String,
     method: String,
@@ -95,6 +106,9 @@ pub struct ControllerMetrics {
     request_latency: Family<VerbLabels, Histogram, fn() -> Histogram>,
     queues: Mutex<HashMap<&'static str, Arc<Queue>>>,
     machine_ready: Histogram,
+    webhook_requests: Family<WebhookLabels, Counter>,
+    webhook_latency: Family<WebhookLabel, Histogram, fn() -> Histogram>,
+    webhook_in_flight: Family<WebhookLabel, Gauge>,
     /// Cluster API's objects as series, read from the controllers' caches.
     pub state: Arc<StateMetrics>,
 }
@@ -116,6 +130,9 @@ impl ControllerMetrics {
             request_latency: Family::new_with_constructor(latency_histogram),
             queues: Default::default(),
             machine_ready: Histogram::new(crate::metrics::provisioning_buckets()),
+            webhook_requests: Default::default(),
+            webhook_latency: Family::new_with_constructor(latency_histogram),
+            webhook_in_flight: Default::default(),
             state: Default::default(),
         })
     }
@@ -186,6 +203,21 @@ impl ControllerMetrics {
             "capi_machine_creation_to_ready_seconds",
             "How long Machines took from creation to Ready",
             self.machine_ready.clone(),
+        );
+        registry.register(
+            "controller_runtime_webhook_requests",
+            "Admission reviews answered, by webhook path and HTTP code",
+            self.webhook_requests.clone(),
+        );
+        registry.register(
+            "controller_runtime_webhook_latency_seconds",
+            "How long admission reviews took, by webhook path",
+            self.webhook_latency.clone(),
+        );
+        registry.register(
+            "controller_runtime_webhook_requests_in_flight",
+            "Admission reviews being answered now",
+            self.webhook_in_flight.clone(),
         );
         registry.register_collector(Box::new(self.state.clone()));
     }
@@ -262,6 +294,37 @@ impl ControllerMetrics {
             })
             .observe(latency);
     }
+}
+
+/// Measures the admission webhook server's requests (an axum layer for its router).
+pub fn measure_webhooks(metrics: Arc<ControllerMetrics>, router: axum::Router) -> axum::Router {
+    router.layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let metrics = metrics.clone();
+            async move {
+                let webhook = WebhookLabel {
+                    webhook: request.uri().path().to_string(),
+                };
+                let in_flight = metrics.webhook_in_flight.get_or_create(&webhook).clone();
+                in_flight.inc();
+                let started = Instant::now();
+                let response = next.run(request).await;
+                in_flight.dec();
+                metrics
+                    .webhook_latency
+                    .get_or_create(&webhook)
+                    .observe(started.elapsed().as_secs_f64());
+                metrics
+                    .webhook_requests
+                    .get_or_create(&WebhookLabels {
+                        webhook: webhook.webhook,
+                        code: response.status().as_u16().to_string(),
+                    })
+                    .inc();
+                response
+            }
+        },
+    ))
 }
 
 /// A reconcile in progress.
