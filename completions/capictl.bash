@@ -61,6 +61,18 @@ _capictl() {
             capictl,version)
                 cmd="capictl__subcmd__version"
                 ;;
+            capictl__subcmd__delete,cluster)
+                cmd="capictl__subcmd__delete__subcmd__cluster"
+                ;;
+            capictl__subcmd__delete,help)
+                cmd="capictl__subcmd__delete__subcmd__help"
+                ;;
+            capictl__subcmd__delete__subcmd__help,cluster)
+                cmd="capictl__subcmd__delete__subcmd__help__subcmd__cluster"
+                ;;
+            capictl__subcmd__delete__subcmd__help,help)
+                cmd="capictl__subcmd__delete__subcmd__help__subcmd__help"
+                ;;
             capictl__subcmd__describe,cluster)
                 cmd="capictl__subcmd__describe__subcmd__cluster"
                 ;;
@@ -153,6 +165,9 @@ _capictl() {
                 ;;
             capictl__subcmd__help,version)
                 cmd="capictl__subcmd__help__subcmd__version"
+                ;;
+            capictl__subcmd__help__subcmd__delete,cluster)
+                cmd="capictl__subcmd__help__subcmd__delete__subcmd__cluster"
                 ;;
             capictl__subcmd__help__subcmd__describe,cluster)
                 cmd="capictl__subcmd__help__subcmd__describe__subcmd__cluster"
@@ -300,7 +315,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__delete)
-            opts="-b -c -i -v -h -V --core --bootstrap --control-plane --infrastructure --all --include-crd --include-namespace --kubeconfig --kubeconfig-context --verbose --help --version"
+            opts="-b -c -i -v -h -V --core --bootstrap --control-plane --infrastructure --all --include-crd --include-namespace --kubeconfig --kubeconfig-context --verbose --help --version cluster help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -342,6 +357,82 @@ _capictl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__delete__subcmd__cluster)
+            opts="-n -y -v -h -V --namespace --yes --no-wait --timeout --kubeconfig --kubeconfig-context --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig-context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__delete__subcmd__help)
+            opts="cluster help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__delete__subcmd__help__subcmd__cluster)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__delete__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;
@@ -796,8 +887,22 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help__subcmd__delete)
-            opts=""
+            opts="cluster"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__delete__subcmd__cluster)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

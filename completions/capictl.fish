@@ -36,7 +36,7 @@ complete -c capictl -n "__fish_capictl_needs_command" -f -a "move" -d 'Move Clus
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "topology" -d 'Managed topologies: what the topology controller will do for Clusters with `spec.topology`'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "upgrade" -d 'Plan and apply provider upgrades'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "images" -d 'Build the Docker provider\'s node and load-balancer images from Debian packages'
-complete -c capictl -n "__fish_capictl_needs_command" -f -a "delete" -d 'Remove providers from the management cluster'
+complete -c capictl -n "__fish_capictl_needs_command" -f -a "delete" -d 'Remove providers from the management cluster, or a workload Cluster (`delete cluster NAME`)'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "management" -d 'Run the embedded management cluster: up, serve, down, status'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "manager" -d 'Run the controllers of the providers installed in a management cluster'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "version" -d 'Print the version, git commit, build date and Cluster API contract'
@@ -221,18 +221,31 @@ complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from help" -f -a "build" -d 'Build the load-balancer image and a node image per Kubernetes version; what exists and is up to date is kept'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c capictl -n "__fish_capictl_using_subcommand delete" -l core -d 'The core provider: cluster-api' -r
-complete -c capictl -n "__fish_capictl_using_subcommand delete" -s b -l bootstrap -d 'Bootstrap providers' -r
-complete -c capictl -n "__fish_capictl_using_subcommand delete" -s c -l control-plane -d 'Control plane providers' -r
-complete -c capictl -n "__fish_capictl_using_subcommand delete" -s i -l infrastructure -d 'Infrastructure providers' -r
-complete -c capictl -n "__fish_capictl_using_subcommand delete" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
-complete -c capictl -n "__fish_capictl_using_subcommand delete" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
-complete -c capictl -n "__fish_capictl_using_subcommand delete" -l all -d 'Every installed provider'
-complete -c capictl -n "__fish_capictl_using_subcommand delete" -l include-crd -d 'Also delete the providers\' CRDs (refused while objects of them exist)'
-complete -c capictl -n "__fish_capictl_using_subcommand delete" -l include-namespace -d 'Also delete the providers\' namespaces'
-complete -c capictl -n "__fish_capictl_using_subcommand delete" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
-complete -c capictl -n "__fish_capictl_using_subcommand delete" -s h -l help -d 'Print help'
-complete -c capictl -n "__fish_capictl_using_subcommand delete" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -l core -d 'The core provider: cluster-api' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -s b -l bootstrap -d 'Bootstrap providers' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -s c -l control-plane -d 'Control plane providers' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -s i -l infrastructure -d 'Infrastructure providers' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -l all -d 'Every installed provider'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -l include-crd -d 'Also delete the providers\' CRDs (refused while objects of them exist)'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -l include-namespace -d 'Also delete the providers\' namespaces'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -f -a "cluster" -d 'Delete a workload Cluster and everything it made (Machines, their infrastructure, the control plane), after showing what will go and asking'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -s n -l namespace -d 'The namespace of the Cluster [default: the kubeconfig context\'s, else default]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -l timeout -d 'How long to wait for the Cluster to be gone' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -s y -l yes -d 'Delete without asking (for scripts; without a terminal nothing is deleted otherwise)'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -l no-wait -d 'Return once the deletion is asked for instead of when the Cluster is gone'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from help" -f -a "cluster" -d 'Delete a workload Cluster and everything it made (Machines, their infrastructure, the control plane), after showing what will go and asking'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s V -l version -d 'Print version'
@@ -321,7 +334,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_see
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move topology upgrade images delete management manager version completion help" -f -a "topology" -d 'Managed topologies: what the topology controller will do for Clusters with `spec.topology`'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move topology upgrade images delete management manager version completion help" -f -a "upgrade" -d 'Plan and apply provider upgrades'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move topology upgrade images delete management manager version completion help" -f -a "images" -d 'Build the Docker provider\'s node and load-balancer images from Debian packages'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move topology upgrade images delete management manager version completion help" -f -a "delete" -d 'Remove providers from the management cluster'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move topology upgrade images delete management manager version completion help" -f -a "delete" -d 'Remove providers from the management cluster, or a workload Cluster (`delete cluster NAME`)'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move topology upgrade images delete management manager version completion help" -f -a "management" -d 'Run the embedded management cluster: up, serve, down, status'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move topology upgrade images delete management manager version completion help" -f -a "manager" -d 'Run the controllers of the providers installed in a management cluster'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move topology upgrade images delete management manager version completion help" -f -a "version" -d 'Print the version, git commit, build date and Cluster API contract'
@@ -336,6 +349,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_su
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from upgrade" -f -a "plan" -d 'Which provider versions the management cluster can move to, and where each workload cluster\'s Kubernetes version can go next'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from upgrade" -f -a "apply" -d 'Upgrade the providers to the versions this capictl carries'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from images" -f -a "build" -d 'Build the load-balancer image and a node image per Kubernetes version; what exists and is up to date is kept'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from delete" -f -a "cluster" -d 'Delete a workload Cluster and everything it made (Machines, their infrastructure, the control plane), after showing what will go and asking'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "serve" -d 'Run the management cluster in the foreground (what `up` starts)'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "down" -d 'Stop the management cluster'

@@ -166,7 +166,7 @@ fn delete_wants_all_or_named_providers() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert_eq!(
             stderr(&out),
-            "Error: say which providers to delete: --all, or --core, --bootstrap, --control-plane and --infrastructure with their names (not both)\n"
+            "Error: say which providers to delete: --all, or --core, --bootstrap, --control-plane and --infrastructure with their names (not both); a workload cluster goes with `capictl delete cluster NAME`\n"
         );
     }
 }

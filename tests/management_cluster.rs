@@ -2208,6 +2208,28 @@ fn a_protected_cluster_is_not_deleted_until_the_protection_is_lifted() {
         ]) == "Active",
         "nothing began deleting"
     );
+    // capictl refuses it too, before asking anything.
+    let kubeconfig = m.kubeconfig().display().to_string();
+    let capictl_delete = |extra: &[&str]| {
+        let mut args = vec![
+            "delete",
+            "cluster",
+            "prod",
+            "-n",
+            "production",
+            "--kubeconfig",
+            &kubeconfig,
+        ];
+        args.extend(extra);
+        capictl(&args)
+    };
+    let refused = capictl_delete(&["--yes"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains("Cluster production/prod has deletion protection"),
+        "{}",
+        text(&refused.stderr)
+    );
     m.kubectl(&[
         "annotate",
         "cluster",
@@ -2216,14 +2238,31 @@ fn a_protected_cluster_is_not_deleted_until_the_protection_is_lifted() {
         "prod",
         &format!("{annotation}-"),
     ]);
-    m.kubectl(&[
-        "delete",
-        "cluster",
-        "prod",
-        "-n",
-        "production",
-        "--wait=false",
-    ]);
+    // Unprotected, it lists what will go; with no terminal to ask on, it deletes nothing
+    // unless told --yes.
+    let unasked = capictl_delete(&[]);
+    assert_eq!(unasked.status.code(), Some(2));
+    let said = text(&unasked.stderr);
+    assert!(said.contains("Cluster production/prod"), "{said}");
+    assert!(
+        said.contains("pass --yes to delete without asking"),
+        "{said}"
+    );
+    assert_eq!(
+        m.kubectl(&["get", "cluster", "prod", "-n", "production", "-o", "name"]),
+        "cluster.cluster.x-k8s.io/prod\n"
+    );
+    let deleted = capictl_delete(&["--yes"]);
+    assert!(deleted.status.success(), "{}", text(&deleted.stderr));
+    assert!(
+        text(&deleted.stderr).contains("Cluster production/prod deleted"),
+        "{}",
+        text(&deleted.stderr)
+    );
+    assert_eq!(
+        m.kubectl(&["get", "clusters", "-n", "production", "-o", "name"]),
+        ""
+    );
 }
 
 /// The embedded management cluster's `/metrics`, parsed.

@@ -62,14 +62,13 @@ pub fn deletion_protected(resource: &Resource, object: &Value) -> bool {
         && object["metadata"]["annotations"][crate::api::DELETION_PROTECTION_ANNOTATION] == "true"
 }
 
-/// Why a protected object may not be deleted, and how to lift the protection.
-fn protection_message(resource: &Resource, namespace: &str, name: &str) -> String {
+/// Why a protected object (of `kind`, `singular` as kubectl names it) may not be deleted, and
+/// how to lift the protection.
+pub fn protection_message(kind: &str, singular: &str, namespace: &str, name: &str) -> String {
     let annotation = crate::api::DELETION_PROTECTION_ANNOTATION;
     format!(
         "{kind} {namespace}/{name} has deletion protection ({annotation}=\"true\"); to delete it, \
-         first remove the annotation: kubectl annotate {singular} -n {namespace} {name} {annotation}-",
-        kind = resource.kind,
-        singular = resource.singular,
+         first remove the annotation: kubectl annotate {singular} -n {namespace} {name} {annotation}-"
     )
 }
 
@@ -151,7 +150,12 @@ impl ApiServer {
         };
         if deletion_protected(resource, object) {
             let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
-            return refuse(protection_message(resource, namespace, name));
+            return refuse(protection_message(
+                &resource.kind,
+                &resource.singular,
+                namespace,
+                name,
+            ));
         }
         if resource.group.is_empty() && resource.plural == "namespaces" {
             let mut held = Vec::new();
@@ -164,11 +168,9 @@ impl ApiServer {
                         .list(&kind.namespace_prefix(Some(name)), None, None, |r| {
                             deletion_protected(&kind, &r.value)
                         });
-                held.extend(
-                    records
-                        .iter()
-                        .map(|r| protection_message(&kind, name, object::name_of(&r.value))),
-                );
+                held.extend(records.iter().map(|r| {
+                    protection_message(&kind.kind, &kind.singular, name, object::name_of(&r.value))
+                }));
             }
             if !held.is_empty() {
                 return refuse(format!(

@@ -2,6 +2,9 @@
 //! controllers, RBAC and inventory entry; their CRDs with `--include-crd` (refused while objects
 //! of them exist) and their namespace with `--include-namespace`. Workload clusters are left
 //! alone.
+//!
+//! `capictl delete cluster NAME` deletes one workload Cluster and everything it made, after
+//! listing what will go and asking (`--yes` for scripts); a protected Cluster is refused.
 
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Client, ResourceExt};
@@ -9,11 +12,14 @@ use serde_json::Value;
 
 use super::UsageError;
 use super::connect::ClusterArgs;
-use crate::api::Provider;
+use crate::api::{Cluster, Provider};
 use crate::init::{self, PROVIDERS, ProviderInfo};
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    #[command(subcommand)]
+    what: Option<What>,
     /// The core provider: cluster-api.
     #[arg(long, value_name = "NAME")]
     core: Option<String>,
@@ -39,8 +45,127 @@ pub struct Args {
     cluster: ClusterArgs,
 }
 
+#[derive(Debug, clap::Subcommand)]
+enum What {
+    /// Delete a workload Cluster and everything it made (Machines, their infrastructure,
+    /// the control plane), after showing what will go and asking.
+    Cluster(ClusterDeleteArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ClusterDeleteArgs {
+    /// The Cluster's name.
+    name: String,
+    /// The namespace of the Cluster [default: the kubeconfig context's, else default]
+    #[arg(short, long, value_name = "NS")]
+    namespace: Option<String>,
+    /// Delete without asking (for scripts; without a terminal nothing is deleted otherwise).
+    #[arg(short, long)]
+    yes: bool,
+    /// Return once the deletion is asked for instead of when the Cluster is gone.
+    #[arg(long)]
+    no_wait: bool,
+    /// How long to wait for the Cluster to be gone.
+    #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+    timeout: u64,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
-    tokio::runtime::Runtime::new()?.block_on(delete(args))
+    let runtime = tokio::runtime::Runtime::new()?;
+    match args.what {
+        Some(What::Cluster(cluster)) => runtime.block_on(delete_cluster(cluster)),
+        None => runtime.block_on(delete(args)),
+    }
+}
+
+/// Shows the Cluster's tree, asks, deletes it and waits until it is gone.
+async fn delete_cluster(args: ClusterDeleteArgs) -> anyhow::Result<()> {
+    let (client, default_namespace) = args.cluster.client().await?;
+    let ns = args.namespace.clone().unwrap_or(default_namespace);
+    let api: Api<Cluster> = Api::namespaced(client.clone(), &ns);
+    let tree = super::describe::tree(&client, &ns, &args.name).await?;
+    let cluster = api.get(&args.name).await?;
+    if cluster
+        .annotations()
+        .get(crate::api::DELETION_PROTECTION_ANNOTATION)
+        == Some(&"true".to_string())
+    {
+        anyhow::bail!(
+            "{}",
+            crate::apiserver::lifecycle::protection_message("Cluster", "cluster", &ns, &args.name)
+        );
+    }
+    eprintln!(
+        "Deleting Cluster {ns}/{} deletes everything it made:\n",
+        args.name
+    );
+    eprint!("{tree}");
+    eprintln!();
+    if !args.yes {
+        use std::io::IsTerminal;
+        if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+            return Err(UsageError(
+                "nothing was deleted: there is no terminal to ask on; pass --yes to delete without asking".into(),
+            )
+            .into());
+        }
+        let sure = dialoguer::Confirm::new()
+            .with_prompt(format!(
+                "Delete Cluster {ns}/{} and all of the above?",
+                args.name
+            ))
+            .default(false)
+            .interact()?;
+        if !sure {
+            eprintln!("Nothing was deleted.");
+            return Ok(());
+        }
+    }
+    api.delete(&args.name, &DeleteParams::background()).await?;
+    if args.no_wait {
+        eprintln!("Cluster {ns}/{} is being deleted", args.name);
+        return Ok(());
+    }
+    let spinner = indicatif::ProgressBar::new_spinner()
+        .with_message(format!("Deleting Cluster {ns}/{}", args.name));
+    spinner.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    spinner.enable_steady_tick(std::time::Duration::from_millis(200));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(args.timeout);
+    while let Some(c) = api.get_opt(&args.name).await? {
+        // The Deleting condition says what the deletion waits for.
+        if let Some(waiting) = c
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Deleting"))
+        {
+            spinner.set_message(format!(
+                "Deleting Cluster {ns}/{}: {}",
+                args.name,
+                waiting
+                    .message
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches("* ")
+            ));
+        }
+        if std::time::Instant::now() > deadline {
+            spinner.finish_and_clear();
+            anyhow::bail!(
+                "Cluster {ns}/{} is still being deleted after {}s; `capictl describe cluster {} -n {ns} --show-conditions all` says what it waits for",
+                args.name,
+                args.timeout,
+                args.name
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    spinner.finish_and_clear();
+    eprintln!("Cluster {ns}/{} deleted", args.name);
+    Ok(())
 }
 
 /// Deletes an object; one already gone counts as deleted.
@@ -99,7 +224,7 @@ async fn delete(args: Args) -> anyhow::Result<()> {
         || !args.infrastructure.is_empty();
     if named == args.all {
         return Err(UsageError(
-            "say which providers to delete: --all, or --core, --bootstrap, --control-plane and --infrastructure with their names (not both)".into(),
+            "say which providers to delete: --all, or --core, --bootstrap, --control-plane and --infrastructure with their names (not both); a workload cluster goes with `capictl delete cluster NAME`".into(),
         )
         .into());
     }

@@ -67,7 +67,7 @@ pub enum Command {
     /// Build the Docker provider's node and load-balancer images from Debian packages.
     #[command(subcommand)]
     Images(images::Images),
-    /// Remove providers from the management cluster.
+    /// Remove providers from the management cluster, or a workload Cluster (`delete cluster NAME`).
     Delete(delete::Args),
     /// Run the embedded management cluster: up, serve, down, status.
     #[command(subcommand)]
