@@ -39,9 +39,12 @@ impl Metrics {
     }
 }
 
-/// Latency buckets in seconds, 5 ms to about 40 s: what a request or a reconcile takes.
-pub fn latency_buckets() -> impl Iterator<Item = f64> {
-    prometheus_client::metrics::histogram::exponential_buckets(0.005, 2.0, 14)
+/// A histogram of latencies in seconds, 5 ms to about 40 s: what a request or a reconcile
+/// takes (a `Family` constructor).
+pub fn latency_histogram() -> prometheus_client::metrics::histogram::Histogram {
+    prometheus_client::metrics::histogram::Histogram::new(
+        prometheus_client::metrics::histogram::exponential_buckets(0.005, 2.0, 14),
+    )
 }
 
 /// Duration buckets in seconds, 1 s to about 68 minutes: how long a Machine takes to be Ready.

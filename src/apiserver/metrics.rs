@@ -15,7 +15,7 @@ use prometheus_client::registry::Registry;
 
 use super::User;
 use super::store::Store;
-use crate::metrics::latency_buckets;
+use crate::metrics::latency_histogram;
 
 /// What a request was, as far as routing found out; the metrics and the audit log read it
 /// after the response is made.
@@ -105,10 +105,6 @@ struct CodeLabels {
 struct StoreLabels {
     operation: &'static str,
     r#type: String,
-}
-
-fn latency_histogram() -> Histogram {
-    Histogram::new(latency_buckets())
 }
 
 /// The API server's own series.

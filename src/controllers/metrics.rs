@@ -25,7 +25,7 @@ use prometheus_client::registry::Registry;
 use tower::{Layer, Service};
 
 use super::state_metrics::StateMetrics;
-use crate::metrics::latency_buckets;
+use crate::metrics::latency_histogram;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabel {
@@ -65,10 +65,6 @@ struct RequestLabels {
 struct VerbLabels {
     verb: String,
     host: String,
-}
-
-fn latency_histogram() -> Histogram {
-    Histogram::new(latency_buckets())
 }
 
 /// How a reconcile ended, as controller-runtime's `result` label says it.
