@@ -59,7 +59,7 @@ struct GroupResources {
     resource_names: Vec<String>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Rule {
     level: String,
@@ -100,19 +100,7 @@ impl Default for Policy {
     /// Every request at `Metadata`.
     fn default() -> Self {
         Policy {
-            rules: vec![(
-                Rule {
-                    level: "Metadata".into(),
-                    users: vec![],
-                    user_groups: vec![],
-                    verbs: vec![],
-                    resources: vec![],
-                    namespaces: vec![],
-                    non_resource_u_r_ls: vec![],
-                    omit_stages: vec![],
-                },
-                Level::Metadata,
-            )],
+            rules: vec![(Rule::default(), Level::Metadata)],
         }
     }
 }

@@ -751,11 +751,13 @@ async fn serve(State(server): State<Arc<ApiServer>>, req: Request) -> Response {
     let method = req.method().clone();
     let uri = req.uri().clone();
     let started = std::time::Instant::now();
+    // What only the audit log needs is taken only when there is one.
+    let auditing = server.audit.get().is_some();
     let received = time::OffsetDateTime::now_utc();
     let source = req.extensions().get::<tls::PeerAddress>().map(|p| p.0);
-    let user_agent = req
-        .headers()
-        .get(http::header::USER_AGENT)
+    let user_agent = auditing
+        .then(|| req.headers().get(http::header::USER_AGENT))
+        .flatten()
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
@@ -764,12 +766,14 @@ async fn serve(State(server): State<Arc<ApiServer>>, req: Request) -> Response {
     let response = match route(&server, req, &mut info).await {
         Ok(r) => r,
         Err(e) => {
-            failure = Some((e.reason, e.message.clone()));
+            failure = auditing.then(|| (e.reason, e.message.clone()));
             e.into_response()
         }
     };
     let code = response.status().as_u16();
-    if let Some(log) = server.audit.get() {
+    if let Some(log) = server.audit.get()
+        && info.audit != audit::Level::None
+    {
         log.record(audit::Entry {
             info: &info,
             level: info.audit,
