@@ -112,14 +112,14 @@ impl Recorder {
         let now = Timestamp::now();
         let repeat = {
             let mut recorded = self.recorded.lock().unwrap();
-            recorded.retain(|_, r| r.last + SERIES_WINDOW > now);
             match recorded.get_mut(&key) {
-                Some(r) => {
+                // An Event seen before, but longer ago than the window, starts a new one.
+                Some(r) if r.last + SERIES_WINDOW > now => {
                     r.count += 1;
                     r.last = now;
                     Some((r.name.clone(), r.namespace.clone(), r.count))
                 }
-                None => None,
+                _ => None,
             }
         };
         let client = self.client.clone();
@@ -146,6 +146,10 @@ impl Recorder {
                 let namespace = event.metadata.namespace.clone().unwrap_or_default();
                 {
                     let mut recorded = self.recorded.lock().unwrap();
+                    // Full: forget what left the window, then (still full) the oldest.
+                    if recorded.len() >= REMEMBERED {
+                        recorded.retain(|_, r| r.last + SERIES_WINDOW > now);
+                    }
                     if recorded.len() >= REMEMBERED
                         && let Some(oldest) = recorded
                             .iter()
