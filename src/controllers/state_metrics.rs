@@ -49,8 +49,8 @@ impl Samples {
     }
 
     /// One series per status value of each condition, 1 for the one it has.
-    fn conditions(&mut self, name: &'static str, base: &Labels, conditions: &[Condition]) {
-        for c in conditions {
+    fn conditions(&mut self, name: &'static str, base: &Labels, conditions: Option<&[Condition]>) {
+        for c in conditions.unwrap_or_default() {
             for status in ["True", "False", "Unknown"] {
                 let mut labels = base.clone();
                 labels.push(("type", c.type_.clone()));
@@ -236,9 +236,7 @@ impl StateSeries for Cluster {
         out.conditions(
             "capi_cluster_status_condition",
             &base,
-            status
-                .and_then(|s| s.conditions.as_deref())
-                .unwrap_or_default(),
+            status.and_then(|s| s.conditions.as_deref()),
         );
     }
 }
@@ -302,9 +300,7 @@ impl StateSeries for Machine {
         out.conditions(
             "capi_machine_status_condition",
             &base,
-            status
-                .and_then(|s| s.conditions.as_deref())
-                .unwrap_or_default(),
+            status.and_then(|s| s.conditions.as_deref()),
         );
         if let Some(expiry) = status.and_then(|s| s.certificates_expiry_date.as_ref()) {
             out.add(
@@ -381,9 +377,7 @@ impl StateSeries for MachineSet {
         out.conditions(
             "capi_machineset_status_condition",
             &base,
-            status
-                .and_then(|s| s.conditions.as_deref())
-                .unwrap_or_default(),
+            status.and_then(|s| s.conditions.as_deref()),
         );
     }
 }
@@ -432,9 +426,7 @@ impl StateSeries for MachineDeployment {
         out.conditions(
             "capi_machinedeployment_status_condition",
             &base,
-            status
-                .and_then(|s| s.conditions.as_deref())
-                .unwrap_or_default(),
+            status.and_then(|s| s.conditions.as_deref()),
         );
     }
 }
@@ -475,9 +467,7 @@ impl StateSeries for KubeadmControlPlane {
         out.conditions(
             "capi_kubeadmcontrolplane_status_condition",
             &base,
-            status
-                .and_then(|s| s.conditions.as_deref())
-                .unwrap_or_default(),
+            status.and_then(|s| s.conditions.as_deref()),
         );
     }
 }
@@ -505,9 +495,7 @@ impl StateSeries for MachineHealthCheck {
         out.conditions(
             "capi_machinehealthcheck_status_condition",
             &base,
-            status
-                .and_then(|s| s.conditions.as_deref())
-                .unwrap_or_default(),
+            status.and_then(|s| s.conditions.as_deref()),
         );
     }
 }
