@@ -85,18 +85,19 @@ async fn delete_cluster(args: ClusterDeleteArgs) -> anyhow::Result<()> {
     let (client, default_namespace) = args.cluster.client().await?;
     let ns = args.namespace.clone().unwrap_or(default_namespace);
     let api: Api<Cluster> = Api::namespaced(client.clone(), &ns);
-    let tree = super::describe::tree(&client, &ns, &args.name).await?;
-    let cluster = api.get(&args.name).await?;
-    if cluster
-        .annotations()
-        .get(crate::api::DELETION_PROTECTION_ANNOTATION)
-        == Some(&"true".to_string())
-    {
+    // A protected Cluster is refused before its tree is read; a missing one is said by the tree.
+    let protected = api.get_opt(&args.name).await?.is_some_and(|c| {
+        c.annotations()
+            .get(crate::api::DELETION_PROTECTION_ANNOTATION)
+            .is_some_and(|v| v == "true")
+    });
+    if protected {
         anyhow::bail!(
             "{}",
             crate::apiserver::lifecycle::protection_message("Cluster", "cluster", &ns, &args.name)
         );
     }
+    let tree = super::describe::tree(&client, &ns, &args.name).await?;
     eprintln!(
         "Deleting Cluster {ns}/{} deletes everything it made:\n",
         args.name
