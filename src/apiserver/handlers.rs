@@ -88,6 +88,19 @@ fn json_response(code: StatusCode, value: Value) -> Response {
     (code, axum::Json(value)).into_response()
 }
 
+/// A response whose body is JSON already encoded.
+fn json_bytes_response(code: StatusCode, body: impl Into<axum::body::Body>) -> Response {
+    (
+        code,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        body.into(),
+    )
+        .into_response()
+}
+
 impl Call<'_> {
     fn namespace(&self) -> Option<&str> {
         if self.resource.namespaced {
@@ -119,7 +132,23 @@ impl Call<'_> {
 
     /// One object in the representation the client asked for, with any warnings.
     fn respond_object(&self, code: StatusCode, object: Value) -> Response {
-        let mut response = self.render_object(code, object);
+        let response = self.render_object(code, object);
+        self.with_warnings(response)
+    }
+
+    /// A stored object in the representation the client asked for, with any warnings: as it
+    /// is, from the encoding every reader of this revision shares.
+    fn respond_record(&self, code: StatusCode, record: &Record) -> Response {
+        match self.representation {
+            Representation::Object => self.with_warnings(json_bytes_response(
+                code,
+                object::present_json(&self.resource, record, record.mod_revision),
+            )),
+            _ => self.respond_object(code, self.present(record)),
+        }
+    }
+
+    fn with_warnings(&self, mut response: Response) -> Response {
         for warning in self.warnings.lock().unwrap().drain(..) {
             let value = format!(
                 "299 - {}",
@@ -262,7 +291,7 @@ impl Call<'_> {
 
     pub fn get(&self, name: &str) -> Result<Response, ApiError> {
         let record = self.get_record(name)?;
-        Ok(self.respond_object(StatusCode::OK, self.present(&record)))
+        Ok(self.respond_record(StatusCode::OK, &record))
     }
 
     pub fn selectors(&self) -> Result<(LabelSelector, FieldSelector), ApiError> {
@@ -298,23 +327,25 @@ impl Call<'_> {
             Some(token) => Some(decode_continue(token)?),
             None => None,
         };
-        let (records, revision, more) =
-            self.server
-                .store
-                .list(&prefix, start_after.as_deref(), limit, |r| {
-                    labels.matches_object(&r.value) && fields.matches(&r.value)
-                });
+        let (records, revision, more) = self.server.store.list_labeled(
+            &prefix,
+            start_after.as_deref(),
+            limit,
+            labels.indexable(),
+            |r| labels.matches_object(&r.value) && fields.matches(&r.value),
+        );
         let mut metadata = json!({"resourceVersion": revision.to_string()});
         if more && let Some(last) = records.last() {
             metadata["continue"] = json!(encode_continue(&last.key));
         }
-        let items: Vec<Value> = records.iter().map(|r| self.present(r)).collect();
+        let presented = || records.iter().map(|r| self.present(r));
         Ok(match self.representation {
+            Representation::Object => self.list_json(&records, &metadata),
             Representation::Table => json_response(
                 StatusCode::OK,
                 table::table(
                     &self.resource,
-                    &items,
+                    &presented().collect::<Vec<_>>(),
                     metadata,
                     IncludeObject::parse(self.query.get("includeObject").map(String::as_str)),
                     true,
@@ -326,19 +357,38 @@ impl Call<'_> {
                     "kind": "PartialObjectMetadataList",
                     "apiVersion": "meta.k8s.io/v1",
                     "metadata": metadata,
-                    "items": items.iter().map(partial).collect::<Vec<_>>(),
-                }),
-            ),
-            Representation::Object => json_response(
-                StatusCode::OK,
-                json!({
-                    "kind": self.resource.list_kind(),
-                    "apiVersion": self.resource.api_version(),
-                    "metadata": metadata,
-                    "items": items,
+                    "items": presented().map(|o| partial(&o)).collect::<Vec<_>>(),
                 }),
             ),
         })
+    }
+
+    /// A list as JSON, put together from the objects' shared encodings: nothing is copied or
+    /// encoded again for each request.
+    fn list_json(&self, records: &[Arc<Record>], metadata: &Value) -> Response {
+        let items: Vec<axum::body::Bytes> = records
+            .iter()
+            .map(|r| object::present_json(&self.resource, r, r.mod_revision))
+            .collect();
+        let head = serde_json::to_vec(&json!({
+            "kind": self.resource.list_kind(),
+            "apiVersion": self.resource.api_version(),
+            "metadata": metadata,
+        }))
+        .expect("JSON values serialize");
+        let mut body =
+            Vec::with_capacity(head.len() + 16 + items.iter().map(|i| i.len() + 1).sum::<usize>());
+        // `{"kind":…,"metadata":{…}` then `,"items":[…]}`.
+        body.extend_from_slice(&head[..head.len() - 1]);
+        body.extend_from_slice(b",\"items\":[");
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(item);
+        }
+        body.extend_from_slice(b"]}");
+        json_bytes_response(StatusCode::OK, body)
     }
 
     /// Refuses writes into a namespace that does not exist or is being deleted.
@@ -418,7 +468,7 @@ impl Call<'_> {
                 }
                 other => other.into(),
             })?;
-        Ok(self.respond_object(StatusCode::CREATED, self.present(&record)))
+        Ok(self.respond_record(StatusCode::CREATED, &record))
     }
 
     /// Stores `new` in place of `current`, or deletes the object when a deleting object loses

@@ -1,8 +1,10 @@
 //! Object metadata as Kubernetes keeps it: names, uid, generation, timestamps, and what a write
 //! may and may not change.
 
+use bytes::Bytes;
 use k8s_openapi::jiff::Timestamp;
 use rand::Rng;
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::registry::Resource;
@@ -74,6 +76,121 @@ pub fn present(resource: &Resource, record: &Record, revision: u64) -> Value {
     object["kind"] = json!(resource.kind);
     metadata_mut(&mut object).insert("resourceVersion".into(), json!(revision.to_string()));
     object
+}
+
+/// [`present`], encoded as JSON. A read of the record's own revision in the version it is
+/// stored in, which is nearly every read, is encoded once and shared by every later get, list
+/// and watch event of that revision; the stored object is written out, not copied.
+pub fn present_json(resource: &Resource, record: &Record, revision: u64) -> Bytes {
+    let as_stored = revision == record.mod_revision
+        && !super::events::is_view(&resource.group, &resource.plural)
+        && record.value["kind"] == resource.kind.as_str()
+        && record.value["apiVersion"]
+            .as_str()
+            .is_some_and(|v| is_api_version(resource, v));
+    let encode = |value: &Value| -> Bytes {
+        let object = Presented {
+            value,
+            api_version: &resource.api_version(),
+            kind: &resource.kind,
+            resource_version: &revision.to_string(),
+        };
+        serde_json::to_vec(&object)
+            .expect("JSON values serialize")
+            .into()
+    };
+    if as_stored {
+        record.presented(encode)
+    } else if super::events::is_view(&resource.group, &resource.plural) {
+        serde_json::to_vec(&present(resource, record, revision))
+            .expect("JSON values serialize")
+            .into()
+    } else {
+        encode(&record.value)
+    }
+}
+
+/// Whether `api_version` is `resource`'s, without building its string.
+fn is_api_version(resource: &Resource, api_version: &str) -> bool {
+    match api_version.rsplit_once('/') {
+        Some((group, version)) => group == resource.group && version == resource.version,
+        None => resource.group.is_empty() && api_version == resource.version,
+    }
+}
+
+/// A stored object written as [`present`] makes it: apiVersion and kind of the resource read,
+/// resourceVersion in its metadata.
+struct Presented<'a> {
+    value: &'a Value,
+    api_version: &'a str,
+    kind: &'a str,
+    resource_version: &'a str,
+}
+
+impl Serialize for Presented<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Some(fields) = self.value.as_object() else {
+            return self.value.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(None)?;
+        let (mut api_version, mut kind, mut metadata) = (false, false, false);
+        for (key, value) in fields {
+            match key.as_str() {
+                "apiVersion" => {
+                    api_version = true;
+                    map.serialize_entry(key, self.api_version)?;
+                }
+                "kind" => {
+                    kind = true;
+                    map.serialize_entry(key, self.kind)?;
+                }
+                "metadata" if value.is_object() => {
+                    metadata = true;
+                    map.serialize_entry(key, &WithResourceVersion(value, self.resource_version))?;
+                }
+                "metadata" => {}
+                _ => map.serialize_entry(key, value)?,
+            }
+        }
+        if !api_version {
+            map.serialize_entry("apiVersion", self.api_version)?;
+        }
+        if !kind {
+            map.serialize_entry("kind", self.kind)?;
+        }
+        if !metadata {
+            map.serialize_entry(
+                "metadata",
+                &WithResourceVersion(&Value::Object(Map::new()), self.resource_version),
+            )?;
+        }
+        map.end()
+    }
+}
+
+/// Metadata with `resourceVersion` set, in the key order serde_json keeps.
+struct WithResourceVersion<'a>(&'a Value, &'a str);
+
+impl Serialize for WithResourceVersion<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        const KEY: &str = "resourceVersion";
+        let fields = self.0.as_object().expect("metadata is an object");
+        let mut map = serializer.serialize_map(None)?;
+        let mut written = false;
+        for (key, value) in fields {
+            if !written && key.as_str() >= KEY {
+                map.serialize_entry(KEY, self.1)?;
+                written = true;
+            }
+            if key != KEY {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        if !written {
+            map.serialize_entry(KEY, self.1)?;
+        }
+        map.end()
+    }
 }
 
 /// Checks the kind and API version a client sent against the URL it sent them to.
@@ -343,6 +460,52 @@ pub fn is_deleting(object: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shared_encoding_reads_as_the_presented_object() {
+        let registry = super::super::builtin::registry();
+        let configmaps = registry.get("", "v1", "configmaps").unwrap();
+        let events = registry.get("events.k8s.io", "v1", "events").unwrap();
+        let stored = |value: Value| Record::new("/registry/core/x/default/a".into(), value, 3, 7);
+        let cases = [
+            (
+                &configmaps,
+                stored(
+                    json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"metadata": "x"},
+                    "metadata": {"name": "a", "namespace": "default", "uid": "u", "labels": {"a": "b"}}}),
+                ),
+                7,
+            ),
+            // A deletion is presented at the revision that deleted it.
+            (
+                &configmaps,
+                stored(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}})),
+                9,
+            ),
+            // Nothing to go by: what the server owns is filled in.
+            (&configmaps, stored(json!({"data": {}})), 7),
+            // The events.k8s.io view renames fields.
+            (
+                &events,
+                stored(
+                    json!({"apiVersion": "v1", "kind": "Event", "message": "m", "metadata": {"name": "e"}}),
+                ),
+                7,
+            ),
+        ];
+        for (resource, record, revision) in cases {
+            let encoded = present_json(resource, &record, revision);
+            let read: Value = serde_json::from_slice(&encoded).unwrap();
+            assert_eq!(
+                read,
+                present(resource, &record, revision),
+                "{}",
+                record.value
+            );
+            // Read again: the same bytes.
+            assert_eq!(present_json(resource, &record, revision), encoded);
+        }
+    }
 
     #[test]
     fn an_update_that_only_moves_managed_field_times_is_no_change() {

@@ -65,6 +65,20 @@ impl LabelSelector {
         self.requirements.is_empty()
     }
 
+    /// A label every matching object has, with the values it may take (`a=b`, `a==b`,
+    /// `a in (b,c)`): what a label index can answer, leaving the rest of the selector to be
+    /// checked on the objects it finds. The requirement with the fewest values is chosen.
+    pub fn indexable(&self) -> Option<(&str, &[String])> {
+        self.requirements
+            .iter()
+            .filter_map(|r| match &r.op {
+                Op::Equals(value) => Some((r.key.as_str(), std::slice::from_ref(value))),
+                Op::In(values) => Some((r.key.as_str(), values.as_slice())),
+                _ => None,
+            })
+            .min_by_key(|(_, values)| values.len())
+    }
+
     /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`), as workload kinds
     /// such as PodDisruptionBudgets carry it.
     pub fn from_object(selector: &Value) -> Result<LabelSelector, String> {

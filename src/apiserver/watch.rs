@@ -7,9 +7,10 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
 use rand::Rng;
 use serde_json::{Value, json};
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -58,9 +59,10 @@ impl Watcher {
         }
     }
 
-    /// The watch event (if any) this watcher sends for a store event: objects that start or
-    /// stop matching the selectors are ADDED or DELETED.
-    fn translate(&mut self, event: &Event) -> Option<Value> {
+    /// The line (if any) this watcher sends for a store event: objects that start or stop
+    /// matching the selectors are ADDED or DELETED. A plain object is written from the
+    /// encoding every watcher of the event shares.
+    fn translate(&mut self, event: &Event) -> Option<Bytes> {
         if !event.record.key.starts_with(&self.prefix) {
             return None;
         }
@@ -74,8 +76,31 @@ impl Watcher {
             EventKind::Deleted if now => "DELETED",
             _ => return None,
         };
+        if self.representation == Representation::Object {
+            let object = object::present_json(&self.resource, &event.record, event.revision);
+            let mut out = Vec::with_capacity(object.len() + 32);
+            out.extend_from_slice(b"{\"type\":\"");
+            out.extend_from_slice(kind.as_bytes());
+            out.extend_from_slice(b"\",\"object\":");
+            out.extend_from_slice(&object);
+            out.extend_from_slice(b"}\n");
+            return Some(out.into());
+        }
         let object = object::present(&self.resource, &event.record, event.revision);
-        Some(json!({"type": kind, "object": self.render(object)}))
+        Some(line(&json!({"type": kind, "object": self.render(object)})))
+    }
+
+    /// Adds what a live event means to this watcher to its outbox, once: an event at or below
+    /// the revision the watcher has reached was in its backlog. False once the client has gone.
+    async fn deliver(&mut self, outbox: &mut Outbox, revision: &mut u64, event: &Event) -> bool {
+        if event.revision <= *revision {
+            return true;
+        }
+        *revision = event.revision;
+        match self.translate(event) {
+            Some(line) => outbox.push(&line).await,
+            None => true,
+        }
     }
 
     fn bookmark(&self, revision: u64, initial_events_end: bool) -> Value {
@@ -90,10 +115,46 @@ impl Watcher {
     }
 }
 
-fn line(value: &Value) -> Result<axum::body::Bytes, std::io::Error> {
+fn line(value: &Value) -> Bytes {
     let mut out = serde_json::to_vec(value).expect("JSON values serialize");
     out.push(b'\n');
-    Ok(out.into())
+    out.into()
+}
+
+/// How much a watcher sends in one write when events come faster than it writes them.
+const CHUNK: usize = 64 * 1024;
+
+/// A watch's lines on their way to the client: gathered while more are ready, so that a
+/// watcher keeping up with a burst of writes makes one write per burst, not one per event.
+struct Outbox {
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    pending: BytesMut,
+}
+
+impl Outbox {
+    /// Adds a line; false once the client has gone.
+    async fn push(&mut self, line: &[u8]) -> bool {
+        self.pending.extend_from_slice(line);
+        self.pending.len() < CHUNK || self.flush().await
+    }
+
+    /// Sends what is gathered; false once the client has gone.
+    async fn flush(&mut self) -> bool {
+        if self.pending.is_empty() {
+            return true;
+        }
+        let chunk = self.pending.split().freeze();
+        self.tx.send(Ok(chunk)).await.is_ok()
+    }
+
+    /// Ends a watch that fell further behind than the store keeps events for.
+    async fn fell_behind(&mut self) {
+        let gone = line(&gone_event(
+            "the watch fell too far behind; list again and watch from the new resourceVersion"
+                .into(),
+        ));
+        let _ = self.push(&gone).await && self.flush().await;
+    }
 }
 
 fn gone_event(message: String) -> Value {
@@ -148,8 +209,7 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
             // Kubernetes answers 200 and an ERROR event; clients then list again.
             let body = line(&gone_event(format!(
                 "too old resource version: {requested} ({oldest})"
-            )))
-            .expect("serializes");
+            )));
             return Ok(
                 (StatusCode::OK, [("content-type", "application/json")], body).into_response(),
             );
@@ -157,53 +217,71 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
         Err(e) => return Err(e.into()),
     };
     let mut start = start.expect("handled above");
-    let (tx, rx) = mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(256);
+    // At most this many chunks wait for a slow client: a watcher holds a bounded amount of memory.
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     tokio::spawn(async move {
         let deadline = tokio::time::Instant::now() + timeout;
+        let mut outbox = Outbox {
+            tx,
+            pending: BytesMut::new(),
+        };
         for event in &start.backlog {
-            if let Some(e) = watcher.translate(event)
-                && tx.send(line(&e)).await.is_err()
+            if let Some(line) = watcher.translate(event)
+                && !outbox.push(&line).await
             {
                 return;
             }
         }
         // The backlog brought the watcher up to the store's revision at subscription.
         let mut revision = from.unwrap_or(0).max(start.revision);
-        if send_initial
-            && tx
-                .send(line(&watcher.bookmark(revision, true)))
-                .await
-                .is_err()
-        {
+        if send_initial && !outbox.push(&line(&watcher.bookmark(revision, true))).await {
+            return;
+        }
+        if !outbox.flush().await {
             return;
         }
         loop {
             let next = tokio::time::timeout(BOOKMARK_INTERVAL, start.live.recv());
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => return,
-                _ = tx.closed() => return,
+                _ = outbox.tx.closed() => return,
                 received = next => match received {
                     Err(_) if bookmarks => {
-                        if tx.send(line(&watcher.bookmark(revision, false))).await.is_err() {
+                        let bookmark = line(&watcher.bookmark(revision, false));
+                        if !outbox.push(&bookmark).await || !outbox.flush().await {
                             return;
                         }
                     }
                     Err(_) => {}
                     Ok(Ok(event)) => {
-                        if event.revision <= revision {
-                            continue;
+                        if !watcher.deliver(&mut outbox, &mut revision, &event).await {
+                            return;
                         }
-                        revision = event.revision;
-                        if let Some(e) = watcher.translate(&event)
-                            && tx.send(line(&e)).await.is_err()
-                        {
+                        // What else has arrived meanwhile goes out in the same write.
+                        loop {
+                            match start.live.try_recv() {
+                                Ok(event) => {
+                                    if !watcher.deliver(&mut outbox, &mut revision, &event).await {
+                                        return;
+                                    }
+                                }
+                                Err(TryRecvError::Empty) => break,
+                                Err(TryRecvError::Lagged(_)) => {
+                                    outbox.fell_behind().await;
+                                    return;
+                                }
+                                Err(TryRecvError::Closed) => {
+                                    outbox.flush().await;
+                                    return;
+                                }
+                            }
+                        }
+                        if !outbox.flush().await {
                             return;
                         }
                     }
                     Ok(Err(RecvError::Lagged(_))) => {
-                        let _ = tx.send(line(&gone_event(
-                            "the watch fell too far behind; list again and watch from the new resourceVersion".into(),
-                        ))).await;
+                        outbox.fell_behind().await;
                         return;
                     }
                     Ok(Err(RecvError::Closed)) => return,

@@ -35,12 +35,12 @@ fn record(kv: &KeyValue) -> Result<Record, StoreError> {
     let key = kv.key_str()?.to_string();
     let value = serde_json::from_slice(kv.value())
         .map_err(|e| StoreError::Storage(format!("{key}: {e}")))?;
-    Ok(Record {
+    Ok(Record::new(
         key,
         value,
-        create_revision: kv.create_revision() as u64,
-        mod_revision: kv.mod_revision() as u64,
-    })
+        kv.create_revision() as u64,
+        kv.mod_revision() as u64,
+    ))
 }
 
 /// Reads every object at one revision, a page at a time.

@@ -4,10 +4,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::{Backend, Event, EventKind, Op, Record, Shared, Store, StoreError};
 
@@ -42,7 +42,7 @@ struct WriteRequest {
 /// The writer thread. When the last handle goes, the thread finishes what is queued and closes
 /// the file before the drop returns, so the same file can be opened again at once.
 pub struct Writer {
-    tx: Option<mpsc::SyncSender<WriteRequest>>,
+    tx: Option<mpsc::Sender<WriteRequest>>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// The redb file, for a durable store.
     pub(super) path: Option<std::path::PathBuf>,
@@ -60,11 +60,11 @@ impl Drop for Writer {
 impl Writer {
     pub(super) async fn write(&self, op: Op) -> Result<Arc<Event>, StoreError> {
         let (reply, rx) = oneshot::channel();
-        let writer = self.tx.clone().ok_or(StoreError::Closed)?;
-        // The channel is bounded: a full queue blocks, so send from a blocking-safe thread.
-        tokio::task::spawn_blocking(move || writer.send(WriteRequest { op, reply }))
+        let writer = self.tx.as_ref().ok_or(StoreError::Closed)?;
+        // The queue is bounded: writers wait while it is full.
+        writer
+            .send(WriteRequest { op, reply })
             .await
-            .map_err(|_| StoreError::Closed)?
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
@@ -120,7 +120,7 @@ pub(super) fn start(
 ) -> Store {
     let (db, path) = db.unzip();
     let shared = Shared::new(objects, revision);
-    let (tx, rx) = mpsc::sync_channel(4096);
+    let (tx, rx) = mpsc::channel(4096);
     let writer_shared = shared.clone();
     let thread = std::thread::Builder::new()
         .name("store-writer".into())
@@ -152,16 +152,20 @@ fn decode(key: &str, bytes: &[u8]) -> Result<Record, StoreError> {
     let mod_revision = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
     let value = serde_json::from_slice(&bytes[16..])
         .map_err(|e| StoreError::Storage(format!("{key}: {e}")))?;
-    Ok(Record {
-        key: key.to_string(),
+    Ok(Record::new(
+        key.to_string(),
         value,
         create_revision,
         mod_revision,
-    })
+    ))
 }
 
-fn writer_loop(db: Option<redb::Database>, shared: Arc<Shared>, rx: mpsc::Receiver<WriteRequest>) {
-    while let Ok(first) = rx.recv() {
+fn writer_loop(
+    db: Option<redb::Database>,
+    shared: Arc<Shared>,
+    mut rx: mpsc::Receiver<WriteRequest>,
+) {
+    while let Some(first) = rx.blocking_recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -229,12 +233,7 @@ fn apply(op: &Op, current: Option<Arc<Record>>, revision: u64) -> Result<Arc<Eve
         (Op::Create { key, .. }, Some(_)) => return Err(StoreError::AlreadyExists(key.clone())),
         (Op::Create { key, value }, None) => (
             EventKind::Created,
-            Record {
-                key: key.clone(),
-                value: value.clone(),
-                create_revision: revision,
-                mod_revision: revision,
-            },
+            Record::new(key.clone(), value.clone(), revision, revision),
             None,
         ),
         (Op::Update { key, .. } | Op::Delete { key, .. }, None) => {
@@ -249,12 +248,12 @@ fn apply(op: &Op, current: Option<Arc<Record>>, revision: u64) -> Result<Arc<Eve
             Some(current),
         ) => {
             check(&current, *expected)?;
-            let record = Record {
-                key: key.clone(),
-                value: value.clone(),
-                create_revision: current.create_revision,
-                mod_revision: revision,
-            };
+            let record = Record::new(
+                key.clone(),
+                value.clone(),
+                current.create_revision,
+                revision,
+            );
             (EventKind::Updated, record, Some(current))
         }
         (Op::Delete { expected, .. }, Some(current)) => {

@@ -14,12 +14,13 @@ pub use etcd::EtcdTls;
 
 use super::metrics::StoreWrites;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
@@ -40,6 +41,26 @@ pub struct Record {
     pub value: Value,
     pub create_revision: u64,
     pub mod_revision: u64,
+    /// The object as clients read it (JSON, with its resourceVersion), encoded the first time
+    /// one does and shared by every later get, list and watcher of this revision.
+    presented: OnceLock<Bytes>,
+}
+
+impl Record {
+    pub fn new(key: String, value: Value, create_revision: u64, mod_revision: u64) -> Record {
+        Record {
+            key,
+            value,
+            create_revision,
+            mod_revision,
+            presented: OnceLock::new(),
+        }
+    }
+
+    /// The encoding of this revision as clients read it, made by `encode` once.
+    pub fn presented(&self, encode: impl FnOnce(&Value) -> Bytes) -> Bytes {
+        self.presented.get_or_init(|| encode(&self.value)).clone()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,9 +116,87 @@ pub enum StoreError {
     Closed,
 }
 
+/// The keys of the objects that carry each label, by label key and value: what lists by label
+/// selector read instead of every object of the resource.
+#[derive(Default)]
+struct LabelIndex(HashMap<String, HashMap<String, BTreeSet<String>>>);
+
+impl LabelIndex {
+    fn of(objects: &BTreeMap<String, Arc<Record>>) -> LabelIndex {
+        let mut index = LabelIndex::default();
+        for record in objects.values() {
+            index.add(record);
+        }
+        index
+    }
+
+    fn labels(record: &Record) -> impl Iterator<Item = (&String, &str)> {
+        record.value["metadata"]["labels"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k, v.as_str()?)))
+    }
+
+    fn add(&mut self, record: &Record) {
+        for (label, value) in Self::labels(record) {
+            self.0
+                .entry(label.clone())
+                .or_default()
+                .entry(value.to_string())
+                .or_default()
+                .insert(record.key.clone());
+        }
+    }
+
+    fn remove(&mut self, record: &Record) {
+        for (label, value) in Self::labels(record) {
+            let Some(values) = self.0.get_mut(label) else {
+                continue;
+            };
+            if let Some(keys) = values.get_mut(value) {
+                keys.remove(&record.key);
+                if keys.is_empty() {
+                    values.remove(value);
+                }
+            }
+            if values.is_empty() {
+                self.0.remove(label);
+            }
+        }
+    }
+
+    /// The keys under `prefix` after `start` whose `label` has one of `values`, in key order.
+    fn keys<'a>(
+        &'a self,
+        prefix: &str,
+        start: Bound<&str>,
+        label: &str,
+        values: &[String],
+    ) -> Vec<&'a String> {
+        let Some(by_value) = self.0.get(label) else {
+            return Vec::new();
+        };
+        let mut keys: Vec<&String> = values
+            .iter()
+            .filter_map(|v| by_value.get(v))
+            .flat_map(|keys| {
+                keys.range::<str, _>((start, Bound::Unbounded))
+                    .take_while(|k| k.starts_with(prefix))
+            })
+            .collect();
+        if values.len() > 1 {
+            keys.sort_unstable();
+            keys.dedup();
+        }
+        keys
+    }
+}
+
 /// The committed state, as readers see it.
 struct State {
     objects: BTreeMap<String, Arc<Record>>,
+    labels: LabelIndex,
     revision: u64,
     history: VecDeque<Arc<Event>>,
     /// A watch can start from any revision at or after this one.
@@ -118,6 +217,7 @@ impl Shared {
     fn new(objects: BTreeMap<String, Arc<Record>>, revision: u64) -> Arc<Shared> {
         Arc::new(Shared {
             state: RwLock::new(State {
+                labels: LabelIndex::of(&objects),
                 objects,
                 revision,
                 history: VecDeque::new(),
@@ -135,10 +235,16 @@ impl Shared {
         let channels = self.channels.lock().unwrap();
         for event in events {
             let key = &event.record.key;
-            match event.kind {
+            let replaced = match event.kind {
                 EventKind::Deleted => state.objects.remove(key),
                 _ => state.objects.insert(key.clone(), event.record.clone()),
             };
+            if let Some(old) = replaced {
+                state.labels.remove(&old);
+            }
+            if event.kind != EventKind::Deleted {
+                state.labels.add(&event.record);
+            }
             state.history.push_back(event.clone());
             if state.history.len() > HISTORY {
                 let dropped = state.history.pop_front().expect("history is not empty");
@@ -160,6 +266,7 @@ impl Shared {
     fn reset(&self, objects: BTreeMap<String, Arc<Record>>, revision: u64) {
         let mut state = self.state.write().unwrap();
         *state = State {
+            labels: LabelIndex::of(&objects),
             objects,
             revision,
             history: VecDeque::new(),
@@ -262,28 +369,41 @@ impl Store {
         prefix: &str,
         start_after: Option<&str>,
         limit: Option<usize>,
-        mut keep: impl FnMut(&Record) -> bool,
+        keep: impl FnMut(&Record) -> bool,
+    ) -> (Vec<Arc<Record>>, u64, bool) {
+        self.list_labeled(prefix, start_after, limit, None, keep)
+    }
+
+    /// [`Store::list`], reading only the objects whose label `label.0` has one of the values
+    /// `label.1` when given (from the label index, not every object under `prefix`).
+    pub fn list_labeled(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: Option<usize>,
+        label: Option<(&str, &[String])>,
+        keep: impl FnMut(&Record) -> bool,
     ) -> (Vec<Arc<Record>>, u64, bool) {
         let state = self.shared.state.read().unwrap();
         let start = match start_after {
             Some(after) => Bound::Excluded(after),
             None => Bound::Included(prefix),
         };
-        let mut out = Vec::new();
-        let mut more = false;
-        for (key, record) in state.objects.range::<str, _>((start, Bound::Unbounded)) {
-            if !key.starts_with(prefix) {
-                break;
+        let (out, more) = match label {
+            Some((label, values)) => {
+                let keys = state.labels.keys(prefix, start, label, values);
+                let records = keys.into_iter().filter_map(|k| state.objects.get(k));
+                take_page(records, limit, keep)
             }
-            if !keep(record) {
-                continue;
+            None => {
+                let records = state
+                    .objects
+                    .range::<str, _>((start, Bound::Unbounded))
+                    .take_while(|(key, _)| key.starts_with(prefix))
+                    .map(|(_, record)| record);
+                take_page(records, limit, keep)
             }
-            if limit.is_some_and(|l| out.len() >= l) {
-                more = true;
-                break;
-            }
-            out.push(record.clone());
-        }
+        };
         (out, state.revision, more)
     }
 
@@ -460,6 +580,25 @@ impl Store {
     }
 }
 
+/// The records `keep` keeps, at most `limit`, and whether more remain.
+fn take_page<'a>(
+    records: impl Iterator<Item = &'a Arc<Record>>,
+    limit: Option<usize>,
+    mut keep: impl FnMut(&Record) -> bool,
+) -> (Vec<Arc<Record>>, bool) {
+    let mut out = Vec::new();
+    for record in records {
+        if !keep(record) {
+            continue;
+        }
+        if limit.is_some_and(|l| out.len() >= l) {
+            return (out, true);
+        }
+        out.push(record.clone());
+    }
+    (out, false)
+}
+
 /// A write, as every back end receives it.
 enum Op {
     Create {
@@ -560,6 +699,59 @@ mod tests {
             r.value["i"].as_i64().unwrap() % 2 == 1
         });
         assert_eq!(odd.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_list_by_label_reads_the_index_and_follows_label_changes() {
+        let store = Store::in_memory();
+        let labeled = |shard: &str| json!({"metadata": {"labels": {"shard": shard}}});
+        for i in 0..6 {
+            let shard = (i % 3).to_string();
+            store
+                .create(key(&format!("o{i}")), labeled(&shard))
+                .await
+                .unwrap();
+        }
+        // Another resource with the same label is not listed.
+        store
+            .create("/registry/core/secrets/default/s".into(), labeled("1"))
+            .await
+            .unwrap();
+        let names = |records: &[Arc<Record>]| -> Vec<String> {
+            records.iter().map(|r| r.key.replace(PREFIX, "")).collect()
+        };
+        let one = ["1".to_string()];
+        let (found, _, _) = store.list_labeled(PREFIX, None, None, Some(("shard", &one)), |_| true);
+        assert_eq!(names(&found), ["default/o1", "default/o4"]);
+
+        // Pages, in key order, across two values.
+        let two = ["2".to_string(), "0".to_string()];
+        let (page, _, more) =
+            store.list_labeled(PREFIX, None, Some(3), Some(("shard", &two)), |_| true);
+        assert_eq!(names(&page), ["default/o0", "default/o2", "default/o3"]);
+        assert!(more);
+        let (rest, _, more) = store.list_labeled(
+            PREFIX,
+            Some(&page[2].key),
+            Some(3),
+            Some(("shard", &two)),
+            |_| true,
+        );
+        assert_eq!(names(&rest), ["default/o5"]);
+        assert!(!more);
+
+        // An update that changes the label moves the object; a deletion removes it.
+        store.update(key("o1"), labeled("2"), None).await.unwrap();
+        store.delete(key("o4"), None).await.unwrap();
+        let (found, _, _) = store.list_labeled(PREFIX, None, None, Some(("shard", &one)), |_| true);
+        assert!(found.is_empty());
+        let (found, _, _) =
+            store.list_labeled(PREFIX, None, None, Some(("shard", &two[..1])), |_| true);
+        assert_eq!(names(&found), ["default/o1", "default/o2", "default/o5"]);
+        let absent = ["9".to_string()];
+        let (found, _, _) =
+            store.list_labeled(PREFIX, None, None, Some(("zone", &absent)), |_| true);
+        assert!(found.is_empty());
     }
 
     #[tokio::test]
