@@ -152,8 +152,14 @@ fn home() -> PathBuf {
 }
 
 fn process_alive(pid: u32) -> bool {
-    // Signal 0 checks that the process exists without touching it.
-    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+    // Signal 0 checks that the process exists without touching it. A killed server whose
+    // parent (`management up`, gone) left it to an init that does not reap, as in many
+    // containers, stays a zombie: that is a server that is no longer running.
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    });
+    !zombie && unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
 }
 
 /// The kubeconfig file a command writes to: the flag, else the first of $KUBECONFIG, else
