@@ -82,12 +82,12 @@ pub fn present(resource: &Resource, record: &Record, revision: u64) -> Value {
 /// stored in, which is nearly every read, is encoded once and shared by every later get, list
 /// and watch event of that revision; the stored object is written out, not copied.
 pub fn present_json(resource: &Resource, record: &Record, revision: u64) -> Bytes {
-    let as_stored = revision == record.mod_revision
-        && !super::events::is_view(&resource.group, &resource.plural)
-        && record.value["kind"] == resource.kind.as_str()
-        && record.value["apiVersion"]
-            .as_str()
-            .is_some_and(|v| is_api_version(resource, v));
+    if super::events::is_view(&resource.group, &resource.plural) {
+        // Renamed fields: the rare read that is not the stored object as it is.
+        return serde_json::to_vec(&present(resource, record, revision))
+            .expect("JSON values serialize")
+            .into();
+    }
     let encode = |value: &Value| -> Bytes {
         let object = Presented {
             value,
@@ -99,12 +99,15 @@ pub fn present_json(resource: &Resource, record: &Record, revision: u64) -> Byte
             .expect("JSON values serialize")
             .into()
     };
+    // The shared encoding is of the revision as stored; a deletion (read at the revision that
+    // deleted it) or a read through another version is encoded for that read alone.
+    let as_stored = revision == record.mod_revision
+        && record.value["kind"] == resource.kind.as_str()
+        && record.value["apiVersion"]
+            .as_str()
+            .is_some_and(|v| is_api_version(resource, v));
     if as_stored {
         record.presented(encode)
-    } else if super::events::is_view(&resource.group, &resource.plural) {
-        serde_json::to_vec(&present(resource, record, revision))
-            .expect("JSON values serialize")
-            .into()
     } else {
         encode(&record.value)
     }
