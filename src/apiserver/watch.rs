@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use rand::Rng;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::handlers::{Call, Representation, partial};
@@ -100,6 +100,38 @@ impl Watcher {
         match self.translate(event) {
             Some(line) => outbox.push(&line).await,
             None => true,
+        }
+    }
+
+    /// Sends `first` and whatever else has arrived meanwhile in one write. False when the watch
+    /// ends: the client has gone, the watcher fell behind the store's buffer, or the store closed.
+    async fn send_ready(
+        &mut self,
+        outbox: &mut Outbox,
+        revision: &mut u64,
+        live: &mut broadcast::Receiver<Arc<Event>>,
+        first: &Event,
+    ) -> bool {
+        if !self.deliver(outbox, revision, first).await {
+            return false;
+        }
+        loop {
+            match live.try_recv() {
+                Ok(event) => {
+                    if !self.deliver(outbox, revision, &event).await {
+                        return false;
+                    }
+                }
+                Err(TryRecvError::Empty) => return outbox.flush().await,
+                Err(TryRecvError::Lagged(_)) => {
+                    outbox.fell_behind().await;
+                    return false;
+                }
+                Err(TryRecvError::Closed) => {
+                    outbox.flush().await;
+                    return false;
+                }
+            }
         }
     }
 
@@ -254,29 +286,8 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
                     }
                     Err(_) => {}
                     Ok(Ok(event)) => {
-                        if !watcher.deliver(&mut outbox, &mut revision, &event).await {
-                            return;
-                        }
-                        // What else has arrived meanwhile goes out in the same write.
-                        loop {
-                            match start.live.try_recv() {
-                                Ok(event) => {
-                                    if !watcher.deliver(&mut outbox, &mut revision, &event).await {
-                                        return;
-                                    }
-                                }
-                                Err(TryRecvError::Empty) => break,
-                                Err(TryRecvError::Lagged(_)) => {
-                                    outbox.fell_behind().await;
-                                    return;
-                                }
-                                Err(TryRecvError::Closed) => {
-                                    outbox.flush().await;
-                                    return;
-                                }
-                            }
-                        }
-                        if !outbox.flush().await {
+                        let live = &mut start.live;
+                        if !watcher.send_ready(&mut outbox, &mut revision, live, &event).await {
                             return;
                         }
                     }
