@@ -69,6 +69,14 @@ impl Representation {
     }
 }
 
+/// What a write answers with: a revision as stored, sent from the encoding its readers and
+/// watchers share, or an object made for this answer (a dry run, an object that went with its
+/// last finalizer).
+enum Answer {
+    Stored(Arc<Record>),
+    Made(Value),
+}
+
 /// Everything a verb needs to know about one request.
 pub struct Call<'a> {
     /// Who asked.
@@ -145,6 +153,22 @@ impl Call<'_> {
                 object::present_json(&self.resource, record, record.mod_revision),
             )),
             _ => self.respond_object(code, self.present(record)),
+        }
+    }
+
+    /// A write's answer in the representation the client asked for, with any warnings.
+    fn respond(&self, code: StatusCode, answer: Answer) -> Response {
+        match answer {
+            Answer::Stored(record) => self.respond_record(code, &record),
+            Answer::Made(object) => self.respond_object(code, object),
+        }
+    }
+
+    /// A write's answer as an object.
+    fn answer_object(&self, answer: Answer) -> Value {
+        match answer {
+            Answer::Stored(record) => self.present(&record),
+            Answer::Made(object) => object,
         }
     }
 
@@ -475,9 +499,9 @@ impl Call<'_> {
     /// its last finalizer.
     async fn store_update(
         &self,
-        current: &Record,
+        current: &Arc<Record>,
         new: Value,
-    ) -> Result<Result<Value, ()>, ApiError> {
+    ) -> Result<Result<Answer, ()>, ApiError> {
         let name = object::name_of(&current.value).to_string();
         if object::is_deleting(&current.value) {
             let added: Vec<String> = object::finalizers(&new)
@@ -494,18 +518,18 @@ impl Call<'_> {
         if self.dry_run() {
             let mut out = new;
             out["metadata"]["resourceVersion"] = json!(current.mod_revision.to_string());
-            return Ok(Ok(out));
+            return Ok(Ok(Answer::Made(out)));
         }
         match self
             .server
             .update_object(&self.resource, current, new)
             .await
         {
-            Ok(Updated::Stored(record)) => Ok(Ok(self.present(&record))),
-            Ok(Updated::Unchanged) => Ok(Ok(self.present(current))),
+            Ok(Updated::Stored(record)) => Ok(Ok(Answer::Stored(record))),
+            Ok(Updated::Unchanged) => Ok(Ok(Answer::Stored(current.clone()))),
             Ok(Updated::Removed(mut gone, revision)) => {
                 gone["metadata"]["resourceVersion"] = json!(revision.to_string());
-                Ok(Ok(gone))
+                Ok(Ok(Answer::Made(gone)))
             }
             Err(StoreError::Conflict { .. }) => Ok(Err(())),
             Err(StoreError::NotFound(_)) => Err(self.not_found(&name)),
@@ -558,7 +582,7 @@ impl Call<'_> {
                 .strategy_update(&self.resource, &current.value, &mut new)?;
             self.admit(Operation::Update, Some(&current.value), &mut new, target)?;
             match self.store_update(&current, new).await? {
-                Ok(out) => return Ok(self.respond_object(StatusCode::OK, out)),
+                Ok(answer) => return Ok(self.respond(StatusCode::OK, answer)),
                 Err(()) if sent_rv.is_some() => return Err(self.conflict(name)),
                 Err(()) => continue,
             }
@@ -644,7 +668,7 @@ impl Call<'_> {
                 .strategy_update(&self.resource, &current.value, &mut new)?;
             self.admit(Operation::Update, Some(&current.value), &mut new, target)?;
             match self.store_update(&current, new).await? {
-                Ok(out) => return Ok(self.respond_object(StatusCode::OK, out)),
+                Ok(answer) => return Ok(self.respond(StatusCode::OK, answer)),
                 Err(()) => self.server.store.consistent().await?,
             }
         }
@@ -963,7 +987,10 @@ impl Call<'_> {
                 Target::Main,
             )?;
             match self.store_update(&current, new).await? {
-                Ok(out) => return Ok(json_response(StatusCode::OK, self.scale_of(&out)?)),
+                Ok(answer) => {
+                    let object = self.answer_object(answer);
+                    return Ok(json_response(StatusCode::OK, self.scale_of(&object)?));
+                }
                 Err(()) if precondition.is_some() => return Err(self.conflict(name)),
                 Err(()) => continue,
             }
