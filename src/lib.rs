@@ -27,8 +27,8 @@ pub mod yaml;
 
 /// mimalloc for every binary that links capictl (the command, the node agent in the images,
 /// tests and benchmarks): the API server and the controllers allocate and free many small JSON
-/// values per request, where glibc's allocator spent a fifth of the API server benchmark's time
-/// and fragmented the heap of long-running management clusters.
+/// values per request, and glibc's malloc and free were a fifth of the API server benchmark's
+/// profile.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
