@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use capictl::management::StateDir;
 use common::management::Management;
 
 /// Writes in flight when the server is killed.
@@ -28,25 +30,22 @@ async fn client(m: &Management) -> kube::Client {
     kube::Client::try_from(config).unwrap()
 }
 
-fn server_pid(m: &Management) -> i32 {
-    let state = std::path::Path::new(&m.state()).join("server.json");
-    let info: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(state).unwrap()).unwrap();
-    info["pid"].as_i64().unwrap() as i32
-}
-
 #[test]
 fn no_acknowledged_write_is_lost_when_the_server_is_killed_mid_write() {
     capictl::install_crypto_provider();
     let m = Management::up();
-    let pid = server_pid(&m);
+    let state = StateDir::new(Some(m.state().into()));
+    let pid = state.running().expect("the server runs").pid as i32;
     let runtime = tokio::runtime::Runtime::new().unwrap();
     // Names whose create, and whose update, the server acknowledged.
     let created = Arc::new(Mutex::new(Vec::new()));
     let updated = Arc::new(Mutex::new(Vec::new()));
+    let killed = AtomicBool::new(false);
     runtime.block_on(async {
         let api: Api<ConfigMap> = Api::namespaced(client(&m).await, "default");
-        let writes = futures::stream::iter(0..100_000)
+        // No new writes start once the server is killed; those in flight end with errors.
+        let writes = futures::stream::iter(0..)
+            .take_while(|_| futures::future::ready(!killed.load(Ordering::SeqCst)))
             .map(|i| {
                 let (api, created, updated) = (api.clone(), created.clone(), updated.clone());
                 async move {
@@ -76,8 +75,8 @@ fn no_acknowledged_write_is_lost_when_the_server_is_killed_mid_write() {
             }
             // SIGKILL: no shutdown, no flush; whatever was in flight is cut off.
             assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+            killed.store(true, Ordering::SeqCst);
         };
-        // The writes end with errors once the server is gone.
         tokio::time::timeout(
             Duration::from_secs(120),
             futures::future::join(writes, killer),
