@@ -118,21 +118,6 @@ fn mark_deleting(resource: &Resource, object: &mut Value) {
     }
 }
 
-/// The largest object stored: etcd's default `--max-request-bytes` (1.5 MiB), so that what
-/// the embedded store takes, an etcd back end takes too.
-pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
-
-fn check_size(object: &Value) -> Result<(), StoreError> {
-    let size = serde_json::to_vec(object).map_or(0, |v| v.len());
-    if size > MAX_OBJECT_BYTES {
-        return Err(StoreError::TooLarge {
-            size,
-            limit: MAX_OBJECT_BYTES,
-        });
-    }
-    Ok(())
-}
-
 impl ApiServer {
     /// Refuses the deletion of a protected Cluster or ClusterClass, and of a namespace that
     /// holds one, whoever asks: 403 naming the objects and how to lift the protection.
@@ -189,7 +174,6 @@ impl ApiServer {
         key: String,
         object: Value,
     ) -> Result<Arc<Record>, StoreError> {
-        check_size(&object)?;
         let event = self.store.create(key, object).await?;
         self.after_write(resource, Some(&event.record.value));
         Ok(event.record.clone())
@@ -238,7 +222,6 @@ impl ApiServer {
                 .await?;
             return Ok(Updated::Unchanged);
         }
-        check_size(&new)?;
         let event = self
             .store
             .update(current.key.clone(), new, Some(current.mod_revision))

@@ -253,15 +253,15 @@ impl EtcdBackend {
     pub(super) async fn write(&self, shared: &Shared, op: Op) -> Result<Arc<Event>, StoreError> {
         let key = op.key().to_string();
         let (compare, then) = match &op {
-            Op::Create { value, .. } => (
+            Op::Create { object, .. } => (
                 Compare::create_revision(key.clone(), CompareOp::Equal, 0),
-                TxnOp::put(key.clone(), serde_json::to_vec(value).expect("JSON"), None),
+                TxnOp::put(key.clone(), object.json.as_slice(), None),
             ),
             Op::Update {
-                value, expected, ..
+                object, expected, ..
             } => (
                 revision_guard(&key, *expected),
-                TxnOp::put(key.clone(), serde_json::to_vec(value).expect("JSON"), None),
+                TxnOp::put(key.clone(), object.json.as_slice(), None),
             ),
             Op::Delete { expected, .. } => (
                 revision_guard(&key, *expected),

@@ -136,11 +136,12 @@ pub(super) fn start(
     }
 }
 
-fn encode(record: &Record) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
+/// A record as the file keeps it: its revisions, then its JSON.
+fn framed(record: &Record, json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + json.len());
     out.extend_from_slice(&record.create_revision.to_le_bytes());
     out.extend_from_slice(&record.mod_revision.to_le_bytes());
-    serde_json::to_writer(&mut out, &record.value).expect("JSON values serialize");
+    out.extend_from_slice(json);
     out
 }
 
@@ -177,27 +178,30 @@ fn writer_loop(
     }
 }
 
+/// An object as a batch leaves it: the record and its JSON, or None once deleted.
+type Overlay = HashMap<String, Option<(Arc<Record>, Vec<u8>)>>;
+
 /// Applies a batch of writes in order, makes them durable in one transaction, then publishes
 /// them to readers and watchers and answers each writer.
 fn commit_batch(db: Option<&redb::Database>, shared: &Shared, batch: Vec<WriteRequest>) {
     let mut revision = shared.state.read().unwrap().revision;
-    // Objects as this batch leaves them: None for deleted.
-    let mut overlay: HashMap<String, Option<Arc<Record>>> = HashMap::new();
+    let mut overlay = Overlay::new();
+    let mut replies = Vec::with_capacity(batch.len());
     let mut outcomes: Vec<Result<Arc<Event>, StoreError>> = Vec::with_capacity(batch.len());
     {
         let state = shared.state.read().unwrap();
-        for request in &batch {
-            let key = request.op.key();
-            let current = match overlay.get(key) {
-                Some(v) => v.clone(),
-                None => state.objects.get(key).cloned(),
+        for WriteRequest { op, reply } in batch {
+            replies.push(reply);
+            let key = op.key().to_string();
+            let current = match overlay.get(&key) {
+                Some(after) => after.as_ref().map(|(record, _)| record.clone()),
+                None => state.objects.get(&key).cloned(),
             };
-            let outcome = apply(&request.op, current, revision + 1);
-            if let Ok(event) = &outcome {
+            let outcome = apply(op, current, revision + 1).map(|(event, json)| {
                 revision = event.revision;
-                let after = (event.kind != EventKind::Deleted).then(|| event.record.clone());
-                overlay.insert(key.to_string(), after);
-            }
+                overlay.insert(key, json.map(|json| (event.record.clone(), json)));
+                event
+            });
             outcomes.push(outcome);
         }
     }
@@ -207,21 +211,26 @@ fn commit_batch(db: Option<&redb::Database>, shared: &Shared, batch: Vec<WriteRe
         && let Err(e) = persist(db, &overlay, revision)
     {
         tracing::error!(error = %e, "committing writes to the store failed");
-        for request in batch {
-            let _ = request.reply.send(Err(StoreError::Storage(e.to_string())));
+        for reply in replies {
+            let _ = reply.send(Err(StoreError::Storage(e.to_string())));
         }
         return;
     }
 
     let committed: Vec<Arc<Event>> = outcomes.iter().flatten().cloned().collect();
     shared.publish(&committed, revision);
-    for (request, outcome) in batch.into_iter().zip(outcomes) {
-        let _ = request.reply.send(outcome);
+    for (reply, outcome) in replies.into_iter().zip(outcomes) {
+        let _ = reply.send(outcome);
     }
 }
 
-/// The outcome of one write against the object as it stands, at `revision`.
-fn apply(op: &Op, current: Option<Arc<Record>>, revision: u64) -> Result<Arc<Event>, StoreError> {
+/// The outcome of one write against the object as it stands, at `revision`: the event, and the
+/// JSON to keep for a created or updated object.
+fn apply(
+    op: Op,
+    current: Option<Arc<Record>>,
+    revision: u64,
+) -> Result<(Arc<Event>, Option<Vec<u8>>), StoreError> {
     let check = |current: &Arc<Record>, expected: Option<u64>| match expected {
         Some(rev) if rev != current.mod_revision => Err(StoreError::Conflict {
             key: current.key.clone(),
@@ -229,63 +238,57 @@ fn apply(op: &Op, current: Option<Arc<Record>>, revision: u64) -> Result<Arc<Eve
         }),
         _ => Ok(()),
     };
-    let (kind, record, prev) = match (op, current) {
-        (Op::Create { key, .. }, Some(_)) => return Err(StoreError::AlreadyExists(key.clone())),
-        (Op::Create { key, value }, None) => (
+    let (kind, record, json, prev) = match (op, current) {
+        (Op::Create { key, .. }, Some(_)) => return Err(StoreError::AlreadyExists(key)),
+        (Op::Create { key, object }, None) => (
             EventKind::Created,
-            Record::new(key.clone(), value.clone(), revision, revision),
+            Record::new(key, object.value, revision, revision),
+            object.json,
             None,
         ),
         (Op::Update { key, .. } | Op::Delete { key, .. }, None) => {
-            return Err(StoreError::NotFound(key.clone()));
+            return Err(StoreError::NotFound(key));
         }
         (
             Op::Update {
                 key,
-                value,
+                object,
                 expected,
             },
             Some(current),
         ) => {
-            check(&current, *expected)?;
-            let record = Record::new(
-                key.clone(),
-                value.clone(),
-                current.create_revision,
-                revision,
-            );
-            (EventKind::Updated, record, Some(current))
+            check(&current, expected)?;
+            let record = Record::new(key, object.value, current.create_revision, revision);
+            (EventKind::Updated, record, object.json, Some(current))
         }
         (Op::Delete { expected, .. }, Some(current)) => {
-            check(&current, *expected)?;
-            return Ok(Arc::new(Event {
+            check(&current, expected)?;
+            let event = Event {
                 kind: EventKind::Deleted,
                 revision,
                 record: current,
                 prev: None,
-            }));
+            };
+            return Ok((Arc::new(event), None));
         }
     };
-    Ok(Arc::new(Event {
+    let event = Event {
         kind,
         revision,
         record: Arc::new(record),
         prev,
-    }))
+    };
+    Ok((Arc::new(event), Some(json)))
 }
 
-fn persist(
-    db: &redb::Database,
-    overlay: &HashMap<String, Option<Arc<Record>>>,
-    revision: u64,
-) -> Result<(), StoreError> {
+fn persist(db: &redb::Database, overlay: &Overlay, revision: u64) -> Result<(), StoreError> {
     let txn = db.begin_write()?;
     {
         let mut objects = txn.open_table(OBJECTS)?;
-        for (key, record) in overlay {
-            match record {
-                Some(r) => {
-                    objects.insert(key.as_str(), encode(r).as_slice())?;
+        for (key, after) in overlay {
+            match after {
+                Some((record, json)) => {
+                    objects.insert(key.as_str(), framed(record, json).as_slice())?;
                 }
                 None => {
                     objects.remove(key.as_str())?;

@@ -408,7 +408,8 @@ impl Store {
     }
 
     pub async fn create(&self, key: String, value: Value) -> Result<Arc<Event>, StoreError> {
-        self.write(Op::Create { key, value }).await
+        let object = Encoded::new(value)?;
+        self.write(Op::Create { key, object }).await
     }
 
     /// Replaces an object; with `expected`, only if it is still at that revision.
@@ -418,9 +419,10 @@ impl Store {
         value: Value,
         expected: Option<u64>,
     ) -> Result<Arc<Event>, StoreError> {
+        let object = Encoded::new(value)?;
         self.write(Op::Update {
             key,
-            value,
+            object,
             expected,
         })
         .await
@@ -599,15 +601,40 @@ fn take_page<'a>(
     (out, false)
 }
 
+/// The largest object stored: etcd's default `--max-request-bytes` (1.5 MiB), so that what
+/// the embedded store takes, an etcd back end takes too.
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
+
+/// An object on its way into the store with its JSON: encoded once, by the task that asked for
+/// the write rather than by the one writer every write waits on, and refused there when it is
+/// larger than the store takes.
+struct Encoded {
+    value: Value,
+    json: Vec<u8>,
+}
+
+impl Encoded {
+    fn new(value: Value) -> Result<Encoded, StoreError> {
+        let json = serde_json::to_vec(&value).expect("JSON values serialize");
+        if json.len() > MAX_OBJECT_BYTES {
+            return Err(StoreError::TooLarge {
+                size: json.len(),
+                limit: MAX_OBJECT_BYTES,
+            });
+        }
+        Ok(Encoded { value, json })
+    }
+}
+
 /// A write, as every back end receives it.
 enum Op {
     Create {
         key: String,
-        value: Value,
+        object: Encoded,
     },
     Update {
         key: String,
-        value: Value,
+        object: Encoded,
         expected: Option<u64>,
     },
     Delete {
