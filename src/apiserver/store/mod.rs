@@ -24,8 +24,13 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
-/// How many past events a watch can resume from.
-const HISTORY: usize = 50_000;
+/// How many past events of one resource a watch can resume from. A watcher resumes from its
+/// last event or bookmark (sent every 15 s), so it needs little; older revisions get 410 Gone
+/// and the client lists again. Kept per resource, as kube-apiserver keeps a watch cache per
+/// resource, so a burst of one kind's writes does not push out another kind's events; and
+/// bounded by count, because each event holds a whole revision of an object (a global history
+/// of 50,000 held most of the memory of a fleet of 2,000 Machines).
+const HISTORY_PER_RESOURCE: usize = 1_000;
 /// How many events a slow watcher may fall behind before it is told to relist.
 const WATCH_BUFFER: usize = 8_192;
 /// How long a write through etcd waits for the cache to show it.
@@ -193,14 +198,41 @@ impl LabelIndex {
     }
 }
 
+/// The recent events of one resource.
+struct History {
+    events: VecDeque<Arc<Event>>,
+    /// A watch of the resource can start from any revision at or after this one.
+    oldest_watchable: u64,
+}
+
 /// The committed state, as readers see it.
 struct State {
     objects: BTreeMap<String, Arc<Record>>,
     labels: LabelIndex,
     revision: u64,
-    history: VecDeque<Arc<Event>>,
-    /// A watch can start from any revision at or after this one.
-    oldest_watchable: u64,
+    /// By resource prefix (`/registry/<group>/<resource>/`).
+    history: HashMap<String, History>,
+    /// The revision the state started from: a resource without history can be watched from
+    /// here on.
+    start: u64,
+}
+
+impl State {
+    fn new(objects: BTreeMap<String, Arc<Record>>, revision: u64) -> State {
+        State {
+            labels: LabelIndex::of(&objects),
+            objects,
+            revision,
+            history: HashMap::new(),
+            start: revision,
+        }
+    }
+
+    fn oldest_watchable(&self, resource: &str) -> u64 {
+        self.history
+            .get(resource)
+            .map_or(self.start, |h| h.oldest_watchable)
+    }
 }
 
 /// The cache every back end publishes committed changes to.
@@ -216,13 +248,7 @@ struct Shared {
 impl Shared {
     fn new(objects: BTreeMap<String, Arc<Record>>, revision: u64) -> Arc<Shared> {
         Arc::new(Shared {
-            state: RwLock::new(State {
-                labels: LabelIndex::of(&objects),
-                objects,
-                revision,
-                history: VecDeque::new(),
-                oldest_watchable: revision,
-            }),
+            state: RwLock::new(State::new(objects, revision)),
             channels: Mutex::new(HashMap::new()),
             published: watch::channel(revision).0,
             writes: StoreWrites::default(),
@@ -245,12 +271,21 @@ impl Shared {
             if event.kind != EventKind::Deleted {
                 state.labels.add(&event.record);
             }
-            state.history.push_back(event.clone());
-            if state.history.len() > HISTORY {
-                let dropped = state.history.pop_front().expect("history is not empty");
-                state.oldest_watchable = dropped.revision;
+            let resource = resource_prefix(key);
+            let start = state.start;
+            let history = state
+                .history
+                .entry(resource.clone())
+                .or_insert_with(|| History {
+                    events: VecDeque::new(),
+                    oldest_watchable: start,
+                });
+            history.events.push_back(event.clone());
+            if history.events.len() > HISTORY_PER_RESOURCE {
+                let dropped = history.events.pop_front().expect("history is not empty");
+                history.oldest_watchable = dropped.revision;
             }
-            if let Some(tx) = channels.get(&resource_prefix(key)) {
+            if let Some(tx) = channels.get(&resource) {
                 let _ = tx.send(event.clone());
             }
         }
@@ -265,13 +300,7 @@ impl Shared {
     /// every watcher to start over.
     fn reset(&self, objects: BTreeMap<String, Arc<Record>>, revision: u64) {
         let mut state = self.state.write().unwrap();
-        *state = State {
-            labels: LabelIndex::of(&objects),
-            objects,
-            revision,
-            history: VecDeque::new(),
-            oldest_watchable: revision,
-        };
+        *state = State::new(objects, revision);
         // Dropping the senders ends every live watch; clients relist.
         self.channels.lock().unwrap().clear();
         drop(state);
@@ -297,6 +326,8 @@ impl Shared {
         let state = self.state.read().unwrap();
         state
             .history
+            .get(&resource_prefix(key))?
+            .events
             .iter()
             .rev()
             .find(|e| e.revision == revision && e.record.key == key)
@@ -540,23 +571,26 @@ impl Store {
     pub fn watch(&self, prefix: &str, from: Option<u64>) -> Result<WatchStart, StoreError> {
         let channel = resource_prefix(prefix);
         let state = self.shared.state.read().unwrap();
+        let oldest = state.oldest_watchable(&channel);
         let live = {
             let mut channels = self.shared.channels.lock().unwrap();
             channels
-                .entry(channel)
+                .entry(channel.clone())
                 .or_insert_with(|| broadcast::channel(WATCH_BUFFER).0)
                 .subscribe()
         };
         let backlog = match from {
-            Some(rv) if rv < state.oldest_watchable => {
+            Some(rv) if rv < oldest => {
                 return Err(StoreError::Compacted {
                     requested: rv,
-                    oldest: state.oldest_watchable,
+                    oldest,
                 });
             }
             Some(rv) => state
                 .history
-                .iter()
+                .get(&channel)
+                .into_iter()
+                .flat_map(|h| &h.events)
                 .filter(|e| e.revision > rv && e.record.key.starts_with(prefix))
                 .cloned()
                 .collect(),
@@ -793,6 +827,40 @@ mod tests {
         let event = start.live.recv().await.unwrap();
         assert_eq!(event.kind, EventKind::Deleted);
         assert_eq!(event.record.key, key("a"));
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_one_resource_does_not_cut_off_another_resources_watch() {
+        let store = Store::in_memory();
+        let other = "/registry/cluster.x-k8s.io/clusters/default/c";
+        let before = store
+            .create(other.to_string(), json!({}))
+            .await
+            .unwrap()
+            .revision;
+        for i in 0..HISTORY_PER_RESOURCE + 10 {
+            store
+                .create(key(&format!("m{i}")), json!({}))
+                .await
+                .unwrap();
+        }
+        // The Clusters' watch resumes from before the burst of ConfigMaps...
+        let resumed = store
+            .watch("/registry/cluster.x-k8s.io/clusters/", Some(before - 1))
+            .unwrap();
+        assert_eq!(
+            resumed.backlog.len(),
+            1,
+            "the Cluster's creation is replayed"
+        );
+        assert_eq!(resumed.backlog[0].record.key, other);
+        // ...while the ConfigMaps' history holds their last events only.
+        assert!(matches!(
+            store.watch(PREFIX, Some(before)),
+            Err(StoreError::Compacted { .. })
+        ));
+        let recent = store.revision() - 5;
+        assert_eq!(store.watch(PREFIX, Some(recent)).unwrap().backlog.len(), 5);
     }
 
     #[tokio::test]
