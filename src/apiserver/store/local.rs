@@ -39,8 +39,9 @@ struct WriteRequest {
     reply: oneshot::Sender<Result<Arc<Event>, StoreError>>,
 }
 
-/// The writer thread. When the last handle goes, the thread finishes what is queued and closes
-/// the file before the drop returns, so the same file can be opened again at once.
+/// The writer thread (or, in memory, task). When the last handle goes, the thread finishes what
+/// is queued and closes the file before the drop returns, so the same file can be opened again
+/// at once.
 pub struct Writer {
     tx: Option<mpsc::Sender<WriteRequest>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -122,15 +123,35 @@ pub(super) fn start(
     let shared = Shared::new(objects, revision);
     let (tx, rx) = mpsc::channel(4096);
     let writer_shared = shared.clone();
-    let thread = std::thread::Builder::new()
-        .name("store-writer".into())
-        .spawn(move || writer_loop(db, writer_shared, rx))
-        .expect("spawn the store writer thread");
+    // A store in memory never waits on a disk: it commits on the async runtime, when there is
+    // one. A thread of its own would cost each of a fleet's thousand workload API servers a
+    // thread and the allocator's per-thread heap (most of an idle server's memory).
+    let in_memory_task = db
+        .is_none()
+        .then(tokio::runtime::Handle::try_current)
+        .and_then(Result::ok);
+    let thread = match in_memory_task {
+        Some(runtime) => {
+            runtime.spawn(async move {
+                let mut rx = rx;
+                while let Some(first) = rx.recv().await {
+                    commit_batch(None, &writer_shared, batch_after(first, &mut rx));
+                }
+            });
+            None
+        }
+        None => Some(
+            std::thread::Builder::new()
+                .name("store-writer".into())
+                .spawn(move || writer_loop(db, writer_shared, rx))
+                .expect("spawn the store writer thread"),
+        ),
+    };
     Store {
         shared,
         backend: Backend::Local(Arc::new(Writer {
             tx: Some(tx),
-            thread: Some(thread),
+            thread,
             path,
         })),
     }
@@ -167,15 +188,20 @@ fn writer_loop(
     mut rx: mpsc::Receiver<WriteRequest>,
 ) {
     while let Some(first) = rx.blocking_recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(r) => batch.push(r),
-                Err(_) => break,
-            }
-        }
-        commit_batch(db.as_ref(), &shared, batch);
+        commit_batch(db.as_ref(), &shared, batch_after(first, &mut rx));
     }
+}
+
+/// `first` and what else is queued behind it, up to a batch.
+fn batch_after(first: WriteRequest, rx: &mut mpsc::Receiver<WriteRequest>) -> Vec<WriteRequest> {
+    let mut batch = vec![first];
+    while batch.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(r) => batch.push(r),
+            Err(_) => break,
+        }
+    }
+    batch
 }
 
 /// An object as a batch leaves it: the record and its JSON, or None once deleted.
