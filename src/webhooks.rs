@@ -54,6 +54,12 @@ pub const TARGETS: &[WebhookTarget] = &[
         plural: "machinedeployments",
     },
     WebhookTarget {
+        provider: crate::api::CrdSet::Core,
+        group: "cluster.x-k8s.io",
+        kind: "MachineHealthCheck",
+        plural: "machinehealthchecks",
+    },
+    WebhookTarget {
         provider: crate::api::CrdSet::KubeadmControlPlane,
         group: "controlplane.cluster.x-k8s.io",
         kind: "KubeadmControlPlane",
@@ -63,6 +69,7 @@ pub const TARGETS: &[WebhookTarget] = &[
 
 /// Registers every rule with a management cluster's admission chain.
 pub fn register(chain: &Chain) {
+    chain.register(Arc::new(ClusterNameLabel));
     chain.register(Arc::new(VersionDefaults));
     chain.register(Arc::new(ClusterRules));
     chain.register(Arc::new(ClusterClassRules));
@@ -95,6 +102,43 @@ fn at_mut<'a>(object: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
 
 fn at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(object, |v, k| v.get(*k))
+}
+
+/// The `cluster.x-k8s.io/cluster-name` label from `spec.clusterName`, on the kinds that name
+/// their Cluster, as upstream's defaulting webhooks set it: the Cluster finds its
+/// MachineDeployments by that label, so one created without it would be missed until its
+/// controller labelled it (a Cluster with workers on the way reported Available with none).
+struct ClusterNameLabel;
+
+impl Admission for ClusterNameLabel {
+    fn name(&self) -> &str {
+        "cluster-name.cluster.x-k8s.io"
+    }
+
+    fn handles(&self, group: &str, kind: &str) -> bool {
+        group == "cluster.x-k8s.io"
+            && matches!(
+                kind,
+                "Machine" | "MachineSet" | "MachineDeployment" | "MachineHealthCheck"
+            )
+    }
+
+    fn default(&self, _request: &Request<'_>, object: &mut Value) -> Result<(), ApiError> {
+        let Some(cluster) = object["spec"]["clusterName"]
+            .as_str()
+            .filter(|c| !c.is_empty())
+            .map(String::from)
+        else {
+            // The schema says clusterName is required; validation reports it.
+            return Ok(());
+        };
+        let metadata = &mut object["metadata"];
+        if !metadata["labels"].is_object() {
+            metadata["labels"] = json!({});
+        }
+        metadata["labels"][crate::api::CLUSTER_NAME_LABEL] = json!(cluster);
+        Ok(())
+    }
 }
 
 /// `v1.30.4` for `1.30.4` on Machines, MachineSets, MachineDeployments and control planes.
@@ -946,6 +990,7 @@ mod tests {
     #[test]
     fn every_webhook_target_has_rules_and_every_rule_a_target() {
         let rules: Vec<Arc<dyn Admission>> = vec![
+            Arc::new(ClusterNameLabel),
             Arc::new(VersionDefaults),
             Arc::new(ClusterRules),
             Arc::new(ClusterClassRules),
@@ -964,11 +1009,50 @@ mod tests {
             ("cluster.x-k8s.io", "Machine"),
             ("cluster.x-k8s.io", "MachineSet"),
             ("cluster.x-k8s.io", "MachineDeployment"),
+            ("cluster.x-k8s.io", "MachineHealthCheck"),
             ("controlplane.cluster.x-k8s.io", "KubeadmControlPlane"),
         ] {
             assert!(
                 TARGETS.iter().any(|t| t.group == group && t.kind == kind),
                 "the rules take {kind} but no webhook configuration sends it"
+            );
+        }
+    }
+
+    #[test]
+    fn the_cluster_name_label_follows_spec_cluster_name() {
+        let request = |kind| Request {
+            operation: Operation::Create,
+            group: "cluster.x-k8s.io",
+            version: "v1beta2",
+            kind,
+            namespace: Some("default"),
+            name: "a",
+            old: None,
+            dry_run: false,
+            lookup: None,
+        };
+        for (kind, object, label) in [
+            (
+                "MachineDeployment",
+                json!({"metadata": {"name": "a"}, "spec": {"clusterName": "c1"}}),
+                Some("c1"),
+            ),
+            (
+                "Machine",
+                json!({"metadata": {"labels": {"keep": "me", "cluster.x-k8s.io/cluster-name": "wrong"}}, "spec": {"clusterName": "c2"}}),
+                Some("c2"),
+            ),
+            ("MachineSet", json!({"metadata": {}, "spec": {}}), None),
+        ] {
+            let mut object = object;
+            ClusterNameLabel
+                .default(&request(kind), &mut object)
+                .unwrap();
+            assert_eq!(
+                object["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"].as_str(),
+                label,
+                "{kind}"
             );
         }
     }
