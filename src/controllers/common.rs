@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
@@ -17,6 +18,27 @@ use super::Result;
 use crate::api;
 use crate::api::Cluster;
 use crate::conditions::{self, NewCondition, Status};
+
+/// How long an object whose every input is watched waits, once settled, before it is looked at
+/// again anyway: upstream's sync period (`--sync-period`, 10 minutes). Shorter periodic
+/// requeues of settled objects cost a fleet of a thousand clusters most of a core while
+/// nothing changes.
+pub const RESYNC: Duration = Duration::from_secs(600);
+
+/// How often a settled object that reads a workload cluster (its API's reachability, its etcd
+/// members and control-plane Pods, which no watch reports to it) looks again.
+pub const WORKLOAD_RESYNC: Duration = Duration::from_secs(60);
+
+/// `period`, spread by up to a tenth either way by the object's uid, so that objects created
+/// together (a fleet applied at once) do not all come due in the same second, as
+/// controller-runtime jitters its resync.
+pub fn spread<K: Resource>(object: &K, period: Duration) -> Duration {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    object.meta().uid.hash(&mut hasher);
+    let fraction = (hasher.finish() % 1_000) as f64 / 1_000.0;
+    period.mul_f64(0.9 + 0.2 * fraction)
+}
 
 /// The field manager capictl's controllers write as.
 pub const MANAGER: &str = "capictl";
@@ -341,6 +363,33 @@ pub fn seconds_since(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resync_is_spread_within_a_tenth_by_uid() {
+        let period = Duration::from_secs(600);
+        let waits: Vec<Duration> = (0..200)
+            .map(|i| {
+                let machine: crate::api::Machine = serde_json::from_value(json!({
+                    "metadata": {"name": "m", "uid": format!("uid-{i}")},
+                    "spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "m"}}
+                }))
+                .unwrap();
+                spread(&machine, period)
+            })
+            .collect();
+        assert!(
+            waits
+                .iter()
+                .all(|w| *w >= period.mul_f64(0.9) && *w <= period.mul_f64(1.1)),
+            "{waits:?}"
+        );
+        let earliest = waits.iter().min().unwrap();
+        let latest = waits.iter().max().unwrap();
+        assert!(
+            *latest - *earliest > Duration::from_secs(60),
+            "200 objects come due over more than a minute, not together: {earliest:?}..{latest:?}"
+        );
+    }
 
     #[test]
     fn paused_table() {

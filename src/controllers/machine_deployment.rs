@@ -156,8 +156,15 @@ impl Scope {
         let ns = md.namespace().unwrap_or_default();
         let sets_api: Api<MachineSet> = Api::namespaced(ctx.client.clone(), &ns);
         let uid = md.uid().unwrap_or_default();
+        // Its sets carry its Cluster's label (set when created, and defaulted on admission): a
+        // namespace of a thousand clusters is not read whole on every reconcile.
+        let of_cluster = ListParams::default().labels(&format!(
+            "{}={}",
+            api::CLUSTER_NAME_LABEL,
+            md.spec.cluster_name
+        ));
         let mut sets: Vec<MachineSet> = sets_api
-            .list(&ListParams::default())
+            .list(&of_cluster)
             .await?
             .items
             .into_iter()
@@ -289,7 +296,7 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
         && status.up_to_date_replicas == Some(rollout.desired);
     common::write_status(&scope.api, &md.name_any(), md.status.as_ref(), &status).await?;
     Ok(Action::requeue(if settled {
-        Duration::from_secs(10)
+        common::spread(md.as_ref(), common::RESYNC)
     } else {
         Duration::from_secs(1)
     }))

@@ -257,9 +257,22 @@ const CONTROLLER: &str = "machineset";
 
 /// The MachineSet controller: MachineSets, woken by changes of the Machines they control.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
-    let controller = w
-        .controller::<MachineSet>("machineset")
-        .reconcile_on(controllers_of(w.ctx.machines().changes()));
+    let controller = w.controller::<MachineSet>("machineset");
+    // The preflight checks wait for the control plane: its changes wake its Cluster's sets,
+    // as upstream's MachineSets watch their Cluster.
+    let sets = controller.store();
+    let sets_of_woken_clusters = w.ctx.cluster_wakes().flat_map(move |cluster| {
+        let woken: Vec<ObjectRef<MachineSet>> = sets
+            .state()
+            .iter()
+            .filter(|s| s.namespace() == cluster.namespace && s.spec.cluster_name == cluster.name)
+            .map(|s| ObjectRef::from_obj(s.as_ref()))
+            .collect();
+        futures::stream::iter(woken)
+    });
+    let controller = controller
+        .reconcile_on(controllers_of(w.ctx.machines().changes()))
+        .reconcile_on(sets_of_woken_clusters);
     w.ctx.metrics.state.add(controller.store());
     w.run(CONTROLLER, controller, reconcile)
 }
@@ -335,7 +348,7 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
         // Upstream's preflight retry interval.
         Duration::from_secs(15)
     } else if settled {
-        Duration::from_secs(10)
+        common::spread(ms.as_ref(), common::RESYNC)
     } else {
         Duration::from_secs(1)
     }))

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 
 use crate::cache::{Cache, CacheError};
 use crate::workload::WorkloadError;
@@ -58,6 +59,12 @@ pub struct Context {
     pub metrics: Arc<metrics::ControllerMetrics>,
     machines: std::sync::OnceLock<Cache<crate::api::Machine>>,
     clusters: std::sync::OnceLock<Cache<crate::api::Cluster>>,
+    /// Machines whose infrastructure machine or bootstrap config changed, and Clusters whose
+    /// infrastructure cluster or control plane changed: any object a controller here watches
+    /// wakes the Machine that controls it and the Clusters that own it, as upstream's
+    /// controllers watch the provider objects they refer to.
+    machine_wakes: tokio::sync::broadcast::Sender<ObjectRef<crate::api::Machine>>,
+    cluster_wakes: tokio::sync::broadcast::Sender<ObjectRef<crate::api::Cluster>>,
 }
 
 impl Context {
@@ -75,6 +82,8 @@ impl Context {
             backoff: Backoff::default(),
             machines: std::sync::OnceLock::new(),
             clusters: std::sync::OnceLock::new(),
+            machine_wakes: tokio::sync::broadcast::channel(16 * 1024).0,
+            cluster_wakes: tokio::sync::broadcast::channel(16 * 1024).0,
             client,
         })
     }
@@ -86,11 +95,58 @@ impl Context {
             .get_or_init(|| Cache::watch(kube::Api::all(self.client.clone())))
     }
 
+    /// Wakes the Machine that controls `object` and the Clusters that own it. A receiver
+    /// that falls behind misses wakes; the requeues of those waiting make up for them.
+    pub fn wake_owners(&self, object: &kube::api::ObjectMeta) {
+        let namespace = object.namespace.as_deref().unwrap_or_default();
+        for owner in object.owner_references.iter().flatten() {
+            if !owner.api_version.starts_with("cluster.x-k8s.io/") {
+                continue;
+            }
+            // No receiver is fine: that controller is not running.
+            match owner.kind.as_str() {
+                "Machine" if owner.controller == Some(true) => {
+                    let _ = self
+                        .machine_wakes
+                        .send(ObjectRef::new(&owner.name).within(namespace));
+                }
+                "Cluster" => {
+                    let _ = self
+                        .cluster_wakes
+                        .send(ObjectRef::new(&owner.name).within(namespace));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The Machines [`Context::wake_owners`] woke, from now on.
+    pub fn machine_wakes(
+        &self,
+    ) -> impl futures::Stream<Item = ObjectRef<crate::api::Machine>> + Send + 'static {
+        wakes(&self.machine_wakes)
+    }
+
+    /// The Clusters [`Context::wake_owners`] woke, from now on.
+    pub fn cluster_wakes(
+        &self,
+    ) -> impl futures::Stream<Item = ObjectRef<crate::api::Cluster>> + Send + 'static {
+        wakes(&self.cluster_wakes)
+    }
+
     /// All Clusters of the management cluster, cached alike.
     pub fn clusters(&self) -> &Cache<crate::api::Cluster> {
         self.clusters
             .get_or_init(|| Cache::watch(kube::Api::all(self.client.clone())))
     }
+}
+
+fn wakes<T: Clone + Send + 'static>(
+    sender: &tokio::sync::broadcast::Sender<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    use futures::StreamExt;
+    tokio_stream::wrappers::BroadcastStream::new(sender.subscribe())
+        .filter_map(|m| std::future::ready(m.ok()))
 }
 
 /// Per-object rate limiting of failures: each consecutive failure of an object doubles its wait,

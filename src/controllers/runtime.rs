@@ -58,10 +58,11 @@ impl Wiring {
 
     /// A controller of every object of kind `K`, woken by each change of one; the changes are
     /// counted into the work queue metrics of the controller `name` (which [`Wiring::run`]
-    /// must be given too).
+    /// must be given too), and wake the objects' owners ([`Context::wake_owners`]).
     pub fn controller<K: Watched>(&self, name: &'static str) -> Controller<K> {
         let queue = self.ctx.metrics.queue(name);
         let (reader, writer) = reflector::store();
+        let ctx = self.ctx.clone();
         let changes = watcher(
             Api::<K>::all(self.client.clone()),
             watcher::Config::default(),
@@ -69,9 +70,13 @@ impl Wiring {
         .reflect(writer)
         .inspect(move |event| match event {
             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                queue.changed(queue_key(o.meta()))
+                queue.changed(queue_key(o.meta()));
+                ctx.wake_owners(o.meta());
             }
-            Ok(watcher::Event::Delete(o)) => queue.deleted(&queue_key(o.meta())),
+            Ok(watcher::Event::Delete(o)) => {
+                queue.deleted(&queue_key(o.meta()));
+                ctx.wake_owners(o.meta());
+            }
             _ => {}
         })
         .applied_objects();

@@ -146,7 +146,8 @@ async fn adopt(
 /// The controller's name, in its metrics and as its Events' reporter.
 const CONTROLLER: &str = "cluster";
 
-/// The Cluster controller: Clusters, woken by their Machines and MachineDeployments.
+/// The Cluster controller: Clusters, woken by their Machines and MachineDeployments, and by
+/// their infrastructure cluster and control plane ([`super::Context::wake_owners`]).
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     let machines = w
         .ctx
@@ -156,6 +157,7 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     let controller = w
         .controller::<Cluster>("cluster")
         .reconcile_on(machines)
+        .reconcile_on(w.ctx.cluster_wakes())
         .watches(
             Api::<MachineDeployment>::all(w.client.clone()),
             watcher::Config::default(),
@@ -220,7 +222,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     let (status, settled) = status::compute(&cluster, paused, &providers, &descendants, probe);
     common::write_status(&api, &cluster.name_any(), cluster.status.as_ref(), &status).await?;
     Ok(Action::requeue(if settled && !kubeconfig_created {
-        Duration::from_secs(10)
+        common::spread(cluster.as_ref(), common::WORKLOAD_RESYNC)
     } else {
         Duration::from_secs(2)
     }))

@@ -464,7 +464,11 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
         })),
     );
     common::write_status(&scope.api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
-    Ok(Action::requeue(if stable {
+    // Stable and healthy, the workload cluster's etcd and Pods are looked at again now and
+    // then; while something is unhealthy, often.
+    Ok(Action::requeue(if stable && blocked.is_empty() {
+        common::spread(kcp.as_ref(), common::WORKLOAD_RESYNC)
+    } else if stable {
         Duration::from_secs(10)
     } else {
         Duration::from_secs(1)

@@ -82,9 +82,9 @@ async fn adopt(
 /// The controller's name, in its metrics and as its Events' reporter.
 const CONTROLLER: &str = "machine";
 
-/// The Machine controller: Machines, woken by their Nodes in the workload cluster and, for
-/// workers waiting to look for their Node, by their Cluster's control plane becoming
-/// initialized.
+/// The Machine controller: Machines, woken by their Nodes in the workload cluster, by their
+/// infrastructure machines and bootstrap configs and, for workers waiting to look for their
+/// Node, by their Cluster's control plane becoming initialized.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     let controller = w.controller::<Machine>(CONTROLLER);
     let cache = controller.store();
@@ -97,7 +97,8 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
         .reconcile_on(machines_of_node_changes(
             w.ctx.workloads.node_changes(),
             cache,
-        ));
+        ))
+        .reconcile_on(w.ctx.machine_wakes());
     w.ctx.metrics.state.add_machines(controller.store());
     w.run(CONTROLLER, controller, reconcile)
 }
@@ -171,7 +172,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
         ctx.metrics.machine_ready(created);
     }
     let requeue = available_wait.map_or(node.requeue(), |w| node.requeue().min(w));
-    Ok(Action::requeue(requeue))
+    Ok(Action::requeue(common::spread(machine.as_ref(), requeue)))
 }
 
 /// The labels and owner a Machine lacks: the cluster-name label, and (for stand-alone

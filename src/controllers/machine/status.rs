@@ -45,11 +45,12 @@ pub enum NodeState {
 
 impl NodeState {
     /// When to look again. Node changes reach the reconciler through the workload cluster's
-    /// Node watch, and the Cluster watch wakes waiting workers when the control plane is
-    /// initialized; these are safety nets.
+    /// Node watch, changes of its provider objects through their watches, and the Cluster
+    /// watch wakes waiting workers when the control plane is initialized; these are safety
+    /// nets.
     pub fn requeue(&self) -> Duration {
         Duration::from_secs(match self {
-            NodeState::Found(_) => 60,
+            NodeState::Found(_) => common::RESYNC.as_secs(),
             NodeState::Absent | NodeState::WaitingForControlPlane(_) => 10,
             NodeState::NoKubeconfig | NodeState::Unreachable(_) => 2,
             NodeState::WaitingForProviderId => 1,

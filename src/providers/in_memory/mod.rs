@@ -400,7 +400,7 @@ pub async fn reconcile_cluster<C: SimulatedCluster>(
     }
     let status = cluster_status(ic.as_ref(), paused);
     common::write_status(&api, &ic.name_any(), ic.status(), &status).await?;
-    Ok(Action::requeue(Duration::from_secs(30)))
+    Ok(Action::requeue(common::spread(ic.as_ref(), common::RESYNC)))
 }
 
 /// A running simulated cluster's status: provisioned, its failure domains, Ready.
@@ -509,9 +509,10 @@ pub async fn reconcile_machine<M: SimulatedMachine>(
     common::write_status(&api, &im.name_any(), im.status(), &status).await?;
     Ok(match boot {
         Boot::Waiting { requeue, .. } => Action::requeue(requeue),
-        // The workload cluster lives in memory: look again now and then, and make the Node
-        // again if this process restarted.
-        Boot::Running => Action::requeue(Duration::from_secs(30)),
+        // After a restart of this process, the first reconcile of every machine finds its
+        // workload cluster gone and waits for it, then makes the Node again; a running
+        // machine has nothing to look at until then.
+        Boot::Running => Action::requeue(common::spread(im.as_ref(), common::RESYNC)),
     })
 }
 
