@@ -54,14 +54,17 @@ impl Propagation {
     }
 }
 
-fn owner_uids(object: &Value) -> Vec<(String, bool)> {
+/// The uids of an object's owners, and whether each blocks the owner's deletion.
+fn owner_uids(object: &Value) -> Vec<(&str, bool)> {
     object["metadata"]["ownerReferences"]
         .as_array()
         .map(|refs| {
             refs.iter()
                 .filter_map(|r| {
-                    let uid = r["uid"].as_str()?.to_string();
-                    Some((uid, r["blockOwnerDeletion"] == Value::Bool(true)))
+                    Some((
+                        r["uid"].as_str()?,
+                        r["blockOwnerDeletion"] == Value::Bool(true),
+                    ))
                 })
                 .collect()
         })
@@ -96,7 +99,7 @@ pub async fn collect(server: &ApiServer) -> bool {
     let mut dependents: HashMap<&str, Vec<&Arc<Record>>> = HashMap::new();
     for record in &all {
         for (owner, _) in owner_uids(&record.value) {
-            if let Some(key) = existing.get(owner.as_str()) {
+            if let Some(key) = existing.get(owner) {
                 dependents.entry(key).or_default().push(record);
             }
         }
@@ -129,7 +132,7 @@ pub async fn collect(server: &ApiServer) -> bool {
             let blocking = children.iter().any(|c| {
                 owner_uids(&c.value)
                     .iter()
-                    .any(|(u, block)| u == owner_uid && *block)
+                    .any(|(u, block)| *u == owner_uid && *block)
             });
             if blocking {
                 pending = true;
@@ -147,8 +150,8 @@ pub async fn collect(server: &ApiServer) -> bool {
         }
         let absent: Vec<&str> = owners
             .iter()
-            .filter(|(u, _)| !existing.contains(u.as_str()))
-            .map(|(u, _)| u.as_str())
+            .filter(|(u, _)| !existing.contains(u))
+            .map(|(u, _)| *u)
             .collect();
         if absent.is_empty() {
             continue;
