@@ -3,7 +3,7 @@
 mod completion;
 mod connect;
 mod delete;
-mod describe;
+pub mod describe;
 mod generate;
 mod get;
 mod images;
