@@ -1,7 +1,7 @@
 //! How many in-memory Machines the controllers bring up on this machine, and at what cost: a
 //! MachineDeployment of N replicas on the embedded management cluster (in-process, with the
 //! manager running), timed from creation until every Machine is Ready, with the process's peak
-//! resident memory.
+//! resident memory, and `capictl describe cluster` of the result.
 //!
 //! `cargo bench --bench machines` runs N = 300 (`CAPICTL_BENCH_MACHINES=N` for another size);
 //! under `cargo test` a smoke run of N = 20 keeps it working.
@@ -87,6 +87,21 @@ async fn run(replicas: i32) {
     )
     .await;
     let up = start.elapsed();
+    // `capictl describe cluster big`: what it reads and renders, without the process start.
+    let mut describe_times = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let tree = capictl::cli::describe::tree(&client, "default", "big")
+            .await
+            .unwrap();
+        describe_times.push(started.elapsed());
+        assert!(
+            tree.contains("big-md"),
+            "the tree shows the MachineDeployment"
+        );
+    }
+    describe_times.sort();
+    let describe = describe_times[describe_times.len() / 2];
     // Scaling to zero: every Machine and its Node go.
     let down_start = Instant::now();
     mds.patch(
@@ -102,12 +117,15 @@ async fn run(replicas: i32) {
     })
     .await;
     let down = down_start.elapsed();
-    println!("| Machines | up to all Ready | Machines/s | scale to 0 | peak RSS |");
-    println!("|---|---|---|---|---|");
     println!(
-        "| {replicas} | {:.1} s | {:.0} | {:.1} s | {:.0} MiB |",
+        "| Machines | up to all Ready | Machines/s | describe (median of 5) | scale to 0 | peak RSS |"
+    );
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| {replicas} | {:.1} s | {:.0} | {:.0} ms | {:.1} s | {:.0} MiB |",
         up.as_secs_f64(),
         replicas as f64 / up.as_secs_f64().max(f64::EPSILON),
+        describe.as_secs_f64() * 1000.0,
         down.as_secs_f64(),
         peak_rss_mib()
     );

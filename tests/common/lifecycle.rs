@@ -18,20 +18,25 @@ pub const NS: &str = "default";
 
 /// An embedded management API server, empty.
 pub async fn api_server() -> Client {
+    api_server_on(Store::in_memory()).await
+}
+
+/// An embedded management API server on `store`.
+pub async fn api_server_on(store: Store) -> Client {
     capictl::install_crypto_provider();
-    let server = ApiServer::start(
-        Store::in_memory(),
-        capictl::apiserver::authz::Authorization::AlwaysAllow,
-    )
-    .await
-    .unwrap();
+    let server = ApiServer::start(store, capictl::apiserver::authz::Authorization::AlwaysAllow)
+        .await
+        .unwrap();
     capictl::webhooks::register(&server.admission);
     Client::new(apiserver::local_router(server), NS)
 }
 
 /// An embedded management cluster with the CRDs of `sets`, no controllers running.
 pub async fn management_without_controllers(sets: &[CrdSet]) -> Client {
-    let client = api_server().await;
+    install_crds(api_server().await, sets).await
+}
+
+async fn install_crds(client: Client, sets: &[CrdSet]) -> Client {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in api::crds(sets) {
         crds.create(&PostParams::default(), &crd).await.unwrap();
@@ -41,7 +46,13 @@ pub async fn management_without_controllers(sets: &[CrdSet]) -> Client {
 
 /// An embedded management cluster with the CRDs of `sets` and the controllers running.
 pub async fn management(sets: &[CrdSet]) -> Client {
-    let client = management_without_controllers(sets).await;
+    management_on(Store::in_memory(), sets).await
+}
+
+/// An embedded management cluster on `store`, with the CRDs of `sets` and the controllers
+/// running.
+pub async fn management_on(store: Store, sets: &[CrdSet]) -> Client {
+    let client = install_crds(api_server_on(store).await, sets).await;
     let c = client.clone();
     tokio::spawn(async move {
         manager::run(c, manager::Options::default(), std::future::pending()).await
