@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use common::quickstart::{
-    Session, all_nodes_ready, capictl_binary, condition, kubectl_binary, machines, rolled_out,
-    text, wait,
+    Session, all_nodes_ready, condition, kubectl_binary, machines, rolled_out, text, wait,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,35 +246,8 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     let started = Instant::now();
     let target = Session::up(&s.cluster);
     s.capictl(&["move", "--to-kubeconfig", &target.kubeconfig]);
-    let waited = target.run(
-        &kubectl_binary(),
-        &[
-            "wait",
-            "--for=condition=Available",
-            &format!("cluster/{}", s.cluster),
-            "--timeout=120s",
-        ],
-    );
-    // What the target's controllers made of the moved objects, if they did not get there.
-    assert!(
-        waited.status.success(),
-        "the moved Cluster is not Available in the target after 120 s:\n{}",
-        text(
-            &target
-                .run(
-                    capictl_binary(),
-                    &[
-                        "describe",
-                        "cluster",
-                        &s.cluster,
-                        "--show-conditions",
-                        "all",
-                        "--echo"
-                    ]
-                )
-                .stdout
-        )
-    );
+    // On timeout this shows what the target's controllers made of the moved objects.
+    target.wait_available(120).await;
     eprintln!(
         "moved and Available in the target after {:.1?}",
         started.elapsed()
