@@ -33,16 +33,6 @@ use common::lifecycle::{apply, condition_true, management_on, until};
 /// Requests in flight while applying the fleet and measuring the write rate.
 const IN_FLIGHT: usize = 64;
 
-/// A field of this process's /proc/self/status (VmHWM, VmRSS), in MiB.
-fn status_mib(field: &str) -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 /// CPU time this process has used (user + system).
 fn cpu_time() -> Duration {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
@@ -190,7 +180,7 @@ async fn run(clusters: usize, idle: Duration) {
     let objects: Vec<Value> = (0..clusters)
         .flat_map(|i| cluster_objects(&format!("fleet-{i:05}")))
         .collect();
-    let rss_before = status_mib("VmRSS:");
+    let rss_before = common::status_mib("VmRSS:");
     let revision_before = revision(&client).await;
 
     let start = Instant::now();
@@ -227,8 +217,8 @@ async fn run(clusters: usize, idle: Duration) {
     .await;
     let up = start.elapsed();
     let writes = revision(&client).await - revision_before;
-    let peak = status_mib("VmHWM:");
-    let rss = status_mib("VmRSS:");
+    let peak = common::status_mib("VmHWM:");
+    let rss = common::status_mib("VmRSS:");
     let tasks = tokio::runtime::Handle::current()
         .metrics()
         .num_alive_tasks();

@@ -17,16 +17,6 @@ use capictl::api::{CrdSet, MachineDeployment};
 mod common;
 use common::lifecycle::{apply, management, until};
 
-/// The peak resident set of this process (VmHWM), in MiB.
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 async fn run(replicas: i32) {
     let client = management(&[CrdSet::Core, CrdSet::InMemory]).await;
     apply(&client, json!({
@@ -127,7 +117,7 @@ async fn run(replicas: i32) {
         replicas as f64 / up.as_secs_f64().max(f64::EPSILON),
         describe.as_secs_f64() * 1000.0,
         down.as_secs_f64(),
-        peak_rss_mib()
+        common::status_mib("VmHWM:")
     );
 }
 

@@ -204,3 +204,13 @@ impl Drop for Etcd {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A field of this process's /proc/self/status (VmHWM, VmRSS), in MiB.
+pub fn status_mib(field: &str) -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
