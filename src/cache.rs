@@ -143,7 +143,15 @@ where
 
     /// Every change the cache applies, from now on.
     pub fn changes(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
-        tokio_stream::wrappers::BroadcastStream::new(self.changes.subscribe())
-            .filter_map(|c| std::future::ready(c.ok()))
+        received(&self.changes)
     }
+}
+
+/// What `sender` sends from now on; a receiver that falls behind skips what it missed (the
+/// reconcilers' requeues make up for it).
+pub fn received<T: Clone + Send + 'static>(
+    sender: &broadcast::Sender<T>,
+) -> impl Stream<Item = T> + Send + 'static {
+    tokio_stream::wrappers::BroadcastStream::new(sender.subscribe())
+        .filter_map(|c| std::future::ready(c.ok()))
 }

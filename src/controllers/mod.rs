@@ -124,14 +124,14 @@ impl Context {
     pub fn machine_wakes(
         &self,
     ) -> impl futures::Stream<Item = ObjectRef<crate::api::Machine>> + Send + 'static {
-        wakes(&self.machine_wakes)
+        crate::cache::received(&self.machine_wakes)
     }
 
     /// The Clusters [`Context::wake_owners`] woke, from now on.
     pub fn cluster_wakes(
         &self,
     ) -> impl futures::Stream<Item = ObjectRef<crate::api::Cluster>> + Send + 'static {
-        wakes(&self.cluster_wakes)
+        crate::cache::received(&self.cluster_wakes)
     }
 
     /// All Clusters of the management cluster, cached alike.
@@ -139,14 +139,6 @@ impl Context {
         self.clusters
             .get_or_init(|| Cache::watch(kube::Api::all(self.client.clone())))
     }
-}
-
-fn wakes<T: Clone + Send + 'static>(
-    sender: &tokio::sync::broadcast::Sender<T>,
-) -> impl futures::Stream<Item = T> + Send + 'static {
-    use futures::StreamExt;
-    tokio_stream::wrappers::BroadcastStream::new(sender.subscribe())
-        .filter_map(|m| std::future::ready(m.ok()))
 }
 
 /// Per-object rate limiting of failures: each consecutive failure of an object doubles its wait,
