@@ -17,8 +17,9 @@ pub const FOREGROUND: &str = "foregroundDeletion";
 /// The finalizer that holds an owner until its dependents no longer point at it.
 pub const ORPHAN: &str = "orphan";
 
-/// How often the collector looks for dangling owner references without being woken.
-const RESYNC: Duration = Duration::from_secs(30);
+/// How often the collector looks for dangling owner references without being woken: only an
+/// object created after its owner went needs it, as every deletion wakes the collector.
+const RESYNC: Duration = Duration::from_secs(60);
 
 /// How a delete treats the object's dependents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +77,7 @@ fn uid(record: &Record) -> &str {
 }
 
 /// Runs the collector until the server is gone.
-pub async fn run(server: Weak<ApiServer>, wake: Arc<tokio::sync::Notify>) {
+pub async fn run(server: Weak<ApiServer>, mut removals: tokio::sync::watch::Receiver<u64>) {
     loop {
         let Some(s) = server.upgrade() else { return };
         let pending = collect(&s).await;
@@ -86,7 +87,9 @@ pub async fn run(server: Weak<ApiServer>, wake: Arc<tokio::sync::Notify>) {
         } else {
             RESYNC
         };
-        let _ = tokio::time::timeout(wait, wake.notified()).await;
+        if !super::after_removal(&mut removals, wait).await {
+            return;
+        }
         // Let a burst of deletions settle into one pass.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -85,9 +85,6 @@ pub struct ApiServer {
     pub registry: Registry,
     /// Defaulting and validation registered by kind, run before every write is stored.
     pub admission: admission::Chain,
-    /// Wakes the namespace deleter and the garbage collector after a deletion.
-    namespace_deleter: Arc<tokio::sync::Notify>,
-    garbage_collector: Arc<tokio::sync::Notify>,
     started_at: String,
     pub authorization: authz::Authorization,
     /// The RBAC policy as of a store revision: rebuilt only when something was written since.
@@ -123,8 +120,6 @@ impl ApiServer {
             store,
             registry: builtin::registry(),
             admission: Default::default(),
-            namespace_deleter: Default::default(),
-            garbage_collector: Default::default(),
             started_at: object::now(),
             authorization,
             policy: Default::default(),
@@ -171,12 +166,9 @@ impl ApiServer {
         }
         tokio::spawn(namespace_deleter(
             Arc::downgrade(&server),
-            server.namespace_deleter.clone(),
+            server.store.removals(),
         ));
-        tokio::spawn(gc::run(
-            Arc::downgrade(&server),
-            server.garbage_collector.clone(),
-        ));
+        tokio::spawn(gc::run(Arc::downgrade(&server), server.store.removals()));
         Ok(server)
     }
 
@@ -463,12 +455,6 @@ impl ApiServer {
         Self::validate(resource, object, Some(old))
     }
 
-    /// Tells the background loops that something was deleted or marked for deletion.
-    pub fn wake_collectors(&self) {
-        self.namespace_deleter.notify_one();
-        self.garbage_collector.notify_one();
-    }
-
     /// Keeps derived state in step with a write.
     fn after_write(&self, resource: &Resource, object: Option<&Value>) {
         if Self::is_crd(resource)
@@ -482,13 +468,9 @@ impl ApiServer {
         {
             self.system_wake.notify_one();
         }
-        if object.is_none_or(object::is_deleting) {
-            self.wake_collectors();
-        }
     }
 
     async fn after_delete(&self, resource: &Resource, object: &Value) {
-        self.wake_collectors();
         if Self::is_crd(resource) {
             let name = object::name_of(object).to_string();
             // The custom resources go with their definition.
@@ -615,22 +597,34 @@ fn crd_status(crd: &Value, old: Option<&Value>) -> Value {
 /// Empties and removes namespaces that are being deleted, as kube-controller-manager's
 /// namespace controller does: objects without finalizers go at once, the others are marked
 /// for deletion and waited for.
-async fn namespace_deleter(server: std::sync::Weak<ApiServer>, wake: Arc<tokio::sync::Notify>) {
+async fn namespace_deleter(
+    server: std::sync::Weak<ApiServer>,
+    mut removals: tokio::sync::watch::Receiver<u64>,
+) {
     loop {
         // Holding only a weak reference between passes lets the server shut down.
         let Some(s) = server.upgrade() else { return };
         let pending = delete_namespaces(&s).await;
         drop(s);
-        // Deletions through this server wake it; the idle pass only catches those made through
-        // another server on the same etcd, so it is rare (a fleet of in-memory workload
-        // clusters runs a thousand of these loops).
+        // Every deletion, through any server on the store, wakes it: there is nothing to poll
+        // for (a fleet of in-memory workload clusters runs a thousand of these loops).
         let wait = if pending {
             Duration::from_millis(200)
         } else {
-            Duration::from_secs(60)
+            Duration::from_secs(600)
         };
-        let _ = tokio::time::timeout(wait, wake.notified()).await;
+        if !after_removal(&mut removals, wait).await {
+            return;
+        }
     }
+}
+
+/// Waits for the store's next deletion, at most `wait`; false once the store is gone.
+async fn after_removal(removals: &mut tokio::sync::watch::Receiver<u64>, wait: Duration) -> bool {
+    !matches!(
+        tokio::time::timeout(wait, removals.changed()).await,
+        Ok(Err(_))
+    )
 }
 
 /// One pass over the terminating namespaces; whether any is still waiting.

@@ -242,6 +242,9 @@ struct Shared {
     channels: Mutex<HashMap<String, broadcast::Sender<Arc<Event>>>>,
     /// The latest published revision, for writers waiting to read their own writes.
     published: watch::Sender<u64>,
+    /// The revision of the latest deletion, or of the latest object marked for deletion:
+    /// what the garbage collector and the namespace deleter wait for, whichever server wrote it.
+    removals: watch::Sender<u64>,
     writes: StoreWrites,
 }
 
@@ -251,6 +254,7 @@ impl Shared {
             state: RwLock::new(State::new(objects, revision)),
             channels: Mutex::new(HashMap::new()),
             published: watch::channel(revision).0,
+            removals: watch::channel(revision).0,
             writes: StoreWrites::default(),
         })
     }
@@ -259,7 +263,11 @@ impl Shared {
     fn publish(&self, events: &[Arc<Event>], revision: u64) {
         let mut state = self.state.write().unwrap();
         let channels = self.channels.lock().unwrap();
+        let mut removal = None;
         for event in events {
+            if event.kind == EventKind::Deleted || super::object::is_deleting(&event.record.value) {
+                removal = Some(event.revision);
+            }
             let key = &event.record.key;
             let replaced = match event.kind {
                 EventKind::Deleted => state.objects.remove(key),
@@ -294,6 +302,9 @@ impl Shared {
         drop(channels);
         drop(state);
         self.published.send_replace(now);
+        if let Some(revision) = removal {
+            self.removals.send_replace(revision);
+        }
     }
 
     /// Replaces the whole state (after the source of truth could not be followed), telling
@@ -305,6 +316,8 @@ impl Shared {
         self.channels.lock().unwrap().clear();
         drop(state);
         self.published.send_replace(revision);
+        // Anything may have gone while the source could not be followed.
+        self.removals.send_replace(revision);
     }
 
     /// Waits until the cache has published `revision`, at most `within`.
@@ -557,6 +570,12 @@ impl Store {
                 .map(|m| m.len()),
             Backend::Etcd(_) => None,
         }
+    }
+
+    /// Changes whenever an object is deleted or marked for deletion, through any server on
+    /// this store's source of truth.
+    pub fn removals(&self) -> watch::Receiver<u64> {
+        self.shared.removals.subscribe()
     }
 
     /// Calls `f` with every stored key, in order.
