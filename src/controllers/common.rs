@@ -22,12 +22,9 @@ use crate::conditions::{self, NewCondition, Status};
 /// How long an object whose every input is watched waits, once settled, before it is looked at
 /// again anyway: upstream's sync period (`--sync-period`, 10 minutes). Shorter periodic
 /// requeues of settled objects cost a fleet of a thousand clusters most of a core while
-/// nothing changes.
+/// nothing changes. What no watch reports, a workload cluster's reachability, the health loop
+/// of [`crate::workload::clusters`] announces.
 pub const RESYNC: Duration = Duration::from_secs(600);
-
-/// How often a settled object that reads a workload cluster (its API's reachability, its etcd
-/// members and control-plane Pods, which no watch reports to it) looks again.
-pub const WORKLOAD_RESYNC: Duration = Duration::from_secs(60);
 
 /// `period`, spread by up to a tenth either way by the object's uid, so that objects created
 /// together (a fleet applied at once) do not all come due in the same second, as

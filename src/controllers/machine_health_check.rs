@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -233,12 +235,34 @@ struct Findings<'a> {
 /// The controller's name, in its metrics and as its Events' reporter.
 const CONTROLLER: &str = "machinehealthcheck";
 
-/// The MachineHealthCheck controller: MachineHealthChecks, which look again every few seconds
-/// (Node changes are read from the workload clusters' Node caches).
+/// The MachineHealthCheck controller: MachineHealthChecks, woken when a Machine of their
+/// Cluster changes (a Machine mirrors its Node's conditions, so a Node's changes reach them
+/// through it), and again when a start-up or condition timeout they wait for runs out.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     let controller = w.controller::<MachineHealthCheck>(CONTROLLER);
+    let checks = controller.store();
+    let controller = controller.reconcile_on(
+        w.ctx
+            .machines()
+            .changes()
+            .flat_map(move |m| futures::stream::iter(checks_of(&checks, &m))),
+    );
     w.ctx.metrics.state.add(controller.store());
     w.run(CONTROLLER, controller, reconcile)
+}
+
+/// The MachineHealthChecks of a Machine's Cluster, to wake when the Machine changes.
+fn checks_of(
+    checks: &Store<MachineHealthCheck>,
+    machine: &Machine,
+) -> Vec<ObjectRef<MachineHealthCheck>> {
+    let namespace = machine.namespace();
+    checks
+        .state()
+        .iter()
+        .filter(|c| c.namespace() == namespace && c.spec.cluster_name == machine.spec.cluster_name)
+        .map(|c| ObjectRef::from_obj(c.as_ref()))
+        .collect()
 }
 
 pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Result<Action> {
@@ -306,12 +330,9 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
     // Status, computed once from what this reconcile found.
     let status = compute_status(&mhc, &scope.targets, findings.healthy, verdict, paused);
     common::write_status(&scope.api, &mhc.name_any(), mhc.status.as_ref(), &status).await?;
-    Ok(Action::requeue(
-        findings
-            .next
-            .unwrap_or(Duration::from_secs(5))
-            .min(Duration::from_secs(5)),
-    ))
+    Ok(Action::requeue(findings.next.unwrap_or_else(|| {
+        common::spread(mhc.as_ref(), common::RESYNC)
+    })))
 }
 
 /// Checks every target against its Node and records the verdict in the Machine's

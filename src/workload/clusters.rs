@@ -8,13 +8,21 @@
 //! quadratic in the number of Machines); every change is also announced on
 //! [`WorkloadClusters::node_changes`], so a Machine is reconciled when its Node changes rather
 //! than by polling.
+//!
+//! One loop probes every connected workload cluster's API server (upstream's ClusterCache
+//! health check: every 10 s, disconnected after 5 failures in a row) and announces on
+//! [`WorkloadClusters::health_changes`] when a cluster becomes reachable or unreachable, so
+//! the reconcilers that read workload clusters need not poll them. With more clusters than
+//! [`PROBES_PER_SECOND`] × the interval, the interval stretches: a fleet of a thousand idle
+//! clusters costs twenty probes a second, not a hundred.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::api::Api;
+use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tokio::sync::broadcast;
@@ -41,27 +49,125 @@ pub enum NodeLookup {
     Found(Arc<Node>),
 }
 
-/// One workload cluster: its client, made from this kubeconfig, and its Node cache, whose
-/// watch ends when this is dropped.
+/// How often a workload cluster's API server is probed, when there are few of them.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a probe may take before it counts as failed.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Failed probes in a row after which a workload cluster counts as unreachable.
+pub const FAILURE_THRESHOLD: u32 = 5;
+/// The most probes the health loop makes per second, however many clusters there are.
+pub const PROBES_PER_SECOND: u32 = 20;
+
+/// What the probes of a workload cluster's API server found so far.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Health {
+    /// When a probe last succeeded.
+    pub last_success: Option<Timestamp>,
+    /// Failed probes since then.
+    pub failures: u32,
+    /// What the last failed probe said.
+    pub last_error: Option<String>,
+}
+
+impl Health {
+    /// Whether the cluster counts as reachable: a probe succeeded and fewer than
+    /// [`FAILURE_THRESHOLD`] failed since.
+    pub fn reachable(&self) -> bool {
+        self.last_success.is_some() && self.failures < FAILURE_THRESHOLD
+    }
+
+    fn record(&mut self, probe: Result<(), String>) {
+        match probe {
+            Ok(()) => {
+                *self = Health {
+                    last_success: Some(Timestamp::now()),
+                    ..Health::default()
+                }
+            }
+            Err(e) => {
+                self.failures += 1;
+                self.last_error = Some(e);
+            }
+        }
+    }
+}
+
+/// How long the health loop waits between probes of one cluster, with `clusters` connected.
+fn probe_interval(clusters: usize) -> Duration {
+    PROBE_INTERVAL.max(Duration::from_secs_f64(
+        clusters as f64 / PROBES_PER_SECOND as f64,
+    ))
+}
+
+/// One workload cluster: its client, made from this kubeconfig, its Node cache, whose
+/// watch ends when this is dropped, and what its probes found.
 struct Workload {
     kubeconfig: Vec<u8>,
     client: Client,
     nodes: Arc<Cache<Node>>,
+    health: Health,
+    next_probe: Instant,
+}
+
+/// A workload cluster became reachable or unreachable.
+#[derive(Clone, Debug)]
+pub struct HealthChange {
+    pub namespace: String,
+    pub cluster: String,
+}
+
+/// What the health loop shares with the reconcilers; the loop ends when this goes.
+struct Shared {
+    clusters: Mutex<HashMap<(String, String), Workload>>,
+    health_changes: broadcast::Sender<HealthChange>,
 }
 
 pub struct WorkloadClusters {
     management: Client,
-    clusters: Mutex<HashMap<(String, String), Workload>>,
+    shared: Arc<Shared>,
     node_changes: broadcast::Sender<NodeChange>,
+    health_loop: std::sync::Once,
 }
 
 impl WorkloadClusters {
     pub fn new(management: Client) -> WorkloadClusters {
         WorkloadClusters {
             management,
-            clusters: Mutex::new(HashMap::new()),
+            shared: Arc::new(Shared {
+                clusters: Mutex::new(HashMap::new()),
+                health_changes: broadcast::channel(4096).0,
+            }),
             node_changes: broadcast::channel(4096).0,
+            health_loop: std::sync::Once::new(),
         }
+    }
+
+    /// Every workload cluster that became reachable or unreachable, from now on. A receiver
+    /// that falls behind misses changes; the reconcilers' periodic requeue covers those.
+    pub fn health_changes(&self) -> impl futures::Stream<Item = HealthChange> + Send + 'static {
+        crate::cache::received(&self.shared.health_changes)
+    }
+
+    /// What the probes of the workload cluster found, or None while its kubeconfig Secret does
+    /// not exist. A cluster not probed yet is probed now.
+    pub async fn health(&self, namespace: &str, cluster: &str) -> Result<Option<Health>> {
+        let Some((client, _)) = self.workload(namespace, cluster).await? else {
+            return Ok(None);
+        };
+        let key = (namespace.to_string(), cluster.to_string());
+        let known = self
+            .shared
+            .clusters
+            .lock()
+            .unwrap()
+            .get(&key)
+            .map(|w| w.health.clone())
+            .filter(|h| *h != Health::default());
+        if let Some(health) = known {
+            return Ok(Some(health));
+        }
+        let outcome = probe(client).await;
+        Ok(self.shared.record(&key, outcome))
     }
 
     /// Every Node change in every workload cluster reached so far. A receiver that falls behind
@@ -129,11 +235,14 @@ impl WorkloadClusters {
             .map(|b| b.0)
             .unwrap_or_default();
         let key = (namespace.to_string(), cluster.to_string());
-        if let Some(w) = self.clusters.lock().unwrap().get(&key)
+        if let Some(w) = self.shared.clusters.lock().unwrap().get(&key)
             && w.kubeconfig == value
         {
             return Ok(Some((w.client.clone(), w.nodes.clone())));
         }
+        self.health_loop.call_once(|| {
+            tokio::spawn(check_health(Arc::downgrade(&self.shared)));
+        });
         let config = config_from(cluster, &value).await?;
         // Watches stay open for minutes, so the Node watch keeps the kubeconfig's long read
         // timeout; requests time out quickly.
@@ -146,12 +255,16 @@ impl WorkloadClusters {
         // hold the reconcile; the reconcilers try again on their own schedule instead.
         config.default_retry = false;
         let client = Client::try_from(config)?;
-        self.clusters.lock().unwrap().insert(
+        let interval = probe_interval(self.shared.clusters.lock().unwrap().len() + 1);
+        self.shared.clusters.lock().unwrap().insert(
             key,
             Workload {
                 kubeconfig: value,
                 client: client.clone(),
                 nodes: nodes.clone(),
+                // A new kubeconfig is a new connection: its health is learned afresh.
+                health: Health::default(),
+                next_probe: Instant::now() + interval,
             },
         );
         Ok(Some((client, nodes)))
@@ -172,10 +285,76 @@ impl WorkloadClusters {
 
     /// Forgets a workload cluster's client and Node cache (the cluster is gone).
     pub fn forget(&self, namespace: &str, cluster: &str) {
-        self.clusters
+        self.shared
+            .clusters
             .lock()
             .unwrap()
             .remove(&(namespace.to_string(), cluster.to_string()));
+    }
+}
+
+impl Shared {
+    /// Records a probe's outcome (unless the cluster was forgotten meanwhile), announcing a
+    /// change of reachability; the health as it now is.
+    fn record(&self, key: &(String, String), outcome: Result<(), String>) -> Option<Health> {
+        let mut clusters = self.clusters.lock().unwrap();
+        let workload = clusters.get_mut(key)?;
+        // The first outcome is the asker's to act on; later changes are announced.
+        let was = (workload.health != Health::default()).then(|| workload.health.reachable());
+        workload.health.record(outcome);
+        let health = workload.health.clone();
+        drop(clusters);
+        if was.is_some_and(|was| was != health.reachable()) {
+            // No receiver is fine: nothing wants to hear yet.
+            let _ = self.health_changes.send(HealthChange {
+                namespace: key.0.clone(),
+                cluster: key.1.clone(),
+            });
+        }
+        Some(health)
+    }
+}
+
+/// Whether the workload cluster's API server answers a request.
+async fn probe(client: Client) -> Result<(), String> {
+    let namespaces = Api::<Namespace>::all(client);
+    let one = ListParams::default().limit(1);
+    match tokio::time::timeout(PROBE_TIMEOUT, namespaces.list_metadata(&one)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {}s", PROBE_TIMEOUT.as_secs())),
+    }
+}
+
+/// The health loop: probes each connected cluster when it is due, until `shared` goes.
+async fn check_health(shared: Weak<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        let due: Vec<_> = {
+            let mut clusters = shared.clusters.lock().unwrap();
+            let interval = probe_interval(clusters.len());
+            clusters
+                .iter_mut()
+                .filter(|(_, w)| w.next_probe <= now)
+                .map(|(key, w)| {
+                    w.next_probe = now + interval;
+                    (key.clone(), w.client.clone())
+                })
+                .collect()
+        };
+        let probes = due.into_iter().map(|(key, client)| async move {
+            let outcome = probe(client).await;
+            (key, outcome)
+        });
+        for (key, outcome) in futures::future::join_all(probes).await {
+            shared.record(&key, outcome);
+        }
     }
 }
 
@@ -196,4 +375,43 @@ async fn config_from(cluster: &str, kubeconfig: &[u8]) -> Result<Config> {
     Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| WorkloadError::Kubeconfig(format!("the kubeconfig of Cluster {cluster}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_interval_stretches_to_twenty_probes_a_second() {
+        for (clusters, seconds) in [(1, 10.0), (200, 10.0), (201, 10.05), (1_000, 50.0)] {
+            assert_eq!(
+                probe_interval(clusters),
+                Duration::from_secs_f64(seconds),
+                "{clusters} clusters"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cluster_is_unreachable_until_a_probe_answers_and_after_five_failures_in_a_row() {
+        let mut health = Health::default();
+        assert!(!health.reachable(), "never probed");
+        health.record(Err("connection refused".into()));
+        assert!(!health.reachable(), "never answered");
+        health.record(Ok(()));
+        assert!(health.reachable(), "answered");
+        for failure in 1..FAILURE_THRESHOLD {
+            health.record(Err("timed out".into()));
+            assert!(health.reachable(), "{failure} failures are tolerated");
+        }
+        health.record(Err("timed out".into()));
+        assert!(!health.reachable(), "the fifth failure in a row");
+        assert_eq!(health.last_error.as_deref(), Some("timed out"));
+        health.record(Ok(()));
+        assert_eq!(
+            (health.reachable(), health.failures),
+            (true, 0),
+            "answered again"
+        );
+    }
 }

@@ -11,7 +11,6 @@ mod status;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::controller::Action;
@@ -23,6 +22,7 @@ use std::future::ready;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use super::runtime::{Wiring, cluster_of};
@@ -30,7 +30,7 @@ use super::{Context, Result, StepContext};
 use crate::api;
 use crate::api::common::{ApiEndpoint, ContractVersionedObjectReference};
 use crate::api::{Cluster, MachineDeployment, MachineSet};
-use crate::conditions::{NewCondition, Status};
+use crate::conditions::NewCondition;
 
 pub use status::phase;
 use status::{Descendants, Providers};
@@ -158,6 +158,7 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
         .controller::<Cluster>("cluster")
         .reconcile_on(machines)
         .reconcile_on(w.ctx.cluster_wakes())
+        .reconcile_on(clusters_of_health_changes(&w.ctx))
         .watches(
             Api::<MachineDeployment>::all(w.client.clone()),
             watcher::Config::default(),
@@ -165,6 +166,15 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
         );
     w.ctx.metrics.state.add(controller.store());
     w.run(CONTROLLER, controller, reconcile)
+}
+
+/// The Clusters whose workload cluster became reachable or unreachable.
+pub fn clusters_of_health_changes(
+    ctx: &Context,
+) -> impl futures::Stream<Item = ObjectRef<Cluster>> + Send + 'static {
+    ctx.workloads
+        .health_changes()
+        .map(|change| ObjectRef::new(&change.cluster).within(&change.namespace))
 }
 
 pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action> {
@@ -222,7 +232,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     let (status, settled) = status::compute(&cluster, paused, &providers, &descendants, probe);
     common::write_status(&api, &cluster.name_any(), cluster.status.as_ref(), &status).await?;
     Ok(Action::requeue(if settled && !kubeconfig_created {
-        common::spread(cluster.as_ref(), common::WORKLOAD_RESYNC)
+        common::spread(cluster.as_ref(), common::RESYNC)
     } else {
         Duration::from_secs(2)
     }))
@@ -240,37 +250,9 @@ async fn adopt_providers(ctx: &Context, cluster: &Cluster, providers: &Providers
     Ok(())
 }
 
-/// RemoteConnectionProbe: whether the workload cluster's API answers.
+/// RemoteConnectionProbe, from what the workload cluster's health checks found.
 async fn probe(ctx: &Context, cluster: &Cluster) -> NewCondition {
     let ns = cluster.namespace().unwrap_or_default();
-    match ctx.workloads.client(&ns, &cluster.name_any()).await {
-        Ok(Some(client)) => match Api::<Namespace>::all(client)
-            .list(&ListParams::default().limit(1))
-            .await
-        {
-            Ok(_) => NewCondition::new(
-                api::cluster::conditions::REMOTE_CONNECTION_PROBE,
-                Status::True,
-                api::cluster::reasons::PROBE_SUCCEEDED,
-            ),
-            Err(e) => NewCondition::new(
-                api::cluster::conditions::REMOTE_CONNECTION_PROBE,
-                Status::False,
-                api::cluster::reasons::PROBE_FAILED,
-            )
-            .message(format!("Remote connection probe failed: {e}")),
-        },
-        Ok(None) => NewCondition::new(
-            api::cluster::conditions::REMOTE_CONNECTION_PROBE,
-            Status::False,
-            api::cluster::reasons::PROBE_FAILED,
-        )
-        .message("Remote connection not established yet: the kubeconfig Secret does not exist"),
-        Err(e) => NewCondition::new(
-            api::cluster::conditions::REMOTE_CONNECTION_PROBE,
-            Status::False,
-            api::cluster::reasons::PROBE_FAILED,
-        )
-        .message(e.to_string()),
-    }
+    let health = ctx.workloads.health(&ns, &cluster.name_any()).await;
+    status::remote_connection(health.map_err(|e| e.to_string()))
 }

@@ -17,6 +17,7 @@ use crate::api::cluster::{ClusterStatus, ReplicasSummary};
 use crate::api::common::ApiEndpoint;
 use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
 use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status, SummaryOptions};
+use crate::workload::clusters::Health;
 
 /// The objects of a Cluster, found by its cluster-name label.
 pub struct Descendants {
@@ -34,6 +35,39 @@ pub struct Providers {
     pub infrastructure: Option<Option<DynamicObject>>,
     /// None without a controlPlaneRef; `Some(None)` while it does not exist.
     pub control_plane: Option<Option<DynamicObject>>,
+}
+
+/// RemoteConnectionProbe, from the workload cluster's health checks: None while its kubeconfig
+/// Secret does not exist, or why they could not be read.
+pub fn remote_connection(health: Result<Option<Health>, String>) -> NewCondition {
+    let failed = |message: String| {
+        NewCondition::new(
+            api::cluster::conditions::REMOTE_CONNECTION_PROBE,
+            Status::False,
+            api::cluster::reasons::PROBE_FAILED,
+        )
+        .message(message)
+    };
+    match health {
+        Ok(Some(health)) if health.reachable() => NewCondition::new(
+            api::cluster::conditions::REMOTE_CONNECTION_PROBE,
+            Status::True,
+            api::cluster::reasons::PROBE_SUCCEEDED,
+        ),
+        Ok(Some(health)) => {
+            let error = health.last_error.unwrap_or_default();
+            match health.last_success {
+                None => failed(format!("Remote connection not established yet: {error}")),
+                Some(at) => failed(format!(
+                    "Remote connection probe failed, probe last succeeded at {at}: {error}"
+                )),
+            }
+        }
+        Ok(None) => failed(
+            "Remote connection not established yet: the kubeconfig Secret does not exist".into(),
+        ),
+        Err(e) => failed(e),
+    }
 }
 
 /// Whether the control plane is initialized (once, it stays so): the provider says so, or,
@@ -628,6 +662,58 @@ mod tests {
     use super::super::super::common::expect_condition;
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_remote_connection_is_down_only_after_five_failed_probes_in_a_row() {
+        let at: Timestamp = "2026-12-02T10:00:00Z".parse().unwrap();
+        let health = |last_success: Option<Timestamp>, failures: u32| {
+            Ok(Some(Health {
+                last_success,
+                failures,
+                last_error: (failures > 0).then(|| "connection refused".to_string()),
+            }))
+        };
+        type Case = (
+            &'static str,
+            Result<Option<Health>, String>,
+            Status,
+            &'static str,
+        );
+        let cases: Vec<Case> = vec![
+            ("answered", health(Some(at), 0), Status::True, ""),
+            ("four failures since", health(Some(at), 4), Status::True, ""),
+            (
+                "five failures since",
+                health(Some(at), 5),
+                Status::False,
+                "Remote connection probe failed, probe last succeeded at 2026-12-02T10:00:00Z: connection refused",
+            ),
+            (
+                "never answered",
+                health(None, 1),
+                Status::False,
+                "Remote connection not established yet: connection refused",
+            ),
+            (
+                "no kubeconfig",
+                Ok(None),
+                Status::False,
+                "Remote connection not established yet: the kubeconfig Secret does not exist",
+            ),
+            (
+                "unreadable",
+                Err("bad kubeconfig".into()),
+                Status::False,
+                "bad kubeconfig",
+            ),
+        ];
+        for (case, health, status, message) in cases {
+            let condition = remote_connection(health);
+            assert_eq!(condition.type_, "RemoteConnectionProbe", "{case}");
+            assert_eq!(condition.status, status, "{case}");
+            assert_eq!(condition.message, message, "{case}");
+        }
+    }
 
     fn cluster(spec: serde_json::Value, status: serde_json::Value, deleting: bool) -> Cluster {
         let mut meta = json!({"name": "c"});

@@ -15,10 +15,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use super::common;
@@ -313,9 +315,26 @@ const CONTROLLER: &str = "kubeadmcontrolplane";
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     let controller = w
         .controller::<KubeadmControlPlane>("kubeadmcontrolplane")
-        .reconcile_on(controllers_of(w.ctx.machines().changes()));
+        .reconcile_on(controllers_of(w.ctx.machines().changes()))
+        .reconcile_on(control_planes_of_health_changes(&w.ctx));
     w.ctx.metrics.state.add(controller.store());
     w.run(CONTROLLER, controller, reconcile)
+}
+
+/// The KubeadmControlPlanes whose workload cluster became reachable or unreachable (upstream's
+/// KCP watches the ClusterCache's probe failures alike).
+fn control_planes_of_health_changes(
+    ctx: &Context,
+) -> impl futures::Stream<Item = ObjectRef<KubeadmControlPlane>> + Send + 'static {
+    let clusters = ctx.clusters().store();
+    ctx.workloads.health_changes().filter_map(move |change| {
+        let control_plane = clusters
+            .get(&ObjectRef::new(&change.cluster).within(&change.namespace))
+            .and_then(|c| c.spec.control_plane_ref.clone())
+            .filter(|r| r.kind == KubeadmControlPlane::kind(&()))
+            .map(|r| ObjectRef::new(&r.name).within(&change.namespace));
+        std::future::ready(control_plane)
+    })
 }
 
 pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Result<Action> {
@@ -464,10 +483,11 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
         })),
     );
     common::write_status(&scope.api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
-    // Stable and healthy, the workload cluster's etcd and Pods are looked at again now and
-    // then; while something is unhealthy, often.
+    // Stable and healthy, the workload cluster's etcd and Pods are looked at again at the sync
+    // period, as upstream does (its Machines' Nodes and its reachability wake it sooner);
+    // while something is unhealthy, often.
     Ok(Action::requeue(if stable && blocked.is_empty() {
-        common::spread(kcp.as_ref(), common::WORKLOAD_RESYNC)
+        common::spread(kcp.as_ref(), common::RESYNC)
     } else if stable {
         Duration::from_secs(10)
     } else {
