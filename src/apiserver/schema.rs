@@ -295,7 +295,7 @@ fn validate_at(
                 });
             }
             if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
-                && let Ok(re) = regex::Regex::new(pattern)
+                && let Some(re) = compiled(pattern)
                 && !re.is_match(s)
             {
                 invalid(
@@ -518,6 +518,24 @@ fn structural_at(schema: &Value, path: &str, out: &mut Vec<String>) {
     if let Some(items) = node.get("items") {
         structural_at(items, &format!("{path}.items"), out);
     }
+}
+
+/// The schemas' `pattern`s, compiled once: a validation of every write compiled them anew, a
+/// fiftieth of a busy management cluster's CPU. The patterns come from installed CRDs, so
+/// they are few. None for a pattern that does not compile (it is not enforced).
+fn compiled(pattern: &str) -> Option<regex::Regex> {
+    static COMPILED: std::sync::LazyLock<
+        std::sync::RwLock<std::collections::HashMap<String, Option<regex::Regex>>>,
+    > = std::sync::LazyLock::new(Default::default);
+    if let Some(re) = COMPILED.read().unwrap().get(pattern) {
+        return re.clone();
+    }
+    let re = regex::Regex::new(pattern).ok();
+    COMPILED
+        .write()
+        .unwrap()
+        .insert(pattern.to_string(), re.clone());
+    re
 }
 
 #[cfg(test)]
