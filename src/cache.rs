@@ -6,13 +6,14 @@
 //! A cache also announces every change after it has applied it, so a reconciler triggered by
 //! a change always reads a cache that already holds it.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -41,6 +42,39 @@ pub struct Cache<K: Resource<DynamicType = ()> + 'static> {
     store: Store<K>,
     changes: broadcast::Sender<Arc<K>>,
     watch: tokio::task::JoinHandle<()>,
+    by_label: Arc<LabelIndex>,
+}
+
+/// The names of a cache's objects by namespace and the value of one label, so that a
+/// reconciler reads its Cluster's objects without going through every object of the
+/// namespace (a fleet's thousand Clusters each scanning two thousand Machines on every
+/// reconcile made bring-up quadratic). Entries are candidates, checked against the cache on
+/// every read: an object whose label changed, or that went while the watch was down, is
+/// dropped then.
+struct LabelIndex {
+    label: Option<&'static str>,
+    names: Mutex<HashMap<(String, String), HashSet<String>>>,
+}
+
+impl LabelIndex {
+    /// Keeps the index in step with a change the cache has applied.
+    fn note<K: Resource<DynamicType = ()> + Clone>(&self, store: &Store<K>, object: &K) {
+        let Some(label) = self.label else { return };
+        let Some(value) = object.labels().get(label) else {
+            return;
+        };
+        let key = (object.namespace().unwrap_or_default(), value.clone());
+        let name = object.name_any();
+        let mut names = self.names.lock().unwrap();
+        if store.get(&ObjectRef::from_obj(object)).is_some() {
+            names.entry(key).or_default().insert(name);
+        } else if let Some(group) = names.get_mut(&key) {
+            group.remove(&name);
+            if group.is_empty() {
+                names.remove(&key);
+            }
+        }
+    }
 }
 
 impl<K: Resource<DynamicType = ()> + 'static> Drop for Cache<K> {
@@ -58,9 +92,29 @@ where
         Self::watch_tapped(api, |_| {})
     }
 
+    /// Starts watching `api` into a new cache whose objects can also be listed by the value of
+    /// `label` ([`Cache::list_labelled`]).
+    pub fn watch_indexed(api: Api<K>, label: &'static str) -> Cache<K> {
+        Self::start(api, Some(label), |_| {})
+    }
+
     /// Starts watching `api` into a new cache that also hands each change to `tap`.
     pub fn watch_tapped(api: Api<K>, tap: impl Fn(&Arc<K>) + Send + 'static) -> Cache<K> {
+        Self::start(api, None, tap)
+    }
+
+    fn start(
+        api: Api<K>,
+        label: Option<&'static str>,
+        tap: impl Fn(&Arc<K>) + Send + 'static,
+    ) -> Cache<K> {
+        let by_label = Arc::new(LabelIndex {
+            label,
+            names: Mutex::default(),
+        });
+        let index = by_label.clone();
         let (store, writer) = reflector::store();
+        let reader = store.clone();
         // Room for bursts (a MachineSet creating thousands of Machines); a subscriber that
         // still falls behind misses triggers, which the reconcilers' requeues make up for.
         let changes = broadcast::channel(16 * 1024).0;
@@ -72,6 +126,7 @@ where
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
                 if let Ok(object) = event {
+                    index.note(&reader, &object);
                     let object = Arc::new(object);
                     tap(&object);
                     // No subscriber is fine: nothing wants to hear yet.
@@ -83,6 +138,7 @@ where
             store,
             changes,
             watch,
+            by_label,
         }
     }
 
@@ -113,6 +169,43 @@ where
             .into_iter()
             .filter(|o| o.namespace().as_deref() == Some(namespace) && keep(o))
             .collect())
+    }
+
+    /// The cached objects of a namespace whose indexed label ([`Cache::watch_indexed`]) is
+    /// `value`, that `keep` selects.
+    pub async fn list_labelled(
+        &self,
+        namespace: &str,
+        value: &str,
+        keep: impl Fn(&K) -> bool,
+    ) -> Result<Vec<Arc<K>>> {
+        let store = self.ready().await?;
+        let label = self
+            .by_label
+            .label
+            .expect("list_labelled is for caches made with watch_indexed");
+        let mut out = Vec::new();
+        let mut names = self.by_label.names.lock().unwrap();
+        let key = (namespace.to_string(), value.to_string());
+        let Some(group) = names.get_mut(&key) else {
+            return Ok(out);
+        };
+        group.retain(|name| {
+            let Some(object) = store.get(&ObjectRef::new(name).within(namespace)) else {
+                return false;
+            };
+            if object.labels().get(label).map(String::as_str) != Some(value) {
+                return false;
+            }
+            if keep(&object) {
+                out.push(object);
+            }
+            true
+        });
+        if group.is_empty() {
+            names.remove(&key);
+        }
+        Ok(out)
     }
 
     /// Waits until the cache shows what this reconciler just wrote (`shown` holds), so its

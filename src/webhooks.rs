@@ -108,6 +108,8 @@ fn at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a Value> {
 /// their Cluster, as upstream's defaulting webhooks set it: the Cluster finds its
 /// MachineDeployments by that label, so one created without it would be missed until its
 /// controller labelled it (a Cluster with workers on the way reported Available with none).
+/// A MachineSet's and a MachineDeployment's selector and Machine template get it too, so their
+/// Machines carry it and are found by it.
 struct ClusterNameLabel;
 
 impl Admission for ClusterNameLabel {
@@ -123,7 +125,7 @@ impl Admission for ClusterNameLabel {
             )
     }
 
-    fn default(&self, _request: &Request<'_>, object: &mut Value) -> Result<(), ApiError> {
+    fn default(&self, request: &Request<'_>, object: &mut Value) -> Result<(), ApiError> {
         let Some(cluster) = object["spec"]["clusterName"]
             .as_str()
             .filter(|c| !c.is_empty())
@@ -137,6 +139,18 @@ impl Admission for ClusterNameLabel {
             metadata["labels"] = json!({});
         }
         metadata["labels"][crate::api::CLUSTER_NAME_LABEL] = json!(cluster);
+        if matches!(request.kind, "MachineSet" | "MachineDeployment") {
+            for path in [
+                &["spec", "selector", "matchLabels"][..],
+                &["spec", "template", "metadata", "labels"],
+            ] {
+                let labels = path.iter().fold(&mut *object, |v, k| &mut v[*k]);
+                if !labels.is_object() {
+                    *labels = json!({});
+                }
+                labels[crate::api::CLUSTER_NAME_LABEL] = json!(cluster);
+            }
+        }
         Ok(())
     }
 }
@@ -1055,6 +1069,20 @@ mod tests {
                 "{kind}"
             );
         }
+        // A MachineDeployment's selector and Machine template get it too, beside their own.
+        let mut md =
+            json!({"spec": {"clusterName": "c1", "selector": {"matchLabels": {"pool": "a"}}}});
+        ClusterNameLabel
+            .default(&request("MachineDeployment"), &mut md)
+            .unwrap();
+        assert_eq!(
+            md["spec"]["selector"]["matchLabels"],
+            json!({"pool": "a", "cluster.x-k8s.io/cluster-name": "c1"})
+        );
+        assert_eq!(
+            md["spec"]["template"]["metadata"]["labels"],
+            json!({"cluster.x-k8s.io/cluster-name": "c1"})
+        );
     }
 
     fn kcp(replicas: i64, version: &str) -> Value {

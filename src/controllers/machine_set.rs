@@ -213,10 +213,18 @@ impl Scope {
         // Only Machines with the selector's labels can be this set's (owned ones carry them
         // too). From the shared cache: listing them from the API server on every event is
         // quadratic.
-        let candidates = ctx
-            .machines()
-            .list(&ns, |m| matches(&selector, m.labels()))
-            .await?;
+        let candidates = match selector.get(api::CLUSTER_NAME_LABEL) {
+            Some(cluster) => {
+                ctx.machines()
+                    .list_labelled(&ns, cluster, |m| matches(&selector, m.labels()))
+                    .await?
+            }
+            None => {
+                ctx.machines()
+                    .list(&ns, |m| matches(&selector, m.labels()))
+                    .await?
+            }
+        };
         for m in candidates {
             match common::controller_of(m.owner_references()) {
                 Some(c) if c.uid == uid => machines.push((*m).clone()),

@@ -91,8 +91,12 @@ impl Context {
     /// All Machines of the management cluster, cached; the watch starts on first use (the
     /// Machine CRD is installed by then).
     pub fn machines(&self) -> &Cache<crate::api::Machine> {
-        self.machines
-            .get_or_init(|| Cache::watch(kube::Api::all(self.client.clone())))
+        self.machines.get_or_init(|| {
+            Cache::watch_indexed(
+                kube::Api::all(self.client.clone()),
+                crate::api::CLUSTER_NAME_LABEL,
+            )
+        })
     }
 
     /// Wakes the Machine that controls `object` and the Clusters that own it. A receiver

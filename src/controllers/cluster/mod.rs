@@ -56,9 +56,7 @@ impl Descendants {
         let name = cluster.name_any();
         let (control_plane, workers) = ctx
             .machines()
-            .list(&ns, |m| {
-                m.labels().get(api::CLUSTER_NAME_LABEL) == Some(&name)
-            })
+            .list_labelled(&ns, &name, |_| true)
             .await?
             .into_iter()
             .partition(|m| m.labels().contains_key(api::CONTROL_PLANE_LABEL));

@@ -453,7 +453,7 @@ async fn current_state(ctx: &Context, cluster: &Cluster) -> Result<(Current, Vec
     let name = cluster.name_any();
     let machines = ctx
         .machines()
-        .list(&namespace, |m| m.spec.cluster_name == name)
+        .list_labelled(&namespace, &name, |m| m.spec.cluster_name == name)
         .await?;
     let infrastructure_cluster =
         read_ref(ctx, &namespace, cluster.spec.infrastructure_ref.as_ref()).await?;
