@@ -119,9 +119,12 @@ where
         // still falls behind misses triggers, which the reconcilers' requeues make up for.
         let changes = broadcast::channel(16 * 1024).0;
         let sender = changes.clone();
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-            .default_backoff()
-            .touched_objects();
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).modify(strip_managed_fields),
+        )
+        .default_backoff()
+        .touched_objects();
         let watch = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
@@ -238,6 +241,14 @@ where
     pub fn changes(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
         received(&self.changes)
     }
+}
+
+/// Drops an object's `managedFields` before it is cached: no reconciler reads them, and they
+/// are often the larger part of an object (upstream's managers strip them alike,
+/// controller-runtime's `TransformStripManagedFields`). A write of a cached object without
+/// them keeps the stored ones.
+pub fn strip_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 /// What `sender` sends from now on; a receiver that falls behind skips what it missed (the

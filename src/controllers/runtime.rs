@@ -67,6 +67,7 @@ impl Wiring {
             Api::<K>::all(self.client.clone()),
             watcher::Config::default(),
         )
+        .modify(crate::cache::strip_managed_fields)
         .reflect(writer)
         .inspect(move |event| match event {
             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
