@@ -80,6 +80,35 @@ async fn write_rate(client: &Client, writes: usize) -> f64 {
     writes as f64 / start.elapsed().as_secs_f64()
 }
 
+/// What the management store holds per cluster, by resource: objects and their JSON (without
+/// the write-rate ConfigMaps), largest first; the objects in memory are several times their
+/// JSON (each a `serde_json::Value`, plus its encoding for readers).
+fn stored_per_cluster(store: &Store, clusters: usize) -> Vec<(String, f64, f64)> {
+    let (records, _, _) = store.list("/registry/", None, None, |r| {
+        !r.key.contains("/write-rate-")
+    });
+    let mut by_resource: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for record in &records {
+        let resource = record.key.trim_start_matches("/registry/");
+        let resource = resource.split('/').take(2).collect::<Vec<_>>().join("/");
+        let entry = by_resource.entry(resource).or_default();
+        entry.0 += 1;
+        entry.1 += serde_json::to_vec(&record.value).unwrap().len();
+    }
+    let mut rows: Vec<(String, f64, f64)> = by_resource
+        .into_iter()
+        .map(|(resource, (objects, bytes))| {
+            (
+                resource,
+                objects as f64 / clusters as f64,
+                bytes as f64 / 1024.0 / clusters as f64,
+            )
+        })
+        .collect();
+    rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+    rows
+}
+
 /// Sets every start-up duration of the in-memory behaviours to zero, and their jitter.
 fn zero_delays(value: &mut Value) {
     match value {
@@ -165,7 +194,7 @@ async fn run(clusters: usize, idle: Duration) {
     std::fs::create_dir_all(&dir).unwrap();
     let store = Store::open(&dir.join("state.redb")).unwrap();
     let client = management_on(
-        store,
+        store.clone(),
         &[
             CrdSet::Core,
             CrdSet::KubeadmBootstrap,
@@ -222,6 +251,7 @@ async fn run(clusters: usize, idle: Duration) {
     let tasks = tokio::runtime::Handle::current()
         .metrics()
         .num_alive_tasks();
+    let stored = stored_per_cluster(&store, clusters);
 
     // Idle: nothing changes; what the process still does is resyncs and requeues.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -263,6 +293,17 @@ async fn run(clusters: usize, idle: Duration) {
         (rss - rss_before) / clusters as f64,
         tasks as f64 / clusters as f64,
         idle_cpu * 100.0,
+    );
+    let (objects, kib) = stored.iter().fold((0.0, 0.0), |(o, k), (_, objects, kib)| {
+        (o + objects, k + kib)
+    });
+    println!(
+        "stored per cluster: {objects:.1} objects, {kib:.1} KiB of JSON; by resource: {}",
+        stored
+            .iter()
+            .map(|(resource, objects, kib)| format!("{resource} {objects:.1} ({kib:.1} KiB)"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     println!(
         "correctness: {} Clusters seen, {} became Available more than once or never; {} Machines by name, {} by uid, {} names with more than one uid",
