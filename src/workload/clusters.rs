@@ -100,12 +100,12 @@ fn probe_interval(clusters: usize) -> Duration {
 }
 
 /// One workload cluster: its client, made from this kubeconfig, its Node cache, whose
-/// watch ends when this is dropped, and what its probes found.
+/// watch ends when this is dropped, and what its probes found (None before the first).
 struct Workload {
     kubeconfig: Vec<u8>,
     client: Client,
     nodes: Arc<Cache<Node>>,
-    health: Health,
+    health: Option<Health>,
     next_probe: Instant,
 }
 
@@ -161,8 +161,7 @@ impl WorkloadClusters {
             .lock()
             .unwrap()
             .get(&key)
-            .map(|w| w.health.clone())
-            .filter(|h| *h != Health::default());
+            .and_then(|w| w.health.clone());
         if let Some(health) = known {
             return Ok(Some(health));
         }
@@ -255,15 +254,16 @@ impl WorkloadClusters {
         // hold the reconcile; the reconcilers try again on their own schedule instead.
         config.default_retry = false;
         let client = Client::try_from(config)?;
-        let interval = probe_interval(self.shared.clusters.lock().unwrap().len() + 1);
-        self.shared.clusters.lock().unwrap().insert(
+        let mut clusters = self.shared.clusters.lock().unwrap();
+        let interval = probe_interval(clusters.len() + 1);
+        clusters.insert(
             key,
             Workload {
                 kubeconfig: value,
                 client: client.clone(),
                 nodes: nodes.clone(),
                 // A new kubeconfig is a new connection: its health is learned afresh.
-                health: Health::default(),
+                health: None,
                 next_probe: Instant::now() + interval,
             },
         );
@@ -300,9 +300,10 @@ impl Shared {
         let mut clusters = self.clusters.lock().unwrap();
         let workload = clusters.get_mut(key)?;
         // The first outcome is the asker's to act on; later changes are announced.
-        let was = (workload.health != Health::default()).then(|| workload.health.reachable());
-        workload.health.record(outcome);
-        let health = workload.health.clone();
+        let was = workload.health.as_ref().map(Health::reachable);
+        let health = workload.health.get_or_insert_with(Health::default);
+        health.record(outcome);
+        let health = health.clone();
         drop(clusters);
         if was.is_some_and(|was| was != health.reachable()) {
             // No receiver is fine: nothing wants to hear yet.
