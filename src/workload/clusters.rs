@@ -23,9 +23,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tokio::sync::broadcast;
+use tower::timeout::TimeoutLayer;
 
 use super::{Result, WorkloadError};
 use crate::cache::Cache;
@@ -53,6 +55,8 @@ pub enum NodeLookup {
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(10);
 /// How long a probe may take before it counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request to a workload cluster may wait for its response to begin.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// Failed probes in a row after which a workload cluster counts as unreachable.
 pub const FAILURE_THRESHOLD: u32 = 5;
 /// The most probes the health loop makes per second, however many clusters there are.
@@ -248,12 +252,17 @@ impl WorkloadClusters {
         let nodes = Arc::new(self.watch_nodes(namespace, Client::try_from(config.clone())?));
         let mut config = config;
         config.connect_timeout = Some(Duration::from_secs(5));
-        config.read_timeout = Some(Duration::from_secs(15));
+        // A read timeout on the connection would also end it while it idles in the pool
+        // between requests, and every request after a quiet spell (the health probe, say)
+        // would pay a new TLS handshake: requests time out instead, as a layer.
+        config.read_timeout = None;
         // A 429 from a workload cluster is often an answer, not throttling: a Pod's disruption
         // budget refusing an eviction. The client's own retries (up to 15, for minutes) would
         // hold the reconcile; the reconcilers try again on their own schedule instead.
         config.default_retry = false;
-        let client = Client::try_from(config)?;
+        let client = ClientBuilder::try_from(config)?
+            .with_layer(&TimeoutLayer::new(REQUEST_TIMEOUT))
+            .build();
         let mut clusters = self.shared.clusters.lock().unwrap();
         let interval = probe_interval(clusters.len() + 1);
         clusters.insert(
