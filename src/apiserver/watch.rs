@@ -10,8 +10,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use rand::Rng;
 use serde_json::{Value, json};
-use tokio::sync::broadcast::error::{RecvError, TryRecvError};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::handlers::{Call, Representation, partial};
@@ -19,7 +18,7 @@ use super::object;
 use super::registry::Resource;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
-use super::store::{Event, EventKind, StoreError};
+use super::store::{Event, EventKind, Live, LiveError, StoreError};
 use super::table::{self, IncludeObject};
 
 /// How often an idle watch that allows bookmarks gets one: kube-apiserver's frequency (a
@@ -105,12 +104,12 @@ impl Watcher {
     }
 
     /// Sends `first` and whatever else has arrived meanwhile in one write. False when the watch
-    /// ends: the client has gone, the watcher fell behind the store's buffer, or the store closed.
+    /// ends: the client has gone, the watcher fell behind the store's history, or the store closed.
     async fn send_ready(
         &mut self,
         outbox: &mut Outbox,
         revision: &mut u64,
-        live: &mut broadcast::Receiver<Arc<Event>>,
+        live: &mut Live,
         first: &Event,
     ) -> bool {
         if !self.deliver(outbox, revision, first).await {
@@ -118,17 +117,17 @@ impl Watcher {
         }
         loop {
             match live.try_recv() {
-                Ok(event) => {
+                Ok(Some(event)) => {
                     if !self.deliver(outbox, revision, &event).await {
                         return false;
                     }
                 }
-                Err(TryRecvError::Empty) => return outbox.flush().await,
-                Err(TryRecvError::Lagged(_)) => {
+                Ok(None) => return outbox.flush().await,
+                Err(LiveError::FellBehind) => {
                     outbox.fell_behind().await;
                     return false;
                 }
-                Err(TryRecvError::Closed) => {
+                Err(LiveError::Closed) => {
                     outbox.flush().await;
                     return false;
                 }
@@ -292,11 +291,11 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
                             return;
                         }
                     }
-                    Ok(Err(RecvError::Lagged(_))) => {
+                    Ok(Err(LiveError::FellBehind)) => {
                         outbox.fell_behind().await;
                         return;
                     }
-                    Ok(Err(RecvError::Closed)) => return,
+                    Ok(Err(LiveError::Closed)) => return,
                 },
             }
         }

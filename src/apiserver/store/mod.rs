@@ -24,15 +24,20 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
-/// How many past events of one resource a watch can resume from. A watcher resumes from its
-/// last event or bookmark (sent every 15 s), so it needs little; older revisions get 410 Gone
-/// and the client lists again. Kept per resource, as kube-apiserver keeps a watch cache per
+/// How many past events of one resource a watch can resume from, and how far a slow watcher
+/// may fall behind ([`Live`]). A watcher resumes from its last event or bookmark, so it needs
+/// little; older revisions get 410 Gone and the client lists again. Kept per resource, as kube-apiserver keeps a watch cache per
 /// resource, so a burst of one kind's writes does not push out another kind's events; and
 /// bounded by count, because each event holds a whole revision of an object (a global history
 /// of 50,000 held most of the memory of a fleet of 2,000 Machines).
 const HISTORY_PER_RESOURCE: usize = 1_000;
-/// How many events a slow watcher may fall behind before it is told to relist.
-const WATCH_BUFFER: usize = 8_192;
+/// Events waiting for the slowest watcher of a resource in its live channel; one that falls
+/// further behind catches up from the resource's history ([`Live`]), so a watcher may fall
+/// [`HISTORY_PER_RESOURCE`] events behind before it must list again. The channel holds its
+/// slots from the start, so it is kept small: a fleet's thousand workload API servers each
+/// had one of 8,192 slots (320 KiB) for their Node watch. A group commit publishes at most
+/// this many events at once ([`local`]'s batch).
+const WATCH_BUFFER: usize = 512;
 /// How long a write through etcd waits for the cache to show it.
 const CATCH_UP: Duration = Duration::from_secs(30);
 /// How long a read waits for a revision a client names (kube-apiserver's wait).
@@ -366,9 +371,109 @@ pub struct WatchStart {
     /// Events after the requested revision (or the current objects, as `Created`, when no
     /// revision was given), oldest first.
     pub backlog: Vec<Arc<Event>>,
-    pub live: broadcast::Receiver<Arc<Event>>,
+    pub live: Live,
     /// The revision the backlog brings the watcher up to.
     pub revision: u64,
+}
+
+/// Why a watch's live events end.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LiveError {
+    /// The watcher fell further behind than the resource's history reaches: it lists again.
+    FellBehind,
+    /// The store closed, or reset after losing its source of truth.
+    Closed,
+}
+
+/// The live events of one resource after a watch's start, in revision order. A watcher that
+/// falls behind the live channel catches up from the resource's history; only one behind
+/// that too is told so ([`LiveError::FellBehind`]).
+pub struct Live {
+    rx: broadcast::Receiver<Arc<Event>>,
+    /// The store's cache, held weakly: a watch does not keep a closed store open.
+    shared: std::sync::Weak<Shared>,
+    resource: String,
+    /// The revision of the last event handed out (or the watch's start).
+    last: u64,
+    /// Events read from the history after falling behind, not handed out yet.
+    caught_up: VecDeque<Arc<Event>>,
+}
+
+impl Live {
+    /// The next event, waiting for one.
+    pub async fn recv(&mut self) -> Result<Arc<Event>, LiveError> {
+        loop {
+            let received = match self.caught_up.pop_front() {
+                Some(event) => Ok(event),
+                None => self.rx.recv().await,
+            };
+            if let Some(event) = self.take(received)? {
+                return Ok(event);
+            }
+        }
+    }
+
+    /// The next event if one is ready.
+    pub fn try_recv(&mut self) -> Result<Option<Arc<Event>>, LiveError> {
+        loop {
+            let received = match self.caught_up.pop_front() {
+                Some(event) => Ok(event),
+                None => match self.rx.try_recv() {
+                    Ok(event) => Ok(event),
+                    Err(broadcast::error::TryRecvError::Empty) => return Ok(None),
+                    Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                        Err(broadcast::error::RecvError::Lagged(n))
+                    }
+                    Err(broadcast::error::TryRecvError::Closed) => {
+                        Err(broadcast::error::RecvError::Closed)
+                    }
+                },
+            };
+            if let Some(event) = self.take(received)? {
+                return Ok(Some(event));
+            }
+        }
+    }
+
+    /// An event to hand out, or None for one already handed out (the channel repeats what
+    /// the history gave) or after refilling from the history.
+    fn take(
+        &mut self,
+        received: Result<Arc<Event>, broadcast::error::RecvError>,
+    ) -> Result<Option<Arc<Event>>, LiveError> {
+        match received {
+            Ok(event) if event.revision <= self.last => Ok(None),
+            Ok(event) => {
+                self.last = event.revision;
+                Ok(Some(event))
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                self.catch_up()?;
+                Ok(None)
+            }
+            Err(broadcast::error::RecvError::Closed) => Err(LiveError::Closed),
+        }
+    }
+
+    /// Reads the events after the last one handed out from the history. The channel goes on
+    /// from its oldest kept event, which the history already holds, so nothing is missed.
+    fn catch_up(&mut self) -> Result<(), LiveError> {
+        let shared = self.shared.upgrade().ok_or(LiveError::Closed)?;
+        let state = shared.state.read().unwrap();
+        if state.oldest_watchable(&self.resource) > self.last {
+            return Err(LiveError::FellBehind);
+        }
+        let last = self.last;
+        self.caught_up = state
+            .history
+            .get(&self.resource)
+            .into_iter()
+            .flat_map(|h| &h.events)
+            .filter(|e| e.revision > last)
+            .cloned()
+            .collect();
+        Ok(())
+    }
 }
 
 impl Store {
@@ -629,7 +734,13 @@ impl Store {
         };
         Ok(WatchStart {
             backlog,
-            live,
+            live: Live {
+                rx: live,
+                shared: Arc::downgrade(&self.shared),
+                resource: channel,
+                last: state.revision,
+                caught_up: VecDeque::new(),
+            },
             revision: state.revision,
         })
     }
@@ -846,6 +957,39 @@ mod tests {
         let event = start.live.recv().await.unwrap();
         assert_eq!(event.kind, EventKind::Deleted);
         assert_eq!(event.record.key, key("a"));
+    }
+
+    #[tokio::test]
+    async fn a_watcher_behind_the_live_channel_catches_up_from_the_history() {
+        let store = Store::in_memory();
+        let mut start = store.watch(PREFIX, None).unwrap();
+        let burst = WATCH_BUFFER + 100;
+        assert!(burst < HISTORY_PER_RESOURCE);
+        for i in 0..burst {
+            store
+                .create(key(&format!("m{i}")), json!({}))
+                .await
+                .unwrap();
+        }
+        let mut seen = Vec::new();
+        while let Some(event) = start.live.try_recv().unwrap() {
+            seen.push(event.revision);
+        }
+        let expected: Vec<u64> = (1..=burst as u64).collect();
+        assert_eq!(seen, expected, "every event once, in order");
+    }
+
+    #[tokio::test]
+    async fn a_watcher_behind_the_history_is_told_it_fell_behind() {
+        let store = Store::in_memory();
+        let mut start = store.watch(PREFIX, None).unwrap();
+        for i in 0..HISTORY_PER_RESOURCE + WATCH_BUFFER + 10 {
+            store
+                .create(key(&format!("m{i}")), json!({}))
+                .await
+                .unwrap();
+        }
+        assert_eq!(start.live.recv().await.unwrap_err(), LiveError::FellBehind);
     }
 
     #[tokio::test]
