@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -40,7 +40,7 @@ const SYNC: Duration = Duration::from_secs(5);
 
 pub struct Cache<K: Resource<DynamicType = ()> + 'static> {
     store: Store<K>,
-    changes: broadcast::Sender<Arc<K>>,
+    changes: Arc<Changes<K>>,
     watch: tokio::task::JoinHandle<()>,
     by_label: Arc<LabelIndex>,
 }
@@ -115,9 +115,7 @@ where
         let index = by_label.clone();
         let (store, writer) = reflector::store();
         let reader = store.clone();
-        // Room for bursts (a MachineSet creating thousands of Machines); a subscriber that
-        // still falls behind misses triggers, which the reconcilers' requeues make up for.
-        let changes = broadcast::channel(16 * 1024).0;
+        let changes = Arc::new(Changes::default());
         let sender = changes.clone();
         let stream = reflector::reflector(
             writer,
@@ -132,8 +130,7 @@ where
                     index.note(&reader, &object);
                     let object = Arc::new(object);
                     tap(&object);
-                    // No subscriber is fine: nothing wants to hear yet.
-                    let _ = sender.send(object);
+                    sender.send(object);
                 }
             }
         });
@@ -216,7 +213,7 @@ where
     /// twice (upstream's waitForMachineCreation/Deletion).
     pub async fn wait_for(&self, what: &str, shown: impl Fn(&Store<K>) -> bool) -> Result<()> {
         let store = self.ready().await?;
-        let mut changes = self.changes.subscribe();
+        let mut changes = self.changes.sender().subscribe();
         let deadline = tokio::time::Instant::now() + SYNC;
         while !shown(store) {
             match tokio::time::timeout_at(deadline, changes.recv()).await {
@@ -239,7 +236,33 @@ where
 
     /// Every change the cache applies, from now on.
     pub fn changes(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
-        received(&self.changes)
+        received(self.changes.sender())
+    }
+}
+
+/// Where a cache announces its changes: a channel made when the first subscriber comes, as
+/// its slots are allocated up front (a fleet's thousand Node caches, which no one subscribes
+/// to, each held 640 KiB of them).
+struct Changes<K>(OnceLock<broadcast::Sender<Arc<K>>>);
+
+impl<K> Default for Changes<K> {
+    fn default() -> Self {
+        Changes(OnceLock::new())
+    }
+}
+
+impl<K> Changes<K> {
+    fn sender(&self) -> &broadcast::Sender<Arc<K>> {
+        // Room for bursts (a MachineSet creating thousands of Machines); a subscriber that
+        // still falls behind misses triggers, which the reconcilers' requeues make up for.
+        self.0.get_or_init(|| broadcast::channel(16 * 1024).0)
+    }
+
+    fn send(&self, change: Arc<K>) {
+        if let Some(sender) = self.0.get() {
+            // No subscriber is fine: nothing wants to hear yet.
+            let _ = sender.send(change);
+        }
     }
 }
 
