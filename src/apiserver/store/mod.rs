@@ -31,12 +31,10 @@ use tokio::sync::{broadcast, watch};
 /// bounded by count, because each event holds a whole revision of an object (a global history
 /// of 50,000 held most of the memory of a fleet of 2,000 Machines).
 const HISTORY_PER_RESOURCE: usize = 1_000;
-/// Events waiting for the slowest watcher of a resource in its live channel; one that falls
-/// further behind catches up from the resource's history ([`Live`]), so a watcher may fall
-/// [`HISTORY_PER_RESOURCE`] events behind before it must list again. The channel holds its
-/// slots from the start, so it is kept small: a fleet's thousand workload API servers each
-/// had one of 8,192 slots (320 KiB) for their Node watch. A group commit publishes at most
-/// this many events at once ([`local`]'s batch).
+/// Commits waiting for the slowest watcher of a resource in its live channel (each one
+/// message, [`Batch`]); one that falls further behind catches up from the resource's history
+/// ([`Live`]). The channel holds its slots from the start, so it is kept small: a fleet's
+/// thousand workload API servers each had one of 8,192 slots (320 KiB) for their Node watch.
 const WATCH_BUFFER: usize = 512;
 /// How long a write through etcd waits for the cache to show it.
 const CATCH_UP: Duration = Duration::from_secs(30);
@@ -244,7 +242,7 @@ impl State {
 struct Shared {
     state: RwLock<State>,
     /// One broadcast channel per resource prefix (`/registry/<group>/<resource>/`).
-    channels: Mutex<HashMap<String, broadcast::Sender<Arc<Event>>>>,
+    channels: Mutex<HashMap<String, broadcast::Sender<Batch>>>,
     /// The latest published revision, for writers waiting to read their own writes.
     published: watch::Sender<u64>,
     /// The revision of the latest deletion, or of the latest object marked for deletion:
@@ -264,10 +262,13 @@ impl Shared {
         })
     }
 
-    /// Makes committed changes visible to readers and watchers, in revision order.
+    /// Makes committed changes visible to readers and watchers, in revision order. Each
+    /// resource's watchers get the events of one commit as one message: one wake-up and one
+    /// write to the client for a group commit of many, not one each.
     fn publish(&self, events: &[Arc<Event>], revision: u64) {
         let mut state = self.state.write().unwrap();
         let channels = self.channels.lock().unwrap();
+        let mut batches: HashMap<String, Vec<Arc<Event>>> = HashMap::new();
         let mut removal = None;
         for event in events {
             if event.kind == EventKind::Deleted || super::object::is_deleting(&event.record.value) {
@@ -298,9 +299,13 @@ impl Shared {
                 let dropped = history.events.pop_front().expect("history is not empty");
                 history.oldest_watchable = dropped.revision;
             }
-            if let Some(tx) = channels.get(&resource) {
-                let _ = tx.send(event.clone());
+            if channels.contains_key(&resource) {
+                batches.entry(resource).or_default().push(event.clone());
             }
+        }
+        for (resource, batch) in batches {
+            // No receiver is fine: every watcher of the resource has gone.
+            let _ = channels[&resource].send(batch.into());
         }
         state.revision = state.revision.max(revision);
         let now = state.revision;
@@ -385,72 +390,76 @@ pub enum LiveError {
     Closed,
 }
 
+/// The events of one commit to one resource, in revision order: what its live channel carries.
+type Batch = Arc<[Arc<Event>]>;
+
 /// The live events of one resource after a watch's start, in revision order. A watcher that
 /// falls behind the live channel catches up from the resource's history; only one behind
 /// that too is told so ([`LiveError::FellBehind`]).
 pub struct Live {
-    rx: broadcast::Receiver<Arc<Event>>,
+    rx: broadcast::Receiver<Batch>,
     /// The store's cache, held weakly: a watch does not keep a closed store open.
     shared: std::sync::Weak<Shared>,
     resource: String,
     /// The revision of the last event handed out (or the watch's start).
     last: u64,
-    /// Events read from the history after falling behind, not handed out yet.
-    caught_up: VecDeque<Arc<Event>>,
+    /// Events received (in a batch, or from the history after falling behind) and not handed
+    /// out yet.
+    ready: VecDeque<Arc<Event>>,
 }
 
 impl Live {
     /// The next event, waiting for one.
     pub async fn recv(&mut self) -> Result<Arc<Event>, LiveError> {
         loop {
-            let received = match self.caught_up.pop_front() {
-                Some(event) => Ok(event),
-                None => self.rx.recv().await,
-            };
-            if let Some(event) = self.take(received)? {
+            if let Some(event) = self.next_ready() {
                 return Ok(event);
             }
+            let received = self.rx.recv().await;
+            self.take(received)?;
         }
     }
 
     /// The next event if one is ready.
     pub fn try_recv(&mut self) -> Result<Option<Arc<Event>>, LiveError> {
+        use broadcast::error::{RecvError, TryRecvError};
         loop {
-            let received = match self.caught_up.pop_front() {
-                Some(event) => Ok(event),
-                None => match self.rx.try_recv() {
-                    Ok(event) => Ok(event),
-                    Err(broadcast::error::TryRecvError::Empty) => return Ok(None),
-                    Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                        Err(broadcast::error::RecvError::Lagged(n))
-                    }
-                    Err(broadcast::error::TryRecvError::Closed) => {
-                        Err(broadcast::error::RecvError::Closed)
-                    }
-                },
-            };
-            if let Some(event) = self.take(received)? {
+            if let Some(event) = self.next_ready() {
                 return Ok(Some(event));
             }
+            let received = match self.rx.try_recv() {
+                Ok(batch) => Ok(batch),
+                Err(TryRecvError::Empty) => return Ok(None),
+                Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
+                Err(TryRecvError::Closed) => Err(RecvError::Closed),
+            };
+            self.take(received)?;
         }
     }
 
-    /// An event to hand out, or None for one already handed out (the channel repeats what
-    /// the history gave) or after refilling from the history.
+    /// The next received event not handed out yet: the channel may repeat what the history
+    /// gave.
+    fn next_ready(&mut self) -> Option<Arc<Event>> {
+        while let Some(event) = self.ready.pop_front() {
+            if event.revision > self.last {
+                self.last = event.revision;
+                return Some(event);
+            }
+        }
+        None
+    }
+
+    /// Queues what the channel gave: a batch, or after falling behind, the history's events.
     fn take(
         &mut self,
-        received: Result<Arc<Event>, broadcast::error::RecvError>,
-    ) -> Result<Option<Arc<Event>>, LiveError> {
+        received: Result<Batch, broadcast::error::RecvError>,
+    ) -> Result<(), LiveError> {
         match received {
-            Ok(event) if event.revision <= self.last => Ok(None),
-            Ok(event) => {
-                self.last = event.revision;
-                Ok(Some(event))
+            Ok(batch) => {
+                self.ready.extend(batch.iter().cloned());
+                Ok(())
             }
-            Err(broadcast::error::RecvError::Lagged(_)) => {
-                self.catch_up()?;
-                Ok(None)
-            }
+            Err(broadcast::error::RecvError::Lagged(_)) => self.catch_up(),
             Err(broadcast::error::RecvError::Closed) => Err(LiveError::Closed),
         }
     }
@@ -464,7 +473,7 @@ impl Live {
             return Err(LiveError::FellBehind);
         }
         let last = self.last;
-        self.caught_up = state
+        self.ready = state
             .history
             .get(&self.resource)
             .into_iter()
@@ -739,7 +748,7 @@ impl Store {
                 shared: Arc::downgrade(&self.shared),
                 resource: channel,
                 last: state.revision,
-                caught_up: VecDeque::new(),
+                ready: VecDeque::new(),
             },
             revision: state.revision,
         })
