@@ -320,26 +320,41 @@ fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-fn write_lines(mut file: std::fs::File, options: LogOptions, lines: mpsc::Receiver<String>) {
+/// How long the writer gathers lines after writing some: a busy server's requests then cost a
+/// queue push each, not a wake-up of the writer thread and a write(2) each (a fifth of the
+/// API server's CPU when serving gets, `perf`).
+const GATHER: std::time::Duration = std::time::Duration::from_millis(20);
+
+fn write_lines(file: std::fs::File, options: LogOptions, lines: mpsc::Receiver<String>) {
     let mut size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    for line in lines {
-        if size > 0 && size + line.len() as u64 > options.max_size {
-            match rotate(&options) {
-                Ok(fresh) => {
-                    file = fresh;
-                    size = 0;
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
+    let warn = |what: &str, e: &std::io::Error| {
+        tracing::warn!(path = %options.path.display(), error = %e, "{what} the audit log failed");
+    };
+    // Everything queued is written, then flushed at once; then the writer waits a little.
+    while let Ok(first) = lines.recv() {
+        for line in std::iter::once(first).chain(std::iter::from_fn(|| lines.try_recv().ok())) {
+            if size > 0 && size + line.len() as u64 > options.max_size {
+                if let Err(e) = out.flush() {
+                    warn("writing", &e);
                 }
-                Err(e) => {
-                    tracing::warn!(path = %options.path.display(), error = %e, "rotating the audit log failed")
+                match rotate(&options) {
+                    Ok(fresh) => {
+                        out = std::io::BufWriter::with_capacity(64 * 1024, fresh);
+                        size = 0;
+                    }
+                    Err(e) => warn("rotating", &e),
                 }
             }
-        }
-        match file.write_all(line.as_bytes()) {
-            Ok(()) => size += line.len() as u64,
-            Err(e) => {
-                tracing::warn!(path = %options.path.display(), error = %e, "writing the audit log failed")
+            match out.write_all(line.as_bytes()) {
+                Ok(()) => size += line.len() as u64,
+                Err(e) => warn("writing", &e),
             }
         }
+        if let Err(e) = out.flush() {
+            warn("writing", &e);
+        }
+        std::thread::sleep(GATHER);
     }
 }
 
