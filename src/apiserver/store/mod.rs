@@ -26,10 +26,11 @@ use tokio::sync::{broadcast, watch};
 
 /// How many past events of one resource a watch can resume from, and how far a slow watcher
 /// may fall behind ([`Live`]). A watcher resumes from its last event or bookmark, so it needs
-/// little; older revisions get 410 Gone and the client lists again. Kept per resource, as kube-apiserver keeps a watch cache per
-/// resource, so a burst of one kind's writes does not push out another kind's events; and
-/// bounded by count, because each event holds a whole revision of an object (a global history
-/// of 50,000 held most of the memory of a fleet of 2,000 Machines).
+/// little; older revisions get 410 Gone and the client lists again. Kept per resource, as
+/// kube-apiserver keeps a watch cache per resource, so a burst of one kind's writes does not
+/// push out another kind's events; and bounded by count, because each event holds a whole
+/// revision of an object (a global history of 50,000 held most of the memory of a fleet of
+/// 2,000 Machines).
 const HISTORY_PER_RESOURCE: usize = 1_000;
 /// Commits waiting for the slowest watcher of a resource in its live channel (each one
 /// message, [`Batch`]); one that falls further behind catches up from the resource's history
@@ -235,6 +236,23 @@ impl State {
         self.history
             .get(resource)
             .map_or(self.start, |h| h.oldest_watchable)
+    }
+
+    /// The events of `resource` after revision `after` under `prefix`, oldest first; None when
+    /// the history no longer reaches back that far.
+    fn events_after(&self, resource: &str, prefix: &str, after: u64) -> Option<Vec<Arc<Event>>> {
+        if after < self.oldest_watchable(resource) {
+            return None;
+        }
+        Some(
+            self.history
+                .get(resource)
+                .into_iter()
+                .flat_map(|h| &h.events)
+                .filter(|e| e.revision > after && e.record.key.starts_with(prefix))
+                .cloned()
+                .collect(),
+        )
     }
 }
 
@@ -469,18 +487,8 @@ impl Live {
     fn catch_up(&mut self) -> Result<(), LiveError> {
         let shared = self.shared.upgrade().ok_or(LiveError::Closed)?;
         let state = shared.state.read().unwrap();
-        if state.oldest_watchable(&self.resource) > self.last {
-            return Err(LiveError::FellBehind);
-        }
-        let last = self.last;
-        self.ready = state
-            .history
-            .get(&self.resource)
-            .into_iter()
-            .flat_map(|h| &h.events)
-            .filter(|e| e.revision > last)
-            .cloned()
-            .collect();
+        let events = state.events_after(&self.resource, &self.resource, self.last);
+        self.ready = events.ok_or(LiveError::FellBehind)?.into();
         Ok(())
     }
 }
@@ -704,7 +712,6 @@ impl Store {
     pub fn watch(&self, prefix: &str, from: Option<u64>) -> Result<WatchStart, StoreError> {
         let channel = resource_prefix(prefix);
         let state = self.shared.state.read().unwrap();
-        let oldest = state.oldest_watchable(&channel);
         let live = {
             let mut channels = self.shared.channels.lock().unwrap();
             channels
@@ -712,35 +719,28 @@ impl Store {
                 .or_insert_with(|| broadcast::channel(WATCH_BUFFER).0)
                 .subscribe()
         };
-        let backlog = match from {
-            Some(rv) if rv < oldest => {
-                return Err(StoreError::Compacted {
-                    requested: rv,
-                    oldest,
-                });
-            }
-            Some(rv) => state
-                .history
-                .get(&channel)
-                .into_iter()
-                .flat_map(|h| &h.events)
-                .filter(|e| e.revision > rv && e.record.key.starts_with(prefix))
-                .cloned()
-                .collect(),
-            None => state
-                .objects
-                .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-                .take_while(|(k, _)| k.starts_with(prefix))
-                .map(|(_, r)| {
-                    Arc::new(Event {
-                        kind: EventKind::Created,
-                        revision: r.mod_revision,
-                        record: r.clone(),
-                        prev: None,
+        let backlog =
+            match from {
+                Some(rv) => state.events_after(&channel, prefix, rv).ok_or_else(|| {
+                    StoreError::Compacted {
+                        requested: rv,
+                        oldest: state.oldest_watchable(&channel),
+                    }
+                })?,
+                None => state
+                    .objects
+                    .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+                    .take_while(|(k, _)| k.starts_with(prefix))
+                    .map(|(_, r)| {
+                        Arc::new(Event {
+                            kind: EventKind::Created,
+                            revision: r.mod_revision,
+                            record: r.clone(),
+                            prev: None,
+                        })
                     })
-                })
-                .collect(),
-        };
+                    .collect(),
+            };
         Ok(WatchStart {
             backlog,
             live: Live {
