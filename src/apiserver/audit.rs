@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::metrics::RequestInfo;
 
@@ -379,62 +379,133 @@ fn timestamp(t: time::OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
-/// The `audit.k8s.io/v1` Event of a request, as one line.
+/// The `audit.k8s.io/v1` Event of a request, as kube-apiserver writes it. Borrowed from the
+/// request and serialized straight to the line: building a JSON tree per request first was a
+/// tenth of the API server's CPU serving gets (`perf`).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Event<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    level: &'static str,
+    #[serde(rename = "auditID")]
+    audit_id: &'a str,
+    stage: &'static str,
+    #[serde(rename = "requestURI")]
+    request_uri: &'a str,
+    verb: &'a str,
+    user: UserInfo<'a>,
+    #[serde(rename = "sourceIPs", skip_serializing_if = "Option::is_none")]
+    source_ips: Option<[std::net::IpAddr; 1]>,
+    user_agent: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object_ref: Option<ObjectRef<'a>>,
+    response_status: ResponseStatus<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_object: Option<Value>,
+    request_received_timestamp: String,
+    stage_timestamp: String,
+    annotations: Annotations,
+}
+
+#[derive(serde::Serialize)]
+struct UserInfo<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    username: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    groups: Option<&'a [String]>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ObjectRef<'a> {
+    resource: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    namespace: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'a str,
+    api_group: &'a str,
+    api_version: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    subresource: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct ResponseStatus<'a> {
+    metadata: Empty,
+    code: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+#[derive(serde::Serialize)]
+struct Empty {}
+
+#[derive(serde::Serialize)]
+struct Annotations {
+    #[serde(rename = "authorization.k8s.io/decision")]
+    decision: &'static str,
+    #[serde(rename = "capictl.x-k8s.io/latency")]
+    latency: String,
+}
+
+/// The Event of a request, as one line.
 fn line(entry: &Entry<'_>) -> String {
     let info = entry.info;
-    let mut event = json!({
-        "kind": "Event",
-        "apiVersion": "audit.k8s.io/v1",
-        "level": entry.level.as_str(),
-        "auditID": uuid::Uuid::new_v4().to_string(),
-        "stage": if info.is_watch() && entry.code == 200 { "ResponseStarted" } else { "ResponseComplete" },
-        "requestURI": entry.uri,
-        "verb": info.verb,
-        "user": match &info.user {
-            Some(u) => json!({"username": u.name, "groups": u.groups}),
-            None => json!({}),
+    let failure = entry.failure.as_ref();
+    let mut id = uuid::Uuid::encode_buffer();
+    let event = Event {
+        kind: "Event",
+        api_version: "audit.k8s.io/v1",
+        level: entry.level.as_str(),
+        audit_id: uuid::Uuid::new_v4().hyphenated().encode_lower(&mut id),
+        stage: if info.is_watch() && entry.code == 200 {
+            "ResponseStarted"
+        } else {
+            "ResponseComplete"
         },
-        "userAgent": entry.user_agent,
-        "responseStatus": {"metadata": {}, "code": entry.code},
-        "requestReceivedTimestamp": timestamp(entry.received),
-        "stageTimestamp": timestamp(entry.received + entry.latency),
-        "annotations": {
-            "authorization.k8s.io/decision": if entry.code == 403 { "forbid" } else { "allow" },
-            "capictl.x-k8s.io/latency": format!("{:?}", entry.latency),
+        request_uri: entry.uri,
+        verb: &info.verb,
+        user: UserInfo {
+            username: info.user.as_ref().map(|u| u.name.as_str()),
+            groups: info.user.as_ref().map(|u| u.groups.as_slice()),
         },
-    });
-    if let Some(source) = entry.source {
-        event["sourceIPs"] = json!([source.ip().to_string()]);
-    }
-    if info.path.is_none() {
-        let mut object = json!({
-            "resource": info.resource,
-            "apiGroup": info.group,
-            "apiVersion": info.version,
-        });
-        for (field, value) in [
-            ("namespace", &info.namespace),
-            ("name", &info.name),
-            ("subresource", &info.subresource),
-        ] {
-            if !value.is_empty() {
-                object[field] = json!(value);
-            }
-        }
-        event["objectRef"] = object;
-    }
-    if let Some((reason, message)) = &entry.failure {
-        event["responseStatus"]["status"] = json!("Failure");
-        event["responseStatus"]["reason"] = json!(reason);
-        event["responseStatus"]["message"] = json!(message);
-    }
-    if entry.level >= Level::Request
-        && let Some(body) = entry.request_body.filter(|b| !b.is_empty())
-    {
-        event["requestObject"] = serde_json::from_slice::<Value>(body)
-            .unwrap_or_else(|_| json!(String::from_utf8_lossy(body)));
-    }
-    let mut line = event.to_string();
+        source_ips: entry.source.map(|s| [s.ip()]),
+        user_agent: entry.user_agent,
+        object_ref: info.path.is_none().then(|| ObjectRef {
+            resource: &info.resource,
+            namespace: &info.namespace,
+            name: &info.name,
+            api_group: &info.group,
+            api_version: &info.version,
+            subresource: &info.subresource,
+        }),
+        response_status: ResponseStatus {
+            metadata: Empty {},
+            code: entry.code,
+            status: failure.map(|_| "Failure"),
+            reason: failure.map(|(reason, _)| *reason),
+            message: failure.map(|(_, message)| message.as_str()),
+        },
+        request_object: entry
+            .request_body
+            .filter(|b| entry.level >= Level::Request && !b.is_empty())
+            .map(|body| {
+                serde_json::from_slice::<Value>(body)
+                    .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into()))
+            }),
+        request_received_timestamp: timestamp(entry.received),
+        stage_timestamp: timestamp(entry.received + entry.latency),
+        annotations: Annotations {
+            decision: if entry.code == 403 { "forbid" } else { "allow" },
+            latency: format!("{:?}", entry.latency),
+        },
+    };
+    let mut line = serde_json::to_string(&event).expect("an audit event serializes");
     line.push('\n');
     line
 }

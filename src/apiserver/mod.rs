@@ -774,7 +774,7 @@ async fn serve(State(server): State<Arc<ApiServer>>, req: Request) -> Response {
         log.record(audit::Entry {
             info: &info,
             level: info.audit,
-            uri: &uri.to_string(),
+            uri: uri.path_and_query().map_or("/", |p| p.as_str()),
             user_agent: &user_agent,
             source,
             code,

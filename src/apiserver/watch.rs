@@ -62,7 +62,7 @@ impl Watcher {
     /// The line (if any) this watcher sends for a store event: objects that start or stop
     /// matching the selectors are ADDED or DELETED. A plain object is written from the
     /// encoding every watcher of the event shares.
-    fn translate(&mut self, event: &Event) -> Option<Bytes> {
+    fn translate(&mut self, event: &Event) -> Option<Line> {
         if !event.record.key.starts_with(&self.prefix) {
             return None;
         }
@@ -78,16 +78,12 @@ impl Watcher {
         };
         if self.representation == Representation::Object {
             let object = object::present_json(&self.resource, &event.record, event.revision);
-            let mut out = Vec::with_capacity(object.len() + 32);
-            out.extend_from_slice(b"{\"type\":\"");
-            out.extend_from_slice(kind.as_bytes());
-            out.extend_from_slice(b"\",\"object\":");
-            out.extend_from_slice(&object);
-            out.extend_from_slice(b"}\n");
-            return Some(out.into());
+            return Some(Line::Shared { kind, object });
         }
         let object = object::present(&self.resource, &event.record, event.revision);
-        Some(line(&json!({"type": kind, "object": self.render(object)})))
+        Some(Line::Own(line(
+            &json!({"type": kind, "object": self.render(object)}),
+        )))
     }
 
     /// Adds what a live event means to this watcher to its outbox, once: an event at or below
@@ -98,7 +94,7 @@ impl Watcher {
         }
         *revision = event.revision;
         match self.translate(event) {
-            Some(line) => outbox.push(&line).await,
+            Some(line) => outbox.push_line(line).await,
             None => true,
         }
     }
@@ -147,6 +143,13 @@ impl Watcher {
     }
 }
 
+/// A watch event's line: most are a plain object's encoding, shared by every watcher of the
+/// event and copied only into each watcher's outbox, around its type.
+enum Line {
+    Shared { kind: &'static str, object: Bytes },
+    Own(Bytes),
+}
+
 fn line(value: &Value) -> Bytes {
     let mut out = serde_json::to_vec(value).expect("JSON values serialize");
     out.push(b'\n');
@@ -168,6 +171,25 @@ impl Outbox {
     async fn push(&mut self, line: &[u8]) -> bool {
         self.pending.extend_from_slice(line);
         self.pending.len() < CHUNK || self.flush().await
+    }
+
+    /// Adds a watch event's line; false once the client has gone.
+    async fn push_line(&mut self, line: Line) -> bool {
+        match line {
+            Line::Shared { kind, object } => {
+                for part in [
+                    &b"{\"type\":\""[..],
+                    kind.as_bytes(),
+                    b"\",\"object\":",
+                    &object,
+                    b"}\n",
+                ] {
+                    self.pending.extend_from_slice(part);
+                }
+                self.pending.len() < CHUNK || self.flush().await
+            }
+            Line::Own(line) => self.push(&line).await,
+        }
     }
 
     /// Sends what is gathered; false once the client has gone.
@@ -259,7 +281,7 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
         };
         for event in &start.backlog {
             if let Some(line) = watcher.translate(event)
-                && !outbox.push(&line).await
+                && !outbox.push_line(line).await
             {
                 return;
             }
