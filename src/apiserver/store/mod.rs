@@ -28,15 +28,16 @@ use tokio::sync::{broadcast, watch};
 /// may fall behind ([`Live`]). A watcher resumes from its last event or bookmark, so it needs
 /// little; older revisions get 410 Gone and the client lists again. Kept per resource, as
 /// kube-apiserver keeps a watch cache per resource, so a burst of one kind's writes does not
-/// push out another kind's events; and bounded by count, because each event holds a whole
-/// revision of an object (a global history of 50,000 held most of the memory of a fleet of
-/// 2,000 Machines).
-const HISTORY_PER_RESOURCE: usize = 1_000;
+/// push out another kind's events; and bounded by count, because an event whose object has
+/// changed since holds a revision nothing else does (1,000 per resource held 51 MiB of a fleet
+/// of 500 Machines; kube-apiserver's own minimum is 100).
+const HISTORY_PER_RESOURCE: usize = 256;
 /// Commits waiting for the slowest watcher of a resource in its live channel (each one
 /// message, [`Batch`]); one that falls further behind catches up from the resource's history
-/// ([`Live`]). The channel holds its slots from the start, so it is kept small: a fleet's
-/// thousand workload API servers each had one of 8,192 slots (320 KiB) for their Node watch.
-const WATCH_BUFFER: usize = 512;
+/// ([`Live`]), so this is below [`HISTORY_PER_RESOURCE`]: a watcher that missed this many
+/// single-write commits can still catch up. The channel holds its slots from the start, so it
+/// is kept small: a fleet's thousand workload API servers each hold one for their Node watch.
+const WATCH_BUFFER: usize = 128;
 /// How long a write through etcd waits for the cache to show it.
 const CATCH_UP: Duration = Duration::from_secs(30);
 /// How long a read waits for a revision a client names (kube-apiserver's wait).
@@ -973,7 +974,7 @@ mod tests {
         let store = Store::in_memory();
         let mut start = store.watch(PREFIX, None).unwrap();
         let burst = WATCH_BUFFER + 100;
-        assert!(burst < HISTORY_PER_RESOURCE);
+        const { assert!(WATCH_BUFFER + 100 < HISTORY_PER_RESOURCE) };
         for i in 0..burst {
             store
                 .create(key(&format!("m{i}")), json!({}))
