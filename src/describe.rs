@@ -144,19 +144,19 @@ fn visible_len(text: &str) -> usize {
 
 /// One row of the tree: a real object, a group of alike Machines, or a heading (`Workers`).
 #[derive(Debug, Clone)]
-struct Node {
-    object: Option<Value>,
+struct Node<'a> {
+    object: Option<&'a Value>,
     heading: Option<String>,
-    group: Vec<Value>,
-    children: Vec<Node>,
+    group: Vec<&'a Value>,
+    children: Vec<Node<'a>>,
     /// Said after the object's name (the control plane's first certificate expiry).
     remark: Option<String>,
 }
 
-impl Node {
-    fn object(object: &Value) -> Node {
+impl<'a> Node<'a> {
+    fn object(object: &'a Value) -> Node<'a> {
         Node {
-            object: Some(object.clone()),
+            object: Some(object),
             heading: None,
             group: Vec::new(),
             children: Vec::new(),
@@ -164,7 +164,7 @@ impl Node {
         }
     }
 
-    fn heading(name: &str, children: Vec<Node>) -> Node {
+    fn heading(name: &str, children: Vec<Node<'a>>) -> Node<'a> {
         Node {
             object: None,
             heading: Some(name.into()),
@@ -206,19 +206,19 @@ fn alike(a: &Value, b: &Value) -> bool {
 }
 
 /// Machines under a grouping object, folded into groups of the same state.
-fn grouped(machines: Vec<&Value>, options: &Options) -> Vec<Node> {
+fn grouped<'a>(machines: Vec<&'a Value>, options: &Options) -> Vec<Node<'a>> {
     let mut nodes: Vec<Node> = Vec::new();
     for m in machines {
         if options.grouping
             && let Some(n) = nodes.iter_mut().find(|n| {
-                let first = n.group.first().or(n.object.as_ref());
+                let first = n.group.first().copied().or(n.object);
                 first.is_some_and(|f| alike(f, m))
             })
         {
             if let Some(single) = n.object.take() {
                 n.group.push(single);
             }
-            n.group.push(m.clone());
+            n.group.push(m);
             n.children.clear();
             continue;
         }
@@ -229,14 +229,14 @@ fn grouped(machines: Vec<&Value>, options: &Options) -> Vec<Node> {
 
 /// Adds each visible Machine's infrastructure machine and bootstrap config, unless they only
 /// repeat what the Machine says (`--echo` shows them always).
-fn echo_children(node: &mut Node, objects: &Objects, options: &Options) {
-    let Some(m) = node.object.clone() else {
+fn echo_children<'a>(node: &mut Node<'a>, objects: &'a Objects, options: &Options) {
+    let Some(m) = node.object else {
         for c in &mut node.children {
             echo_children(c, objects, options);
         }
         return;
     };
-    if kind_of(&m) == "Machine" {
+    if kind_of(m) == "Machine" {
         let refs = [
             &m["spec"]["infrastructureRef"],
             &m["spec"]["bootstrap"]["configRef"],
@@ -250,7 +250,7 @@ fn echo_children(node: &mut Node, objects: &Objects, options: &Options) {
                 continue;
             };
             let ready = state(child, "Ready");
-            let silent = ready.0.as_deref() == Some("True") || ready == state(&m, "Ready");
+            let silent = ready.0.as_deref() == Some("True") || ready == state(m, "Ready");
             if options.echo || !silent {
                 node.children.push(Node::object(child));
             }
@@ -322,7 +322,7 @@ pub fn cluster_class_row(
 }
 
 /// The tree of a Cluster's objects.
-fn tree(objects: &Objects, options: &Options) -> Node {
+fn tree<'a>(objects: &'a Objects, options: &Options) -> Node<'a> {
     let mut root = Node::object(&objects.cluster);
     if let Some(class) = &objects.cluster_class {
         root.children.push(Node::object(class));
@@ -330,7 +330,7 @@ fn tree(objects: &Objects, options: &Options) -> Node {
     if let Some(infra) = &objects.infrastructure {
         root.children.push(Node::object(infra));
     }
-    let mut placed: Vec<&str> = Vec::new();
+    let mut placed: std::collections::HashSet<&str> = std::collections::HashSet::new();
     if let Some(cp) = &objects.control_plane {
         let machines: Vec<&Value> = objects
             .machines
@@ -377,7 +377,7 @@ fn tree(objects: &Objects, options: &Options) -> Node {
         }
         if !options.show_machine_sets {
             // Fold alike Machines across the MachineSets of one MachineDeployment too.
-            let machines: Vec<Value> = node
+            let machines: Vec<&Value> = node
                 .children
                 .drain(..)
                 .flat_map(|n| {
@@ -388,7 +388,7 @@ fn tree(objects: &Objects, options: &Options) -> Node {
                     }
                 })
                 .collect();
-            node.children = grouped(machines.iter().collect(), options);
+            node.children = grouped(machines, options);
         }
         if options.show_templates {
             let templates = templates(md, objects);
@@ -529,9 +529,9 @@ fn cells(node: &Node) -> Cells {
                 .count()
                 .to_string()
         };
-        let mut ready = condition(&node.group[0], "Ready").cloned();
+        let mut ready = condition(node.group[0], "Ready").cloned();
         if let Some(r) = ready.as_mut() {
-            let mut names: Vec<&str> = node.group.iter().map(name_of).collect();
+            let mut names: Vec<&str> = node.group.iter().map(|m| name_of(m)).collect();
             names.sort();
             let more = if names.len() > 2 { ", ..." } else { "" };
             r["message"] = Value::String(format!(
@@ -658,7 +658,7 @@ fn row_name(node: &Node) -> String {
         return h.clone();
     }
     if !node.group.is_empty() {
-        let kind = kind_of(&node.group[0]);
+        let kind = kind_of(node.group[0]);
         return format!("{} {kind}s...", node.group.len());
     }
     let o = node
@@ -870,7 +870,7 @@ pub fn data(objects: &Objects, options: &Options) -> Value {
             v["conditions"] = o["status"]["conditions"].clone();
         }
         if !node.group.is_empty() {
-            let mut names: Vec<&str> = node.group.iter().map(name_of).collect();
+            let mut names: Vec<&str> = node.group.iter().map(|m| name_of(m)).collect();
             names.sort();
             v["members"] = serde_json::json!(names);
         }

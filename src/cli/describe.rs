@@ -67,8 +67,14 @@ impl Describe {
     }
 }
 
+/// An object as the tree reads it: without `managedFields`, which no row shows (a Machine's
+/// field sets, as a JSON tree, take more memory than the rest of it).
 fn to_value<T: serde::Serialize>(object: &T) -> Value {
-    serde_json::to_value(object).expect("API objects serialize")
+    let mut value = serde_json::to_value(object).expect("API objects serialize");
+    if let Some(metadata) = value["metadata"].as_object_mut() {
+        metadata.remove("managedFields");
+    }
+    value
 }
 
 /// The objects of a kind that carry the Cluster's label, as JSON.

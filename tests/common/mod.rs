@@ -205,6 +205,12 @@ impl Drop for Etcd {
     }
 }
 
+/// Starts the process's peak resident memory (`VmHWM`) over from what it holds now, so that
+/// one phase of a benchmark is measured on its own.
+pub fn reset_peak_rss() {
+    std::fs::write("/proc/self/clear_refs", "5").expect("the kernel resets the peak RSS");
+}
+
 /// A field of this process's /proc/self/status (VmHWM, VmRSS), in MiB.
 pub fn status_mib(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
