@@ -28,7 +28,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tokio::sync::broadcast;
 use tower::timeout::TimeoutLayer;
+use tower::util::MapResponseLayer;
 
+use super::deadline::Deadline;
 use super::{Result, WorkloadError};
 use crate::cache::Cache;
 use crate::kubeadm::certs::kubeconfig_secret_name;
@@ -55,8 +57,14 @@ pub enum NodeLookup {
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(10);
 /// How long a probe may take before it counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a request to a workload cluster may wait for its response to begin.
+/// How long a request to a workload cluster may wait for its response to begin, and then for
+/// the rest of it.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+/// A workload cluster's response, its body read within [`REQUEST_TIMEOUT`] of its headers.
+fn with_deadline<B>(response: http::Response<B>) -> http::Response<Deadline<B>> {
+    response.map(|body| Deadline::new(body, REQUEST_TIMEOUT))
+}
+
 /// Failed probes in a row after which a workload cluster counts as unreachable.
 pub const FAILURE_THRESHOLD: u32 = 5;
 /// The most probes the health loop makes per second, however many clusters there are.
@@ -262,6 +270,7 @@ impl WorkloadClusters {
         config.default_retry = false;
         let client = ClientBuilder::try_from(config)?
             .with_layer(&TimeoutLayer::new(REQUEST_TIMEOUT))
+            .with_layer(&MapResponseLayer::new(with_deadline))
             .build();
         let mut clusters = self.shared.clusters.lock().unwrap();
         let interval = probe_interval(clusters.len() + 1);

@@ -6,6 +6,7 @@
 
 pub mod certificates;
 pub mod clusters;
+mod deadline;
 pub mod drain;
 pub mod etcd;
 pub mod tunnel;
