@@ -7,7 +7,7 @@
 //! Everything here is pure: [`Objects`] is what was read from the management cluster and
 //! [`render`] the text, so the layout is tested with fixed inputs and a fixed clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
@@ -330,7 +330,7 @@ fn tree<'a>(objects: &'a Objects, options: &Options) -> Node<'a> {
     if let Some(infra) = &objects.infrastructure {
         root.children.push(Node::object(infra));
     }
-    let mut placed: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut placed: HashSet<&str> = HashSet::new();
     if let Some(cp) = &objects.control_plane {
         let machines: Vec<&Value> = objects
             .machines

@@ -67,8 +67,8 @@ impl Describe {
     }
 }
 
-/// An object as the tree reads it: without `managedFields`, which no row shows (a Machine's
-/// field sets, as a JSON tree, take more memory than the rest of it).
+/// An object as the tree reads it: without `managedFields`, which no row shows and which a
+/// Cluster of thousands of Machines would otherwise hold once per Machine as JSON trees.
 fn to_value<T: serde::Serialize>(object: &T) -> Value {
     let mut value = serde_json::to_value(object).expect("API objects serialize");
     if let Some(metadata) = value["metadata"].as_object_mut() {

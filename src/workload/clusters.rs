@@ -60,15 +60,15 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a request to a workload cluster may wait for its response to begin, and then for
 /// the rest of it.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
-/// A workload cluster's response, its body read within [`REQUEST_TIMEOUT`] of its headers.
-fn with_deadline<B>(response: http::Response<B>) -> http::Response<Deadline<B>> {
-    response.map(|body| Deadline::new(body, REQUEST_TIMEOUT))
-}
-
 /// Failed probes in a row after which a workload cluster counts as unreachable.
 pub const FAILURE_THRESHOLD: u32 = 5;
 /// The most probes the health loop makes per second, however many clusters there are.
 pub const PROBES_PER_SECOND: u32 = 20;
+
+/// A workload cluster's response, its body read within [`REQUEST_TIMEOUT`] of its headers.
+fn with_deadline<B>(response: http::Response<B>) -> http::Response<Deadline<B>> {
+    response.map(|body| Deadline::new(body, REQUEST_TIMEOUT))
+}
 
 /// What the probes of a workload cluster's API server found so far.
 #[derive(Clone, Debug, Default, PartialEq)]
