@@ -100,7 +100,7 @@ fn stored_per_cluster(store: &Store, clusters: usize) -> Vec<(String, f64, f64)>
         let resource = resource.split('/').take(2).collect::<Vec<_>>().join("/");
         let entry = by_resource.entry(resource).or_default();
         entry.0 += 1;
-        entry.1 += serde_json::to_vec(&record.value).unwrap().len();
+        entry.1 += record.json().len();
     }
     let mut rows: Vec<(String, f64, f64)> = by_resource
         .into_iter()

@@ -489,7 +489,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
     let local = kube::Client::new(
         tower::ServiceBuilder::new()
             .layer(ClientMetricsLayer::new(options.metrics.clone()))
-            .service(apiserver::local_router(server.clone())),
+            .service(apiserver::controller_router(server.clone())),
         "default",
     );
     let controllers = tokio::spawn(crate::controllers::manager::run(local, options, async {

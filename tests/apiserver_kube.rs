@@ -18,13 +18,17 @@ use capictl::api::{Cluster, CrdSet};
 use capictl::apiserver::{self, ApiServer, store::Store};
 use capictl::management::{self, ServeOptions, StateDir};
 
+/// An in-process API server on the given store, allowing everything.
+async fn server_of(store: Store) -> std::sync::Arc<ApiServer> {
+    capictl::install_crypto_provider();
+    ApiServer::start(store, capictl::apiserver::authz::Authorization::AlwaysAllow)
+        .await
+        .unwrap()
+}
+
 /// A client of an in-process API server on the given store.
 async fn client_of(store: Store) -> Client {
-    capictl::install_crypto_provider();
-    let server = ApiServer::start(store, capictl::apiserver::authz::Authorization::AlwaysAllow)
-        .await
-        .unwrap();
-    Client::new(apiserver::local_router(server), "default")
+    Client::new(apiserver::local_router(server_of(store).await), "default")
 }
 
 /// Runs each behaviour test against both storage back ends: the embedded store, and a real
@@ -973,13 +977,7 @@ impl capictl::apiserver::admission::Admission for TestRules {
 
 #[tokio::test]
 async fn admission_rules_default_and_refuse_before_storage() {
-    capictl::install_crypto_provider();
-    let server = ApiServer::start(
-        Store::in_memory(),
-        capictl::apiserver::authz::Authorization::AlwaysAllow,
-    )
-    .await
-    .unwrap();
+    let server = server_of(Store::in_memory()).await;
     server.admission.register(std::sync::Arc::new(TestRules));
     let maps: Api<ConfigMap> = Api::namespaced(
         Client::new(apiserver::local_router(server), "default"),
@@ -1164,4 +1162,51 @@ async fn oversized_writes_and_a_foreign_uid_are_refused_and_change_nothing() {
         status.message
     );
     assert_eq!(maps.get("a").await.unwrap().data, a.data, "nothing changed");
+}
+
+/// This process's controllers list and watch without `managedFields` (their caches drop them
+/// anyway), while a get, and every other client, still has them.
+#[tokio::test]
+async fn controllers_list_and_watch_without_managed_fields() {
+    let server = server_of(Store::in_memory()).await;
+    let controllers: Api<ConfigMap> = Api::namespaced(
+        Client::new(apiserver::controller_router(server.clone()), "default"),
+        "default",
+    );
+    let others: Api<ConfigMap> = Api::namespaced(
+        Client::new(apiserver::local_router(server), "default"),
+        "default",
+    );
+    let has_managed_fields = |map: &ConfigMap| !map.managed_fields().is_empty();
+    let mut watch = controllers
+        .watch(&kube::api::WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    others
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "a"}, "data": {"k": "v"}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(5), watch.next())
+        .await
+        .expect("a watch event within 5 s")
+        .unwrap()
+        .unwrap();
+    let kube::api::WatchEvent::Added(watched) = event else {
+        panic!("expected ADDED, got {event:?}");
+    };
+    assert_eq!(watched.data, Some([("k".into(), "v".into())].into()));
+    assert!(watched.resource_version().is_some());
+    assert!(!has_managed_fields(&watched));
+    let listed = controllers.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert!(!has_managed_fields(&listed.items[0]));
+    assert!(has_managed_fields(&controllers.get("a").await.unwrap()));
+    assert!(has_managed_fields(
+        &others.list(&ListParams::default()).await.unwrap().items[0]
+    ));
 }

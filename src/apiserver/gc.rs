@@ -55,27 +55,6 @@ impl Propagation {
     }
 }
 
-/// The uids of an object's owners, and whether each blocks the owner's deletion.
-fn owner_uids(object: &Value) -> Vec<(&str, bool)> {
-    object["metadata"]["ownerReferences"]
-        .as_array()
-        .map(|refs| {
-            refs.iter()
-                .filter_map(|r| {
-                    Some((
-                        r["uid"].as_str()?,
-                        r["blockOwnerDeletion"] == Value::Bool(true),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn uid(record: &Record) -> &str {
-    record.value["metadata"]["uid"].as_str().unwrap_or_default()
-}
-
 /// The pause after a pass, as a multiple of how long the pass took: a pass reads every
 /// object, so on a store of tens of thousands, passes on every deletion of a busy management
 /// cluster took a third of its CPU; this keeps the collector under a twentieth.
@@ -110,14 +89,15 @@ pub async fn run(server: Weak<ApiServer>, mut removals: tokio::sync::watch::Rece
     }
 }
 
-/// One pass over every object; whether an owner is still waiting for its dependents.
+/// One pass over every object; whether an owner is still waiting for its dependents. It reads
+/// what the store keeps of every object's metadata and decodes only the objects it writes.
 pub async fn collect(server: &ApiServer) -> bool {
     let (all, _, _) = server.store.list("/registry/", None, None, |_| true);
-    let existing: HashSet<&str> = all.iter().map(|r| uid(r)).collect();
+    let existing: HashSet<&str> = all.iter().map(|r| &*r.meta().uid).collect();
     let mut dependents: HashMap<&str, Vec<&Arc<Record>>> = HashMap::new();
     for record in &all {
-        for (owner, _) in owner_uids(&record.value) {
-            if let Some(key) = existing.get(owner) {
+        for owner in &record.meta().owners {
+            if let Some(key) = existing.get(&*owner.uid) {
                 dependents.entry(key).or_default().push(record);
             }
         }
@@ -125,15 +105,15 @@ pub async fn collect(server: &ApiServer) -> bool {
     let mut pending = false;
 
     // Owners being deleted with a policy that concerns their dependents.
-    for owner in all.iter().filter(|r| object::is_deleting(&r.value)) {
-        let finalizers = object::finalizers(&owner.value);
-        let owner_uid = uid(owner);
+    for owner in all.iter().filter(|r| r.meta().deleting) {
+        let owner_uid = &*owner.meta().uid;
         let children = dependents.get(owner_uid).cloned().unwrap_or_default();
-        if finalizers.iter().any(|f| f == ORPHAN) {
+        if owner.meta().has_finalizer(ORPHAN) {
             for child in &children {
-                let mut freed = child.value.clone();
+                let old = child.value();
+                let mut freed = old.clone();
                 drop_owner_references(&mut freed, |r| r["uid"] == owner_uid);
-                update(server, child, freed).await;
+                update(server, child, &old, freed).await;
             }
             if children.is_empty() {
                 remove_finalizer(server, owner, ORPHAN).await;
@@ -141,16 +121,17 @@ pub async fn collect(server: &ApiServer) -> bool {
                 pending = true;
             }
         }
-        if finalizers.iter().any(|f| f == FOREGROUND) {
+        if owner.meta().has_finalizer(FOREGROUND) {
             for child in &children {
-                if !object::is_deleting(&child.value) {
+                if !child.meta().deleting {
                     delete(server, child, Propagation::Foreground).await;
                 }
             }
             let blocking = children.iter().any(|c| {
-                owner_uids(&c.value)
+                c.meta()
+                    .owners
                     .iter()
-                    .any(|(u, block)| *u == owner_uid && *block)
+                    .any(|o| *o.uid == *owner_uid && o.block_owner_deletion)
             });
             if blocking {
                 pending = true;
@@ -162,28 +143,29 @@ pub async fn collect(server: &ApiServer) -> bool {
 
     // Dependents whose owners are gone.
     for record in &all {
-        let owners = owner_uids(&record.value);
+        let owners = &record.meta().owners;
         if owners.is_empty() {
             continue;
         }
         let absent: Vec<&str> = owners
             .iter()
-            .filter(|(u, _)| !existing.contains(u))
-            .map(|(u, _)| *u)
+            .map(|o| &*o.uid)
+            .filter(|uid| !existing.contains(uid))
             .collect();
         if absent.is_empty() {
             continue;
         }
         if absent.len() == owners.len() {
-            if !object::is_deleting(&record.value) {
+            if !record.meta().deleting {
                 delete(server, record, Propagation::Background).await;
             }
         } else {
-            let mut trimmed = record.value.clone();
+            let old = record.value();
+            let mut trimmed = old.clone();
             drop_owner_references(&mut trimmed, |r| {
                 absent.contains(&r["uid"].as_str().unwrap_or_default())
             });
-            update(server, record, trimmed).await;
+            update(server, record, &old, trimmed).await;
         }
     }
     pending
@@ -213,23 +195,24 @@ async fn delete(server: &ApiServer, record: &Record, propagation: Propagation) {
     }
 }
 
-/// Stores `updated` in place of `record` (removing it when that was its last finalizer and it
-/// is being deleted).
-async fn update(server: &ApiServer, record: &Record, updated: Value) {
+/// Stores `updated` in place of `record`, whose object is `old` (removing it when that was its
+/// last finalizer and it is being deleted).
+async fn update(server: &ApiServer, record: &Record, old: &Value, updated: Value) {
     let Some(resource) = server.registry.of_key(&record.key) else {
         return;
     };
-    if let Err(e) = server.update_object(&resource, record, updated).await {
+    if let Err(e) = server.update_object(&resource, record, old, updated).await {
         super::report_background_write("garbage collector", &record.key, e);
     }
 }
 
 async fn remove_finalizer(server: &ApiServer, record: &Record, finalizer: &str) {
-    let remaining: Vec<String> = object::finalizers(&record.value)
+    let old = record.value();
+    let remaining: Vec<String> = object::finalizers(&old)
         .into_iter()
         .filter(|f| f != finalizer)
         .collect();
-    let mut updated = record.value.clone();
+    let mut updated = old.clone();
     updated["metadata"]["finalizers"] = json!(remaining);
-    update(server, record, updated).await;
+    update(server, record, &old, updated).await;
 }

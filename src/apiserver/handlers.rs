@@ -7,6 +7,7 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
+use bytes::BytesMut;
 use serde_json::{Value, json};
 
 use super::ApiServer;
@@ -86,6 +87,8 @@ pub struct Call<'a> {
     pub path: ResourcePath,
     pub query: Query,
     pub representation: Representation,
+    /// Whether lists and watch events carry `managedFields` (see `CachingCaller`).
+    pub managed_fields: bool,
     /// Warnings for the client, sent as `Warning` headers.
     pub warnings: std::sync::Mutex<Vec<String>>,
     /// The client's User-Agent, which names its field manager when it gives none.
@@ -356,7 +359,7 @@ impl Call<'_> {
             start_after.as_deref(),
             limit,
             labels.indexable(),
-            |r| labels.matches_object(&r.value) && fields.matches(&r.value),
+            |r| labels.matches_meta(r.meta()) && fields.matches_record(r),
         );
         let mut metadata = json!({"resourceVersion": revision.to_string()});
         if more && let Some(last) = records.last() {
@@ -390,29 +393,32 @@ impl Call<'_> {
     /// A list as JSON, put together from the objects' shared encodings: nothing is copied or
     /// encoded again for each request.
     fn list_json(&self, records: &[Arc<Record>], metadata: &Value) -> Response {
-        let items: Vec<axum::body::Bytes> = records
-            .iter()
-            .map(|r| object::present_json(&self.resource, r, r.mod_revision))
-            .collect();
         let head = serde_json::to_vec(&json!({
             "kind": self.resource.list_kind(),
             "apiVersion": self.resource.api_version(),
             "metadata": metadata,
         }))
         .expect("JSON values serialize");
-        let mut body =
-            Vec::with_capacity(head.len() + 16 + items.iter().map(|i| i.len() + 1).sum::<usize>());
+        // Room for each object's JSON, its resourceVersion and a comma.
+        let items: usize = records.iter().map(|r| r.json().len() + 48).sum();
+        let mut body = BytesMut::with_capacity(head.len() + 16 + items);
         // `{"kind":…,"metadata":{…}` then `,"items":[…]}`.
         body.extend_from_slice(&head[..head.len() - 1]);
         body.extend_from_slice(b",\"items\":[");
-        for (i, item) in items.iter().enumerate() {
+        for (i, record) in records.iter().enumerate() {
             if i > 0 {
-                body.push(b',');
+                body.extend_from_slice(b",");
             }
-            body.extend_from_slice(item);
+            object::write_presented(
+                &self.resource,
+                record,
+                record.mod_revision,
+                self.managed_fields,
+                &mut body,
+            );
         }
         body.extend_from_slice(b"]}");
-        json_bytes_response(StatusCode::OK, body)
+        json_bytes_response(StatusCode::OK, body.freeze())
     }
 
     /// Refuses writes into a namespace that does not exist or is being deleted.
@@ -430,7 +436,7 @@ impl Call<'_> {
         }
         match namespace {
             None => Err(ApiError::not_found("", "namespaces", ns)),
-            Some(r) if object::is_deleting(&r.value) => Err(ApiError::forbidden(format!(
+            Some(r) if r.meta().deleting => Err(ApiError::forbidden(format!(
                 "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
                 self.resource.plural,
                 self.path.name.as_deref().unwrap_or_default()
@@ -500,13 +506,14 @@ impl Call<'_> {
     async fn store_update(
         &self,
         current: &Arc<Record>,
+        old: &Value,
         new: Value,
     ) -> Result<Result<Answer, ()>, ApiError> {
-        let name = object::name_of(&current.value).to_string();
-        if object::is_deleting(&current.value) {
+        let name = current.name().to_string();
+        if current.meta().deleting {
             let added: Vec<String> = object::finalizers(&new)
                 .into_iter()
-                .filter(|f| !object::finalizers(&current.value).contains(f))
+                .filter(|f| !current.meta().has_finalizer(f))
                 .collect();
             if !added.is_empty() {
                 return Err(ApiError::forbidden(format!(
@@ -522,7 +529,7 @@ impl Call<'_> {
         }
         match self
             .server
-            .update_object(&self.resource, current, new)
+            .update_object(&self.resource, current, old, new)
             .await
         {
             Ok(Updated::Stored(record)) => Ok(Ok(Answer::Stored(record))),
@@ -564,7 +571,7 @@ impl Call<'_> {
             // A uid in the body is a precondition: it names the object the client means.
             if let (Some(sent_uid), Some(uid)) = (
                 sent["metadata"]["uid"].as_str().filter(|u| !u.is_empty()),
-                current.value["metadata"]["uid"].as_str(),
+                Some(&*current.meta().uid).filter(|u| !u.is_empty()),
             ) && sent_uid != uid
             {
                 return Err(ApiError::precondition_failed(
@@ -574,14 +581,15 @@ impl Call<'_> {
                     &format!("UID in precondition: {sent_uid}, UID in object meta: {uid}"),
                 ));
             }
+            let old = current.value();
             let mut new = sent.clone();
-            object::prepare_update(&self.resource, &current.value, &mut new, target)?;
-            self.track(Some(&current.value), &mut new);
-            self.apply_schema(&mut new, Some(&current.value))?;
+            object::prepare_update(&self.resource, &old, &mut new, target)?;
+            self.track(Some(&old), &mut new);
+            self.apply_schema(&mut new, Some(&old))?;
             self.server
-                .strategy_update(&self.resource, &current.value, &mut new)?;
-            self.admit(Operation::Update, Some(&current.value), &mut new, target)?;
-            match self.store_update(&current, new).await? {
+                .strategy_update(&self.resource, &old, &mut new)?;
+            self.admit(Operation::Update, Some(&old), &mut new, target)?;
+            match self.store_update(&current, &old, new).await? {
                 Ok(answer) => return Ok(self.respond(StatusCode::OK, answer)),
                 Err(()) if sent_rv.is_some() => return Err(self.conflict(name)),
                 Err(()) => continue,
@@ -631,7 +639,9 @@ impl Call<'_> {
                     _ => return Err(self.not_found(name)),
                 },
             };
-            let presented = self.present(&current);
+            let old = current.value();
+            let presented =
+                object::present_value(&self.resource, old.clone(), current.mod_revision);
             let mut new = match &applied {
                 Some(a) => managed::apply(
                     Some(&presented),
@@ -643,7 +653,7 @@ impl Call<'_> {
                 .map_err(|c| ApiError::apply_conflict(c.to_string()))?,
                 None => {
                     let mut patched = patch::apply_patch(kind, &presented, body)?;
-                    self.track(Some(&current.value), &mut patched);
+                    self.track(Some(&old), &mut patched);
                     patched
                 }
             };
@@ -662,12 +672,12 @@ impl Call<'_> {
                 Some(rv) if rv != current.mod_revision => return Err(self.conflict(name)),
                 _ => {}
             }
-            object::prepare_update(&self.resource, &current.value, &mut new, target)?;
-            self.apply_schema(&mut new, Some(&current.value))?;
+            object::prepare_update(&self.resource, &old, &mut new, target)?;
+            self.apply_schema(&mut new, Some(&old))?;
             self.server
-                .strategy_update(&self.resource, &current.value, &mut new)?;
-            self.admit(Operation::Update, Some(&current.value), &mut new, target)?;
-            match self.store_update(&current, new).await? {
+                .strategy_update(&self.resource, &old, &mut new)?;
+            self.admit(Operation::Update, Some(&old), &mut new, target)?;
+            match self.store_update(&current, &old, new).await? {
                 Ok(answer) => return Ok(self.respond(StatusCode::OK, answer)),
                 Err(()) => self.server.store.consistent().await?,
             }
@@ -697,9 +707,7 @@ impl Call<'_> {
             .await?
             .ok_or_else(|| ApiError::internal("no ServiceAccount token key could be made"))?;
         let namespace = self.namespace().unwrap_or_default();
-        let uid = account.value["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default();
+        let uid = &*account.meta().uid;
         let now = time::OffsetDateTime::now_utc();
         let claims = tokens::claims(
             namespace,
@@ -745,7 +753,8 @@ impl Call<'_> {
             patch::parse_json_or_yaml(body)?
         };
         let pod = self.get_record(name)?;
-        if !object::is_deleting(&pod.value) && eviction::running(&pod.value) {
+        let pod = pod.value();
+        if !object::is_deleting(&pod) && eviction::running(&pod) {
             let namespace = self.namespace().unwrap_or_default();
             let in_namespace = |group: &str, plural: &str| -> Vec<Value> {
                 let Some(resource) = self.server.registry.get(group, "v1", plural) else {
@@ -757,18 +766,18 @@ impl Call<'_> {
                     .list(&prefix, None, None, |_| true)
                     .0
                     .iter()
-                    .map(|r| r.value.clone())
+                    .map(|r| r.value())
                     .collect()
             };
             let budgets = in_namespace("policy", "poddisruptionbudgets");
-            let covering = eviction::covering(&budgets, &pod.value);
+            let covering = eviction::covering(&budgets, &pod);
             if covering.len() > 1 {
                 return Err(ApiError::internal(
                     "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
                 ));
             }
             if let Some(budget) = covering.first() {
-                eviction::allows(budget, &in_namespace("", "pods"), &pod.value)
+                eviction::allows(budget, &in_namespace("", "pods"), &pod)
                     .map_err(ApiError::disruption_budget)?;
             }
         }
@@ -805,27 +814,27 @@ impl Call<'_> {
                 .get_record_for(name, precondition_rv.and_then(|rv| rv.parse().ok()))
                 .await?;
             if let Some(uid) = options["preconditions"]["uid"].as_str()
-                && current.value["metadata"]["uid"] != uid
+                && *current.meta().uid != *uid
             {
                 return Err(self.conflict(name));
             }
             if precondition_rv.is_some_and(|rv| rv != current.mod_revision.to_string()) {
                 return Err(self.conflict(name));
             }
+            let old = current.value();
             self.server
-                .refuse_protected_deletion(&self.resource, &current.value)?;
+                .refuse_protected_deletion(&self.resource, &old)?;
             self.admit(
                 Operation::Delete,
-                Some(&current.value),
-                &mut current.value.clone(),
+                Some(&old),
+                &mut old.clone(),
                 Target::Main,
             )?;
             if dry_run {
-                let preview =
-                    match lifecycle::plan_delete(&self.resource, &current.value, propagation) {
-                        DeletePlan::Mark(marked) => marked,
-                        DeletePlan::Remove | DeletePlan::AlreadyDeleting => self.present(&current),
-                    };
+                let preview = match lifecycle::plan_delete(&self.resource, &old, propagation) {
+                    DeletePlan::Mark(marked) => marked,
+                    DeletePlan::Remove | DeletePlan::AlreadyDeleting => self.present(&current),
+                };
                 return Ok(self.respond_object(StatusCode::OK, preview));
             }
             match self
@@ -851,11 +860,11 @@ impl Call<'_> {
         let (labels, fields) = self.selectors()?;
         let prefix = self.resource.namespace_prefix(self.namespace());
         let (records, revision, _) = self.server.store.list(&prefix, None, None, |r| {
-            labels.matches_object(&r.value) && fields.matches(&r.value)
+            labels.matches_meta(r.meta()) && fields.matches_record(r)
         });
         let mut items = Vec::new();
         for record in records {
-            let name = object::name_of(&record.value).to_string();
+            let name = record.name().to_string();
             match self.delete(&name, body).await {
                 Ok(_) => items.push(self.present(&record)),
                 Err(e) if e.code == 404 => {}
@@ -975,18 +984,14 @@ impl Call<'_> {
             }
             let mut new = presented.clone();
             set_path(&mut new, &path, json!(replicas));
-            self.track(Some(&current.value), &mut new);
-            object::prepare_update(&self.resource, &current.value, &mut new, Target::Main)?;
-            self.apply_schema(&mut new, Some(&current.value))?;
+            let old = current.value();
+            self.track(Some(&old), &mut new);
+            object::prepare_update(&self.resource, &old, &mut new, Target::Main)?;
+            self.apply_schema(&mut new, Some(&old))?;
             self.server
-                .strategy_update(&self.resource, &current.value, &mut new)?;
-            self.admit(
-                Operation::Update,
-                Some(&current.value),
-                &mut new,
-                Target::Main,
-            )?;
-            match self.store_update(&current, new).await? {
+                .strategy_update(&self.resource, &old, &mut new)?;
+            self.admit(Operation::Update, Some(&old), &mut new, Target::Main)?;
+            match self.store_update(&current, &old, new).await? {
                 Ok(answer) => {
                     let object = self.answer_object(answer);
                     return Ok(json_response(StatusCode::OK, self.scale_of(&object)?));

@@ -151,11 +151,13 @@ impl ApiServer {
                 let (records, _, _) =
                     self.store
                         .list(&kind.namespace_prefix(Some(name)), None, None, |r| {
-                            deletion_protected(&kind, &r.value)
+                            deletion_protected(&kind, &r.value())
                         });
-                held.extend(records.iter().map(|r| {
-                    protection_message(&kind.kind, &kind.singular, name, object::name_of(&r.value))
-                }));
+                held.extend(
+                    records
+                        .iter()
+                        .map(|r| protection_message(&kind.kind, &kind.singular, name, r.name())),
+                );
             }
             if !held.is_empty() {
                 return refuse(format!(
@@ -175,7 +177,7 @@ impl ApiServer {
         object: Value,
     ) -> Result<Arc<Record>, StoreError> {
         let event = self.store.create(key, object).await?;
-        self.after_write(resource, Some(&event.record.value));
+        self.after_write(resource, &event.record);
         Ok(event.record.clone())
     }
 
@@ -186,7 +188,7 @@ impl ApiServer {
         current: &Record,
         propagation: Propagation,
     ) -> Result<Deleted, StoreError> {
-        match plan_delete(resource, &current.value, propagation) {
+        match plan_delete(resource, &current.value(), propagation) {
             DeletePlan::Remove => self
                 .remove_object(resource, current)
                 .await
@@ -197,26 +199,28 @@ impl ApiServer {
                     .store
                     .update(current.key.clone(), marked, Some(current.mod_revision))
                     .await?;
-                self.after_write(resource, Some(&event.record.value));
+                self.after_write(resource, &event.record);
                 Ok(Deleted::Marked(event.record.clone()))
             }
         }
     }
 
-    /// Stores `new` in place of `current`. An update that leaves a deleting object without
-    /// finalizers removes it; one that changes nothing writes nothing but still checks that
-    /// `current` is current, so a stale write is refused whether or not it changes anything.
+    /// Stores `new` in place of `current` (`old` is its object, decoded). An update that leaves
+    /// a deleting object without finalizers removes it; one that changes nothing writes nothing
+    /// but still checks that `current` is current, so a stale write is refused whether or not it
+    /// changes anything.
     pub async fn update_object(
         &self,
         resource: &Resource,
         current: &Record,
+        old: &Value,
         new: Value,
     ) -> Result<Updated, StoreError> {
         if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
             let revision = self.remove_object(resource, current).await?;
             return Ok(Updated::Removed(new, revision));
         }
-        if object::unchanged(&current.value, &new) {
+        if object::unchanged(old, &new) {
             self.store
                 .confirm(&current.key, current.mod_revision)
                 .await?;
@@ -226,7 +230,7 @@ impl ApiServer {
             .store
             .update(current.key.clone(), new, Some(current.mod_revision))
             .await?;
-        self.after_write(resource, Some(&event.record.value));
+        self.after_write(resource, &event.record);
         Ok(Updated::Stored(event.record.clone()))
     }
 
@@ -240,7 +244,7 @@ impl ApiServer {
             .store
             .delete(current.key.clone(), Some(current.mod_revision))
             .await?;
-        self.after_delete(resource, &current.value).await;
+        self.after_delete(resource, current).await;
         Ok(event.revision)
     }
 }

@@ -57,7 +57,7 @@ use object::Target;
 use registry::{Registry, Resource};
 use request::ApiPath;
 use status::{ApiError, FieldCause};
-use store::{Store, StoreError};
+use store::{Record, Store, StoreError};
 
 /// The largest request body accepted, as kube-apiserver's `MaxRequestBodyBytes` (3 MiB).
 pub const MAX_BODY: usize = 3 << 20;
@@ -130,7 +130,7 @@ impl ApiServer {
         let crds = server.crds();
         let (records, _, _) = server.store.list(&crds.prefix(), None, None, |_| true);
         for record in records {
-            server.registry.install_crd(&record.value);
+            server.registry.install_crd(&record.value());
         }
         let namespaces = server.namespaces();
         for name in INITIAL_NAMESPACES {
@@ -205,32 +205,40 @@ impl ApiServer {
         &self.object_locks[hasher.finish() as usize % self.object_locks.len()]
     }
 
-    /// The RBAC objects in force, read from the store once per revision.
+    /// The RBAC objects in force, read from the store again only after one of them changed
+    /// (not after every write: under load that was a rebuild per request).
     pub fn policy(&self) -> Arc<authz::Policy> {
-        let revision = self.store.revision();
-        if let Some((seen, policy)) = self.policy.lock().unwrap().as_ref()
-            && *seen == revision
-        {
-            return policy.clone();
-        }
-        let mut objects = Vec::new();
-        for plural in [
+        let rbac: Vec<Arc<Resource>> = [
             "clusterroles",
             "clusterrolebindings",
             "roles",
             "rolebindings",
-        ] {
-            if let Some(resource) = self.registry.get("rbac.authorization.k8s.io", "v1", plural) {
-                let (records, _, _) = self.store.list(&resource.prefix(), None, None, |_| true);
-                objects.extend(records.into_iter().map(|r| {
-                    let mut value = r.value.clone();
-                    value["kind"] = json!(resource.kind);
-                    value
-                }));
-            }
+        ]
+        .into_iter()
+        .filter_map(|plural| self.registry.get("rbac.authorization.k8s.io", "v1", plural))
+        .collect();
+        // Read before the objects: a change after this is seen by the next call.
+        let changed = rbac
+            .iter()
+            .map(|resource| self.store.last_change(&resource.prefix()))
+            .max()
+            .unwrap_or_default();
+        if let Some((seen, policy)) = self.policy.lock().unwrap().as_ref()
+            && *seen == changed
+        {
+            return policy.clone();
+        }
+        let mut objects = Vec::new();
+        for resource in &rbac {
+            let (records, _, _) = self.store.list(&resource.prefix(), None, None, |_| true);
+            objects.extend(records.into_iter().map(|r| {
+                let mut value = r.value();
+                value["kind"] = json!(resource.kind);
+                value
+            }));
         }
         let policy = Arc::new(authz::policy_of(&objects));
-        *self.policy.lock().unwrap() = Some((revision, policy.clone()));
+        *self.policy.lock().unwrap() = Some((changed, policy.clone()));
         policy
     }
 
@@ -302,7 +310,7 @@ impl ApiServer {
         let Some(stored) = stored else {
             return Ok(None);
         };
-        let pem = stored.value["data"]["sa.key"]
+        let pem = stored.value()["data"]["sa.key"]
             .as_str()
             .and_then(|b| {
                 use base64::Engine;
@@ -393,12 +401,14 @@ impl ApiServer {
         let used: Vec<String> = records
             .iter()
             .flat_map(|r| {
-                r.value["spec"]["clusterIPs"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .chain(std::iter::once(r.value["spec"]["clusterIP"].clone()))
+                let mut service = r.value();
+                let spec = &mut service["spec"];
+                let ips = match spec["clusterIPs"].take() {
+                    Value::Array(ips) => ips,
+                    _ => Vec::new(),
+                };
+                ips.into_iter()
+                    .chain(std::iter::once(spec["clusterIP"].take()))
             })
             .filter_map(|ip| ip.as_str().map(String::from))
             .collect();
@@ -456,11 +466,9 @@ impl ApiServer {
     }
 
     /// Keeps derived state in step with a write.
-    fn after_write(&self, resource: &Resource, object: Option<&Value>) {
-        if Self::is_crd(resource)
-            && let Some(crd) = object
-        {
-            self.registry.install_crd(crd);
+    fn after_write(&self, resource: &Resource, record: &Record) {
+        if Self::is_crd(resource) {
+            self.registry.install_crd(&record.value());
         }
         if Self::is_crd(resource)
             || Self::is_namespace(resource)
@@ -470,11 +478,11 @@ impl ApiServer {
         }
     }
 
-    async fn after_delete(&self, resource: &Resource, object: &Value) {
+    async fn after_delete(&self, resource: &Resource, record: &Record) {
         if Self::is_crd(resource) {
-            let name = object::name_of(object).to_string();
+            let name = record.name().to_string();
             // The custom resources go with their definition.
-            if let Some(served) = registry::resources_of_crd(object).first() {
+            if let Some(served) = registry::resources_of_crd(&record.value()).first() {
                 let (records, _, _) = self.store.list(&served.prefix(), None, None, |_| true);
                 for record in records {
                     let _ = self.store.delete(record.key.clone(), None).await;
@@ -630,9 +638,9 @@ async fn after_removal(removals: &mut tokio::sync::watch::Receiver<u64>, wait: D
 /// One pass over the terminating namespaces; whether any is still waiting.
 async fn delete_namespaces(server: &ApiServer) -> bool {
     let namespaces = server.namespaces();
-    let (terminating, _, _) = server.store.list(&namespaces.prefix(), None, None, |r| {
-        object::is_deleting(&r.value)
-    });
+    let (terminating, _, _) = server
+        .store
+        .list(&namespaces.prefix(), None, None, |r| r.meta().deleting);
     let mut pending = false;
     let mut prefixes: Vec<String> = server
         .registry
@@ -644,7 +652,7 @@ async fn delete_namespaces(server: &ApiServer) -> bool {
     prefixes.sort();
     prefixes.dedup();
     for ns in terminating {
-        let name = object::name_of(&ns.value).to_string();
+        let name = ns.name().to_string();
         let mut remaining = 0;
         for prefix in &prefixes {
             let (records, _, _) =
@@ -653,7 +661,7 @@ async fn delete_namespaces(server: &ApiServer) -> bool {
                     .list(&format!("{prefix}{name}/"), None, None, |_| true);
             for record in records {
                 remaining += 1;
-                if object::is_deleting(&record.value) {
+                if record.meta().deleting {
                     continue;
                 }
                 let Some(resource) = server.registry.of_key(&record.key) else {
@@ -673,7 +681,7 @@ async fn delete_namespaces(server: &ApiServer) -> bool {
             continue;
         }
         // Empty: the namespace's own finalizers decide whether it goes now.
-        if object::finalizers(&ns.value).is_empty() {
+        if ns.meta().finalizers.is_empty() {
             if let Err(e) = server.remove_object(&namespaces, &ns).await {
                 report_background_write("namespace deleter", &ns.key, e);
             }
@@ -739,6 +747,22 @@ pub fn local_router(server: Arc<ApiServer>) -> Router {
                 name: "capictl-admin".into(),
                 groups: vec!["system:masters".into()],
             });
+            req
+        },
+    ))
+}
+
+/// Marks a request from a caller that caches what it lists and watches and never reads
+/// `managedFields` (this process's controllers, whose caches drop them): its lists and watch
+/// events leave them out, so they are neither copied nor decoded. A get still has them.
+#[derive(Clone, Copy, Debug)]
+pub struct CachingCaller;
+
+/// [`local_router`] for this process's controllers ([`CachingCaller`]).
+pub fn controller_router(server: Arc<ApiServer>) -> Router {
+    local_router(server).layer(axum::middleware::map_request(
+        |mut req: Request| async move {
+            req.extensions_mut().insert(CachingCaller);
             req
         },
     ))
@@ -818,7 +842,7 @@ async fn token_user(server: &ApiServer, headers: &http::HeaderMap) -> Option<Use
         &format!("{}{id}", authn::BOOTSTRAP_TOKEN_PREFIX),
     ))?;
     authn::bootstrap_token_user(
-        &stored.value,
+        &stored.value(),
         id,
         secret,
         time::OffsetDateTime::now_utc().unix_timestamp(),
@@ -841,7 +865,7 @@ async fn service_account_user(server: &ApiServer, token: &str) -> Option<User> {
     };
     let accounts = server.registry.get("", "v1", "serviceaccounts")?;
     let account = server.store.get(&accounts.key(Some(&namespace), &name))?;
-    if account.value["metadata"]["uid"] != uid.as_str() {
+    if *account.meta().uid != *uid {
         return None;
     }
     Some(User {
@@ -990,7 +1014,7 @@ async fn route(
             .store
             .get(&resource.key(resource_path.namespace.as_deref(), name))
             .ok_or_else(|| ApiError::not_found("", "pods", name))?;
-        let address = portforward::pod_address(&pod.value)?;
+        let address = portforward::pod_address(&pod.value())?;
         // kubectl speaks SPDY and names the ports in its streams; kube-rs speaks WebSocket and
         // names them in the query.
         if spdy::is_upgrade(req.headers()) {
@@ -1006,6 +1030,7 @@ async fn route(
         .to_string();
     let query = handlers::parse_query(req.uri().query());
     let method = req.method().clone();
+    let managed_fields = req.extensions().get::<CachingCaller>().is_none();
     let mut body = axum::body::to_bytes(Body::new(req.into_body()), MAX_BODY)
         .await
         .map_err(|e| {
@@ -1041,6 +1066,7 @@ async fn route(
         path: resource_path,
         query,
         representation: Representation::from_headers(&headers),
+        managed_fields,
         warnings: Default::default(),
         user_agent: headers
             .get("user-agent")

@@ -1,10 +1,9 @@
 //! Object metadata as Kubernetes keeps it: names, uid, generation, timestamps, and what a write
 //! may and may not change.
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use k8s_openapi::jiff::Timestamp;
 use rand::Rng;
-use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::registry::Resource;
@@ -70,7 +69,11 @@ pub fn name_of(object: &Value) -> &str {
 /// The object as a client sees it: its stored form with `resourceVersion` and the requested
 /// API version.
 pub fn present(resource: &Resource, record: &Record, revision: u64) -> Value {
-    let mut object = record.value.clone();
+    present_value(resource, record.value(), revision)
+}
+
+/// [`present`] of an object already decoded from its record.
+pub fn present_value(resource: &Resource, mut object: Value, revision: u64) -> Value {
     super::events::to_view(resource, &mut object);
     object["apiVersion"] = json!(resource.api_version());
     object["kind"] = json!(resource.kind);
@@ -78,39 +81,40 @@ pub fn present(resource: &Resource, record: &Record, revision: u64) -> Value {
     object
 }
 
-/// [`present`], encoded as JSON. A read of the record's own revision in the version it is
-/// stored in, which is nearly every read, is encoded once and shared by every later get, list
-/// and watch event of that revision; the stored object is written out, not copied.
+/// [`present`], encoded as JSON.
 pub fn present_json(resource: &Resource, record: &Record, revision: u64) -> Bytes {
-    if super::events::is_view(&resource.group, &resource.plural) {
-        // Renamed fields: the rare read that is not the stored object as it is.
-        return serde_json::to_vec(&present(resource, record, revision))
-            .expect("JSON values serialize")
-            .into();
+    let mut out = BytesMut::new();
+    write_presented(resource, record, revision, true, &mut out);
+    out.freeze()
+}
+
+/// Writes [`present`] as JSON into `out`, without `metadata.managedFields` unless
+/// `managed_fields`. A read in the version the object is stored in, which is nearly every
+/// read, is the stored JSON with `resourceVersion` spliced in: nothing is decoded or encoded
+/// again for each get, list item or watch event.
+pub fn write_presented(
+    resource: &Resource,
+    record: &Record,
+    revision: u64,
+    managed_fields: bool,
+    out: &mut BytesMut,
+) {
+    let meta = record.meta();
+    let as_stored = !super::events::is_view(&resource.group, &resource.plural)
+        && *meta.kind == *resource.kind
+        && is_api_version(resource, &meta.api_version);
+    if as_stored
+        && record
+            .write_presented(&revision.to_string(), managed_fields, out)
+            .is_some()
+    {
+        return;
     }
-    let encode = |value: &Value| -> Bytes {
-        let object = Presented {
-            value,
-            api_version: &resource.api_version(),
-            kind: &resource.kind,
-            resource_version: &revision.to_string(),
-        };
-        serde_json::to_vec(&object)
-            .expect("JSON values serialize")
-            .into()
-    };
-    // The shared encoding is of the revision as stored; a deletion (read at the revision that
-    // deleted it) or a read through another version is encoded for that read alone.
-    let as_stored = revision == record.mod_revision
-        && record.value["kind"] == resource.kind.as_str()
-        && record.value["apiVersion"]
-            .as_str()
-            .is_some_and(|v| is_api_version(resource, v));
-    if as_stored {
-        record.presented(encode)
-    } else {
-        encode(&record.value)
+    let mut object = present(resource, record, revision);
+    if !managed_fields && let Some(metadata) = object["metadata"].as_object_mut() {
+        metadata.remove("managedFields");
     }
+    serde_json::to_writer(out.writer(), &object).expect("JSON values serialize");
 }
 
 /// Whether `api_version` is `resource`'s, without building its string.
@@ -118,81 +122,6 @@ fn is_api_version(resource: &Resource, api_version: &str) -> bool {
     match api_version.rsplit_once('/') {
         Some((group, version)) => group == resource.group && version == resource.version,
         None => resource.group.is_empty() && api_version == resource.version,
-    }
-}
-
-/// A stored object written as [`present`] makes it: apiVersion and kind of the resource read,
-/// resourceVersion in its metadata.
-struct Presented<'a> {
-    value: &'a Value,
-    api_version: &'a str,
-    kind: &'a str,
-    resource_version: &'a str,
-}
-
-impl Serialize for Presented<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let Some(fields) = self.value.as_object() else {
-            return self.value.serialize(serializer);
-        };
-        let mut map = serializer.serialize_map(None)?;
-        let (mut api_version, mut kind, mut metadata) = (false, false, false);
-        for (key, value) in fields {
-            match key.as_str() {
-                "apiVersion" => {
-                    api_version = true;
-                    map.serialize_entry(key, self.api_version)?;
-                }
-                "kind" => {
-                    kind = true;
-                    map.serialize_entry(key, self.kind)?;
-                }
-                "metadata" if value.is_object() => {
-                    metadata = true;
-                    map.serialize_entry(key, &WithResourceVersion(value, self.resource_version))?;
-                }
-                "metadata" => {}
-                _ => map.serialize_entry(key, value)?,
-            }
-        }
-        if !api_version {
-            map.serialize_entry("apiVersion", self.api_version)?;
-        }
-        if !kind {
-            map.serialize_entry("kind", self.kind)?;
-        }
-        if !metadata {
-            map.serialize_entry(
-                "metadata",
-                &WithResourceVersion(&Value::Object(Map::new()), self.resource_version),
-            )?;
-        }
-        map.end()
-    }
-}
-
-/// Metadata with `resourceVersion` set, in the key order serde_json keeps.
-struct WithResourceVersion<'a>(&'a Value, &'a str);
-
-impl Serialize for WithResourceVersion<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        const KEY: &str = "resourceVersion";
-        let fields = self.0.as_object().expect("metadata is an object");
-        let mut map = serializer.serialize_map(None)?;
-        let mut written = false;
-        for (key, value) in fields {
-            if !written && key.as_str() >= KEY {
-                map.serialize_entry(KEY, self.1)?;
-                written = true;
-            }
-            if key != KEY {
-                map.serialize_entry(key, value)?;
-            }
-        }
-        if !written {
-            map.serialize_entry(KEY, self.1)?;
-        }
-        map.end()
     }
 }
 
@@ -419,16 +348,39 @@ pub fn prepare_update(
 /// writes nothing, so the resourceVersion stays and no watcher hears of it (a controller that
 /// patches an unchanged status must not wake itself, and everyone else, again).
 pub fn unchanged(old: &Value, new: &Value) -> bool {
-    let without_times = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(entries) = v["metadata"]["managedFields"].as_array_mut() {
-            for e in entries.iter_mut().filter_map(Value::as_object_mut) {
-                e.remove("time");
-            }
-        }
-        v
+    old == new || equal_but_managed_field_times(old, new)
+}
+
+/// Whether two objects differ at most in their `managedFields` entries' `time`s, compared in
+/// place (an update's objects are not copied to drop them).
+fn equal_but_managed_field_times(old: &Value, new: &Value) -> bool {
+    fn same_but<'a>(
+        a: &'a Value,
+        b: &'a Value,
+        skip: &str,
+    ) -> Option<(Option<&'a Value>, Option<&'a Value>)> {
+        let (a, b) = (a.as_object()?, b.as_object()?);
+        let rest = |m: &'a Map<String, Value>| m.iter().filter(move |(k, _)| *k != skip);
+        (rest(a).eq(rest(b))).then(|| (a.get(skip), b.get(skip)))
+    }
+    let Some((Some(old_meta), Some(new_meta))) = same_but(old, new, "metadata") else {
+        return false;
     };
-    old == new || without_times(old) == without_times(new)
+    let Some((old_fields, new_fields)) = same_but(old_meta, new_meta, "managedFields") else {
+        return false;
+    };
+    match (
+        old_fields.and_then(Value::as_array),
+        new_fields.and_then(Value::as_array),
+    ) {
+        (Some(a), Some(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|(x, y)| x == y || same_but(x, y, "time").is_some())
+        }
+        _ => old_fields == new_fields,
+    }
 }
 
 /// The resourceVersion a client sent with an object, if any.
@@ -469,7 +421,7 @@ mod tests {
         let registry = super::super::builtin::registry();
         let configmaps = registry.get("", "v1", "configmaps").unwrap();
         let events = registry.get("events.k8s.io", "v1", "events").unwrap();
-        let stored = |value: Value| Record::new("/registry/core/x/default/a".into(), value, 3, 7);
+        let stored = |value: Value| Record::new("/registry/core/x/default/a".into(), &value, 3, 7);
         let cases = [
             (
                 &configmaps,
@@ -502,8 +454,8 @@ mod tests {
             assert_eq!(
                 read,
                 present(resource, &record, revision),
-                "{}",
-                record.value
+                "{:?}",
+                record.value()
             );
             // Read again: the same bytes.
             assert_eq!(present_json(resource, &record, revision), encoded);
@@ -520,6 +472,21 @@ mod tests {
         let mut other_manager = old.clone();
         other_manager["metadata"]["managedFields"][0]["manager"] = json!("kubectl");
         assert!(!unchanged(&old, &other_manager));
+        let mut labeled = at("2026-11-30T02:00:00Z", "fast");
+        labeled["metadata"]["labels"] = json!({"a": "b"});
+        assert!(!unchanged(&old, &labeled));
+        let mut two_managers = at("2026-11-30T02:00:00Z", "fast");
+        two_managers["metadata"]["managedFields"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"manager": "n"}));
+        assert!(!unchanged(&old, &two_managers));
+        let mut unmanaged = old.clone();
+        unmanaged["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("managedFields");
+        assert!(!unchanged(&old, &unmanaged));
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::store::{Meta, Record};
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Op {
     Equals(String),
@@ -121,6 +123,13 @@ impl LabelSelector {
         self.requirements
             .iter()
             .all(|r| r.matches(labels.get(&r.key).map(String::as_str)))
+    }
+
+    /// Matches a stored object's labels.
+    pub fn matches_meta(&self, meta: &Meta) -> bool {
+        self.requirements
+            .iter()
+            .all(|r| r.matches(meta.label(&r.key)))
     }
 
     /// Matches an object's `metadata.labels`.
@@ -332,6 +341,16 @@ impl FieldSelector {
             .iter()
             .find(|(f, eq, _)| f == field && *eq)
             .map(|(_, _, v)| v.as_str())
+    }
+
+    /// Whether the selector selects everything (nothing need be read of an object).
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// Matches a stored object, decoding it only when there is a field to look at.
+    pub fn matches_record(&self, record: &Record) -> bool {
+        self.is_empty() || self.matches(&record.value())
     }
 
     pub fn matches(&self, object: &Value) -> bool {

@@ -141,7 +141,7 @@ pub fn api_service_changes(
 
 fn stored(server: &ApiServer, resource: &Resource) -> Vec<Value> {
     let (records, _, _) = server.store.list(&resource.prefix(), None, None, |_| true);
-    records.iter().map(|r| r.value.clone()).collect()
+    records.iter().map(|r| r.value()).collect()
 }
 
 async fn create(
@@ -181,23 +181,21 @@ pub async fn reconcile(server: &ApiServer) {
         let (records, _, _) = server
             .store
             .list(&cluster_roles.prefix(), None, None, |_| true);
-        let stored: Vec<Value> = records.iter().map(|r| r.value.clone()).collect();
-        for (record, aggregated) in records.iter().zip(aggregate_all(&stored)) {
-            if record.value["rules"] == aggregated["rules"] {
+        let stored: Vec<Value> = records.iter().map(|r| r.value()).collect();
+        let aggregated = aggregate_all(&stored);
+        for ((record, old), aggregated) in records.iter().zip(&stored).zip(aggregated) {
+            if old["rules"] == aggregated["rules"] {
                 continue;
             }
-            let mut updated = record.value.clone();
+            let mut updated = old.clone();
             updated["rules"] = aggregated["rules"].clone();
-            if object::prepare_update(
-                &cluster_roles,
-                &record.value,
-                &mut updated,
-                object::Target::Main,
-            )
-            .is_ok()
+            if object::prepare_update(&cluster_roles, old, &mut updated, object::Target::Main)
+                .is_ok()
             {
                 // A conflict means someone changed it meanwhile: the next pass looks again.
-                let _ = server.update_object(&cluster_roles, record, updated).await;
+                let _ = server
+                    .update_object(&cluster_roles, record, old, updated)
+                    .await;
             }
         }
     }

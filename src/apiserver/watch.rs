@@ -18,7 +18,7 @@ use super::object;
 use super::registry::Resource;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
-use super::store::{Event, EventKind, Live, LiveError, StoreError};
+use super::store::{Event, EventKind, Live, LiveError, Record, StoreError};
 use super::table::{self, IncludeObject};
 
 /// How often an idle watch that allows bookmarks gets one: kube-apiserver's frequency (a
@@ -31,13 +31,15 @@ struct Watcher {
     labels: LabelSelector,
     fields: FieldSelector,
     representation: Representation,
+    /// Whether events carry `managedFields` (see `CachingCaller`).
+    managed_fields: bool,
     include: IncludeObject,
     sent_columns: bool,
 }
 
 impl Watcher {
-    fn matches(&self, value: &Value) -> bool {
-        self.labels.matches_object(value) && self.fields.matches(value)
+    fn matches(&self, record: &Record) -> bool {
+        self.labels.matches_meta(record.meta()) && self.fields.matches_record(record)
     }
 
     fn render(&mut self, object: Value) -> Value {
@@ -66,8 +68,8 @@ impl Watcher {
         if !event.record.key.starts_with(&self.prefix) {
             return None;
         }
-        let now = self.matches(&event.record.value);
-        let before = event.prev.as_ref().is_some_and(|p| self.matches(&p.value));
+        let now = self.matches(&event.record);
+        let before = event.prev.as_ref().is_some_and(|p| self.matches(p));
         let kind = match event.kind {
             EventKind::Created if now => "ADDED",
             EventKind::Updated if now && before => "MODIFIED",
@@ -77,8 +79,12 @@ impl Watcher {
             _ => return None,
         };
         if self.representation == Representation::Object {
-            let object = object::present_json(&self.resource, &event.record, event.revision);
-            return Some(Line::Shared { kind, object });
+            return Some(Line::Stored {
+                kind,
+                record: event.record.clone(),
+                revision: event.revision,
+                managed_fields: self.managed_fields,
+            });
         }
         let object = object::present(&self.resource, &event.record, event.revision);
         Some(Line::Own(line(
@@ -94,7 +100,7 @@ impl Watcher {
         }
         *revision = event.revision;
         match self.translate(event) {
-            Some(line) => outbox.push_line(line).await,
+            Some(line) => outbox.push_line(&self.resource, line).await,
             None => true,
         }
     }
@@ -146,7 +152,13 @@ impl Watcher {
 /// A watch event's line: most are a plain object's encoding, shared by every watcher of the
 /// event and copied only into each watcher's outbox, around its type.
 enum Line {
-    Shared { kind: &'static str, object: Bytes },
+    /// An object as stored, written straight into the outbox.
+    Stored {
+        kind: &'static str,
+        record: Arc<Record>,
+        revision: u64,
+        managed_fields: bool,
+    },
     Own(Bytes),
 }
 
@@ -174,18 +186,20 @@ impl Outbox {
     }
 
     /// Adds a watch event's line; false once the client has gone.
-    async fn push_line(&mut self, line: Line) -> bool {
+    async fn push_line(&mut self, resource: &Resource, line: Line) -> bool {
         match line {
-            Line::Shared { kind, object } => {
-                for part in [
-                    &b"{\"type\":\""[..],
-                    kind.as_bytes(),
-                    b"\",\"object\":",
-                    &object,
-                    b"}\n",
-                ] {
+            Line::Stored {
+                kind,
+                record,
+                revision,
+                managed_fields,
+            } => {
+                for part in [&b"{\"type\":\""[..], kind.as_bytes(), b"\",\"object\":"] {
                     self.pending.extend_from_slice(part);
                 }
+                let out = &mut self.pending;
+                object::write_presented(resource, &record, revision, managed_fields, out);
+                self.pending.extend_from_slice(b"}\n");
                 self.pending.len() < CHUNK || self.flush().await
             }
             Line::Own(line) => self.push(&line).await,
@@ -250,6 +264,7 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
         labels,
         fields,
         representation: call.representation,
+        managed_fields: call.managed_fields,
         include: IncludeObject::parse(query.get("includeObject").map(String::as_str)),
         sent_columns: false,
     };
@@ -281,7 +296,7 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
         };
         for event in &start.backlog {
             if let Some(line) = watcher.translate(event)
-                && !outbox.push_line(line).await
+                && !outbox.push_line(&watcher.resource, line).await
             {
                 return;
             }

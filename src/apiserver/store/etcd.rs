@@ -37,7 +37,7 @@ fn record(kv: &KeyValue) -> Result<Record, StoreError> {
         .map_err(|e| StoreError::Storage(format!("{key}: {e}")))?;
     Ok(Record::new(
         key,
-        value,
+        &value,
         kv.create_revision() as u64,
         kv.mod_revision() as u64,
     ))
@@ -255,13 +255,13 @@ impl EtcdBackend {
         let (compare, then) = match &op {
             Op::Create { object, .. } => (
                 Compare::create_revision(key.clone(), CompareOp::Equal, 0),
-                TxnOp::put(key.clone(), object.json.as_slice(), None),
+                TxnOp::put(key.clone(), object.json(), None),
             ),
             Op::Update {
                 object, expected, ..
             } => (
                 revision_guard(&key, *expected),
-                TxnOp::put(key.clone(), object.json.as_slice(), None),
+                TxnOp::put(key.clone(), object.json(), None),
             ),
             Op::Delete { expected, .. } => (
                 revision_guard(&key, *expected),

@@ -165,7 +165,8 @@ pub(super) fn start(
 }
 
 /// A record as the file keeps it: its revisions, then its JSON.
-fn framed(record: &Record, json: &[u8]) -> Vec<u8> {
+fn framed(record: &Record) -> Vec<u8> {
+    let json = record.json();
     let mut out = Vec::with_capacity(16 + json.len());
     out.extend_from_slice(&record.create_revision.to_le_bytes());
     out.extend_from_slice(&record.mod_revision.to_le_bytes());
@@ -183,7 +184,7 @@ fn decode(key: &str, bytes: &[u8]) -> Result<Record, StoreError> {
         .map_err(|e| StoreError::Storage(format!("{key}: {e}")))?;
     Ok(Record::new(
         key.to_string(),
-        value,
+        &value,
         create_revision,
         mod_revision,
     ))
@@ -211,8 +212,8 @@ fn batch_after(first: WriteRequest, rx: &mut mpsc::Receiver<WriteRequest>) -> Ve
     batch
 }
 
-/// An object as a batch leaves it: the record and its JSON, or None once deleted.
-type Overlay = HashMap<String, Option<(Arc<Record>, Vec<u8>)>>;
+/// An object as a batch leaves it, or None once deleted.
+type Overlay = HashMap<String, Option<Arc<Record>>>;
 
 /// Applies a batch of writes in order, makes them durable in one transaction, then publishes
 /// them to readers and watchers and answers each writer.
@@ -227,13 +228,13 @@ fn commit_batch(db: Option<&redb::Database>, shared: &Shared, batch: Vec<WriteRe
             replies.push(reply);
             let key = op.key().to_string();
             let current = match overlay.get(&key) {
-                Some(after) => after.as_ref().map(|(record, _)| record.clone()),
+                Some(after) => after.clone(),
                 None => state.objects.get(&key).cloned(),
             };
-            let outcome = apply(op, current, revision + 1).map(|(event, json)| {
+            let outcome = apply(op, current, revision + 1).inspect(|event| {
                 revision = event.revision;
-                overlay.insert(key, json.map(|json| (event.record.clone(), json)));
-                event
+                let after = (event.kind != EventKind::Deleted).then(|| event.record.clone());
+                overlay.insert(key, after);
             });
             outcomes.push(outcome);
         }
@@ -257,13 +258,8 @@ fn commit_batch(db: Option<&redb::Database>, shared: &Shared, batch: Vec<WriteRe
     }
 }
 
-/// The outcome of one write against the object as it stands, at `revision`: the event, and the
-/// JSON to keep for a created or updated object.
-fn apply(
-    op: Op,
-    current: Option<Arc<Record>>,
-    revision: u64,
-) -> Result<(Arc<Event>, Option<Vec<u8>>), StoreError> {
+/// The outcome of one write against the object as it stands, at `revision`.
+fn apply(op: Op, current: Option<Arc<Record>>, revision: u64) -> Result<Arc<Event>, StoreError> {
     let check = |current: &Arc<Record>, expected: Option<u64>| match expected {
         Some(rev) if rev != current.mod_revision => Err(StoreError::Conflict {
             key: current.key.clone(),
@@ -271,12 +267,11 @@ fn apply(
         }),
         _ => Ok(()),
     };
-    let (kind, record, json, prev) = match (op, current) {
+    let (kind, record, prev) = match (op, current) {
         (Op::Create { key, .. }, Some(_)) => return Err(StoreError::AlreadyExists(key)),
         (Op::Create { key, object }, None) => (
             EventKind::Created,
-            Record::new(key, object.value, revision, revision),
-            object.json,
+            Record::of(key, object, revision, revision),
             None,
         ),
         (Op::Update { key, .. } | Op::Delete { key, .. }, None) => {
@@ -291,8 +286,8 @@ fn apply(
             Some(current),
         ) => {
             check(&current, expected)?;
-            let record = Record::new(key, object.value, current.create_revision, revision);
-            (EventKind::Updated, record, object.json, Some(current))
+            let record = Record::of(key, object, current.create_revision, revision);
+            (EventKind::Updated, record, Some(current))
         }
         (Op::Delete { expected, .. }, Some(current)) => {
             check(&current, expected)?;
@@ -302,7 +297,7 @@ fn apply(
                 record: current,
                 prev: None,
             };
-            return Ok((Arc::new(event), None));
+            return Ok(Arc::new(event));
         }
     };
     let event = Event {
@@ -311,7 +306,7 @@ fn apply(
         record: Arc::new(record),
         prev,
     };
-    Ok((Arc::new(event), Some(json)))
+    Ok(Arc::new(event))
 }
 
 fn persist(db: &redb::Database, overlay: &Overlay, revision: u64) -> Result<(), StoreError> {
@@ -320,8 +315,8 @@ fn persist(db: &redb::Database, overlay: &Overlay, revision: u64) -> Result<(), 
         let mut objects = txn.open_table(OBJECTS)?;
         for (key, after) in overlay {
             match after {
-                Some((record, json)) => {
-                    objects.insert(key.as_str(), framed(record, json).as_slice())?;
+                Some(record) => {
+                    objects.insert(key.as_str(), framed(record).as_slice())?;
                 }
                 None => {
                     objects.remove(key.as_str())?;

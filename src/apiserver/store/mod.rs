@@ -9,18 +9,21 @@
 
 pub mod etcd;
 pub mod local;
+mod record;
 
 pub use etcd::EtcdTls;
+pub use record::{Meta, Owner, Record};
+
+use record::Encoded;
 
 use super::metrics::StoreWrites;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
@@ -42,36 +45,6 @@ const WATCH_BUFFER: usize = 128;
 const CATCH_UP: Duration = Duration::from_secs(30);
 /// How long a read waits for a revision a client names (kube-apiserver's wait).
 const CLIENT_REVISION_WAIT: Duration = Duration::from_secs(3);
-
-/// One stored object and its revisions.
-#[derive(Debug)]
-pub struct Record {
-    pub key: String,
-    /// The object as stored: without `metadata.resourceVersion`, which is `mod_revision`.
-    pub value: Value,
-    pub create_revision: u64,
-    pub mod_revision: u64,
-    /// The object as clients read it (JSON, with its resourceVersion), encoded the first time
-    /// one does and shared by every later get, list and watcher of this revision.
-    presented: OnceLock<Bytes>,
-}
-
-impl Record {
-    pub fn new(key: String, value: Value, create_revision: u64, mod_revision: u64) -> Record {
-        Record {
-            key,
-            value,
-            create_revision,
-            mod_revision,
-            presented: OnceLock::new(),
-        }
-    }
-
-    /// The encoding of this revision as clients read it, made by `encode` once.
-    pub fn presented(&self, encode: impl FnOnce(&Value) -> Bytes) -> Bytes {
-        self.presented.get_or_init(|| encode(&self.value)).clone()
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
@@ -140,18 +113,10 @@ impl LabelIndex {
         index
     }
 
-    fn labels(record: &Record) -> impl Iterator<Item = (&String, &str)> {
-        record.value["metadata"]["labels"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| Some((k, v.as_str()?)))
-    }
-
     fn add(&mut self, record: &Record) {
-        for (label, value) in Self::labels(record) {
+        for (label, value) in &record.meta().labels {
             self.0
-                .entry(label.clone())
+                .entry(label.to_string())
                 .or_default()
                 .entry(value.to_string())
                 .or_default()
@@ -160,18 +125,18 @@ impl LabelIndex {
     }
 
     fn remove(&mut self, record: &Record) {
-        for (label, value) in Self::labels(record) {
-            let Some(values) = self.0.get_mut(label) else {
+        for (label, value) in &record.meta().labels {
+            let Some(values) = self.0.get_mut(&**label) else {
                 continue;
             };
-            if let Some(keys) = values.get_mut(value) {
+            if let Some(keys) = values.get_mut(&**value) {
                 keys.remove(&record.key);
                 if keys.is_empty() {
-                    values.remove(value);
+                    values.remove(&**value);
                 }
             }
             if values.is_empty() {
-                self.0.remove(label);
+                self.0.remove(&**label);
             }
         }
     }
@@ -290,7 +255,7 @@ impl Shared {
         let mut batches: HashMap<String, Vec<Arc<Event>>> = HashMap::new();
         let mut removal = None;
         for event in events {
-            if event.kind == EventKind::Deleted || super::object::is_deleting(&event.record.value) {
+            if event.kind == EventKind::Deleted || event.record.meta().deleting {
                 removal = Some(event.revision);
             }
             let key = &event.record.key;
@@ -516,6 +481,17 @@ impl Store {
         self.shared.state.read().unwrap().revision
     }
 
+    /// The revision of the latest change (a write or deletion) to the resource whose objects
+    /// are under `prefix`, or the revision the cache started from when there has been none.
+    pub fn last_change(&self, prefix: &str) -> u64 {
+        let state = self.shared.state.read().unwrap();
+        state
+            .history
+            .get(&resource_prefix(prefix))
+            .and_then(|h| h.events.back())
+            .map_or(state.start, |e| e.revision)
+    }
+
     /// How many objects are stored.
     pub fn len(&self) -> usize {
         self.shared.state.read().unwrap().objects.len()
@@ -575,7 +551,7 @@ impl Store {
     }
 
     pub async fn create(&self, key: String, value: Value) -> Result<Arc<Event>, StoreError> {
-        let object = Encoded::new(value)?;
+        let object = Encoded::new(&value)?;
         self.write(Op::Create { key, object }).await
     }
 
@@ -586,7 +562,7 @@ impl Store {
         value: Value,
         expected: Option<u64>,
     ) -> Result<Arc<Event>, StoreError> {
-        let object = Encoded::new(value)?;
+        let object = Encoded::new(&value)?;
         self.write(Op::Update {
             key,
             object,
@@ -779,27 +755,6 @@ fn take_page<'a>(
 /// the embedded store takes, an etcd back end takes too.
 pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
-/// An object on its way into the store with its JSON: encoded once, by the task that asked for
-/// the write rather than by the one writer every write waits on, and refused there when it is
-/// larger than the store takes.
-struct Encoded {
-    value: Value,
-    json: Vec<u8>,
-}
-
-impl Encoded {
-    fn new(value: Value) -> Result<Encoded, StoreError> {
-        let json = serde_json::to_vec(&value).expect("JSON values serialize");
-        if json.len() > MAX_OBJECT_BYTES {
-            return Err(StoreError::TooLarge {
-                size: json.len(),
-                limit: MAX_OBJECT_BYTES,
-            });
-        }
-        Ok(Encoded { value, json })
-    }
-}
-
 /// A write, as every back end receives it.
 enum Op {
     Create {
@@ -897,7 +852,7 @@ mod tests {
         assert_eq!(rest.len(), 3);
         assert!(!more);
         let (odd, _, _) = store.list(PREFIX, None, None, |r| {
-            r.value["i"].as_i64().unwrap() % 2 == 1
+            r.value()["i"].as_i64().unwrap() % 2 == 1
         });
         assert_eq!(odd.len(), 2);
     }
@@ -1049,7 +1004,7 @@ mod tests {
         };
         let store = Store::open(&path).unwrap();
         assert_eq!(store.revision(), rev);
-        assert_eq!(store.get(&key("a")).unwrap().value, json!({"kept": true}));
+        assert_eq!(store.get(&key("a")).unwrap().value(), json!({"kept": true}));
         assert!(store.get(&key("b")).is_none());
         // A watch from the last revision before the restart resumes; older ones are gone.
         assert!(store.watch(PREFIX, Some(rev)).is_ok());

@@ -86,7 +86,7 @@ impl Workloads {
                 let _ = stopped.await;
             },
         ));
-        let client = Client::new(apiserver::local_router(server.clone()), "default");
+        let client = Client::new(apiserver::controller_router(server.clone()), "default");
         let workload = Arc::new(Workload {
             server,
             address,
