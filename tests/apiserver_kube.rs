@@ -63,6 +63,7 @@ on_both_back_ends!(
     finalizers_hold_deletion_until_removed,
     deleting_a_namespace_deletes_what_is_in_it,
     a_watcher_sees_changes_and_selectors_filter_them,
+    a_watch_sends_initial_events_a_bookmark_then_changes_until_its_timeout,
     background_deletion_collects_dependents,
     orphan_deletion_frees_dependents,
     foreground_deletion_waits_for_blocking_dependents,
@@ -449,6 +450,92 @@ async fn a_watcher_sees_changes_and_selectors_filter_them(client: Client) {
         .unwrap()
         .unwrap();
     assert_eq!(second.name_any(), "ignored");
+}
+
+/// The watch protocol as client-go's reflector uses it: the current objects (more than one
+/// write's worth), the bookmark that ends them, then changes as they happen, until the
+/// requested timeout ends the stream; and a watch from a resourceVersion gets what came after.
+async fn a_watch_sends_initial_events_a_bookmark_then_changes_until_its_timeout(client: Client) {
+    use futures::AsyncBufReadExt;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let payload = "x".repeat(1000);
+    let mut versions = Vec::new();
+    for i in 0..100 {
+        let cm = json!({"metadata": {"name": format!("cm-{i:03}")}, "data": {"payload": payload}});
+        let created = maps
+            .create(&PostParams::default(), &serde_json::from_value(cm).unwrap())
+            .await
+            .unwrap();
+        versions.push(created.resource_version().unwrap());
+    }
+    let watch = |query: &str| {
+        let request = http::Request::get(format!("/api/v1/namespaces/default/configmaps?{query}"))
+            .body(Vec::new())
+            .unwrap();
+        let client = client.clone();
+        async move { client.request_stream(request).await.unwrap().lines() }
+    };
+    let event = |line: Option<Result<String, std::io::Error>>| -> (String, serde_json::Value) {
+        let event: serde_json::Value = serde_json::from_str(&line.unwrap().unwrap()).unwrap();
+        (
+            event["type"].as_str().unwrap().to_owned(),
+            event["object"].clone(),
+        )
+    };
+
+    let started = std::time::Instant::now();
+    let mut lines = watch(
+        "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=3",
+    )
+    .await;
+    for i in 0..100 {
+        let (kind, object) = event(lines.next().await);
+        assert_eq!(kind, "ADDED");
+        assert_eq!(object["metadata"]["name"], format!("cm-{i:03}"));
+        assert_eq!(object["data"]["payload"], payload.as_str());
+    }
+    let (kind, bookmark) = event(lines.next().await);
+    assert_eq!(kind, "BOOKMARK");
+    assert_eq!(
+        bookmark["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    maps.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "later"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let (kind, object) = event(lines.next().await);
+    assert_eq!(
+        (kind.as_str(), &object["metadata"]["name"]),
+        ("ADDED", &json!("later"))
+    );
+    assert!(
+        lines.next().await.is_none(),
+        "the stream ends at its timeout"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "not before its timeout: {:?}",
+        started.elapsed()
+    );
+
+    let mut lines = watch(&format!(
+        "watch=1&resourceVersion={}&timeoutSeconds=1",
+        versions[97]
+    ))
+    .await;
+    let mut names = Vec::new();
+    while let Some(line) = lines.next().await {
+        names.push(
+            event(Some(line)).1["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    assert_eq!(names, ["cm-098", "cm-099", "later"]);
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! Watches: a stream of newline-delimited watch events, resumable from a resourceVersion, with
 //! bookmarks, the initial-events protocol, 410 Gone for a revision too old, and a timeout.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,8 +11,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use rand::Rng;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::time::Sleep;
 
 use super::handlers::{Call, Representation, partial};
 use super::object;
@@ -92,51 +92,6 @@ impl Watcher {
         )))
     }
 
-    /// Adds what a live event means to this watcher to its outbox, once: an event at or below
-    /// the revision the watcher has reached was in its backlog. False once the client has gone.
-    async fn deliver(&mut self, outbox: &mut Outbox, revision: &mut u64, event: &Event) -> bool {
-        if event.revision <= *revision {
-            return true;
-        }
-        *revision = event.revision;
-        match self.translate(event) {
-            Some(line) => outbox.push_line(&self.resource, line).await,
-            None => true,
-        }
-    }
-
-    /// Sends `first` and whatever else has arrived meanwhile in one write. False when the watch
-    /// ends: the client has gone, the watcher fell behind the store's history, or the store closed.
-    async fn send_ready(
-        &mut self,
-        outbox: &mut Outbox,
-        revision: &mut u64,
-        live: &mut Live,
-        first: &Event,
-    ) -> bool {
-        if !self.deliver(outbox, revision, first).await {
-            return false;
-        }
-        loop {
-            match live.try_recv() {
-                Ok(Some(event)) => {
-                    if !self.deliver(outbox, revision, &event).await {
-                        return false;
-                    }
-                }
-                Ok(None) => return outbox.flush().await,
-                Err(LiveError::FellBehind) => {
-                    outbox.fell_behind().await;
-                    return false;
-                }
-                Err(LiveError::Closed) => {
-                    outbox.flush().await;
-                    return false;
-                }
-            }
-        }
-    }
-
     fn bookmark(&self, revision: u64, initial_events_end: bool) -> Value {
         let mut metadata = json!({"resourceVersion": revision.to_string()});
         if initial_events_end {
@@ -150,9 +105,9 @@ impl Watcher {
 }
 
 /// A watch event's line: most are a plain object's encoding, shared by every watcher of the
-/// event and copied only into each watcher's outbox, around its type.
+/// event and copied only into each watcher's chunk, around its type.
 enum Line {
-    /// An object as stored, written straight into the outbox.
+    /// An object as stored, written straight into the chunk.
     Stored {
         kind: &'static str,
         record: Arc<Record>,
@@ -171,22 +126,33 @@ fn line(value: &Value) -> Bytes {
 /// How much a watcher sends in one write when events come faster than it writes them.
 const CHUNK: usize = 64 * 1024;
 
-/// A watch's lines on their way to the client: gathered while more are ready, so that a
-/// watcher keeping up with a burst of writes makes one write per burst, not one per event.
-struct Outbox {
-    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+/// A watch between two writes to its client. The connection polls it for the next chunk only
+/// when it can write one, so the events go from the store's channel straight into the
+/// response (no task or queue of its own in between), a watcher keeping up with a burst of
+/// writes makes one write per burst, and a slow client holds one chunk: beyond that it falls
+/// behind the store's channel, catches up from its history, or is told to list again.
+struct WatchStream {
+    watcher: Watcher,
+    live: Live,
+    /// Events from before the watch started, not yet sent.
+    backlog: std::vec::IntoIter<Arc<Event>>,
+    /// The initial-events bookmark, until the backlog has been sent.
+    initial_bookmark: Option<Bytes>,
+    /// The revision sent up to: live events at or below it were in the backlog.
+    revision: u64,
+    /// The watch's end. Both timers stay registered for the whole watch (moving one later is
+    /// an atomic store), not registered and removed again for every chunk.
+    deadline: Pin<Box<Sleep>>,
+    /// When an idle watch that allows bookmarks gets one: pushed back by every chunk.
+    bookmark_due: Option<Pin<Box<Sleep>>>,
     pending: BytesMut,
+    /// The watch ends after the chunk in `pending`.
+    last: bool,
 }
 
-impl Outbox {
-    /// Adds a line; false once the client has gone.
-    async fn push(&mut self, line: &[u8]) -> bool {
-        self.pending.extend_from_slice(line);
-        self.pending.len() < CHUNK || self.flush().await
-    }
-
-    /// Adds a watch event's line; false once the client has gone.
-    async fn push_line(&mut self, resource: &Resource, line: Line) -> bool {
+impl WatchStream {
+    /// Adds a watch event's line.
+    fn push_line(&mut self, line: Line) {
         match line {
             Line::Stored {
                 kind,
@@ -197,31 +163,118 @@ impl Outbox {
                 for part in [&b"{\"type\":\""[..], kind.as_bytes(), b"\",\"object\":"] {
                     self.pending.extend_from_slice(part);
                 }
-                let out = &mut self.pending;
-                object::write_presented(resource, &record, revision, managed_fields, out);
+                let resource = &self.watcher.resource;
+                object::write_presented(
+                    resource,
+                    &record,
+                    revision,
+                    managed_fields,
+                    &mut self.pending,
+                );
                 self.pending.extend_from_slice(b"}\n");
-                self.pending.len() < CHUNK || self.flush().await
             }
-            Line::Own(line) => self.push(&line).await,
+            Line::Own(line) => self.pending.extend_from_slice(&line),
         }
     }
 
-    /// Sends what is gathered; false once the client has gone.
-    async fn flush(&mut self) -> bool {
-        if self.pending.is_empty() {
-            return true;
+    /// Adds what a live event means to this watcher, once.
+    fn deliver(&mut self, event: &Event) {
+        if event.revision <= self.revision {
+            return;
         }
-        let chunk = self.pending.split().freeze();
-        self.tx.send(Ok(chunk)).await.is_ok()
+        self.revision = event.revision;
+        if let Some(line) = self.watcher.translate(event) {
+            self.push_line(line);
+        }
     }
 
     /// Ends a watch that fell further behind than the store keeps events for.
-    async fn fell_behind(&mut self) {
+    fn fell_behind(&mut self) {
         let gone = line(&gone_event(
             "the watch fell too far behind; list again and watch from the new resourceVersion"
                 .into(),
         ));
-        let _ = self.push(&gone).await && self.flush().await;
+        self.pending.extend_from_slice(&gone);
+        self.last = true;
+    }
+
+    /// The next chunk to write, or None when the watch is over (its timeout, the store closed,
+    /// or after the chunk that says it fell behind).
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        if self.last {
+            return None;
+        }
+        while let Some(event) = self.backlog.next() {
+            if let Some(line) = self.watcher.translate(&event) {
+                self.push_line(line);
+                if self.pending.len() >= CHUNK {
+                    return Some(self.pending.split().freeze());
+                }
+            }
+        }
+        if let Some(bookmark) = self.initial_bookmark.take() {
+            self.pending.extend_from_slice(&bookmark);
+        }
+        if !self.pending.is_empty() {
+            return Some(self.pending.split().freeze());
+        }
+        loop {
+            let due = &mut self.bookmark_due;
+            let bookmark_due = async {
+                match due.as_mut() {
+                    Some(due) => due.as_mut().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let received = tokio::select! {
+                biased;
+                received = self.live.recv() => Some(received),
+                _ = self.deadline.as_mut() => return None,
+                _ = bookmark_due => None,
+            };
+            let chunk = match received {
+                None => Some(line(&self.watcher.bookmark(self.revision, false))),
+                Some(received) => self.take(received),
+            };
+            if let Some(chunk) = chunk {
+                if let Some(due) = self.bookmark_due.as_mut() {
+                    due.as_mut()
+                        .reset(tokio::time::Instant::now() + BOOKMARK_INTERVAL);
+                }
+                return Some(chunk);
+            }
+            if self.last {
+                return None;
+            }
+        }
+    }
+
+    /// The chunk for a live event and whatever else has already arrived, if any of it is for
+    /// this watcher.
+    fn take(&mut self, received: Result<Arc<Event>, LiveError>) -> Option<Bytes> {
+        match received {
+            Ok(event) => {
+                // Everything else already arrived goes in the same write.
+                self.deliver(&event);
+                while self.pending.len() < CHUNK {
+                    match self.live.try_recv() {
+                        Ok(Some(event)) => self.deliver(&event),
+                        Ok(None) => break,
+                        Err(LiveError::FellBehind) => {
+                            self.fell_behind();
+                            break;
+                        }
+                        Err(LiveError::Closed) => {
+                            self.last = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(LiveError::FellBehind) => self.fell_behind(),
+            Err(LiveError::Closed) => self.last = true,
+        }
+        (!self.pending.is_empty()).then(|| self.pending.split().freeze())
     }
 }
 
@@ -258,7 +311,7 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
     } else {
         None
     });
-    let mut watcher = Watcher {
+    let watcher = Watcher {
         resource,
         prefix: prefix.clone(),
         labels,
@@ -285,58 +338,25 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
         }
         Err(e) => return Err(e.into()),
     };
-    let mut start = start.expect("handled above");
-    // At most this many chunks wait for a slow client: a watcher holds a bounded amount of memory.
-    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
-    tokio::spawn(async move {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut outbox = Outbox {
-            tx,
-            pending: BytesMut::new(),
-        };
-        for event in &start.backlog {
-            if let Some(line) = watcher.translate(event)
-                && !outbox.push_line(&watcher.resource, line).await
-            {
-                return;
-            }
-        }
-        // The backlog brought the watcher up to the store's revision at subscription.
-        let mut revision = from.unwrap_or(0).max(start.revision);
-        if send_initial && !outbox.push(&line(&watcher.bookmark(revision, true))).await {
-            return;
-        }
-        if !outbox.flush().await {
-            return;
-        }
-        loop {
-            let next = tokio::time::timeout(BOOKMARK_INTERVAL, start.live.recv());
-            tokio::select! {
-                _ = tokio::time::sleep_until(deadline) => return,
-                _ = outbox.tx.closed() => return,
-                received = next => match received {
-                    Err(_) if bookmarks => {
-                        let bookmark = line(&watcher.bookmark(revision, false));
-                        if !outbox.push(&bookmark).await || !outbox.flush().await {
-                            return;
-                        }
-                    }
-                    Err(_) => {}
-                    Ok(Ok(event)) => {
-                        let live = &mut start.live;
-                        if !watcher.send_ready(&mut outbox, &mut revision, live, &event).await {
-                            return;
-                        }
-                    }
-                    Ok(Err(LiveError::FellBehind)) => {
-                        outbox.fell_behind().await;
-                        return;
-                    }
-                    Ok(Err(LiveError::Closed)) => return,
-                },
-            }
-        }
+    let start = start.expect("handled above");
+    // The backlog brings the watcher up to the store's revision at subscription.
+    let revision = from.unwrap_or(0).max(start.revision);
+    let initial_bookmark = send_initial.then(|| line(&watcher.bookmark(revision, true)));
+    let stream = WatchStream {
+        watcher,
+        live: start.live,
+        backlog: start.backlog.into_iter(),
+        initial_bookmark,
+        revision,
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+        bookmark_due: bookmarks.then(|| Box::pin(tokio::time::sleep(BOOKMARK_INTERVAL))),
+        pending: BytesMut::new(),
+        last: false,
+    };
+    let chunks = futures::stream::unfold(stream, |mut stream| async move {
+        let chunk = stream.next_chunk().await?;
+        Some((Ok::<_, std::io::Error>(chunk), stream))
     });
-    let body = Body::from_stream(ReceiverStream::new(rx));
+    let body = Body::from_stream(chunks);
     Ok((StatusCode::OK, [("content-type", "application/json")], body).into_response())
 }
