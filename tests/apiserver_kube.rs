@@ -1251,10 +1251,10 @@ async fn oversized_writes_and_a_foreign_uid_are_refused_and_change_nothing() {
     assert_eq!(maps.get("a").await.unwrap().data, a.data, "nothing changed");
 }
 
-/// This process's controllers list and watch without `managedFields` (their caches drop them
-/// anyway), while a get, and every other client, still has them.
+/// This process's controllers read objects without `managedFields` (their caches drop them
+/// anyway) and write them back without losing them; every other client still has them.
 #[tokio::test]
-async fn controllers_list_and_watch_without_managed_fields() {
+async fn controllers_read_and_write_without_managed_fields() {
     let server = server_of(Store::in_memory()).await;
     let controllers: Api<ConfigMap> = Api::namespaced(
         Client::new(apiserver::controller_router(server.clone()), "default"),
@@ -1292,7 +1292,20 @@ async fn controllers_list_and_watch_without_managed_fields() {
     let listed = controllers.list(&ListParams::default()).await.unwrap();
     assert_eq!(listed.items.len(), 1);
     assert!(!has_managed_fields(&listed.items[0]));
-    assert!(has_managed_fields(&controllers.get("a").await.unwrap()));
+    let got = controllers.get("a").await.unwrap();
+    assert_eq!(got.data, watched.data);
+    assert!(!has_managed_fields(&got));
+    // A controller's write, made from what it read, keeps the fields' managers and adds its own.
+    let mut changed = got;
+    changed.data = Some([("k".into(), "w".into())].into());
+    let written = controllers
+        .replace("a", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    assert!(!has_managed_fields(&written));
+    let stored = others.get("a").await.unwrap();
+    assert_eq!(stored.data, changed.data);
+    assert!(has_managed_fields(&stored));
     assert!(has_managed_fields(
         &others.list(&ListParams::default()).await.unwrap().items[0]
     ));

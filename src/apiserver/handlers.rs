@@ -87,7 +87,7 @@ pub struct Call<'a> {
     pub path: ResourcePath,
     pub query: Query,
     pub representation: Representation,
-    /// Whether lists and watch events carry `managedFields` (see `CachingCaller`).
+    /// Whether stored objects in answers carry `managedFields` (see `CachingCaller`).
     pub managed_fields: bool,
     /// Warnings for the client, sent as `Warning` headers.
     pub warnings: std::sync::Mutex<Vec<String>>,
@@ -151,10 +151,12 @@ impl Call<'_> {
     /// is, from the encoding every reader of this revision shares.
     fn respond_record(&self, code: StatusCode, record: &Record) -> Response {
         match self.representation {
-            Representation::Object => self.with_warnings(json_bytes_response(
-                code,
-                object::present_json(&self.resource, record, record.mod_revision),
-            )),
+            Representation::Object => {
+                let mut body = BytesMut::with_capacity(record.json().len() + 32);
+                let (resource, revision) = (&self.resource, record.mod_revision);
+                object::write_presented(resource, record, revision, self.managed_fields, &mut body);
+                self.with_warnings(json_bytes_response(code, body.freeze()))
+            }
             _ => self.respond_object(code, self.present(record)),
         }
     }

@@ -752,9 +752,10 @@ pub fn local_router(server: Arc<ApiServer>) -> Router {
     ))
 }
 
-/// Marks a request from a caller that caches what it lists and watches and never reads
-/// `managedFields` (this process's controllers, whose caches drop them): its lists and watch
-/// events leave them out, so they are neither copied nor decoded. A get still has them.
+/// Marks a request from a caller that never reads `managedFields` (this process's controllers,
+/// whose caches drop them and whose writes leave them to the server): the objects in its
+/// answers (gets, lists, watch events, what a write stored) leave them out, so they are
+/// neither copied nor decoded. A write without them keeps the stored ones.
 #[derive(Clone, Copy, Debug)]
 pub struct CachingCaller;
 

@@ -1,7 +1,7 @@
 //! Object metadata as Kubernetes keeps it: names, uid, generation, timestamps, and what a write
 //! may and may not change.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use k8s_openapi::jiff::Timestamp;
 use rand::Rng;
 use serde_json::{Map, Value, json};
@@ -79,13 +79,6 @@ pub fn present_value(resource: &Resource, mut object: Value, revision: u64) -> V
     object["kind"] = json!(resource.kind);
     metadata_mut(&mut object).insert("resourceVersion".into(), json!(revision.to_string()));
     object
-}
-
-/// [`present`], encoded as JSON.
-pub fn present_json(resource: &Resource, record: &Record, revision: u64) -> Bytes {
-    let mut out = BytesMut::new();
-    write_presented(resource, record, revision, true, &mut out);
-    out.freeze()
 }
 
 /// Writes [`present`] as JSON into `out`, without `metadata.managedFields` unless
@@ -415,6 +408,13 @@ pub fn is_deleting(object: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`present`] as [`write_presented`] writes it, with `managedFields`.
+    fn present_json(resource: &Resource, record: &Record, revision: u64) -> bytes::Bytes {
+        let mut out = BytesMut::new();
+        write_presented(resource, record, revision, true, &mut out);
+        out.freeze()
+    }
 
     #[test]
     fn the_shared_encoding_reads_as_the_presented_object() {
