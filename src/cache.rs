@@ -179,7 +179,19 @@ where
         value: &str,
         keep: impl Fn(&K) -> bool,
     ) -> Result<Vec<Arc<K>>> {
-        let store = self.ready().await?;
+        self.ready().await?;
+        Ok(self.labelled_now(namespace, value, keep))
+    }
+
+    /// [`Cache::list_labelled`] from what the cache holds now, filled or not: for the mappers
+    /// of events to the objects they wake, which cannot wait, and which at a fleet's scale
+    /// must not go through every object for every event.
+    pub fn labelled_now(
+        &self,
+        namespace: &str,
+        value: &str,
+        keep: impl Fn(&K) -> bool,
+    ) -> Vec<Arc<K>> {
         let label = self
             .by_label
             .label
@@ -188,10 +200,10 @@ where
         let mut names = self.by_label.names.lock().unwrap();
         let key = (namespace.to_string(), value.to_string());
         let Some(group) = names.get_mut(&key) else {
-            return Ok(out);
+            return out;
         };
         group.retain(|name| {
-            let Some(object) = store.get(&ObjectRef::new(name).within(namespace)) else {
+            let Some(object) = self.store.get(&ObjectRef::new(name).within(namespace)) else {
                 return false;
             };
             if object.labels().get(label).map(String::as_str) != Some(value) {
@@ -205,7 +217,7 @@ where
         if group.is_empty() {
             names.remove(&key);
         }
-        Ok(out)
+        out
     }
 
     /// Waits until the cache shows what this reconciler just wrote (`shown` holds), so its

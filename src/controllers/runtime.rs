@@ -98,15 +98,23 @@ impl Wiring {
     /// Cluster cache, so every controller does not watch Clusters for itself.
     fn wake_on_pause_change<K: Watched>(&self, controller: Controller<K>) -> Controller<K> {
         let store = controller.store();
-        let mut paused: std::collections::HashMap<(Option<String>, String), bool> =
-            Default::default();
-        let objects_of_resumed_or_paused = self
-            .ctx
-            .clusters()
-            .changes()
+        let clusters = self.ctx.clusters();
+        // What each Cluster's `paused` was when last seen: those cached already, then each
+        // change from the subscription on. A Cluster seen for the first time changed nothing
+        // (its objects are woken by their own events; at a fleet's scale, going through every
+        // object of every controller for each new Cluster made bring-up quadratic).
+        let changes = clusters.changes();
+        let mut paused: std::collections::HashMap<(Option<String>, String), bool> = clusters
+            .store()
+            .state()
+            .iter()
+            .map(|c| ((c.namespace(), c.name_any()), c.spec.paused == Some(true)))
+            .collect();
+        let objects_of_resumed_or_paused = changes
             .filter(move |c| {
                 let now = c.spec.paused == Some(true);
-                ready(paused.insert((c.namespace(), c.name_any()), now) != Some(now))
+                let before = paused.insert((c.namespace(), c.name_any()), now);
+                ready(before.is_some_and(|before| before != now))
             })
             .flat_map(move |cluster| {
                 let (namespace, name) = (cluster.namespace(), cluster.name_any());

@@ -38,8 +38,9 @@ use crate::kubeadm::certs::kubeconfig_secret_name;
 /// A Node of a workload cluster changed (was added, updated or deleted).
 #[derive(Clone, Debug)]
 pub struct NodeChange {
-    /// The namespace of the Cluster the Node belongs to.
+    /// The namespace and name of the Cluster the Node belongs to.
     pub namespace: String,
+    pub cluster: String,
     pub node: Arc<Node>,
 }
 
@@ -257,7 +258,8 @@ impl WorkloadClusters {
         let config = config_from(cluster, &value).await?;
         // Watches stay open for minutes, so the Node watch keeps the kubeconfig's long read
         // timeout; requests time out quickly.
-        let nodes = Arc::new(self.watch_nodes(namespace, Client::try_from(config.clone())?));
+        let nodes =
+            Arc::new(self.watch_nodes(namespace, cluster, Client::try_from(config.clone())?));
         let mut config = config;
         config.connect_timeout = Some(Duration::from_secs(5));
         // A read timeout on the connection would also end it while it idles in the pool
@@ -289,13 +291,14 @@ impl WorkloadClusters {
     }
 
     /// Starts the watch that keeps a workload cluster's Node cache and announces its changes.
-    fn watch_nodes(&self, namespace: &str, client: Client) -> Cache<Node> {
+    fn watch_nodes(&self, namespace: &str, cluster: &str, client: Client) -> Cache<Node> {
         let changes = self.node_changes.clone();
-        let namespace = namespace.to_string();
+        let (namespace, cluster) = (namespace.to_string(), cluster.to_string());
         Cache::watch_tapped(Api::<Node>::all(client), move |node| {
             // No receiver is fine: nothing wants to hear yet.
             let _ = changes.send(NodeChange {
                 namespace: namespace.clone(),
+                cluster: cluster.clone(),
                 node: node.clone(),
             });
         })

@@ -15,7 +15,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -87,16 +87,15 @@ const CONTROLLER: &str = "machine";
 /// Node, by their Cluster's control plane becoming initialized.
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     let controller = w.controller::<Machine>(CONTROLLER);
-    let cache = controller.store();
     let controller = controller
         .watches(
             Api::<Cluster>::all(w.client.clone()),
             watcher::Config::default(),
-            machines_of_initialized_cluster(cache.clone()),
+            machines_of_initialized_cluster(w.ctx.clone()),
         )
         .reconcile_on(machines_of_node_changes(
             w.ctx.workloads.node_changes(),
-            cache,
+            w.ctx.clone(),
         ))
         .reconcile_on(w.ctx.machine_wakes());
     w.ctx.metrics.state.add_machines(controller.store());
@@ -346,10 +345,11 @@ async fn sync_node(client: &Client, machine: &Machine, node: &Node) -> Result<()
 
 /// The Machines to reconcile when a workload cluster's Node changes: the one named in the
 /// Node's `cluster.x-k8s.io/machine` annotation, or, before the Machine has written it, the
-/// Machine of that namespace with the Node's providerID (from the controller's cache).
+/// Machine of that Cluster with the Node's providerID (from the shared Machine cache, by
+/// cluster).
 pub fn machines_of_node_changes(
     changes: tokio::sync::broadcast::Receiver<crate::workload::clusters::NodeChange>,
-    machines: Store<Machine>,
+    ctx: Arc<Context>,
 ) -> impl futures::Stream<Item = ObjectRef<Machine>> + Send + 'static {
     tokio_stream::wrappers::BroadcastStream::new(changes).filter_map(move |change| {
         let found = change.ok().and_then(|c| {
@@ -362,12 +362,10 @@ pub fn machines_of_node_changes(
                 return Some(ObjectRef::new(name).within(ns));
             }
             let id = c.node.spec.as_ref()?.provider_id.as_deref()?;
-            machines
-                .find(|m| {
-                    m.namespace().as_deref() == Some(c.namespace.as_str())
-                        && m.spec.provider_id.as_deref() == Some(id)
-                })
-                .map(|m| ObjectRef::from_obj(m.as_ref()))
+            let of_cluster = ctx.machines().labelled_now(&c.namespace, &c.cluster, |m| {
+                m.spec.provider_id.as_deref() == Some(id)
+            });
+            of_cluster.first().map(|m| ObjectRef::from_obj(m.as_ref()))
         });
         std::future::ready(found)
     })
@@ -378,7 +376,7 @@ pub fn machines_of_node_changes(
 /// for their Node), as upstream's ClusterControlPlaneInitialized predicate does. Other Cluster
 /// changes, such as status counters, wake no Machine.
 pub fn machines_of_initialized_cluster(
-    machines: Store<Machine>,
+    ctx: Arc<Context>,
 ) -> impl Fn(Cluster) -> Vec<ObjectRef<Machine>> + Send + Sync + 'static {
     let initialized = std::sync::Mutex::new(std::collections::HashSet::<String>::new());
     move |cluster: Cluster| {
@@ -397,12 +395,13 @@ pub fn machines_of_initialized_cluster(
         if !seen.insert(uid) {
             return Vec::new();
         }
-        let ns = cluster.namespace();
+        let ns = cluster.namespace().unwrap_or_default();
         let name = cluster.name_any();
-        machines
-            .state()
+        let of_cluster = ctx
+            .machines()
+            .labelled_now(&ns, &name, |m| m.spec.cluster_name == name);
+        of_cluster
             .iter()
-            .filter(|m| m.namespace() == ns && m.spec.cluster_name == name)
             .map(|m| ObjectRef::from_obj(m.as_ref()))
             .collect()
     }
