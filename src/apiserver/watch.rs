@@ -143,8 +143,9 @@ struct WatchStream {
     /// The watch's end. Both timers stay registered for the whole watch (moving one later is
     /// an atomic store), not registered and removed again for every chunk.
     deadline: Pin<Box<Sleep>>,
-    /// When an idle watch that allows bookmarks gets one: pushed back by every chunk.
-    bookmark_due: Option<Pin<Box<Sleep>>>,
+    /// When an idle watch gets a bookmark (if it allows them): pushed back by every chunk.
+    bookmark_due: Pin<Box<Sleep>>,
+    bookmarks: bool,
     pending: BytesMut,
     /// The watch ends after the chunk in `pending`.
     last: bool,
@@ -219,28 +220,19 @@ impl WatchStream {
             return Some(self.pending.split().freeze());
         }
         loop {
-            let due = &mut self.bookmark_due;
-            let bookmark_due = async {
-                match due.as_mut() {
-                    Some(due) => due.as_mut().await,
-                    None => std::future::pending().await,
-                }
-            };
             let received = tokio::select! {
                 biased;
                 received = self.live.recv() => Some(received),
                 _ = self.deadline.as_mut() => return None,
-                _ = bookmark_due => None,
+                _ = self.bookmark_due.as_mut(), if self.bookmarks => None,
             };
             let chunk = match received {
                 None => Some(line(&self.watcher.bookmark(self.revision, false))),
                 Some(received) => self.take(received),
             };
             if let Some(chunk) = chunk {
-                if let Some(due) = self.bookmark_due.as_mut() {
-                    due.as_mut()
-                        .reset(tokio::time::Instant::now() + BOOKMARK_INTERVAL);
-                }
+                let due = tokio::time::Instant::now() + BOOKMARK_INTERVAL;
+                self.bookmark_due.as_mut().reset(due);
                 return Some(chunk);
             }
             if self.last {
@@ -349,7 +341,8 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
         initial_bookmark,
         revision,
         deadline: Box::pin(tokio::time::sleep(timeout)),
-        bookmark_due: bookmarks.then(|| Box::pin(tokio::time::sleep(BOOKMARK_INTERVAL))),
+        bookmark_due: Box::pin(tokio::time::sleep(BOOKMARK_INTERVAL)),
+        bookmarks,
         pending: BytesMut::new(),
         last: false,
     };
