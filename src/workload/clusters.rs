@@ -38,8 +38,9 @@ use crate::kubeadm::certs::kubeconfig_secret_name;
 /// A Node of a workload cluster changed (was added, updated or deleted).
 #[derive(Clone, Debug)]
 pub struct NodeChange {
-    /// The namespace and name of the Cluster the Node belongs to.
+    /// The namespace of the Cluster the Node belongs to.
     pub namespace: String,
+    /// The name of that Cluster.
     pub cluster: String,
     pub node: Arc<Node>,
 }
