@@ -500,12 +500,9 @@ async fn a_watch_sends_initial_events_a_bookmark_then_changes_until_its_timeout(
         bookmark["metadata"]["annotations"]["k8s.io/initial-events-end"],
         "true"
     );
-    maps.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "later"}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    maps.create(&PostParams::default(), &config_map("later", None, &[]))
+        .await
+        .unwrap();
     let (kind, object) = event(lines.next().await);
     assert_eq!(
         (kind.as_str(), &object["metadata"]["name"]),
