@@ -1,5 +1,8 @@
 //! Throughput and latency of the embedded management cluster over HTTPS, as kube-rs clients
-//! see them: creates/s, gets/s, list latency, and watch delivery latency to many watchers.
+//! see them, each side by side with the same server on real etcd: durable creates and updates
+//! per second, alone and while watchers get every event; gets/s; list latency; and watch
+//! delivery latency to many watchers while the writes go on.
+//!
 //! Lists are kube-rs' typed calls; creates, updates and gets go through the same kube-rs
 //! client (its connections, TLS and error handling) with bodies made once as bytes, and they
 //! and the watchers read the answers as bytes and pick out the name: decoding and encoding
@@ -8,8 +11,8 @@
 //!
 //! `cargo bench --bench apiserver` runs the full measurement (10,000 objects, 100 watchers);
 //! under `cargo test` it runs a small smoke version so that it keeps working.
+//! `CAPICTL_BENCH_WATCHERS=N` runs it with another number of watchers (0: the writes alone).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use serde_json::json;
 
 use capictl::management::{self, ServeOptions, StateDir};
@@ -41,19 +44,41 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
+fn p50_p99_max(sorted: &[Duration]) -> String {
+    format!(
+        "{} / {} / {}",
+        ms(percentile(sorted, 0.5)),
+        ms(percentile(sorted, 0.99)),
+        ms(percentile(sorted, 1.0))
+    )
+}
+
+fn rate(count: usize, elapsed: Duration) -> String {
+    format!("{:.0}", count as f64 / elapsed.as_secs_f64())
+}
+
 /// What a watcher reads of each event line: its type and the object's name, found in the
-/// line as the server writes it (`{"type":"ADDED","object":{…"metadata":{…"name":"cm-1"…`)
+/// line as the server writes it (`{"type":"ADDED","object":{…"metadata":{…"name":"cm-1",…`)
 /// without decoding it. The watchers measure the server's delivery; decoding each of the two
 /// million events into a `ConfigMap`, or even skimming it with serde, made the 100 watchers in
 /// this process the benchmark's main cost on two cores (12% of its samples on 2026-12-04).
 fn type_and_name(line: &str) -> Option<(&str, &str)> {
     let rest = line.strip_prefix("{\"type\":\"")?;
     let kind = &rest[..rest.find('"')?];
-    // A ConfigMap's metadata has no other `"name":"` before its own (managedFields says
-    // `"f:name"`, labels are `bench` and `shard`).
-    let metadata = &rest[rest.find("\"metadata\":{")?..];
-    let name = &metadata[metadata.find("\"name\":\"")? + 8..];
+    // A ConfigMap's keys are sorted and `metadata` is its last: after its `name` come only
+    // `namespace`, `resourceVersion` and `uid`, so the last `"name":"` of the line is it.
+    let name = &rest[rest.rfind("\"name\":\"")? + 8..];
     Some((kind, &name[..name.find('"')?]))
+}
+
+/// The bulk writes' objects are `cm-0`… and the probes `probe-0`…: their place in a watcher's
+/// table of arrival times.
+fn slot(name: &str, objects: usize) -> Option<usize> {
+    match name.split_once('-')? {
+        ("cm", i) => i.parse().ok(),
+        ("probe", i) => Some(objects + i.parse::<usize>().ok()?),
+        _ => None,
+    }
 }
 
 /// A request with a JSON body through the benchmark's kube-rs client.
@@ -80,73 +105,11 @@ async fn client_for(options: &ServeOptions) -> Client {
     Client::try_from(config).unwrap()
 }
 
-/// One run against one storage back end: the rows of the result table.
-async fn run(
-    objects: usize,
-    watchers: usize,
-    etcd_endpoints: Vec<String>,
-) -> Vec<(String, String)> {
-    let dir = std::env::temp_dir().join(format!("capictl-bench-{}", uuid::Uuid::new_v4()));
-    let options = ServeOptions {
-        dir: StateDir::new(Some(dir.clone())),
-        listen: "127.0.0.1:0".into(),
-        kubeconfig: None,
-        context: "bench".into(),
-        etcd_endpoints,
-        etcd_tls: None,
-        audit: Default::default(),
-    };
-    let running = management::start(&options).await.unwrap();
-    let client = client_for(&options).await;
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-
-    // Watchers, each on its own connection, recording when each object reaches it.
-    let start = Instant::now();
-    let mut watcher_tasks = Vec::new();
-    let caught_up = Arc::new(AtomicUsize::new(0));
-    for _ in 0..watchers {
-        let caught_up = caught_up.clone();
-        let client = client_for(&options).await;
-        let lines = client
-            .request_stream(
-                http::Request::get(
-                    "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=0&timeoutSeconds=290",
-                )
-                .body(Vec::new())
-                .unwrap(),
-            )
-            .await
-            .unwrap();
-        watcher_tasks.push(tokio::spawn(async move {
-            let mut seen = HashMap::with_capacity(objects + PROBES);
-            let mut modified = 0;
-            let mut lines = std::pin::pin!(lines);
-            let mut line = String::new();
-            while seen.len() < objects + PROBES || modified < objects {
-                line.clear();
-                if !matches!(lines.read_line(&mut line).await, Ok(1..)) {
-                    break;
-                }
-                let (kind, name) = type_and_name(&line).expect("a watch event");
-                match kind {
-                    "ADDED" => {
-                        seen.insert(name.to_string(), start.elapsed());
-                        if seen.len() == objects {
-                            caught_up.fetch_add(1, Ordering::SeqCst);
-                        }
-                    }
-                    "MODIFIED" => modified += 1,
-                    _ => {}
-                }
-            }
-            (seen, modified)
-        }));
-    }
-
-    // Creates, many in flight, each acknowledged only once it is on disk; when each was
-    // acknowledged, to time its delivery to the watchers while the writes go on.
-    let create_started = Instant::now();
-    let acknowledged: HashMap<String, Duration> = futures::stream::iter(0..objects)
+/// Creates `cm-0`…, many in flight, each acknowledged only once it is on disk: when each was
+/// acknowledged (since `start`), and how long they took.
+async fn create_all(client: &Client, objects: usize, start: Instant) -> (Vec<Duration>, Duration) {
+    let started = Instant::now();
+    let mut acknowledged: Vec<(usize, Duration)> = futures::stream::iter(0..objects)
         .map(|i| {
             let client = client.clone();
             async move {
@@ -167,29 +130,24 @@ async fn run(
                     .await
                     .unwrap();
                 assert!(answer.contains(&format!("\"{name}\"")));
-                (name, start.elapsed())
+                (i, start.elapsed())
             }
         })
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
-    let create_elapsed = create_started.elapsed();
+    let elapsed = started.elapsed();
+    acknowledged.sort();
+    (
+        acknowledged.into_iter().map(|(_, at)| at).collect(),
+        elapsed,
+    )
+}
 
-    // Watch delivery: once every watcher has caught up with the bulk writes, single writes,
-    // one at a time, timed from the request to each watcher.
-    while caught_up.load(Ordering::SeqCst) < watchers {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let mut sent = HashMap::new();
-    for i in 0..PROBES {
-        let name = format!("probe-{i}");
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-        sent.insert(name, start.elapsed());
-        api.create(&PostParams::default(), &cm).await.unwrap();
-    }
-
-    // Updates (merge patches), many in flight, each durable before it is acknowledged.
-    let update_started = Instant::now();
+/// Merge-patches every `cm-N`, many in flight, each durable before it is acknowledged: how
+/// long they took.
+async fn update_all(client: &Client, objects: usize) -> Duration {
+    let started = Instant::now();
     futures::stream::iter(0..objects)
         .map(|i| {
             let client = client.clone();
@@ -210,7 +168,114 @@ async fn run(
         .buffer_unordered(CONCURRENCY)
         .collect::<()>()
         .await;
-    let update_elapsed = update_started.elapsed();
+    started.elapsed()
+}
+
+/// What a watcher saw: when each object (bulk writes, then probes) first reached it, since
+/// the run's start, and how many updates it saw.
+struct Seen {
+    added: Vec<Option<Duration>>,
+    modified: usize,
+}
+
+/// A watcher on a connection of its own, from the start, until it has seen every object
+/// created and every update; `caught_up` counts the watchers that have seen the bulk creates.
+async fn watcher(
+    options: &ServeOptions,
+    objects: usize,
+    start: Instant,
+    caught_up: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<Seen> {
+    let client = client_for(options).await;
+    let lines = client
+        .request_stream(
+            http::Request::get(
+                "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=0&timeoutSeconds=290",
+            )
+            .body(Vec::new())
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let mut seen = Seen {
+            added: vec![None; objects + PROBES],
+            modified: 0,
+        };
+        let (mut created, mut lines, mut line) = (0, std::pin::pin!(lines), String::new());
+        while created < objects + PROBES || seen.modified < objects {
+            line.clear();
+            if !matches!(lines.read_line(&mut line).await, Ok(1..)) {
+                break;
+            }
+            let (kind, name) = type_and_name(&line).expect("a watch event");
+            match kind {
+                "ADDED" => {
+                    let at = &mut seen.added[slot(name, objects).expect("a bench object")];
+                    if at.replace(start.elapsed()).is_none() {
+                        created += 1;
+                    }
+                    if created == objects {
+                        caught_up.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                "MODIFIED" => seen.modified += 1,
+                _ => {}
+            }
+        }
+        seen
+    })
+}
+
+/// What one run against one storage back end measures.
+#[derive(Clone, Copy)]
+enum Measure {
+    /// The writes alone, then the reads: the server and its store.
+    WritesAndReads,
+    /// The writes while watchers get every event, and how soon the events reach them.
+    WatchedWrites(usize),
+}
+
+/// One run against a new management cluster on one storage back end: the rows of the table.
+async fn run(
+    objects: usize,
+    measure: Measure,
+    etcd_endpoints: Vec<String>,
+) -> Vec<(String, String)> {
+    let dir = std::env::temp_dir().join(format!("capictl-bench-{}", uuid::Uuid::new_v4()));
+    let options = ServeOptions {
+        dir: StateDir::new(Some(dir.clone())),
+        listen: "127.0.0.1:0".into(),
+        kubeconfig: None,
+        context: "bench".into(),
+        etcd_endpoints,
+        etcd_tls: None,
+        audit: Default::default(),
+    };
+    let running = management::start(&options).await.unwrap();
+    let client = client_for(&options).await;
+    let rows = match measure {
+        Measure::WritesAndReads => writes_and_reads(&client, objects).await,
+        Measure::WatchedWrites(watchers) => {
+            watched_writes(&options, &client, objects, watchers).await
+        }
+    };
+    let store_size = std::fs::metadata(options.dir.store()).map(|m| m.len());
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+    let mut rows = rows;
+    if let (Measure::WritesAndReads, Ok(size)) = (measure, store_size) {
+        rows.push((
+            "embedded store file after the run".into(),
+            format!("{:.1} MiB", size as f64 / (1 << 20) as f64),
+        ));
+    }
+    rows
+}
+
+async fn writes_and_reads(client: &Client, objects: usize) -> Vec<(String, String)> {
+    let (_, create_elapsed) = create_all(client, objects, Instant::now()).await;
+    let update_elapsed = update_all(client, objects).await;
 
     // Gets, each answer read whole and checked but not decoded (as the watchers do).
     let get_started = Instant::now();
@@ -232,12 +297,13 @@ async fn run(
     let get_elapsed = get_started.elapsed();
 
     // Lists: everything at once, by page, and by label selector.
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let mut full = Vec::new();
     for _ in 0..10 {
         let t = Instant::now();
         let list = api.list(&ListParams::default()).await.unwrap();
         full.push(t.elapsed());
-        assert_eq!(list.items.len(), objects + PROBES);
+        assert_eq!(list.items.len(), objects);
     }
     full.sort();
     let t = Instant::now();
@@ -255,52 +321,15 @@ async fn run(
         (0..objects).filter(|i| i % 10 == 3).count()
     );
 
-    let mut latencies = Vec::with_capacity(PROBES * watchers);
-    let mut under_load = Vec::with_capacity(objects * watchers);
-    for task in watcher_tasks {
-        let (seen, modified) = tokio::time::timeout(Duration::from_secs(300), task)
-            .await
-            .expect("watchers finish")
-            .unwrap();
-        assert_eq!(
-            seen.len(),
-            objects + PROBES,
-            "every watcher sees every object"
-        );
-        assert_eq!(modified, objects, "every watcher sees every update");
-        for (name, at) in &sent {
-            latencies.push(seen[name].saturating_sub(*at));
-        }
-        // A watcher may see a write before its writer has read the acknowledgement: the event
-        // is published when the write is durable, before the answer goes out.
-        for (name, at) in &acknowledged {
-            under_load.push(seen[name].saturating_sub(*at));
-        }
-    }
-    latencies.sort();
-    under_load.sort();
-
-    let store_size = std::fs::metadata(options.dir.store())
-        .map(|m| m.len())
-        .unwrap_or(0);
-    running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
-
     vec![
-        (
-            "creates/s".into(),
-            format!("{:.0}", objects as f64 / create_elapsed.as_secs_f64()),
-        ),
+        ("creates/s".into(), rate(objects, create_elapsed)),
         (
             "updates/s (merge patches)".into(),
-            format!("{:.0}", objects as f64 / update_elapsed.as_secs_f64()),
+            rate(objects, update_elapsed),
         ),
+        ("gets/s".into(), rate(objects, get_elapsed)),
         (
-            "gets/s".into(),
-            format!("{:.0}", objects as f64 / get_elapsed.as_secs_f64()),
-        ),
-        (
-            format!("list of all {} objects, p50 / max of 10", objects + PROBES),
+            format!("list of all {objects} objects, p50 / max of 10"),
             format!(
                 "{} / {}",
                 ms(percentile(&full, 0.5)),
@@ -312,52 +341,124 @@ async fn run(
             format!("list by label selector ({} matches)", shard.items.len()),
             ms(selector_latency),
         ),
+    ]
+}
+
+async fn watched_writes(
+    options: &ServeOptions,
+    client: &Client,
+    objects: usize,
+    watchers: usize,
+) -> Vec<(String, String)> {
+    let start = Instant::now();
+    let caught_up = Arc::new(AtomicUsize::new(0));
+    let mut watcher_tasks = Vec::with_capacity(watchers);
+    for _ in 0..watchers {
+        watcher_tasks.push(watcher(options, objects, start, caught_up.clone()).await);
+    }
+    let (acknowledged, create_elapsed) = create_all(client, objects, start).await;
+
+    // Watch delivery: once every watcher has caught up with the bulk writes, single writes,
+    // one at a time, timed from the request to each watcher.
+    while caught_up.load(Ordering::SeqCst) < watchers {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut sent = Vec::with_capacity(PROBES);
+    for i in 0..PROBES {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("probe-{i}")}})).unwrap();
+        sent.push(start.elapsed());
+        api.create(&Default::default(), &cm).await.unwrap();
+    }
+    let update_elapsed = update_all(client, objects).await;
+
+    let mut single = Vec::with_capacity(PROBES * watchers);
+    let mut under_load = Vec::with_capacity(objects * watchers);
+    for task in watcher_tasks {
+        let seen = tokio::time::timeout(Duration::from_secs(300), task)
+            .await
+            .expect("watchers finish")
+            .unwrap();
+        let added: Vec<Duration> = seen
+            .added
+            .into_iter()
+            .map(|at| at.expect("every watcher sees every object"))
+            .collect();
+        assert_eq!(seen.modified, objects, "every watcher sees every update");
+        // A watcher may see a write before its writer has read the acknowledgement: the event
+        // is published when the write is durable, before the answer goes out.
+        for (at, acked) in added.iter().zip(&acknowledged) {
+            under_load.push(at.saturating_sub(*acked));
+        }
+        for (at, sent) in added[objects..].iter().zip(&sent) {
+            single.push(at.saturating_sub(*sent));
+        }
+    }
+    single.sort();
+    under_load.sort();
+
+    vec![
+        (
+            format!("creates/s while {watchers} watchers get every event"),
+            rate(objects, create_elapsed),
+        ),
+        (
+            format!("updates/s while {watchers} watchers get every event"),
+            rate(objects, update_elapsed),
+        ),
         (
             format!(
                 "watch delivery to {watchers} watchers during the creates, after the acknowledgement, p50 / p99 / max"
             ),
-            format!(
-                "{} / {} / {}",
-                ms(percentile(&under_load, 0.5)),
-                ms(percentile(&under_load, 0.99)),
-                ms(percentile(&under_load, 1.0))
-            ),
+            p50_p99_max(&under_load),
         ),
         (
             format!("watch delivery of a single write to {watchers} watchers, p50 / p99 / max"),
-            format!(
-                "{} / {} / {}",
-                ms(percentile(&latencies, 0.5)),
-                ms(percentile(&latencies, 0.99)),
-                ms(percentile(&latencies, 1.0))
-            ),
-        ),
-        (
-            "embedded store file after the run".into(),
-            format!("{:.1} MiB", store_size as f64 / (1 << 20) as f64),
+            p50_p99_max(&single),
         ),
     ]
+}
+
+/// Both kinds of run on one storage back end (a new etcd for each run on etcd).
+fn runs(
+    runtime: &tokio::runtime::Runtime,
+    objects: usize,
+    watchers: usize,
+    on_etcd: bool,
+) -> Vec<(String, String)> {
+    let mut measures = vec![Measure::WritesAndReads];
+    if watchers > 0 {
+        measures.push(Measure::WatchedWrites(watchers));
+    }
+    let mut rows = Vec::new();
+    for measure in measures {
+        let etcd = on_etcd.then(common::Etcd::start);
+        let endpoints = etcd.iter().map(|e| e.endpoint.clone()).collect();
+        rows.extend(runtime.block_on(run(objects, measure, endpoints)));
+    }
+    rows
 }
 
 fn main() {
     capictl::install_crypto_provider();
     let full = std::env::args().any(|a| a == "--bench");
-    let (objects, watchers) = if full { (10_000, 100) } else { (200, 5) };
+    let (objects, mut watchers) = if full { (10_000, 100) } else { (200, 5) };
+    if let Ok(n) = std::env::var("CAPICTL_BENCH_WATCHERS") {
+        watchers = n.parse().expect("CAPICTL_BENCH_WATCHERS is a number");
+    }
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let embedded = runtime.block_on(run(objects, watchers, Vec::new()));
-    let etcd = common::Etcd::start();
-    let on_etcd = runtime.block_on(run(objects, watchers, vec![etcd.endpoint.clone()]));
-    drop(etcd);
+    let embedded = runs(&runtime, objects, watchers, false);
+    let on_etcd = runs(&runtime, objects, watchers, true);
     println!("management cluster over HTTPS, kube-rs clients, {CONCURRENCY} requests in flight");
     println!("{objects} ConfigMaps of ~256 bytes, {watchers} watchers");
     println!("| measurement | embedded store (redb) | etcd 3.4 on loopback | embedded ÷ etcd |");
     println!("|---|---|---|---|");
-    for (i, (what, value)) in embedded.iter().enumerate() {
-        let other = if what.starts_with("embedded store file") {
-            "-".to_string()
-        } else {
-            on_etcd[i].1.clone()
-        };
+    for (what, value) in &embedded {
+        let other = on_etcd
+            .iter()
+            .find(|(w, _)| w == what)
+            .map_or("-", |(_, v)| v.as_str());
         // Rates side by side as a ratio, since absolute figures move with the machine's load.
         let ratio = match (value.parse::<f64>(), other.parse::<f64>()) {
             (Ok(a), Ok(b)) if what.contains("/s") && b > 0.0 => format!("{:.2}×", a / b),
