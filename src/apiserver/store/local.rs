@@ -9,7 +9,7 @@ use std::sync::Arc;
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Backend, Event, EventKind, Op, Record, Shared, Store, StoreError};
+use super::{Backend, Deliveries, Event, EventKind, Op, Record, Shared, Store, StoreError};
 
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -39,9 +39,12 @@ storage_errors!(
     redb::CommitError
 );
 
+/// What a write comes to: its event, or why it was refused.
+type Outcome = Result<Arc<Event>, StoreError>;
+
 struct WriteRequest {
     op: Op,
-    reply: oneshot::Sender<Result<Arc<Event>, StoreError>>,
+    reply: oneshot::Sender<Outcome>,
 }
 
 /// The writer thread (or, in memory, task). When the last handle goes, the thread finishes what
@@ -142,17 +145,20 @@ pub(super) fn start(
             runtime.spawn(async move {
                 let mut rx = rx;
                 while let Some(first) = rx.recv().await {
-                    commit_batch(None, &writer_shared, batch_after(first, &mut rx));
+                    commit_batch(None, &writer_shared, batch_after(first, &mut rx)).send();
                 }
             });
             None
         }
-        None => Some(
-            std::thread::Builder::new()
-                .name("store-writer".into())
-                .spawn(move || writer_loop(db, writer_shared, rx))
-                .expect("spawn the store writer thread"),
-        ),
+        None => {
+            let publisher = tokio::runtime::Handle::try_current().ok().map(publisher);
+            Some(
+                std::thread::Builder::new()
+                    .name("store-writer".into())
+                    .spawn(move || writer_loop(db, writer_shared, rx, publisher))
+                    .expect("spawn the store writer thread"),
+            )
+        }
     };
     Store {
         shared,
@@ -190,13 +196,35 @@ fn decode(key: &str, bytes: &[u8]) -> Result<Record, StoreError> {
     ))
 }
 
+/// The task that wakes the watchers and writers of each commit the writer thread made
+/// durable. Tasks woken from a thread outside the async runtime wait in its global queue,
+/// which busy workers look at only now and then (a hundred watchers woken from the writer
+/// thread waited behind the requests: tens of milliseconds under load); woken by a task, they
+/// go to its worker's own queue, in order.
+fn publisher(runtime: tokio::runtime::Handle) -> mpsc::UnboundedSender<Committed> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Committed>();
+    runtime.spawn(async move {
+        while let Some(committed) = rx.recv().await {
+            committed.send();
+        }
+    });
+    tx
+}
+
 fn writer_loop(
     db: Option<redb::Database>,
     shared: Arc<Shared>,
     mut rx: mpsc::Receiver<WriteRequest>,
+    publisher: Option<mpsc::UnboundedSender<Committed>>,
 ) {
     while let Some(first) = rx.blocking_recv() {
-        commit_batch(db.as_ref(), &shared, batch_after(first, &mut rx));
+        let committed = commit_batch(db.as_ref(), &shared, batch_after(first, &mut rx));
+        // Without a runtime (or once it is gone), from this thread.
+        if let Some(Err(mpsc::error::SendError(committed))) =
+            publisher.as_ref().map(|p| p.send(committed))
+        {
+            committed.send();
+        }
     }
 }
 
@@ -215,13 +243,36 @@ fn batch_after(first: WriteRequest, rx: &mut mpsc::Receiver<WriteRequest>) -> Ve
 /// An object as a batch leaves it, or None once deleted.
 type Overlay = HashMap<String, Option<Arc<Record>>>;
 
-/// Applies a batch of writes in order, makes them durable in one transaction, then publishes
-/// them to readers and watchers and answers each writer.
-fn commit_batch(db: Option<&redb::Database>, shared: &Shared, batch: Vec<WriteRequest>) {
+/// A durable batch, visible to readers: what its watchers and writers are still to be told.
+#[must_use = "the watchers and writers are told only once it is sent"]
+struct Committed {
+    deliveries: Option<Deliveries>,
+    replies: Vec<(oneshot::Sender<Outcome>, Outcome)>,
+}
+
+impl Committed {
+    /// The watchers first: a writer that has its answer may expect its change in a watch.
+    fn send(self) {
+        if let Some(deliveries) = self.deliveries {
+            deliveries.send();
+        }
+        for (reply, outcome) in self.replies {
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
+/// Applies a batch of writes in order, makes them durable in one transaction and visible to
+/// readers; what is left is to tell its watchers and writers.
+fn commit_batch(
+    db: Option<&redb::Database>,
+    shared: &Shared,
+    batch: Vec<WriteRequest>,
+) -> Committed {
     let mut revision = shared.state.read().unwrap().revision;
     let mut overlay = Overlay::new();
     let mut replies = Vec::with_capacity(batch.len());
-    let mut outcomes: Vec<Result<Arc<Event>, StoreError>> = Vec::with_capacity(batch.len());
+    let mut outcomes: Vec<Outcome> = Vec::with_capacity(batch.len());
     {
         let state = shared.state.read().unwrap();
         for WriteRequest { op, reply } in batch {
@@ -245,21 +296,22 @@ fn commit_batch(db: Option<&redb::Database>, shared: &Shared, batch: Vec<WriteRe
         && let Err(e) = persist(db, &overlay, revision)
     {
         tracing::error!(error = %e, "committing writes to the store failed");
-        for reply in replies {
-            let _ = reply.send(Err(StoreError::Storage(e.to_string())));
-        }
-        return;
+        let failed = || Err(StoreError::Storage(e.to_string()));
+        return Committed {
+            deliveries: None,
+            replies: replies.into_iter().map(|r| (r, failed())).collect(),
+        };
     }
 
     let committed: Vec<Arc<Event>> = outcomes.iter().flatten().cloned().collect();
-    shared.publish(&committed, revision);
-    for (reply, outcome) in replies.into_iter().zip(outcomes) {
-        let _ = reply.send(outcome);
+    Committed {
+        deliveries: Some(shared.apply_committed(&committed, revision)),
+        replies: replies.into_iter().zip(outcomes).collect(),
     }
 }
 
 /// The outcome of one write against the object as it stands, at `revision`.
-fn apply(op: Op, current: Option<Arc<Record>>, revision: u64) -> Result<Arc<Event>, StoreError> {
+fn apply(op: Op, current: Option<Arc<Record>>, revision: u64) -> Outcome {
     let check = |current: &Arc<Record>, expected: Option<u64>| match expected {
         Some(rev) if rev != current.mod_revision => Err(StoreError::Conflict {
             key: current.key.clone(),

@@ -222,6 +222,19 @@ impl State {
     }
 }
 
+/// A commit's events for the watchers of each resource it changed.
+#[must_use = "the watchers get the events only once they are sent"]
+struct Deliveries(Vec<(broadcast::Sender<Batch>, Batch)>);
+
+impl Deliveries {
+    fn send(self) {
+        for (channel, batch) in self.0 {
+            // No receiver is fine: every watcher of the resource has gone.
+            let _ = channel.send(batch);
+        }
+    }
+}
+
 /// The cache every back end publishes committed changes to.
 struct Shared {
     state: RwLock<State>,
@@ -250,6 +263,14 @@ impl Shared {
     /// resource's watchers get the events of one commit as one message: one wake-up and one
     /// write to the client for a group commit of many, not one each.
     fn publish(&self, events: &[Arc<Event>], revision: u64) {
+        self.apply_committed(events, revision).send();
+    }
+
+    /// Makes committed changes visible to readers; what the watchers get of them is sent by
+    /// the caller, in the same order as the commits ([`Deliveries::send`]). A watch that starts
+    /// in between gets the events from the history and again from its channel, and hands them
+    /// out once.
+    fn apply_committed(&self, events: &[Arc<Event>], revision: u64) -> Deliveries {
         let mut state = self.state.write().unwrap();
         let channels = self.channels.lock().unwrap();
         let mut batches: HashMap<String, Vec<Arc<Event>>> = HashMap::new();
@@ -287,10 +308,12 @@ impl Shared {
                 batches.entry(resource).or_default().push(event.clone());
             }
         }
-        for (resource, batch) in batches {
-            // No receiver is fine: every watcher of the resource has gone.
-            let _ = channels[&resource].send(batch.into());
-        }
+        let deliveries = Deliveries(
+            batches
+                .into_iter()
+                .map(|(resource, batch)| (channels[&resource].clone(), batch.into()))
+                .collect(),
+        );
         state.revision = state.revision.max(revision);
         let now = state.revision;
         drop(channels);
@@ -299,6 +322,7 @@ impl Shared {
         if let Some(revision) = removal {
             self.removals.send_replace(revision);
         }
+        deliveries
     }
 
     /// Replaces the whole state (after the source of truth could not be followed), telling
