@@ -23,7 +23,7 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 
-use capictl::management::{self, ServeOptions, StateDir};
+use capictl::management::ServeOptions;
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -96,15 +96,6 @@ fn request(
         .header(http::header::CONTENT_TYPE, content_type)
         .body(body.into_bytes())
         .unwrap()
-}
-
-async fn client_for(options: &ServeOptions) -> Client {
-    let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();
-    let config =
-        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
-            .await
-            .unwrap();
-    Client::try_from(config).unwrap()
 }
 
 /// Creates `cm-0`…, many in flight, each acknowledged only once it is on disk: when each was
@@ -188,7 +179,7 @@ async fn watcher(
     start: Instant,
     caught_up: Arc<AtomicUsize>,
 ) -> tokio::task::JoinHandle<Seen> {
-    let client = client_for(options).await;
+    let client = common::admin_client(options).await;
     let lines = client
         .request_stream(
             http::Request::get(
@@ -244,19 +235,9 @@ async fn run(
     measure: Measure,
     etcd_endpoints: Vec<String>,
 ) -> Vec<(String, String)> {
-    let dir = std::env::temp_dir().join(format!("capictl-bench-{}", uuid::Uuid::new_v4()));
-    let options = ServeOptions {
-        dir: StateDir::new(Some(dir.clone())),
-        listen: "127.0.0.1:0".into(),
-        kubeconfig: None,
-        context: "bench".into(),
-        etcd_endpoints,
-        etcd_tls: None,
-        audit: Default::default(),
-    };
-    let running = management::start(&options).await.unwrap();
-    let client = client_for(&options).await;
-    let rows = match measure {
+    let (dir, options, running) = common::serve_in_process("bench", etcd_endpoints, None).await;
+    let client = common::admin_client(&options).await;
+    let mut rows = match measure {
         Measure::WritesAndReads => writes_and_reads(&client, objects).await,
         Measure::WatchedWrites(watchers) => {
             watched_writes(&options, &client, objects, watchers).await
@@ -265,7 +246,6 @@ async fn run(
     let store_size = std::fs::metadata(options.dir.store()).map(|m| m.len());
     running.stop().await;
     let _ = std::fs::remove_dir_all(dir);
-    let mut rows = rows;
     if let (Measure::WritesAndReads, Ok(size)) = (measure, store_size) {
         rows.push((
             "embedded store file after the run".into(),

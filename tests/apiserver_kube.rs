@@ -16,7 +16,7 @@ use serde_json::json;
 
 use capictl::api::{Cluster, CrdSet};
 use capictl::apiserver::{self, ApiServer, store::Store};
-use capictl::management::{self, ServeOptions, StateDir};
+use capictl::management::{self, ServeOptions};
 
 /// An in-process API server on the given store, allowing everything.
 async fn server_of(store: Store) -> std::sync::Arc<ApiServer> {
@@ -603,25 +603,8 @@ async fn serve_in_tempdir_on(
     management::Running,
     Client,
 ) {
-    capictl::install_crypto_provider();
-    let dir = tempdir();
-    let options = ServeOptions {
-        dir: StateDir::new(Some(dir.clone())),
-        listen: "127.0.0.1:0".into(),
-        kubeconfig: None,
-        context: "test".into(),
-        etcd_endpoints,
-        etcd_tls,
-        audit: Default::default(),
-    };
-    let running = management::start(&options).await.unwrap();
-    let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();
-    let client = Client::try_from(
-        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let (dir, options, running) = common::serve_in_process("test", etcd_endpoints, etcd_tls).await;
+    let client = common::admin_client(&options).await;
     (dir, options, running, client)
 }
 

@@ -220,3 +220,42 @@ pub fn status_mib(field: &str) -> f64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
 }
+
+/// A management cluster served in this process from a new state directory under the system's
+/// temp dir, on the embedded store or, with endpoints (and TLS files: CA, client certificate,
+/// key), on etcd: the directory, the options it was served with, the running server.
+pub async fn serve_in_process(
+    context: &str,
+    etcd_endpoints: Vec<String>,
+    etcd_tls: Option<[PathBuf; 3]>,
+) -> (
+    PathBuf,
+    capictl::management::ServeOptions,
+    capictl::management::Running,
+) {
+    capictl::install_crypto_provider();
+    let dir = std::env::temp_dir().join(format!("capictl-{context}-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let options = capictl::management::ServeOptions {
+        dir: capictl::management::StateDir::new(Some(dir.clone())),
+        listen: "127.0.0.1:0".into(),
+        kubeconfig: None,
+        context: context.into(),
+        etcd_endpoints,
+        etcd_tls,
+        audit: Default::default(),
+    };
+    let running = capictl::management::start(&options).await.unwrap();
+    (dir, options, running)
+}
+
+/// A kube-rs client of the admin kubeconfig a management cluster wrote: each call a
+/// connection pool of its own.
+pub async fn admin_client(options: &capictl::management::ServeOptions) -> kube::Client {
+    let config = kube::config::Kubeconfig::read_from(options.dir.admin_kubeconfig()).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
