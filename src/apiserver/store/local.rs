@@ -219,11 +219,14 @@ fn writer_loop(
 ) {
     while let Some(first) = rx.blocking_recv() {
         let committed = commit_batch(db.as_ref(), &shared, batch_after(first, &mut rx));
-        // Without a runtime (or once it is gone), from this thread.
-        if let Some(Err(mpsc::error::SendError(committed))) =
-            publisher.as_ref().map(|p| p.send(committed))
-        {
-            committed.send();
+        match &publisher {
+            Some(publisher) => {
+                // Once the runtime is gone, from this thread.
+                if let Err(mpsc::error::SendError(committed)) = publisher.send(committed) {
+                    committed.send();
+                }
+            }
+            None => committed.send(),
         }
     }
 }
@@ -246,16 +249,14 @@ type Overlay = HashMap<String, Option<Arc<Record>>>;
 /// A durable batch, visible to readers: what its watchers and writers are still to be told.
 #[must_use = "the watchers and writers are told only once it is sent"]
 struct Committed {
-    deliveries: Option<Deliveries>,
+    deliveries: Deliveries,
     replies: Vec<(oneshot::Sender<Outcome>, Outcome)>,
 }
 
 impl Committed {
     /// The watchers first: a writer that has its answer may expect its change in a watch.
     fn send(self) {
-        if let Some(deliveries) = self.deliveries {
-            deliveries.send();
-        }
+        self.deliveries.send();
         for (reply, outcome) in self.replies {
             let _ = reply.send(outcome);
         }
@@ -298,14 +299,14 @@ fn commit_batch(
         tracing::error!(error = %e, "committing writes to the store failed");
         let failed = || Err(StoreError::Storage(e.to_string()));
         return Committed {
-            deliveries: None,
+            deliveries: Deliveries::default(),
             replies: replies.into_iter().map(|r| (r, failed())).collect(),
         };
     }
 
     let committed: Vec<Arc<Event>> = outcomes.iter().flatten().cloned().collect();
     Committed {
-        deliveries: Some(shared.apply_committed(&committed, revision)),
+        deliveries: shared.apply_committed(&committed, revision),
         replies: replies.into_iter().zip(outcomes).collect(),
     }
 }

@@ -224,6 +224,7 @@ impl State {
 
 /// A commit's events for the watchers of each resource it changed.
 #[must_use = "the watchers get the events only once they are sent"]
+#[derive(Default)]
 struct Deliveries(Vec<(broadcast::Sender<Batch>, Batch)>);
 
 impl Deliveries {
