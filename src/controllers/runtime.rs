@@ -104,16 +104,23 @@ impl Wiring {
         // (its objects are woken by their own events; at a fleet's scale, going through every
         // object of every controller for each new Cluster made bring-up quadratic).
         let changes = clusters.changes();
-        let mut paused: std::collections::HashMap<(Option<String>, String), bool> = clusters
-            .store()
+        let cached = clusters.store();
+        let mut paused: std::collections::HashMap<(Option<String>, String), bool> = cached
             .state()
             .iter()
             .map(|c| ((c.namespace(), c.name_any()), c.spec.paused == Some(true)))
             .collect();
         let objects_of_resumed_or_paused = changes
             .filter(move |c| {
+                let key = (c.namespace(), c.name_any());
+                // A deleted Cluster's last state comes through too, once the cache has let it
+                // go: it is forgotten, not kept for the life of the manager.
+                if cached.get(&ObjectRef::from_obj(c.as_ref())).is_none() {
+                    paused.remove(&key);
+                    return ready(false);
+                }
                 let now = c.spec.paused == Some(true);
-                let before = paused.insert((c.namespace(), c.name_any()), now);
+                let before = paused.insert(key, now);
                 ready(before.is_some_and(|before| before != now))
             })
             .flat_map(move |cluster| {
