@@ -271,11 +271,9 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
     );
     let mut seen = Vec::new();
     wait_until("every Machine at v1.31.0", 300, || {
-        let (cp, workers) = machine_versions(&m);
-        let kcp_version = json(&m, &["get", "kubeadmcontrolplane", &cp_name])["spec"]["version"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        // The MachineDeployments first, then the Machines: a MachineDeployment seen at the new
+        // version must find the control plane there afterwards. Read the other way round, the
+        // last old control plane Machine could go and the MachineDeployments move in between.
         let md_versions: Vec<(String, String)> = items(&m, "machinedeployments")
             .iter()
             .map(|d| {
@@ -291,6 +289,11 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
                 )
             })
             .collect();
+        let (cp, workers) = machine_versions(&m);
+        let kcp_version = json(&m, &["get", "kubeadmcontrolplane", &cp_name])["spec"]["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         // A MachineDeployment moves only once every control plane Machine is at the new version.
         for (md, v) in &md_versions {
             if v == "v1.31.0" {
