@@ -9,6 +9,10 @@
 //! typed objects in this process (which shares the two cores with the server) would stand in
 //! for the server's speed and hide the difference between the two storage back ends.
 //!
+//! The server runs on a tokio runtime of its own, as it does in its own process: its tasks do
+//! not queue behind the hundred watchers' TLS reads and line parsing on the same workers (in
+//! one shared runtime that queueing, not the server, set the watch latency).
+//!
 //! `cargo bench --bench apiserver` runs the full measurement (10,000 objects, 100 watchers);
 //! under `cargo test` it runs a small smoke version so that it keeps working.
 //! `CAPICTL_BENCH_WATCHERS=N` runs it with another number of watchers (0: the writes alone).
@@ -229,13 +233,18 @@ enum Measure {
     WatchedWrites(usize),
 }
 
-/// One run against a new management cluster on one storage back end: the rows of the table.
+/// One run against a new management cluster on one storage back end, served from `server`:
+/// the rows of the table.
 async fn run(
+    server: &tokio::runtime::Handle,
     objects: usize,
     measure: Measure,
     etcd_endpoints: Vec<String>,
 ) -> Vec<(String, String)> {
-    let (dir, options, running) = common::serve_in_process("bench", etcd_endpoints, None).await;
+    let (dir, options, running) = server
+        .spawn(common::serve_in_process("bench", etcd_endpoints, None))
+        .await
+        .unwrap();
     let client = common::admin_client(&options).await;
     let mut rows = match measure {
         Measure::WritesAndReads => writes_and_reads(&client, objects).await,
@@ -244,7 +253,7 @@ async fn run(
         }
     };
     let store_size = std::fs::metadata(options.dir.store()).map(|m| m.len());
-    running.stop().await;
+    server.spawn(running.stop()).await.unwrap();
     let _ = std::fs::remove_dir_all(dir);
     if let (Measure::WritesAndReads, Ok(size)) = (measure, store_size) {
         rows.push((
@@ -405,9 +414,10 @@ async fn watched_writes(
     ]
 }
 
-/// Both kinds of run on one storage back end (a new etcd for each run on etcd).
+/// Both kinds of run on one storage back end (a new etcd for each run on etcd), the clients on
+/// `clients` and each management cluster on a runtime of its own.
 fn runs(
-    runtime: &tokio::runtime::Runtime,
+    clients: &tokio::runtime::Runtime,
     objects: usize,
     watchers: usize,
     on_etcd: bool,
@@ -420,7 +430,8 @@ fn runs(
     for measure in measures {
         let etcd = on_etcd.then(common::Etcd::start);
         let endpoints = etcd.iter().map(|e| e.endpoint.clone()).collect();
-        rows.extend(runtime.block_on(run(objects, measure, endpoints)));
+        let server = tokio::runtime::Runtime::new().unwrap();
+        rows.extend(clients.block_on(run(server.handle(), objects, measure, endpoints)));
     }
     rows
 }
@@ -432,9 +443,9 @@ fn main() {
     if let Ok(n) = std::env::var("CAPICTL_BENCH_WATCHERS") {
         watchers = n.parse().expect("CAPICTL_BENCH_WATCHERS is a number");
     }
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let embedded = runs(&runtime, objects, watchers, false);
-    let on_etcd = runs(&runtime, objects, watchers, true);
+    let clients = tokio::runtime::Runtime::new().unwrap();
+    let embedded = runs(&clients, objects, watchers, false);
+    let on_etcd = runs(&clients, objects, watchers, true);
     println!("management cluster over HTTPS, kube-rs clients, {CONCURRENCY} requests in flight");
     println!("{objects} ConfigMaps of ~256 bytes, {watchers} watchers");
     println!("| measurement | embedded store (redb) | etcd 3.4 on loopback | embedded ÷ etcd |");
