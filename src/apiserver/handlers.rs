@@ -654,7 +654,7 @@ impl Call<'_> {
                 )
                 .map_err(|c| ApiError::apply_conflict(c.to_string()))?,
                 None => {
-                    let mut patched = patch::apply_patch(kind, &presented, body)?;
+                    let mut patched = patch::apply_patch(kind, presented, body)?;
                     self.track(Some(&old), &mut patched);
                     patched
                 }
@@ -959,7 +959,7 @@ impl Call<'_> {
             let wanted = if method == Method::PUT {
                 patch::parse_json_or_yaml(body)?
             } else {
-                patch::apply_patch(PatchType::from_content_type(content_type)?, &scale, body)?
+                patch::apply_patch(PatchType::from_content_type(content_type)?, scale, body)?
             };
             let replicas = wanted["spec"]["replicas"].as_i64().ok_or_else(|| {
                 ApiError::invalid(

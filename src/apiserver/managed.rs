@@ -187,12 +187,12 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_ve
     } else {
         old.map(read_entries).unwrap_or_default()
     };
+    let remaining = leaves(new);
     let changed: BTreeSet<Path> = match old {
-        None => leaves(new),
+        None => remaining.clone(),
         Some(old) => {
             let before = leaves(old);
-            let after = leaves(new);
-            after
+            remaining
                 .iter()
                 .filter(|p| get(old, p) != get(new, p) || !before.contains(*p))
                 .cloned()
@@ -200,7 +200,6 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_ve
         }
     };
     // Fields that went away are nobody's.
-    let remaining = leaves(new);
     for e in &mut entries {
         e.fields
             .retain(|p| remaining.contains(p) && !changed.contains(p));

@@ -31,8 +31,7 @@ impl PatchType {
 }
 
 /// Applies a patch document to an object.
-pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> Result<Value, ApiError> {
-    let mut out = current.clone();
+pub fn apply_patch(kind: PatchType, mut out: Value, body: &[u8]) -> Result<Value, ApiError> {
     match kind {
         PatchType::Merge => json_patch::merge(&mut out, &parse_json(body)?),
         PatchType::Strategic => strategic_merge(&mut out, &parse_json(body)?),
@@ -180,7 +179,7 @@ mod tests {
         let current = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"x": 1}});
         let out = apply_patch(
             PatchType::Merge,
-            &current,
+            current,
             br#"{"metadata":{"labels":{"a":null,"c":"3"}}}"#,
         )
         .unwrap();
@@ -192,11 +191,11 @@ mod tests {
     fn json_patch_accepts_kubes_null_test_on_a_missing_path() {
         let current = json!({"metadata": {"name": "a"}});
         let body = br#"[{"op":"test","path":"/metadata/finalizers","value":null},{"op":"add","path":"/metadata/finalizers","value":["f"]}]"#;
-        let out = apply_patch(PatchType::Json, &current, body).unwrap();
+        let out = apply_patch(PatchType::Json, current.clone(), body).unwrap();
         assert_eq!(out["metadata"]["finalizers"], json!(["f"]));
         // A failing test refuses the whole patch.
         let body = br#"[{"op":"test","path":"/metadata/name","value":"b"},{"op":"remove","path":"/metadata/name"}]"#;
-        let err = apply_patch(PatchType::Json, &current, body).unwrap_err();
+        let err = apply_patch(PatchType::Json, current, body).unwrap_err();
         assert_eq!(err.code, 422);
     }
 
@@ -207,8 +206,7 @@ mod tests {
             "$setElementOrder/containers": [{"name": "a"}, {"name": "b"}],
             "spec": {"containers": [{"name": "a", "image": "x:2"}, {"name": "b", "$patch": "delete"}]}
         });
-        let out =
-            apply_patch(PatchType::Strategic, &current, patch.to_string().as_bytes()).unwrap();
+        let out = apply_patch(PatchType::Strategic, current, patch.to_string().as_bytes()).unwrap();
         assert_eq!(
             out["spec"]["containers"],
             json!([{"name": "a", "image": "x:2"}])
