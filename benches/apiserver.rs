@@ -64,8 +64,8 @@ fn rate(count: usize, elapsed: Duration) -> String {
 }
 
 /// What a watcher reads of each event line: its type and the object's name, found in the
-/// line's bytes as the server writes them (`{"type":"ADDED","object":{…"metadata":{…"name":"cm-1",…`)
-/// without decoding it. The watchers measure the server's delivery; decoding each of the two
+/// line's bytes as the server writes them
+/// (`{"type":"ADDED","object":{…"metadata":{…"name":"cm-1",…`) without decoding it. The watchers measure the server's delivery; decoding each of the two
 /// million events into a `ConfigMap`, or even skimming it with serde, made the 100 watchers in
 /// this process the benchmark's main cost on two cores (12% of its samples on 2026-12-04), and
 /// checking each line as UTF-8 and searching it as a `str` took another 4%.

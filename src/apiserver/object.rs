@@ -276,7 +276,7 @@ pub fn prepare_update(
     new["apiVersion"] = json!(resource.api_version());
     new["kind"] = json!(resource.kind);
     // Read in place: the old metadata holds the managedFields, the largest part of most
-    // objects, and a copy of it for every update was a tenth of a patch's time.
+    // objects, and copying it for every update showed in profiles of patches.
     let old_meta = &old["metadata"];
     let name = old_meta["name"].as_str().unwrap_or_default();
     if let Some(sent) = new["metadata"]["name"].as_str()
