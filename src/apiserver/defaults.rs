@@ -162,10 +162,10 @@ fn default_service(service: &mut Value, allocate: impl FnOnce() -> Option<String
 
 /// The workload kinds' spec defaults, as kube-apiserver's apps/v1 and batch/v1 defaulting.
 fn default_workload(plural: &str, workload: &mut Value) {
-    let spec = &mut workload["spec"];
-    if !spec.is_object() {
+    // Looked up, not indexed: indexing would add `"spec": null` to every other core kind.
+    let Some(spec) = workload.get_mut("spec").filter(|spec| spec.is_object()) else {
         return;
-    }
+    };
     match plural {
         "deployments" => {
             default_to(spec, "replicas", json!(1));
@@ -351,6 +351,23 @@ mod tests {
         apply("batch", "jobs", &mut job, || None);
         assert_eq!(job["spec"]["backoffLimit"], 6);
         assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
+    }
+
+    #[test]
+    fn kinds_without_a_spec_are_left_as_they_came() {
+        for (group, plural) in [
+            ("", "configmaps"),
+            ("", "secrets"),
+            ("apps", "controllerrevisions"),
+        ] {
+            let mut object = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
+            apply(group, plural, &mut object, || None);
+            assert_eq!(
+                object,
+                json!({"metadata": {"name": "a"}, "data": {"k": "v"}}),
+                "{plural}"
+            );
+        }
     }
 
     #[test]
