@@ -462,7 +462,9 @@ fn line(entry: &Entry<'_>) -> String {
         kind: "Event",
         api_version: "audit.k8s.io/v1",
         level: entry.level.as_str(),
-        audit_id: uuid::Uuid::new_v4().hyphenated().encode_lower(&mut id),
+        audit_id: super::object::random_uuid()
+            .hyphenated()
+            .encode_lower(&mut id),
         stage: if info.is_watch() && entry.code == 200 {
             "ResponseStarted"
         } else {

@@ -717,7 +717,7 @@ impl Call<'_> {
             uid,
             &request,
             now.unix_timestamp(),
-            &uuid::Uuid::new_v4().to_string(),
+            &object::random_uuid().to_string(),
         );
         let expires = now + time::Duration::seconds(request.expiration_seconds);
         let mut spec = json!({
