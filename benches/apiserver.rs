@@ -73,10 +73,12 @@ fn type_and_name(line: &[u8]) -> Option<(&[u8], &[u8])> {
     let rest = line.strip_prefix(b"{\"type\":\"")?;
     let kind = &rest[..rest.iter().position(|&b| b == b'"')?];
     // A ConfigMap's keys are sorted and `metadata` is its last: after its `name` come only
-    // `namespace`, `resourceVersion` and `uid`, so the last `"name":"` of the line is it,
-    // a few dozen bytes from the end.
+    // `namespace`, `resourceVersion`, `uid` and `managedFields` (whose field sets have no
+    // `"name":"`), so the last `"name":"` of the line is it. Searched from the end with
+    // memchr's vectorised search: comparing windows byte by byte back over the managedFields
+    // was a tenth of the watchers' samples.
     const NAME: &[u8] = b"\"name\":\"";
-    let at = rest.windows(NAME.len()).rposition(|w| w == NAME)? + NAME.len();
+    let at = memchr::memmem::rfind(rest, NAME)? + NAME.len();
     let name = &rest[at..];
     Some((kind, &name[..name.iter().position(|&b| b == b'"')?]))
 }
