@@ -1046,15 +1046,25 @@ impl capictl::apiserver::admission::Admission for TestRules {
 async fn admission_rules_default_and_refuse_before_storage() {
     let server = server_of(Store::in_memory()).await;
     server.admission.register(std::sync::Arc::new(TestRules));
-    let maps: Api<ConfigMap> = Api::namespaced(
-        Client::new(apiserver::local_router(server), "default"),
-        "default",
-    );
+    let client = Client::new(apiserver::local_router(server), "default");
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let created = maps
         .create(&PostParams::default(), &config_map("ok", None, &[]))
         .await
         .unwrap();
     assert_eq!(created.labels()["defaulted"], "yes");
+    // The built-in defaults add nothing to a kind that has no spec (they once stored
+    // `"spec": null` in every ConfigMap).
+    let stored = client
+        .request_text(
+            http::Request::get("/api/v1/namespaces/default/configmaps/ok")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let stored: serde_json::Value = serde_json::from_str(&stored).unwrap();
+    assert!(stored.get("spec").is_none(), "{stored}");
     let bad: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "bad"}, "data": {"forbidden": "x"}}))
             .unwrap();
