@@ -65,10 +65,11 @@ fn rate(count: usize, elapsed: Duration) -> String {
 
 /// What a watcher reads of each event line: its type and the object's name, found in the
 /// line's bytes as the server writes them
-/// (`{"type":"ADDED","object":{…"metadata":{…"name":"cm-1",…`) without decoding it. The watchers measure the server's delivery; decoding each of the two
-/// million events into a `ConfigMap`, or even skimming it with serde, made the 100 watchers in
-/// this process the benchmark's main cost on two cores (12% of its samples on 2026-12-04), and
-/// checking each line as UTF-8 and searching it as a `str` took another 4%.
+/// (`{"type":"ADDED","object":{…"metadata":{…"name":"cm-1",…`) without decoding it. The
+/// watchers measure the server's delivery; decoding each of the two million events into a
+/// `ConfigMap`, or even skimming it with serde, made the 100 watchers in this process the
+/// benchmark's main cost on two cores (12% of its samples on 2026-12-04), and checking each
+/// line as UTF-8 and searching it as a `str` took another 4%.
 fn type_and_name(line: &[u8]) -> Option<(&[u8], &[u8])> {
     let rest = line.strip_prefix(b"{\"type\":\"")?;
     let kind = &rest[..rest.iter().position(|&b| b == b'"')?];
@@ -76,7 +77,7 @@ fn type_and_name(line: &[u8]) -> Option<(&[u8], &[u8])> {
     // `namespace`, `resourceVersion`, `uid` and `managedFields` (whose field sets have no
     // `"name":"`), so the last `"name":"` of the line is it. Searched from the end with
     // memchr's vectorised search: comparing windows byte by byte back over the managedFields
-    // was a tenth of the watchers' samples.
+    // was a tenth of the client threads' samples.
     const NAME: &[u8] = b"\"name\":\"";
     let at = memchr::memmem::rfind(rest, NAME)? + NAME.len();
     let name = &rest[at..];
