@@ -264,7 +264,7 @@ pub struct Entry<'a> {
 /// holds up a request.
 pub struct AuditLog {
     policy: Policy,
-    lines: mpsc::Sender<String>,
+    lines: mpsc::Sender<Vec<u8>>,
     writer: std::thread::JoinHandle<()>,
 }
 
@@ -275,7 +275,7 @@ impl AuditLog {
             path: options.path.clone(),
             source,
         })?;
-        let (lines, received) = mpsc::channel::<String>();
+        let (lines, received) = mpsc::channel::<Vec<u8>>();
         let writer = std::thread::Builder::new()
             .name("audit-log".into())
             .spawn(move || write_lines(file, options, received))
@@ -325,7 +325,7 @@ fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
 /// API server's CPU when serving gets, `perf`).
 const GATHER: std::time::Duration = std::time::Duration::from_millis(20);
 
-fn write_lines(file: std::fs::File, options: LogOptions, lines: mpsc::Receiver<String>) {
+fn write_lines(file: std::fs::File, options: LogOptions, lines: mpsc::Receiver<Vec<u8>>) {
     let mut size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
     let warn = |what: &str, e: &std::io::Error| {
@@ -346,7 +346,7 @@ fn write_lines(file: std::fs::File, options: LogOptions, lines: mpsc::Receiver<S
                     Err(e) => warn("rotating", &e),
                 }
             }
-            match out.write_all(line.as_bytes()) {
+            match out.write_all(&line) {
                 Ok(()) => size += line.len() as u64,
                 Err(e) => warn("writing", &e),
             }
@@ -453,8 +453,12 @@ struct Annotations {
     latency: String,
 }
 
+/// Room for a whole line: serialized into a buffer that grows as it goes, a line took three
+/// reallocations and copies (a fifth of the line's cost, `perf`).
+const LINE_CAPACITY: usize = 1024;
+
 /// The Event of a request, as one line.
-fn line(entry: &Entry<'_>) -> String {
+fn line(entry: &Entry<'_>) -> Vec<u8> {
     let info = entry.info;
     let failure = entry.failure.as_ref();
     let mut id = uuid::Uuid::encode_buffer();
@@ -507,8 +511,9 @@ fn line(entry: &Entry<'_>) -> String {
             latency: format!("{:?}", entry.latency),
         },
     };
-    let mut line = serde_json::to_string(&event).expect("an audit event serializes");
-    line.push('\n');
+    let mut line = Vec::with_capacity(LINE_CAPACITY);
+    serde_json::to_writer(&mut line, &event).expect("an audit event serializes");
+    line.push(b'\n');
     line
 }
 
