@@ -453,8 +453,10 @@ struct Annotations {
     latency: String,
 }
 
-/// Room for a whole line: serialized into a buffer that grows as it goes, a line took three
-/// reallocations and copies (a fifth of the line's cost, `perf`).
+/// Room for a typical line (a kubectl create at `Metadata` is about 730 bytes): serialized
+/// into a buffer grown from serde_json's 128 bytes, a line took three reallocations and
+/// copies (a fifth of the line's cost, `perf`). Longer lines (a failure's message, a request
+/// body) still grow it.
 const LINE_CAPACITY: usize = 1024;
 
 /// The Event of a request, as one line.
