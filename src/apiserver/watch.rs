@@ -117,13 +117,25 @@ enum Line {
     Own(Bytes),
 }
 
+impl Line {
+    /// At least the line's length: a stored object's line is its JSON with the resourceVersion
+    /// spliced in (perhaps without its managedFields), inside the event's type.
+    fn size_bound(&self) -> usize {
+        match self {
+            Line::Stored { record, .. } => record.json().len() + 80,
+            Line::Own(line) => line.len(),
+        }
+    }
+}
+
 fn line(value: &Value) -> Bytes {
     let mut out = serde_json::to_vec(value).expect("JSON values serialize");
     out.push(b'\n');
     out.into()
 }
 
-/// How much a watcher sends in one write when events come faster than it writes them.
+/// How much a watcher sends in one write when events come faster than it writes them, and
+/// the most its buffer holds (a single larger event aside).
 const CHUNK: usize = 64 * 1024;
 
 /// A watch between two writes to its client. The connection polls it for the next chunk only
@@ -146,13 +158,44 @@ struct WatchStream {
     /// When an idle watch gets a bookmark (if it allows them): pushed back by every chunk.
     bookmark_due: Pin<Box<Sleep>>,
     bookmarks: bool,
+    /// The chunk being made. Its buffer is reused once the connection has written the chunk
+    /// before, and grows by powers of two up to `CHUNK`: grown by a vector's doubling from the
+    /// first line's size, a chunk and the line that ended it took up to 128 KiB per watcher,
+    /// memory touched for the first time while the writes went on.
     pending: BytesMut,
+    /// A line that did not fit in the last chunk: the first of the next.
+    held: Option<Line>,
     /// The watch ends after the chunk in `pending`.
     last: bool,
 }
 
 impl WatchStream {
-    /// Adds a watch event's line.
+    /// Adds a watch event's line to the chunk, or holds it for the next chunk if it would take
+    /// this one past `CHUNK`. Whether the chunk is full.
+    fn add_line(&mut self, line: Line) -> bool {
+        let bound = line.size_bound();
+        let len = self.pending.len();
+        if len > 0 && len + bound > CHUNK {
+            self.held = Some(line);
+            return true;
+        }
+        let need = len + bound;
+        if need > self.pending.capacity() && !self.pending.try_reclaim(bound) {
+            // The chunk before is still being written, or the buffer is too small: a new one
+            // a power of two in size, so at most CHUNK (or just the size of a larger line).
+            let size = if need <= CHUNK {
+                need.next_power_of_two()
+            } else {
+                need
+            };
+            let mut grown = BytesMut::with_capacity(size);
+            grown.extend_from_slice(&self.pending);
+            self.pending = grown;
+        }
+        self.push_line(line);
+        self.pending.len() >= CHUNK
+    }
+
     fn push_line(&mut self, line: Line) {
         match line {
             Line::Stored {
@@ -178,15 +221,15 @@ impl WatchStream {
         }
     }
 
-    /// Adds what a live event means to this watcher, once.
-    fn deliver(&mut self, event: &Event) {
+    /// Adds what a live event means to this watcher, once. Whether the chunk is full.
+    fn deliver(&mut self, event: &Event) -> bool {
         if event.revision <= self.revision {
-            return;
+            return false;
         }
         self.revision = event.revision;
-        if let Some(line) = self.watcher.translate(event) {
-            self.push_line(line);
-        }
+        self.watcher
+            .translate(event)
+            .is_some_and(|line| self.add_line(line))
     }
 
     /// Ends a watch that fell further behind than the store keeps events for.
@@ -205,18 +248,23 @@ impl WatchStream {
         if self.last {
             return None;
         }
-        while let Some(event) = self.backlog.next() {
+        let mut full = self.held.take().is_some_and(|line| self.add_line(line));
+        while !full && let Some(event) = self.backlog.next() {
             if let Some(line) = self.watcher.translate(&event) {
-                self.push_line(line);
-                if self.pending.len() >= CHUNK {
-                    return Some(self.pending.split().freeze());
-                }
+                full = self.add_line(line);
             }
+        }
+        if full {
+            return Some(self.pending.split().freeze());
         }
         if let Some(bookmark) = self.initial_bookmark.take() {
             self.pending.extend_from_slice(&bookmark);
+            return Some(self.pending.split().freeze());
         }
         if !self.pending.is_empty() {
+            // The backlog's last lines, or the live line held back from the last chunk: what
+            // else has arrived joins them.
+            self.fill();
             return Some(self.pending.split().freeze());
         }
         loop {
@@ -241,26 +289,36 @@ impl WatchStream {
         }
     }
 
+    /// Adds the live events that have already arrived, as many as fit in the chunk: they go in
+    /// the same write.
+    fn fill(&mut self) {
+        loop {
+            match self.live.try_recv() {
+                Ok(Some(event)) => {
+                    if self.deliver(&event) {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(LiveError::FellBehind) => {
+                    self.fell_behind();
+                    break;
+                }
+                Err(LiveError::Closed) => {
+                    self.last = true;
+                    break;
+                }
+            }
+        }
+    }
+
     /// The chunk for a live event and whatever else has already arrived, if any of it is for
     /// this watcher.
     fn take(&mut self, received: Result<Arc<Event>, LiveError>) -> Option<Bytes> {
         match received {
             Ok(event) => {
-                // Everything else already arrived goes in the same write.
-                self.deliver(&event);
-                while self.pending.len() < CHUNK {
-                    match self.live.try_recv() {
-                        Ok(Some(event)) => self.deliver(&event),
-                        Ok(None) => break,
-                        Err(LiveError::FellBehind) => {
-                            self.fell_behind();
-                            break;
-                        }
-                        Err(LiveError::Closed) => {
-                            self.last = true;
-                            break;
-                        }
-                    }
+                if !self.deliver(&event) {
+                    self.fill();
                 }
             }
             Err(LiveError::FellBehind) => self.fell_behind(),
@@ -344,6 +402,7 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
         bookmark_due: Box::pin(tokio::time::sleep(BOOKMARK_INTERVAL)),
         bookmarks,
         pending: BytesMut::new(),
+        held: None,
         last: false,
     };
     let chunks = futures::stream::unfold(stream, |mut stream| async move {
@@ -352,4 +411,81 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
     });
     let body = Body::from_stream(chunks);
     Ok((StatusCode::OK, [("content-type", "application/json")], body).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::store::Store;
+
+    /// A burst bigger than a chunk, from the backlog and from the live channel, leaves in
+    /// writes of at most `CHUNK` bytes, every event once and in order, from a buffer that never
+    /// grew past `CHUNK`.
+    #[tokio::test]
+    async fn a_burst_leaves_in_chunks_of_at_most_64_kib_every_event_once_in_order() {
+        let store = Store::in_memory();
+        let configmaps = crate::apiserver::builtin::registry()
+            .get("", "v1", "configmaps")
+            .unwrap();
+        let create = async |i: usize| {
+            let name = format!("cm-{i:03}");
+            let object = json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default"},
+                "data": {"payload": "x".repeat(1000)},
+            });
+            let key = configmaps.key(Some("default"), &name);
+            store.create(key, object).await.unwrap();
+        };
+        for i in 0..100 {
+            create(i).await;
+        }
+        let prefix = configmaps.namespace_prefix(Some("default"));
+        let start = store.watch(&prefix, None).unwrap();
+        for i in 100..300 {
+            create(i).await;
+        }
+        let mut stream = WatchStream {
+            watcher: Watcher {
+                resource: configmaps.clone(),
+                prefix,
+                labels: Default::default(),
+                fields: Default::default(),
+                representation: Representation::Object,
+                managed_fields: false,
+                include: IncludeObject::parse(None),
+                sent_columns: false,
+            },
+            live: start.live,
+            backlog: start.backlog.into_iter(),
+            initial_bookmark: None,
+            revision: start.revision,
+            deadline: Box::pin(tokio::time::sleep(Duration::from_secs(60))),
+            bookmark_due: Box::pin(tokio::time::sleep(BOOKMARK_INTERVAL)),
+            bookmarks: false,
+            pending: BytesMut::new(),
+            held: None,
+            last: false,
+        };
+        let (mut names, mut chunks) = (Vec::new(), 0);
+        while names.len() < 300 {
+            let chunk = stream.next_chunk().await.expect("a chunk");
+            chunks += 1;
+            assert!(chunk.len() <= CHUNK, "a chunk of {} bytes", chunk.len());
+            assert!(stream.pending.capacity() <= CHUNK);
+            for line in chunk.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                let event: Value = serde_json::from_slice(line).unwrap();
+                assert_eq!(event["type"], "ADDED");
+                names.push(
+                    event["object"]["metadata"]["name"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                );
+            }
+        }
+        let expected: Vec<String> = (0..300).map(|i| format!("cm-{i:03}")).collect();
+        assert_eq!(names, expected);
+        assert!(chunks >= 5, "300 KiB of events in {chunks} chunks");
+    }
 }
