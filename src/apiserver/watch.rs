@@ -232,6 +232,17 @@ impl WatchStream {
             .is_some_and(|line| self.add_line(line))
     }
 
+    /// The chunk made so far, to be written. A chunk larger than `CHUNK` is a single larger
+    /// object's line in a buffer of its own, which goes once it is written instead of staying
+    /// with the watcher.
+    fn split_chunk(&mut self) -> Bytes {
+        let chunk = self.pending.split().freeze();
+        if chunk.len() > CHUNK {
+            self.pending = BytesMut::new();
+        }
+        chunk
+    }
+
     /// Ends a watch that fell further behind than the store keeps events for.
     fn fell_behind(&mut self) {
         let gone = line(&gone_event(
@@ -255,17 +266,17 @@ impl WatchStream {
             }
         }
         if full {
-            return Some(self.pending.split().freeze());
+            return Some(self.split_chunk());
         }
         if let Some(bookmark) = self.initial_bookmark.take() {
             self.pending.extend_from_slice(&bookmark);
-            return Some(self.pending.split().freeze());
+            return Some(self.split_chunk());
         }
         if !self.pending.is_empty() {
             // The backlog's last lines, or the live line held back from the last chunk: what
             // else has arrived joins them.
             self.fill();
-            return Some(self.pending.split().freeze());
+            return Some(self.split_chunk());
         }
         loop {
             let received = tokio::select! {
@@ -324,7 +335,7 @@ impl WatchStream {
             Err(LiveError::FellBehind) => self.fell_behind(),
             Err(LiveError::Closed) => self.last = true,
         }
-        (!self.pending.is_empty()).then(|| self.pending.split().freeze())
+        (!self.pending.is_empty()).then(|| self.split_chunk())
     }
 }
 
@@ -419,8 +430,8 @@ mod tests {
     use crate::apiserver::store::Store;
 
     /// A burst bigger than a chunk, from the backlog and from the live channel, leaves in
-    /// writes of at most `CHUNK` bytes, every event once and in order, from a buffer that never
-    /// grew past `CHUNK`.
+    /// writes of at most `CHUNK` bytes (an object larger than that in a write of its own),
+    /// every event once and in order, and the watcher never keeps a buffer larger than `CHUNK`.
     #[tokio::test]
     async fn a_burst_leaves_in_chunks_of_at_most_64_kib_every_event_once_in_order() {
         let store = Store::in_memory();
@@ -443,6 +454,19 @@ mod tests {
         let prefix = configmaps.namespace_prefix(Some("default"));
         let start = store.watch(&prefix, None).unwrap();
         for i in 100..300 {
+            create(i).await;
+        }
+        // One object larger than a chunk, then small ones again.
+        let big = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm-300", "namespace": "default"},
+            "data": {"payload": "x".repeat(100_000)},
+        });
+        store
+            .create(configmaps.key(Some("default"), "cm-300"), big)
+            .await
+            .unwrap();
+        for i in 301..310 {
             create(i).await;
         }
         let mut stream = WatchStream {
@@ -468,10 +492,15 @@ mod tests {
             last: false,
         };
         let (mut names, mut chunks) = (Vec::new(), 0);
-        while names.len() < 300 {
+        while names.len() < 310 {
             let chunk = stream.next_chunk().await.expect("a chunk");
             chunks += 1;
-            assert!(chunk.len() <= CHUNK, "a chunk of {} bytes", chunk.len());
+            let big = chunk.windows(8).any(|w| w == b"\"cm-300\"");
+            assert!(
+                chunk.len() <= CHUNK || big,
+                "a chunk of {} bytes",
+                chunk.len()
+            );
             assert!(stream.pending.capacity() <= CHUNK);
             for line in chunk.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
                 let event: Value = serde_json::from_slice(line).unwrap();
@@ -484,7 +513,7 @@ mod tests {
                 );
             }
         }
-        let expected: Vec<String> = (0..300).map(|i| format!("cm-{i:03}")).collect();
+        let expected: Vec<String> = (0..310).map(|i| format!("cm-{i:03}")).collect();
         assert_eq!(names, expected);
         assert!(chunks >= 5, "300 KiB of events in {chunks} chunks");
     }
