@@ -118,8 +118,10 @@ enum Line {
 }
 
 impl Line {
-    /// At least the line's length: a stored object's line is its JSON with the resourceVersion
-    /// spliced in (perhaps without its managedFields), inside the event's type.
+    /// At least the line's length when it is written as stored: the object's JSON with the
+    /// resourceVersion spliced in (at most 41 bytes) and perhaps without its managedFields,
+    /// inside the event's type (at most 31). An object converted to another version on the way
+    /// out may come out a little longer.
     fn size_bound(&self) -> usize {
         match self {
             Line::Stored { record, .. } => record.json().len() + 80,
@@ -175,11 +177,11 @@ impl WatchStream {
     fn add_line(&mut self, line: Line) -> bool {
         let bound = line.size_bound();
         let len = self.pending.len();
-        if len > 0 && len + bound > CHUNK {
+        let need = len + bound;
+        if len > 0 && need > CHUNK {
             self.held = Some(line);
             return true;
         }
-        let need = len + bound;
         if need > self.pending.capacity() && !self.pending.try_reclaim(bound) {
             // The chunk before is still being written, or the buffer is too small: a new one
             // a power of two in size, so at most CHUNK (or just the size of a larger line).
@@ -300,25 +302,27 @@ impl WatchStream {
         }
     }
 
+    /// Adds what the live channel gave. Whether the chunk is done: full, or the last.
+    fn receive(&mut self, received: Result<Arc<Event>, LiveError>) -> bool {
+        match received {
+            Ok(event) => self.deliver(&event),
+            Err(LiveError::FellBehind) => {
+                self.fell_behind();
+                true
+            }
+            Err(LiveError::Closed) => {
+                self.last = true;
+                true
+            }
+        }
+    }
+
     /// Adds the live events that have already arrived, as many as fit in the chunk: they go in
     /// the same write.
     fn fill(&mut self) {
-        loop {
-            match self.live.try_recv() {
-                Ok(Some(event)) => {
-                    if self.deliver(&event) {
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(LiveError::FellBehind) => {
-                    self.fell_behind();
-                    break;
-                }
-                Err(LiveError::Closed) => {
-                    self.last = true;
-                    break;
-                }
+        while let Some(received) = self.live.try_recv().transpose() {
+            if self.receive(received) {
+                break;
             }
         }
     }
@@ -326,14 +330,8 @@ impl WatchStream {
     /// The chunk for a live event and whatever else has already arrived, if any of it is for
     /// this watcher.
     fn take(&mut self, received: Result<Arc<Event>, LiveError>) -> Option<Bytes> {
-        match received {
-            Ok(event) => {
-                if !self.deliver(&event) {
-                    self.fill();
-                }
-            }
-            Err(LiveError::FellBehind) => self.fell_behind(),
-            Err(LiveError::Closed) => self.last = true,
+        if !self.receive(received) {
+            self.fill();
         }
         (!self.pending.is_empty()).then(|| self.split_chunk())
     }
