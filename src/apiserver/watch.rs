@@ -18,7 +18,7 @@ use super::object;
 use super::registry::Resource;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
-use super::store::{Event, EventKind, Live, LiveError, Record, StoreError};
+use super::store::{Event, EventKind, Live, LiveError, Record, StoreError, WatchStart};
 use super::table::{self, IncludeObject};
 
 /// How often an idle watch that allows bookmarks gets one: kube-apiserver's frequency (a
@@ -172,6 +172,31 @@ struct WatchStream {
 }
 
 impl WatchStream {
+    /// A watch from `start`, which brings the watcher up to `revision`; the initial-events
+    /// bookmark (if asked for) follows the backlog.
+    fn new(
+        watcher: Watcher,
+        start: WatchStart,
+        revision: u64,
+        initial_bookmark: Option<Bytes>,
+        timeout: Duration,
+        bookmarks: bool,
+    ) -> WatchStream {
+        WatchStream {
+            watcher,
+            live: start.live,
+            backlog: start.backlog.into_iter(),
+            initial_bookmark,
+            revision,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+            bookmark_due: Box::pin(tokio::time::sleep(BOOKMARK_INTERVAL)),
+            bookmarks,
+            pending: BytesMut::new(),
+            held: None,
+            last: false,
+        }
+    }
+
     /// Adds a watch event's line to the chunk, or holds it for the next chunk if it would take
     /// this one past `CHUNK`. Whether the chunk is full.
     fn add_line(&mut self, line: Line) -> bool {
@@ -401,19 +426,14 @@ pub async fn watch(call: Call<'_>) -> Result<Response, ApiError> {
     // The backlog brings the watcher up to the store's revision at subscription.
     let revision = from.unwrap_or(0).max(start.revision);
     let initial_bookmark = send_initial.then(|| line(&watcher.bookmark(revision, true)));
-    let stream = WatchStream {
+    let stream = WatchStream::new(
         watcher,
-        live: start.live,
-        backlog: start.backlog.into_iter(),
-        initial_bookmark,
+        start,
         revision,
-        deadline: Box::pin(tokio::time::sleep(timeout)),
-        bookmark_due: Box::pin(tokio::time::sleep(BOOKMARK_INTERVAL)),
+        initial_bookmark,
+        timeout,
         bookmarks,
-        pending: BytesMut::new(),
-        held: None,
-        last: false,
-    };
+    );
     let chunks = futures::stream::unfold(stream, |mut stream| async move {
         let chunk = stream.next_chunk().await?;
         Some((Ok::<_, std::io::Error>(chunk), stream))
@@ -436,59 +456,42 @@ mod tests {
         let configmaps = crate::apiserver::builtin::registry()
             .get("", "v1", "configmaps")
             .unwrap();
-        let create = async |i: usize| {
+        let create = async |i: usize, payload: usize| {
             let name = format!("cm-{i:03}");
             let object = json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": name, "namespace": "default"},
-                "data": {"payload": "x".repeat(1000)},
+                "data": {"payload": "x".repeat(payload)},
             });
             let key = configmaps.key(Some("default"), &name);
             store.create(key, object).await.unwrap();
         };
         for i in 0..100 {
-            create(i).await;
+            create(i, 1000).await;
         }
         let prefix = configmaps.namespace_prefix(Some("default"));
         let start = store.watch(&prefix, None).unwrap();
         for i in 100..300 {
-            create(i).await;
+            create(i, 1000).await;
         }
         // One object larger than a chunk, then small ones again.
-        let big = json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "cm-300", "namespace": "default"},
-            "data": {"payload": "x".repeat(100_000)},
-        });
-        store
-            .create(configmaps.key(Some("default"), "cm-300"), big)
-            .await
-            .unwrap();
+        create(300, 100_000).await;
         for i in 301..310 {
-            create(i).await;
+            create(i, 1000).await;
         }
-        let mut stream = WatchStream {
-            watcher: Watcher {
-                resource: configmaps.clone(),
-                prefix,
-                labels: Default::default(),
-                fields: Default::default(),
-                representation: Representation::Object,
-                managed_fields: false,
-                include: IncludeObject::parse(None),
-                sent_columns: false,
-            },
-            live: start.live,
-            backlog: start.backlog.into_iter(),
-            initial_bookmark: None,
-            revision: start.revision,
-            deadline: Box::pin(tokio::time::sleep(Duration::from_secs(60))),
-            bookmark_due: Box::pin(tokio::time::sleep(BOOKMARK_INTERVAL)),
-            bookmarks: false,
-            pending: BytesMut::new(),
-            held: None,
-            last: false,
+        let watcher = Watcher {
+            resource: configmaps.clone(),
+            prefix,
+            labels: Default::default(),
+            fields: Default::default(),
+            representation: Representation::Object,
+            managed_fields: false,
+            include: IncludeObject::parse(None),
+            sent_columns: false,
         };
+        let revision = start.revision;
+        let timeout = Duration::from_secs(60);
+        let mut stream = WatchStream::new(watcher, start, revision, None, timeout, false);
         let (mut names, mut chunks) = (Vec::new(), 0);
         while names.len() < 310 {
             let chunk = stream.next_chunk().await.expect("a chunk");
