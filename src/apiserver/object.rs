@@ -103,9 +103,12 @@ pub fn write_presented(
     let as_stored = !super::events::is_view(&resource.group, &resource.plural)
         && *meta.kind == *resource.kind
         && is_api_version(resource, &meta.api_version);
+    // The digits on the stack: this runs for every watcher of every event and every list
+    // item, where a String per call would be an allocation each.
+    let mut digits = itoa::Buffer::new();
     if as_stored
         && record
-            .write_presented(&revision.to_string(), managed_fields, out)
+            .write_presented(digits.format(revision), managed_fields, out)
             .is_some()
     {
         return;
