@@ -1118,7 +1118,9 @@ async fn handle_resource(
         (_, _, _) if reviews::is_review(&call.resource.group, &call.resource.plural) => {
             Err(ApiError::method_not_allowed(method.as_str(), &what))
         }
-        (None, None, Method::GET) if watch => watch::watch(call).await,
+        // Boxed: a watch's state is the largest of the verbs', and every other request's
+        // future would carry room for it.
+        (None, None, Method::GET) if watch => Box::pin(watch::watch(call)).await,
         (None, None, Method::GET) => call.list(),
         (None, None, Method::POST) => call.create(&body).await,
         (None, None, Method::DELETE) => call.delete_collection(&body).await,
