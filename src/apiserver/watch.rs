@@ -1,6 +1,7 @@
 //! Watches: a stream of newline-delimited watch events, resumable from a resourceVersion, with
 //! bookmarks, the initial-events protocol, 410 Gone for a revision too old, and a timeout.
 
+use std::borrow::Cow;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,7 +65,7 @@ impl Watcher {
     /// The line (if any) this watcher sends for a store event: objects that start or stop
     /// matching the selectors are ADDED or DELETED. A plain object is written from the
     /// encoding every watcher of the event shares.
-    fn translate(&mut self, event: &Event) -> Option<Line> {
+    fn translate<'e>(&mut self, event: &'e Event) -> Option<Line<'e>> {
         if !event.record.key.starts_with(&self.prefix) {
             return None;
         }
@@ -81,7 +82,7 @@ impl Watcher {
         if self.representation == Representation::Object {
             return Some(Line::Stored {
                 kind,
-                record: event.record.clone(),
+                record: Cow::Borrowed(&event.record),
                 revision: event.revision,
                 managed_fields: self.managed_fields,
             });
@@ -106,18 +107,20 @@ impl Watcher {
 
 /// A watch event's line: most are a plain object's encoding, shared by every watcher of the
 /// event and copied only into each watcher's chunk, around its type.
-enum Line {
-    /// An object as stored, written straight into the chunk.
+enum Line<'e> {
+    /// An object as stored, written straight into the chunk: the event's record, borrowed
+    /// (each watcher taking a reference count of the same record costs contended atomics on
+    /// the hot path), or kept for a held line.
     Stored {
         kind: &'static str,
-        record: Arc<Record>,
+        record: Cow<'e, Arc<Record>>,
         revision: u64,
         managed_fields: bool,
     },
     Own(Bytes),
 }
 
-impl Line {
+impl Line<'_> {
     /// At least the line's length when it is written as stored: the object's JSON with the
     /// resourceVersion spliced in (at most 41 bytes) and perhaps without its managedFields,
     /// inside the event's type (at most 31). An object converted to another version on the way
@@ -126,6 +129,24 @@ impl Line {
         match self {
             Line::Stored { record, .. } => record.json().len() + 80,
             Line::Own(line) => line.len(),
+        }
+    }
+
+    /// The line, kept after the event it came from.
+    fn into_owned(self) -> Line<'static> {
+        match self {
+            Line::Stored {
+                kind,
+                record,
+                revision,
+                managed_fields,
+            } => Line::Stored {
+                kind,
+                record: Cow::Owned(record.into_owned()),
+                revision,
+                managed_fields,
+            },
+            Line::Own(line) => Line::Own(line),
         }
     }
 }
@@ -146,28 +167,34 @@ const CHUNK: usize = 64 * 1024;
 /// writes makes one write per burst, and a slow client holds one chunk: beyond that it falls
 /// behind the store's channel, catches up from its history, or is told to list again.
 struct WatchStream {
-    watcher: Watcher,
     live: Live,
     /// Events from before the watch started, not yet sent.
     backlog: std::vec::IntoIter<Arc<Event>>,
     /// The initial-events bookmark, until the backlog has been sent.
     initial_bookmark: Option<Bytes>,
-    /// The revision sent up to: live events at or below it were in the backlog.
-    revision: u64,
     /// The watch's end. Both timers stay registered for the whole watch (moving one later is
     /// an atomic store), not registered and removed again for every chunk.
     deadline: Pin<Box<Sleep>>,
     /// When an idle watch gets a bookmark (if it allows them): pushed back by every chunk.
     bookmark_due: Pin<Box<Sleep>>,
     bookmarks: bool,
-    /// The chunk being made. Its buffer is reused once the connection has written the chunk
+    /// A field of its own so that it can take an event the live channel lends.
+    chunk: Chunk,
+}
+
+/// The chunk being made, and what this watcher has been sent.
+struct Chunk {
+    watcher: Watcher,
+    /// The revision sent up to: live events at or below it were in the backlog.
+    revision: u64,
+    /// The chunk's bytes. Its buffer is reused once the connection has written the chunk
     /// before, and grows by powers of two up to `CHUNK`: grown by a vector's doubling from the
     /// first line's size, a chunk and the line that ended it took up to 128 KiB per watcher,
     /// memory touched for the first time while the writes went on.
     pending: BytesMut,
     /// A line that did not fit in the last chunk: the first of the next.
-    held: Option<Line>,
-    /// The watch ends after the chunk in `pending`.
+    held: Option<Line<'static>>,
+    /// The watch ends after this chunk.
     last: bool,
 }
 
@@ -183,28 +210,97 @@ impl WatchStream {
         bookmarks: bool,
     ) -> WatchStream {
         WatchStream {
-            watcher,
             live: start.live,
             backlog: start.backlog.into_iter(),
             initial_bookmark,
-            revision,
             deadline: Box::pin(tokio::time::sleep(timeout)),
             bookmark_due: Box::pin(tokio::time::sleep(BOOKMARK_INTERVAL)),
             bookmarks,
-            pending: BytesMut::new(),
-            held: None,
-            last: false,
+            chunk: Chunk {
+                watcher,
+                revision,
+                pending: BytesMut::new(),
+                held: None,
+                last: false,
+            },
         }
     }
 
-    /// Adds a watch event's line to the chunk, or holds it for the next chunk if it would take
-    /// this one past `CHUNK`. Whether the chunk is full.
-    fn add_line(&mut self, line: Line) -> bool {
+    /// The next chunk to write, or None when the watch is over (its timeout, the store closed,
+    /// or after the chunk that says it fell behind).
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        let chunk = &mut self.chunk;
+        if chunk.last {
+            return None;
+        }
+        let mut full = chunk.held.take().is_some_and(|line| chunk.add_line(line));
+        while !full && let Some(event) = self.backlog.next() {
+            if let Some(line) = chunk.watcher.translate(&event) {
+                full = chunk.add_line(line);
+            }
+        }
+        if full {
+            return Some(chunk.split());
+        }
+        if let Some(bookmark) = self.initial_bookmark.take() {
+            chunk.pending.extend_from_slice(&bookmark);
+            return Some(chunk.split());
+        }
+        if !chunk.pending.is_empty() {
+            // The backlog's last lines, or the live line held back from the last chunk: what
+            // else has arrived joins them.
+            self.fill();
+            return Some(self.chunk.split());
+        }
+        loop {
+            let received = tokio::select! {
+                biased;
+                received = self.live.recv() => Some(received),
+                _ = self.deadline.as_mut() => return None,
+                _ = self.bookmark_due.as_mut(), if self.bookmarks => None,
+            };
+            let chunk = match received {
+                None => Some(line(&self.chunk.bookmark())),
+                // The chunk for a live event and whatever else has already arrived, if any of
+                // it is for this watcher.
+                Some(received) => {
+                    if !self.chunk.receive(received) {
+                        self.fill();
+                    }
+                    (!self.chunk.pending.is_empty()).then(|| self.chunk.split())
+                }
+            };
+            if let Some(chunk) = chunk {
+                let due = tokio::time::Instant::now() + BOOKMARK_INTERVAL;
+                self.bookmark_due.as_mut().reset(due);
+                return Some(chunk);
+            }
+            if self.chunk.last {
+                return None;
+            }
+        }
+    }
+
+    /// Adds the live events that have already arrived, as many as fit in the chunk: they go in
+    /// the same write.
+    fn fill(&mut self) {
+        while let Some(received) = self.live.try_recv().transpose() {
+            if self.chunk.receive(received) {
+                break;
+            }
+        }
+    }
+}
+
+impl Chunk {
+    /// Adds a watch event's line, or holds it for the next chunk if it would take this one
+    /// past `CHUNK`. Whether the chunk is full.
+    fn add_line(&mut self, line: Line<'_>) -> bool {
         let bound = line.size_bound();
         let len = self.pending.len();
         let need = len + bound;
         if len > 0 && need > CHUNK {
-            self.held = Some(line);
+            self.held = Some(line.into_owned());
             return true;
         }
         if need > self.pending.capacity() && !self.pending.try_reclaim(bound) {
@@ -223,7 +319,7 @@ impl WatchStream {
         self.pending.len() >= CHUNK
     }
 
-    fn push_line(&mut self, line: Line) {
+    fn push_line(&mut self, line: Line<'_>) {
         match line {
             Line::Stored {
                 kind,
@@ -248,21 +344,34 @@ impl WatchStream {
         }
     }
 
-    /// Adds what a live event means to this watcher, once. Whether the chunk is full.
-    fn deliver(&mut self, event: &Event) -> bool {
-        if event.revision <= self.revision {
-            return false;
+    /// Adds what the live channel gave. Whether the chunk is done: full, or the last.
+    fn receive(&mut self, received: Result<&Arc<Event>, LiveError>) -> bool {
+        match received {
+            Ok(event) => {
+                // Live events at or below the revision sent were in the backlog.
+                if event.revision <= self.revision {
+                    return false;
+                }
+                self.revision = event.revision;
+                self.watcher
+                    .translate(event)
+                    .is_some_and(|line| self.add_line(line))
+            }
+            Err(LiveError::FellBehind) => {
+                self.fell_behind();
+                true
+            }
+            Err(LiveError::Closed) => {
+                self.last = true;
+                true
+            }
         }
-        self.revision = event.revision;
-        self.watcher
-            .translate(event)
-            .is_some_and(|line| self.add_line(line))
     }
 
     /// The chunk made so far, to be written. A chunk larger than `CHUNK` is a single larger
     /// object's line in a buffer of its own, which goes once it is written instead of staying
     /// with the watcher.
-    fn split_chunk(&mut self) -> Bytes {
+    fn split(&mut self) -> Bytes {
         let chunk = self.pending.split().freeze();
         if chunk.len() > CHUNK {
             self.pending = BytesMut::new();
@@ -280,85 +389,9 @@ impl WatchStream {
         self.last = true;
     }
 
-    /// The next chunk to write, or None when the watch is over (its timeout, the store closed,
-    /// or after the chunk that says it fell behind).
-    async fn next_chunk(&mut self) -> Option<Bytes> {
-        if self.last {
-            return None;
-        }
-        let mut full = self.held.take().is_some_and(|line| self.add_line(line));
-        while !full && let Some(event) = self.backlog.next() {
-            if let Some(line) = self.watcher.translate(&event) {
-                full = self.add_line(line);
-            }
-        }
-        if full {
-            return Some(self.split_chunk());
-        }
-        if let Some(bookmark) = self.initial_bookmark.take() {
-            self.pending.extend_from_slice(&bookmark);
-            return Some(self.split_chunk());
-        }
-        if !self.pending.is_empty() {
-            // The backlog's last lines, or the live line held back from the last chunk: what
-            // else has arrived joins them.
-            self.fill();
-            return Some(self.split_chunk());
-        }
-        loop {
-            let received = tokio::select! {
-                biased;
-                received = self.live.recv() => Some(received),
-                _ = self.deadline.as_mut() => return None,
-                _ = self.bookmark_due.as_mut(), if self.bookmarks => None,
-            };
-            let chunk = match received {
-                None => Some(line(&self.watcher.bookmark(self.revision, false))),
-                Some(received) => self.take(received),
-            };
-            if let Some(chunk) = chunk {
-                let due = tokio::time::Instant::now() + BOOKMARK_INTERVAL;
-                self.bookmark_due.as_mut().reset(due);
-                return Some(chunk);
-            }
-            if self.last {
-                return None;
-            }
-        }
-    }
-
-    /// Adds what the live channel gave. Whether the chunk is done: full, or the last.
-    fn receive(&mut self, received: Result<Arc<Event>, LiveError>) -> bool {
-        match received {
-            Ok(event) => self.deliver(&event),
-            Err(LiveError::FellBehind) => {
-                self.fell_behind();
-                true
-            }
-            Err(LiveError::Closed) => {
-                self.last = true;
-                true
-            }
-        }
-    }
-
-    /// Adds the live events that have already arrived, as many as fit in the chunk: they go in
-    /// the same write.
-    fn fill(&mut self) {
-        while let Some(received) = self.live.try_recv().transpose() {
-            if self.receive(received) {
-                break;
-            }
-        }
-    }
-
-    /// The chunk for a live event and whatever else has already arrived, if any of it is for
-    /// this watcher.
-    fn take(&mut self, received: Result<Arc<Event>, LiveError>) -> Option<Bytes> {
-        if !self.receive(received) {
-            self.fill();
-        }
-        (!self.pending.is_empty()).then(|| self.split_chunk())
+    /// An idle watch's bookmark at the revision sent.
+    fn bookmark(&self) -> Value {
+        self.watcher.bookmark(self.revision, false)
     }
 }
 
@@ -502,7 +535,7 @@ mod tests {
                 "a chunk of {} bytes",
                 chunk.len()
             );
-            assert!(stream.pending.capacity() <= CHUNK);
+            assert!(stream.chunk.pending.capacity() <= CHUNK);
             for line in chunk.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
                 let event: Value = serde_json::from_slice(line).unwrap();
                 assert_eq!(event["type"], "ADDED");

@@ -415,30 +415,27 @@ pub struct Live {
     resource: String,
     /// The revision of the last event handed out (or the watch's start).
     last: u64,
-    /// Events received (in a batch, or from the history after falling behind) and not handed
-    /// out yet.
-    ready: VecDeque<Arc<Event>>,
+    /// The events received last (a commit's, or after falling behind, the history's) and how
+    /// many of them have been handed out. Events are lent from the batch: a hundred watchers
+    /// taking a reference count of each event would contend on it from every core.
+    batch: Batch,
+    next: usize,
 }
 
 impl Live {
     /// The next event, waiting for one.
-    pub async fn recv(&mut self) -> Result<Arc<Event>, LiveError> {
-        loop {
-            if let Some(event) = self.next_ready() {
-                return Ok(event);
-            }
+    pub async fn recv(&mut self) -> Result<&Arc<Event>, LiveError> {
+        while !self.skip_to_ready() {
             let received = self.rx.recv().await;
             self.take(received)?;
         }
+        Ok(self.hand_out())
     }
 
     /// The next event if one is ready.
-    pub fn try_recv(&mut self) -> Result<Option<Arc<Event>>, LiveError> {
+    pub fn try_recv(&mut self) -> Result<Option<&Arc<Event>>, LiveError> {
         use broadcast::error::{RecvError, TryRecvError};
-        loop {
-            if let Some(event) = self.next_ready() {
-                return Ok(Some(event));
-            }
+        while !self.skip_to_ready() {
             let received = match self.rx.try_recv() {
                 Ok(batch) => Ok(batch),
                 Err(TryRecvError::Empty) => return Ok(None),
@@ -447,28 +444,38 @@ impl Live {
             };
             self.take(received)?;
         }
+        Ok(Some(self.hand_out()))
     }
 
-    /// The next received event not handed out yet: the channel may repeat what the history
-    /// gave.
-    fn next_ready(&mut self) -> Option<Arc<Event>> {
-        while let Some(event) = self.ready.pop_front() {
+    /// Passes over the received events already handed out (the channel may repeat what the
+    /// history gave); whether one is left to hand out.
+    fn skip_to_ready(&mut self) -> bool {
+        while let Some(event) = self.batch.get(self.next) {
             if event.revision > self.last {
-                self.last = event.revision;
-                return Some(event);
+                return true;
             }
+            self.next += 1;
         }
-        None
+        false
     }
 
-    /// Queues what the channel gave: a batch, or after falling behind, the history's events.
+    /// The next received event; [`Live::skip_to_ready`] said there is one.
+    fn hand_out(&mut self) -> &Arc<Event> {
+        let event = &self.batch[self.next];
+        self.next += 1;
+        self.last = event.revision;
+        event
+    }
+
+    /// Takes what the channel gave once the last batch is handed out: a batch, or after
+    /// falling behind, the history's events.
     fn take(
         &mut self,
         received: Result<Batch, broadcast::error::RecvError>,
     ) -> Result<(), LiveError> {
         match received {
             Ok(batch) => {
-                self.ready.extend(batch.iter().cloned());
+                (self.batch, self.next) = (batch, 0);
                 Ok(())
             }
             Err(broadcast::error::RecvError::Lagged(_)) => self.catch_up(),
@@ -482,7 +489,7 @@ impl Live {
         let shared = self.shared.upgrade().ok_or(LiveError::Closed)?;
         let state = shared.state.read().unwrap();
         let events = state.events_after(&self.resource, &self.resource, self.last);
-        self.ready = events.ok_or(LiveError::FellBehind)?.into();
+        (self.batch, self.next) = (events.ok_or(LiveError::FellBehind)?.into(), 0);
         Ok(())
     }
 }
@@ -754,7 +761,8 @@ impl Store {
                 shared: Arc::downgrade(&self.shared),
                 resource: channel,
                 last: state.revision,
-                ready: VecDeque::new(),
+                batch: Batch::default(),
+                next: 0,
             },
             revision: state.revision,
         })
