@@ -259,7 +259,7 @@ impl WatchStream {
                 _ = self.deadline.as_mut() => return None,
                 _ = self.bookmark_due.as_mut(), if self.bookmarks => None,
             };
-            let chunk = match received {
+            let bytes = match received {
                 None => Some(line(&self.chunk.bookmark())),
                 // The chunk for a live event and whatever else has already arrived, if any of
                 // it is for this watcher.
@@ -270,10 +270,10 @@ impl WatchStream {
                     (!self.chunk.pending.is_empty()).then(|| self.chunk.split())
                 }
             };
-            if let Some(chunk) = chunk {
+            if let Some(bytes) = bytes {
                 let due = tokio::time::Instant::now() + BOOKMARK_INTERVAL;
                 self.bookmark_due.as_mut().reset(due);
-                return Some(chunk);
+                return Some(bytes);
             }
             if self.chunk.last {
                 return None;
