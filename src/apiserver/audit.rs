@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::User;
 use super::metrics::RequestInfo;
 
 #[derive(Debug, thiserror::Error)]
@@ -395,6 +396,8 @@ struct Event<'a> {
     request_uri: &'a str,
     verb: &'a str,
     user: UserInfo<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    impersonated_user: Option<UserInfo<'a>>,
     #[serde(rename = "sourceIPs", skip_serializing_if = "Option::is_none")]
     source_ips: Option<[std::net::IpAddr; 1]>,
     user_agent: &'a str,
@@ -412,8 +415,27 @@ struct Event<'a> {
 struct UserInfo<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     username: Option<&'a str>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    uid: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     groups: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "is_empty_map")]
+    extra: Option<&'a std::collections::BTreeMap<String, Vec<String>>>,
+}
+
+fn is_empty_map(extra: &Option<&std::collections::BTreeMap<String, Vec<String>>>) -> bool {
+    extra.is_none_or(|m| m.is_empty())
+}
+
+impl<'a> UserInfo<'a> {
+    fn of(user: Option<&'a User>) -> UserInfo<'a> {
+        UserInfo {
+            username: user.map(|u| u.name.as_str()),
+            uid: user.map_or("", |u| u.uid.as_str()),
+            groups: user.map(|u| u.groups.as_slice()),
+            extra: user.map(|u| &u.extra),
+        }
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -478,10 +500,11 @@ fn line(entry: &Entry<'_>) -> Vec<u8> {
         },
         request_uri: entry.uri,
         verb: &info.verb,
-        user: UserInfo {
-            username: info.user.as_ref().map(|u| u.name.as_str()),
-            groups: info.user.as_ref().map(|u| u.groups.as_slice()),
-        },
+        user: UserInfo::of(info.user.as_ref()),
+        impersonated_user: info
+            .impersonated_user
+            .as_ref()
+            .map(|u| UserInfo::of(Some(u))),
         source_ips: entry.source.map(|s| [s.ip()]),
         user_agent: entry.user_agent,
         object_ref: info.path.is_none().then(|| ObjectRef {
@@ -533,6 +556,7 @@ mod tests {
             user: Some(User {
                 name: user.into(),
                 groups: vec!["system:authenticated".into()],
+                ..User::default()
             }),
             ..Default::default()
         }

@@ -68,6 +68,7 @@ pub fn bootstrap_token_user(stored: &Value, id: &str, secret: &str, now: i64) ->
     Some(User {
         name: format!("system:bootstrap:{id}"),
         groups,
+        ..User::default()
     })
 }
 

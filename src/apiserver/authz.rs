@@ -181,7 +181,7 @@ pub fn labels_match(selector: &Value, labels: &Value) -> bool {
 impl Policy {
     /// The rules of a ClusterRole: its own, and those of the ClusterRoles its aggregation rule
     /// selects, through chains of aggregation (as kube-controller-manager fills them in).
-    fn cluster_role_rules(&self, name: &str) -> Vec<&Value> {
+    pub fn cluster_role_rules(&self, name: &str) -> Vec<&Value> {
         let mut rules = Vec::new();
         let mut seen = vec![name.to_string()];
         let mut queue = vec![name.to_string()];
@@ -212,7 +212,7 @@ impl Policy {
         rules
     }
 
-    fn role_rules(&self, namespace: &str, name: &str) -> Vec<&Value> {
+    pub fn role_rules(&self, namespace: &str, name: &str) -> Vec<&Value> {
         self.roles
             .iter()
             .filter(|r| r["metadata"]["namespace"] == namespace && r["metadata"]["name"] == name)
@@ -497,6 +497,7 @@ mod tests {
         User {
             name: name.into(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            ..User::default()
         }
     }
 

@@ -232,6 +232,19 @@ impl Call<'_> {
         }
     }
 
+    /// Refuses an RBAC object that grants more than its writer holds.
+    fn check_rbac_write(&self, old: Option<&Value>, new: &Value) -> Result<(), ApiError> {
+        let write = super::escalation::Write {
+            plural: &self.resource.plural,
+            namespace: self.namespace(),
+            path_name: self.path.name.as_deref(),
+            old,
+            new,
+        };
+        self.server
+            .check_rbac_write(&self.user, &self.resource, &write)
+    }
+
     /// Runs the admission chain on an object about to be stored. Writes of the status
     /// subresource skip it: the rules are Cluster API's webhooks, whose configurations name the
     /// main resource only (`clusters`, not `clusters/status`), so kube-apiserver would not send
@@ -485,6 +498,7 @@ impl Call<'_> {
         self.server
             .record_requester(&self.resource, &mut obj, &self.user);
         self.admit(Operation::Create, None, &mut obj, Target::Main)?;
+        self.check_rbac_write(None, &obj)?;
         let name = object::name_of(&obj).to_string();
         if self.dry_run() {
             return Ok(self.respond_object(StatusCode::CREATED, obj));
@@ -591,6 +605,7 @@ impl Call<'_> {
             self.server
                 .strategy_update(&self.resource, &old, &mut new)?;
             self.admit(Operation::Update, Some(&old), &mut new, target)?;
+            self.check_rbac_write(Some(&old), &new)?;
             match self.store_update(&current, &old, new).await? {
                 Ok(answer) => return Ok(self.respond(StatusCode::OK, answer)),
                 Err(()) if sent_rv.is_some() => return Err(self.conflict(name)),
@@ -679,6 +694,7 @@ impl Call<'_> {
             self.server
                 .strategy_update(&self.resource, &old, &mut new)?;
             self.admit(Operation::Update, Some(&old), &mut new, target)?;
+            self.check_rbac_write(Some(&old), &new)?;
             match self.store_update(&current, &old, new).await? {
                 Ok(answer) => return Ok(self.respond(StatusCode::OK, answer)),
                 Err(()) => self.server.store.consistent().await?,

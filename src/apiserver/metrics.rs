@@ -33,6 +33,8 @@ pub struct RequestInfo {
     /// The path of a request for no resource (`/healthz`, `/metrics`, discovery).
     pub path: Option<String>,
     pub user: Option<User>,
+    /// Whom the request impersonates (`Impersonate-User`), when it does.
+    pub impersonated_user: Option<User>,
     /// Server-side apply (a patch of `application/apply-patch+yaml`).
     pub apply: bool,
     /// How much of the request the audit log records.

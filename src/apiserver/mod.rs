@@ -13,10 +13,12 @@ pub mod builtin;
 pub mod cel;
 pub mod defaults;
 pub mod discovery;
+pub mod escalation;
 pub mod events;
 pub mod eviction;
 pub mod gc;
 pub mod handlers;
+pub mod impersonation;
 pub mod lifecycle;
 pub mod managed;
 pub mod metrics;
@@ -72,11 +74,15 @@ const OBJECT_LOCKS: usize = 64;
 pub const INITIAL_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
 
-/// Who made a request, from its client certificate.
-#[derive(Clone, Debug)]
+/// Who made a request: from its client certificate or token, or whom it impersonates.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct User {
     pub name: String,
     pub groups: Vec<String>,
+    /// Empty unless an authenticator or an impersonation names one.
+    pub uid: String,
+    /// Extra attributes (impersonation's `Impersonate-Extra-*`), by key.
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// The API server's state: its store and the resources it serves.
@@ -257,6 +263,23 @@ impl ApiServer {
         self.policy()
             .authorize(user, verb, target)
             .map_err(ApiError::forbidden)
+    }
+
+    /// Whether `user` may store an RBAC object: only what they could do themselves, unless
+    /// they may `escalate` or `bind` ([`escalation`]). Other kinds pass.
+    pub fn check_rbac_write(
+        &self,
+        user: &User,
+        resource: &Resource,
+        write: &escalation::Write<'_>,
+    ) -> Result<(), ApiError> {
+        if resource.group != "rbac.authorization.k8s.io"
+            || self.authorization == authz::Authorization::AlwaysAllow
+            || user.groups.iter().any(|g| g == authz::MASTERS)
+        {
+            return Ok(());
+        }
+        escalation::check(&self.policy(), user, write)
     }
 
     pub fn namespaces(&self) -> Arc<Resource> {
@@ -746,6 +769,7 @@ pub fn local_router(server: Arc<ApiServer>) -> Router {
             req.extensions_mut().insert(User {
                 name: "capictl-admin".into(),
                 groups: vec!["system:masters".into()],
+                ..User::default()
             });
             req
         },
@@ -875,6 +899,8 @@ async fn service_account_user(server: &ApiServer, token: &str) -> Option<User> {
             "system:serviceaccounts".into(),
             format!("system:serviceaccounts:{namespace}"),
         ],
+        uid,
+        ..User::default()
     })
 }
 
@@ -883,7 +909,9 @@ async fn route(
     req: Request,
     info: &mut metrics::RequestInfo,
 ) -> Result<Response, ApiError> {
-    let path = req.uri().path().to_string();
+    // Names may be any path segment (an RBAC role's may be any Unicode): clients send them
+    // percent-encoded.
+    let path = request::percent_decode(req.uri().path());
     let headers = req.headers().clone();
     let user = match req.extensions().get::<User>() {
         Some(u) => Some(u.clone()),
@@ -904,10 +932,22 @@ async fn route(
         None => User {
             name: "system:anonymous".into(),
             groups: vec![authz::UNAUTHENTICATED.into()],
+            ..User::default()
         },
     };
     let api_path = request::parse(&path);
     info.user = Some(user.clone());
+    // From here on the request is the impersonated user's; the audit log keeps both.
+    let user = match impersonation::requested(&headers)? {
+        Some(requested) => {
+            let impersonated = impersonation::impersonate(&user, requested, |caller, target| {
+                server.authorize(caller, "impersonate", target)
+            })?;
+            info.impersonated_user = Some(impersonated.clone());
+            impersonated
+        }
+        None => user,
+    };
     match &api_path {
         Some(ApiPath::Resource(r)) => {
             let watch = handlers::flag(&handlers::parse_query(req.uri().query()), "watch");
@@ -927,6 +967,7 @@ async fn route(
                 name: r.name.clone().unwrap_or_default(),
                 path: None,
                 user: info.user.take(),
+                impersonated_user: info.impersonated_user.take(),
                 apply: headers
                     .get(http::header::CONTENT_TYPE)
                     .is_some_and(|v| v.as_bytes().starts_with(b"application/apply-patch")),

@@ -29,6 +29,27 @@ pub struct ResourcePath {
     pub subresource: Option<String>,
 }
 
+/// `%XX` sequences decoded (as Go's `url.PathUnescape`); anything else kept.
+pub fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Parses a path; `None` for paths outside the resource API.
 pub fn parse(path: &str) -> Option<ApiPath> {
     let segments: Vec<&str> = path

@@ -38,6 +38,11 @@ fn subject(review: &Value, caller: &User, about_self: bool) -> User {
             .flatten()
             .filter_map(|g| g.as_str().map(String::from))
             .collect(),
+        uid: review["spec"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        extra: serde_json::from_value(review["spec"]["extra"].clone()).unwrap_or_default(),
     }
 }
 
@@ -107,7 +112,14 @@ pub fn answer(
 ) -> Value {
     let status = match plural {
         "selfsubjectreviews" => {
-            json!({"userInfo": {"username": caller.name, "groups": caller.groups}})
+            let mut info = json!({"username": caller.name, "groups": caller.groups});
+            if !caller.uid.is_empty() {
+                info["uid"] = json!(caller.uid);
+            }
+            if !caller.extra.is_empty() {
+                info["extra"] = json!(caller.extra);
+            }
+            json!({"userInfo": info})
         }
         "selfsubjectrulesreviews" => {
             let ns = review["spec"]["namespace"].as_str().map(String::from);

@@ -165,7 +165,7 @@ impl ApiError {
         ApiError::new(500, "InternalError", message)
     }
 
-    fn with_details(mut self, group: &str, resource: &str, name: &str) -> Self {
+    pub fn with_details(mut self, group: &str, resource: &str, name: &str) -> Self {
         self.details = Some(json!({"name": name, "group": group, "kind": resource}));
         self
     }

@@ -435,7 +435,11 @@ fn user_of(cert: &CertificateDer<'_>) -> Option<User> {
         .iter_organization()
         .filter_map(|o| o.as_str().ok().map(String::from))
         .collect();
-    Some(User { name, groups })
+    Some(User {
+        name,
+        groups,
+        ..User::default()
+    })
 }
 
 /// How long a client has to complete the TLS handshake.
