@@ -13,7 +13,7 @@ use kube::config::{
 use serde::{Deserialize, Serialize};
 
 use crate::apiserver::tls::{self, KeyPairPem, Pki};
-use crate::apiserver::{self, ApiServer, store::Store};
+use crate::apiserver::{self, ApiServer, listener, store::Store};
 use crate::controllers::metrics::ClientMetricsLayer;
 
 /// The default name of the kubeconfig context for the embedded cluster.
@@ -287,6 +287,36 @@ pub struct ServeOptions {
     /// The CA, client certificate and key for etcd over TLS.
     pub etcd_tls: Option<[PathBuf; 3]>,
     pub audit: AuditOptions,
+    pub limits: Limits,
+}
+
+/// What one client may cost the server (kube-apiserver's `--request-timeout`, and a bound on
+/// the watch history's memory that kube-apiserver does not have).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// How long a request may take to send its body.
+    pub request_timeout: Duration,
+    /// The bytes of past events kept for watches to resume from, across every resource.
+    pub watch_history_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            request_timeout: apiserver::DEFAULT_REQUEST_TIMEOUT,
+            watch_history_bytes: apiserver::store::DEFAULT_HISTORY_BYTES,
+        }
+    }
+}
+
+impl Limits {
+    /// These limits as `management serve` flags.
+    fn args(&self) -> Vec<String> {
+        vec![
+            format!("--request-timeout={}s", self.request_timeout.as_secs_f64()),
+            format!("--watch-history-mb={}", self.watch_history_bytes >> 20),
+        ]
+    }
 }
 
 /// The audit log's policy, place and rotation (kube-apiserver's `--audit-*` flags).
@@ -437,7 +467,9 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
     };
     // A bad policy stops the start before anything is served.
     let audit = options.audit.open(dir)?;
+    store.set_history_limit(options.limits.watch_history_bytes);
     let server = ApiServer::start(store, apiserver::authz::Authorization::Rbac).await?;
+    server.set_request_timeout(options.limits.request_timeout);
     if let Some(log) = audit {
         server.enable_audit(log);
     }
@@ -479,7 +511,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
 
     let (tx, rx) = tokio::sync::oneshot::channel();
     let router = apiserver::router(server.clone());
-    let task = tokio::spawn(tls::serve(listener, router, config, async {
+    let task = tokio::spawn(listener::serve(listener, router, config, async {
         let _ = rx.await;
     }));
     // The controllers of the providers installed here run in this process.
@@ -555,6 +587,7 @@ pub async fn up(
     ]);
     command.arg("--dir").arg(&options.dir.path);
     command.args(options.audit.args());
+    command.args(options.limits.args());
     if !options.etcd_endpoints.is_empty() {
         command
             .arg("--etcd-endpoints")

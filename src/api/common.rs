@@ -23,6 +23,40 @@ pub const CLUSTER_NAMESPACE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-namespa
 pub const OWNER_KIND_ANNOTATION: &str = "cluster.x-k8s.io/owner-kind";
 pub const OWNER_NAME_ANNOTATION: &str = "cluster.x-k8s.io/owner-name";
 
+/// A Go-style duration (`2s`, `1m30s`, `500ms`, `1h`) in seconds.
+pub fn parse_duration(text: &str) -> Option<f64> {
+    let mut total = 0.0;
+    let mut number = String::new();
+    let mut chars = text.trim().chars().peekable();
+    if text.trim().is_empty() {
+        return None;
+    }
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() || c == '.' {
+            number.push(c);
+            continue;
+        }
+        let value: f64 = number.parse().ok()?;
+        number.clear();
+        let unit = match (c, chars.peek()) {
+            ('m', Some('s')) => {
+                chars.next();
+                0.001
+            }
+            ('h', _) => 3600.0,
+            ('m', _) => 60.0,
+            ('s', _) => 1.0,
+            _ => return None,
+        };
+        total += value * unit;
+    }
+    if !number.is_empty() {
+        // A bare number is seconds.
+        total += number.parse::<f64>().ok()?;
+    }
+    Some(total)
+}
+
 /// A version (`v1.30.4`, `1.31.0-rc.1`: Kubernetes's, a provider's) as `(major, minor, patch)`, with or
 /// without the "v".
 pub fn kubernetes_version(version: &str) -> Option<(u64, u64, u64)> {
@@ -259,7 +293,22 @@ pub struct DeprecatedStatus {
 
 #[cfg(test)]
 mod version_tests {
-    use super::kubernetes_version;
+    #[test]
+    fn durations_as_go_writes_them() {
+        for (text, want) in [
+            ("2s", Some(2.0)),
+            ("1m30s", Some(90.0)),
+            ("500ms", Some(0.5)),
+            ("1h", Some(3600.0)),
+            ("0s", Some(0.0)),
+            ("", None),
+            ("2x", None),
+        ] {
+            assert_eq!(parse_duration(text), want, "{text}");
+        }
+    }
+
+    use super::{kubernetes_version, parse_duration};
 
     #[test]
     fn versions_parse_with_or_without_the_v() {

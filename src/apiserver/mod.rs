@@ -20,6 +20,7 @@ pub mod gc;
 pub mod handlers;
 pub mod impersonation;
 pub mod lifecycle;
+pub mod listener;
 pub mod managed;
 pub mod metrics;
 pub mod object;
@@ -64,6 +65,9 @@ use store::{Record, Store, StoreError};
 /// The largest request body accepted, as kube-apiserver's `MaxRequestBodyBytes` (3 MiB).
 pub const MAX_BODY: usize = 3 << 20;
 
+/// kube-apiserver's `--request-timeout` default.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// capictl's own endpoint: how many objects the server holds, since when.
 pub const STATUS_PATH: &str = "/capictl/status";
 
@@ -107,6 +111,8 @@ pub struct ApiServer {
     requests: metrics::ApiMetrics,
     /// The audit log, once [`ApiServer::enable_audit`] opened one.
     audit: std::sync::OnceLock<audit::AuditLog>,
+    /// How long a request may take to send its body ([`DEFAULT_REQUEST_TIMEOUT`] unless set).
+    request_timeout: std::sync::OnceLock<Duration>,
 }
 
 impl ApiServer {
@@ -123,6 +129,7 @@ impl ApiServer {
             metrics: served,
             requests,
             audit: Default::default(),
+            request_timeout: Default::default(),
             store,
             registry: builtin::registry(),
             admission: Default::default(),
@@ -183,6 +190,18 @@ impl ApiServer {
         self.audit
             .get()
             .map_or(audit::Level::None, |log| log.level(info))
+    }
+
+    /// How long a request may take to send its body, as kube-apiserver's `--request-timeout`.
+    pub fn request_timeout(&self) -> Duration {
+        *self.request_timeout.get_or_init(|| DEFAULT_REQUEST_TIMEOUT)
+    }
+
+    /// Sets [`ApiServer::request_timeout`], before the server takes requests.
+    pub fn set_request_timeout(&self, timeout: Duration) {
+        if self.request_timeout.set(timeout).is_err() {
+            tracing::warn!("the request timeout was already set; keeping the first");
+        }
     }
 
     /// Records every request from now on in `log`.
@@ -800,7 +819,7 @@ async fn serve(State(server): State<Arc<ApiServer>>, req: Request) -> Response {
     // What only the audit log needs is taken only when there is one.
     let auditing = server.audit.get().is_some();
     let received = time::OffsetDateTime::now_utc();
-    let source = req.extensions().get::<tls::PeerAddress>().map(|p| p.0);
+    let source = req.extensions().get::<listener::PeerAddress>().map(|p| p.0);
     let user_agent = auditing
         .then(|| req.headers().get(http::header::USER_AGENT))
         .flatten()
@@ -917,6 +936,11 @@ async fn route(
         Some(u) => Some(u.clone()),
         None => token_user(server, &headers).await,
     };
+    if user.is_some()
+        && let Some(connection) = req.extensions().get::<listener::Connection>()
+    {
+        connection.authenticated();
+    }
     if user.is_none() && !is_anonymous(&path) {
         return Err(ApiError::unauthorized());
     }
@@ -1073,8 +1097,11 @@ async fn route(
     let query = handlers::parse_query(req.uri().query());
     let method = req.method().clone();
     let managed_fields = req.extensions().get::<CachingCaller>().is_none();
-    let mut body = axum::body::to_bytes(Body::new(req.into_body()), MAX_BODY)
+    // A body that trickles in holds its connection no longer than the request timeout.
+    let read = axum::body::to_bytes(Body::new(req.into_body()), MAX_BODY);
+    let mut body = tokio::time::timeout(server.request_timeout(), read)
         .await
+        .map_err(|_| ApiError::timeout())?
         .map_err(|e| {
             // Reading stops at the limit: nothing more of the body is held.
             let mut cause: Option<&dyn std::error::Error> = Some(&e);

@@ -125,6 +125,18 @@ impl ApiError {
         }
     }
 
+    /// 504, as kube-apiserver's timeout filter answers a request that ran out of time.
+    pub fn timeout() -> Self {
+        ApiError {
+            details: Some(json!({})),
+            ..ApiError::new(
+                504,
+                "Timeout",
+                "Timeout: request did not complete within requested timeout - context deadline exceeded",
+            )
+        }
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         ApiError::new(410, "Expired", message)
     }

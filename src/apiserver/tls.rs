@@ -1,23 +1,17 @@
 //! The server's certificates (an ECDSA CA made at first start, a serving certificate and
-//! client certificates it signs) and the HTTPS listener that authenticates clients by their
-//! certificate: CN is the user, O the groups.
+//! client certificates it signs) and the TLS configuration that authenticates clients by their
+//! certificate: CN is the user, O the groups ([`super::listener`] serves connections with it).
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::Router;
-use axum::extract::Request;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::TcpListener;
-use tower::ServiceExt;
 
 use super::User;
 
@@ -300,8 +294,8 @@ impl Pki {
 /// How a server speaks TLS: its configuration, and the check of client certificate chains it
 /// makes once a connection is up (None: client certificates are not asked for).
 pub struct ServerTls {
-    config: Arc<rustls::ServerConfig>,
-    client_chains: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+    pub(super) config: Arc<rustls::ServerConfig>,
+    pub(super) client_chains: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
 }
 
 /// A TLS configuration that serves `serving` and checks client certificates against the CAs
@@ -387,7 +381,7 @@ impl rustls::server::danger::ClientCertVerifier for ChainCheckedLater {
 /// The user of a connection's client certificate, once its chain checks out against the CA;
 /// None without a certificate, or with one the CA did not sign (then every request but the
 /// anonymous ones gets 401).
-fn verified_user(
+pub(super) fn verified_user(
     connection: &rustls::ServerConnection,
     chains: &dyn rustls::server::danger::ClientCertVerifier,
     peer: SocketAddr,
@@ -440,137 +434,6 @@ fn user_of(cert: &CertificateDer<'_>) -> Option<User> {
         groups,
         ..User::default()
     })
-}
-
-/// How long a client has to complete the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a connection may wait for a request's headers (also between requests).
-const HEADER_TIMEOUT: Duration = Duration::from_secs(120);
-/// Connections served at once; beyond that new ones are closed until some end.
-pub const MAX_CONNECTIONS: usize = 10_000;
-
-/// Serves `router` over HTTPS on `listener` until `shutdown` resolves; then closes every
-/// connection (watches included) before returning, so the server's state can be released.
-/// Nothing a client sends costs without bound: handshakes and request headers time out, the
-/// connections served at once are capped, and failed accepts (out of file descriptors) back
-/// off and are logged at most once every ten seconds.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    tls: ServerTls,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
-    let chains = tls.client_chains.clone();
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let mut connections = tokio::task::JoinSet::new();
-    let mut accept_errors = RateLimitedLog::default();
-    let mut full = RateLimitedLog::default();
-    let mut backoff = Duration::from_millis(10);
-    tokio::pin!(shutdown);
-    loop {
-        // Reap finished connections as we go.
-        while connections.try_join_next().is_some() {}
-        let (tcp, peer) = tokio::select! {
-            _ = &mut shutdown => {
-                connections.shutdown().await;
-                return;
-            }
-            accepted = listener.accept() => match accepted {
-                Ok(a) => {
-                    backoff = Duration::from_millis(10);
-                    a
-                }
-                Err(e) => {
-                    accept_errors.warn(|n| tracing::warn!(error = %e, "accepting connections fails ({n} times since the last report); backing off"));
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
-                    continue;
-                }
-            },
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            full.warn(|n| tracing::warn!(%peer, "{MAX_CONNECTIONS} connections are open; closing new ones ({n} since the last report)"));
-            drop(tcp);
-            continue;
-        };
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        let chains = chains.clone();
-        connections.spawn(async move {
-            serve_connection(tcp, peer, acceptor, chains, router).await;
-            drop(slot);
-        });
-    }
-}
-
-/// A warning that is logged at most once every ten seconds, saying how often it happened.
-#[derive(Default)]
-struct RateLimitedLog {
-    last: Option<std::time::Instant>,
-    suppressed: u64,
-}
-
-impl RateLimitedLog {
-    fn warn(&mut self, log: impl FnOnce(u64)) {
-        self.suppressed += 1;
-        if self
-            .last
-            .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
-        {
-            log(self.suppressed);
-            self.suppressed = 0;
-            self.last = Some(std::time::Instant::now());
-        }
-    }
-}
-
-/// The address a request came from, for the audit log.
-#[derive(Clone, Copy, Debug)]
-pub struct PeerAddress(pub SocketAddr);
-
-async fn serve_connection(
-    tcp: tokio::net::TcpStream,
-    peer: SocketAddr,
-    acceptor: tokio_rustls::TlsAcceptor,
-    chains: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
-    router: Router,
-) {
-    let _ = tcp.set_nodelay(true);
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(%peer, "TLS handshake timed out");
-            return;
-        }
-    };
-    let user = chains
-        .as_deref()
-        .and_then(|chains| verified_user(tls.get_ref().1, chains, peer));
-    let service = router.map_request(move |req: hyper::Request<hyper::body::Incoming>| {
-        let mut req: Request = req.map(axum::body::Body::new);
-        if let Some(user) = &user {
-            req.extensions_mut().insert(user.clone());
-        }
-        req.extensions_mut().insert(PeerAddress(peer));
-        req
-    });
-    let hyper_service = hyper_util::service::TowerToHyperService::new(service);
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT);
-    if let Err(e) = builder
-        .serve_connection_with_upgrades(TokioIo::new(tls), hyper_service)
-        .await
-    {
-        tracing::debug!(%peer, error = %e, "connection ended with an error");
-    }
 }
 
 #[cfg(test)]

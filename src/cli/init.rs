@@ -239,6 +239,7 @@ async fn connect(args: &Args) -> anyhow::Result<Client> {
                 etcd_endpoints: Vec::new(),
                 etcd_tls: None,
                 audit: Default::default(),
+                limits: Default::default(),
             };
             super::management::up(&options).await?;
             if let Some(before) = before.filter(|b| b != crate::management::DEFAULT_CONTEXT) {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use kube::client::ClientBuilder;
 
 use crate::apiserver::admission::{Chain, webhook_router};
+use crate::apiserver::listener;
 use crate::apiserver::tls::{self, KeyPairPem};
 use crate::controllers::leader::LeaderElection;
 use crate::controllers::manager::{self, Options};
@@ -191,7 +192,7 @@ async fn webhook_server(
         .map_err(|e| anyhow::anyhow!("--webhook-port {}: {e}", args.webhook_port))?;
     let chain = Arc::new(Chain::default());
     crate::webhooks::register(&chain);
-    Ok(tls::serve(
+    Ok(listener::serve(
         listener,
         measure_webhooks(metrics, webhook_router(chain)),
         config,

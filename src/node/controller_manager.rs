@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::kube_apiserver::parse_flags;
 use super::{NodeError, Result};
-use crate::apiserver::tls;
+use crate::apiserver::{listener, tls};
 
 /// kube-controller-manager's `--node-monitor-grace-period`.
 pub const NODE_MONITOR_GRACE: Duration = Duration::from_secs(40);
@@ -56,7 +56,12 @@ async fn serve_health(
         .await
         .map_err(super::io_error(address.as_ref()))?;
     let router = Router::new().route("/healthz", get(|| async { "ok" }));
-    tokio::spawn(tls::serve(listener, router, config, std::future::pending()));
+    tokio::spawn(listener::serve(
+        listener,
+        router,
+        config,
+        std::future::pending(),
+    ));
     Ok(())
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::{NodeError, Result, read_file};
 use crate::apiserver::store::{EtcdTls, Store};
 use crate::apiserver::tls::{self, KeyPairPem};
-use crate::apiserver::{self, ApiServer};
+use crate::apiserver::{self, ApiServer, listener};
 
 /// How long the API server waits for etcd at start (etcd starts beside it).
 const ETCD_WAIT: Duration = Duration::from_secs(60);
@@ -117,7 +117,7 @@ pub async fn run(args: &[String]) -> Result<()> {
     println!("Serving securely on {address}");
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(super::io_error("SIGTERM".as_ref()))?;
-    tls::serve(listener, apiserver::router(server), config, async move {
+    listener::serve(listener, apiserver::router(server), config, async move {
         terminate.recv().await;
     })
     .await;

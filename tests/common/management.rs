@@ -72,6 +72,14 @@ impl Management {
         )
     }
 
+    /// A management cluster started with these extra `management up` flags.
+    pub fn up_with_extra_args(args: &[&str]) -> Management {
+        Management::up_with_args(
+            kubectl_binary(),
+            args.iter().map(|a| a.to_string()).collect(),
+        )
+    }
+
     /// A management cluster whose audit log follows the policy in `policy` (YAML).
     pub fn up_with_audit_policy(policy: &str) -> Management {
         let file =

@@ -244,6 +244,7 @@ pub async fn serve_in_process(
         etcd_endpoints,
         etcd_tls,
         audit: Default::default(),
+        limits: Default::default(),
     };
     let running = capictl::management::start(&options).await.unwrap();
     (dir, options, running)

@@ -6,8 +6,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod connections;
 mod escalation;
 mod impersonation;
+mod memory;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -35,6 +35,10 @@ use tokio::sync::{broadcast, watch};
 /// changed since holds a revision nothing else does (a 500-Machine run peaked 51 MiB higher
 /// with 1,000 per resource than with 100; kube-apiserver's own minimum is 100).
 const HISTORY_PER_RESOURCE: usize = 256;
+/// The bytes of past events the whole store keeps by default, whatever the number of
+/// resources: without a bound in bytes, large objects written over and over to a few kinds
+/// took a server to gigabytes ([`Store::set_history_limit`]).
+pub const DEFAULT_HISTORY_BYTES: usize = 256 << 20;
 /// Commits waiting for the slowest watcher of a resource in its live channel (each one
 /// message, [`Batch`]); one that falls further behind catches up from the resource's history
 /// ([`Live`]), so this is below [`HISTORY_PER_RESOURCE`]: a watcher that missed this many
@@ -175,6 +179,20 @@ struct History {
     oldest_watchable: u64,
 }
 
+impl History {
+    /// Drops the oldest event; the bytes it held.
+    fn pop_oldest(&mut self) -> usize {
+        let dropped = self.events.pop_front().expect("history is not empty");
+        self.oldest_watchable = dropped.revision;
+        event_bytes(&dropped)
+    }
+}
+
+/// What an event holds in memory beyond the current objects: its object and the one before.
+fn event_bytes(event: &Event) -> usize {
+    event.record.json().len() + event.prev.as_ref().map_or(0, |p| p.json().len())
+}
+
 /// The committed state, as readers see it.
 struct State {
     objects: BTreeMap<String, Arc<Record>>,
@@ -182,6 +200,9 @@ struct State {
     revision: u64,
     /// By resource prefix (`/registry/<group>/<resource>/`).
     history: HashMap<String, History>,
+    /// What the events in `history` hold ([`event_bytes`]), and how much they may.
+    history_bytes: usize,
+    history_limit: usize,
     /// The revision the state started from: a resource without history can be watched from
     /// here on.
     start: u64,
@@ -194,7 +215,25 @@ impl State {
             objects,
             revision,
             history: HashMap::new(),
+            history_bytes: 0,
+            history_limit: DEFAULT_HISTORY_BYTES,
             start: revision,
+        }
+    }
+
+    /// Drops the oldest events of the whole store, whichever resource they belong to, until
+    /// the history is within its limit in bytes. Watchers further behind get 410 Gone.
+    fn trim_history(&mut self) {
+        while self.history_bytes > self.history_limit {
+            let Some(oldest) = self
+                .history
+                .values_mut()
+                .filter(|h| !h.events.is_empty())
+                .min_by_key(|h| h.events[0].revision)
+            else {
+                return;
+            };
+            self.history_bytes -= oldest.pop_oldest();
         }
     }
 
@@ -301,10 +340,12 @@ impl Shared {
                     oldest_watchable: start,
                 });
             history.events.push_back(event.clone());
-            if history.events.len() > HISTORY_PER_RESOURCE {
-                let dropped = history.events.pop_front().expect("history is not empty");
-                history.oldest_watchable = dropped.revision;
-            }
+            let removed = if history.events.len() > HISTORY_PER_RESOURCE {
+                history.pop_oldest()
+            } else {
+                0
+            };
+            state.history_bytes = state.history_bytes + event_bytes(event) - removed;
             if channels.contains_key(&resource) {
                 batches.entry(resource).or_default().push(event.clone());
             }
@@ -315,6 +356,7 @@ impl Shared {
                 .map(|(resource, batch)| (channels[&resource].clone(), batch.into()))
                 .collect(),
         );
+        state.trim_history();
         state.revision = state.revision.max(revision);
         let now = state.revision;
         drop(channels);
@@ -330,7 +372,9 @@ impl Shared {
     /// every watcher to start over.
     fn reset(&self, objects: BTreeMap<String, Arc<Record>>, revision: u64) {
         let mut state = self.state.write().unwrap();
+        let history_limit = state.history_limit;
         *state = State::new(objects, revision);
+        state.history_limit = history_limit;
         // Dropping the senders ends every live watch; clients relist.
         self.channels.lock().unwrap().clear();
         drop(state);
@@ -509,6 +553,19 @@ impl Store {
     /// its `/registry/` keys.
     pub async fn etcd(endpoints: &[String], tls: Option<&EtcdTls>) -> Result<Store, StoreError> {
         etcd::connect(endpoints, tls).await
+    }
+
+    /// Bounds the bytes of past events the store keeps for watches, across every resource
+    /// (by default [`DEFAULT_HISTORY_BYTES`]).
+    pub fn set_history_limit(&self, bytes: usize) {
+        let mut state = self.shared.state.write().unwrap();
+        state.history_limit = bytes;
+        state.trim_history();
+    }
+
+    /// The bytes the watch history holds now.
+    pub fn history_bytes(&self) -> usize {
+        self.shared.state.read().unwrap().history_bytes
     }
 
     /// The latest committed revision.
@@ -992,6 +1049,46 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(start.live.recv().await.unwrap_err(), LiveError::FellBehind);
+    }
+
+    #[tokio::test]
+    async fn the_history_is_bounded_in_bytes_across_resources() {
+        let store = Store::in_memory();
+        store.set_history_limit(64 << 10);
+        let big = "x".repeat(10_000);
+        let other = "/registry/cluster.x-k8s.io/clusters/default/c";
+        let first = store
+            .create(other.to_string(), json!({"data": big}))
+            .await
+            .unwrap();
+        store
+            .create(key("big"), json!({"data": big}))
+            .await
+            .unwrap();
+        for i in 0..40 {
+            store
+                .update(key("big"), json!({"i": i, "data": big}), None)
+                .await
+                .unwrap();
+        }
+        let held = store.history_bytes();
+        assert!(held <= 64 << 10, "{held} bytes of history");
+        assert!(
+            held >= 40 << 10,
+            "the history keeps what fits: {held} bytes"
+        );
+        // The other resource's event went first, oldest of all: a watch from before it is told
+        // to list again, and so is one from before the oldest ConfigMap event kept.
+        assert!(matches!(
+            store.watch(other, Some(first.revision - 1)),
+            Err(StoreError::Compacted { .. })
+        ));
+        assert!(matches!(
+            store.watch(PREFIX, Some(first.revision)),
+            Err(StoreError::Compacted { .. })
+        ));
+        let recent = store.revision() - 2;
+        assert_eq!(store.watch(PREFIX, Some(recent)).unwrap().backlog.len(), 2);
     }
 
     #[tokio::test]

@@ -635,7 +635,7 @@ async fn run_bootstrap<M: DockerBackedMachine>(
         .docker()
         .bootstrap_timeout
         .as_deref()
-        .and_then(crate::providers::in_memory::parse_duration)
+        .and_then(crate::api::parse_duration)
         .map(Duration::from_secs_f64)
         .unwrap_or(BOOTSTRAP_TIMEOUT);
     let state = Arc::new(Mutex::new(Bootstrap::Running {

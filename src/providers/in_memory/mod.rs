@@ -164,40 +164,6 @@ fn key(namespace: &str, cluster: &str) -> String {
     format!("{namespace}/{cluster}")
 }
 
-/// A Go-style duration (`2s`, `1m30s`, `500ms`, `1h`) in seconds.
-pub fn parse_duration(text: &str) -> Option<f64> {
-    let mut total = 0.0;
-    let mut number = String::new();
-    let mut chars = text.trim().chars().peekable();
-    if text.trim().is_empty() {
-        return None;
-    }
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() || c == '.' {
-            number.push(c);
-            continue;
-        }
-        let value: f64 = number.parse().ok()?;
-        number.clear();
-        let unit = match (c, chars.peek()) {
-            ('m', Some('s')) => {
-                chars.next();
-                0.001
-            }
-            ('h', _) => 3600.0,
-            ('m', _) => 60.0,
-            ('s', _) => 1.0,
-            _ => return None,
-        };
-        total += value * unit;
-    }
-    if !number.is_empty() {
-        // A bare number is seconds.
-        total += number.parse::<f64>().ok()?;
-    }
-    Some(total)
-}
-
 /// How long one part of a machine takes to start: its duration, stretched by up to `jitter`.
 fn startup(part: Option<&InMemoryStartup>, seed: f64) -> f64 {
     let Some(p) = part.and_then(|p| p.provisioning.as_ref()) else {
@@ -206,7 +172,7 @@ fn startup(part: Option<&InMemoryStartup>, seed: f64) -> f64 {
     let d = p
         .startup_duration
         .as_deref()
-        .and_then(parse_duration)
+        .and_then(crate::api::parse_duration)
         .unwrap_or(0.0);
     let jitter: f64 = p
         .startup_jitter
@@ -920,21 +886,6 @@ mod tests {
                 .iter()
                 .any(|c| c.type_ == "Paused" && c.status == "False")
         );
-    }
-
-    #[test]
-    fn durations_as_go_writes_them() {
-        for (text, want) in [
-            ("2s", Some(2.0)),
-            ("1m30s", Some(90.0)),
-            ("500ms", Some(0.5)),
-            ("1h", Some(3600.0)),
-            ("0s", Some(0.0)),
-            ("", None),
-            ("2x", None),
-        ] {
-            assert_eq!(parse_duration(text), want, "{text}");
-        }
     }
 
     #[test]

@@ -78,7 +78,7 @@ impl Workloads {
             ca.serving_certificate(&["localhost".into(), "127.0.0.1".into(), "::1".into()])?;
         let config = ca.server_config(&serving)?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        tokio::spawn(apiserver::tls::serve(
+        tokio::spawn(apiserver::listener::serve(
             listener,
             apiserver::router(server.clone()),
             config,
