@@ -1539,7 +1539,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__serve)
-            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --verbose --help --version"
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --request-timeout --watch-history-mb --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1590,6 +1590,14 @@ _capictl() {
                     return 0
                     ;;
                 --audit-log-maxbackup)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --watch-history-mb)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1619,7 +1627,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__up)
-            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --verbose --help --version"
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --request-timeout --watch-history-mb --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1670,6 +1678,14 @@ _capictl() {
                     return 0
                     ;;
                 --audit-log-maxbackup)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --request-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --watch-history-mb)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -392,6 +392,9 @@ pub struct Running {
     stop_controllers: tokio::sync::oneshot::Sender<()>,
     controllers: tokio::task::JoinHandle<()>,
     system_controllers: tokio::task::JoinHandle<()>,
+    /// Signs approved CertificateSigningRequests with the cluster CA, as
+    /// kube-controller-manager's signers do.
+    certificate_signer: tokio::task::JoinHandle<()>,
     dir: StateDir,
 }
 
@@ -403,6 +406,8 @@ impl Running {
         let _ = self.controllers.await;
         self.system_controllers.abort();
         let _ = self.system_controllers.await;
+        self.certificate_signer.abort();
+        let _ = self.certificate_signer.await;
         let _ = self.shutdown.send(());
         let _ = self.task.await;
         let _ = std::fs::remove_file(self.dir.run_info_path());
@@ -509,6 +514,10 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
         merge_kubeconfig(path, &own)?;
     }
 
+    let certificate_signer = tokio::spawn(apiserver::csr::run(
+        kube::Client::new(apiserver::local_router(server.clone()), "default"),
+        pki.clone(),
+    ));
     let (tx, rx) = tokio::sync::oneshot::channel();
     let router = apiserver::router(server.clone());
     let task = tokio::spawn(listener::serve(listener, router, config, async {
@@ -545,6 +554,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
         stop_controllers,
         controllers,
         system_controllers,
+        certificate_signer,
         dir: dir.clone(),
     })
 }

@@ -27,7 +27,16 @@ fn running_and_ready(p: &Pod) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_planes_on_real_etcd_a_worker_by_csr_and_recovery() {
-    let mut cluster = NodeCluster::start("nodes").await;
+    // The cluster CA is one the user brought as openssl writes it (RSA, PKCS#1): the nodes'
+    // certificates, and the worker's kubelet certificate by CSR, are signed with it.
+    let mut cluster = NodeCluster::start_with_ca(
+        "nodes",
+        Some((
+            include_str!("../src/apiserver/testdata/rsa-pkcs1.crt"),
+            include_str!("../src/apiserver/testdata/rsa-pkcs1.key"),
+        )),
+    )
+    .await;
 
     // The first control plane: kubectl through its published port sees a Ready Node at the
     // image's version and the four static pods Running.

@@ -324,6 +324,45 @@ fn clusters_move_between_embedded_management_clusters_and_through_a_directory() 
 
     target.down();
     init(&third, "in-memory");
+    // An object the target would refuse (a Secret over etcd's request limit) is found before
+    // anything is restored: the dry run says so, and the real run restores nothing.
+    let oversize = third.dir.join("oversize-backup");
+    std::fs::create_dir_all(&oversize).unwrap();
+    let mut padded = None;
+    for entry in std::fs::read_dir(&backup).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        if padded.is_none() && name.starts_with("Secret_") {
+            let mut secret: serde_json::Value = capictl::yaml::from_str(&text).unwrap();
+            use base64::Engine;
+            secret["data"]["padding"] = base64::engine::general_purpose::STANDARD
+                .encode(vec![b'x'; 2 << 20])
+                .into();
+            text = serde_json::to_string(&secret).unwrap();
+            padded = Some(secret["metadata"]["name"].as_str().unwrap().to_string());
+        }
+        std::fs::write(oversize.join(&name), text).unwrap();
+    }
+    let padded = padded.expect("the backup holds a Secret");
+    for dry in [true, false] {
+        let mut args = vec!["move", "--from-directory", oversize.to_str().unwrap()];
+        if dry {
+            args.push("--dry-run");
+        }
+        let refused = with(&third, &args);
+        let said = text(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(1), "dry run {dry}: {said}");
+        assert!(
+            said.contains(&padded) && said.contains("too large"),
+            "dry run {dry}: {said}"
+        );
+        assert_eq!(
+            third.kubectl(&["get", "clusters", "-A", "-o", "name"]),
+            "",
+            "nothing was restored"
+        );
+    }
     succeeds(
         &third,
         &["move", "--from-directory", backup.to_str().unwrap()],

@@ -158,6 +158,24 @@ const BUILTINS: &[Builtin] = &[
             ]
         },
     },
+    // Deprecated in Kubernetes and still served; read-only ([`super::handlers`]).
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "ComponentStatus",
+        plural: "componentstatuses",
+        short_names: &["cs"],
+        namespaced: false,
+        status: false,
+        generation: false,
+        columns: || {
+            vec![
+                path("Status", "string", ".conditions[0].type"),
+                path("Message", "string", ".conditions[0].message"),
+                path("Error", "string", ".conditions[0].error"),
+            ]
+        },
+    },
     Builtin {
         group: "",
         version: "v1",

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::ApiServer;
 use super::admission::{self, Operation};
+use super::builtin_types;
 use super::eviction;
 use super::gc::Propagation;
 use super::lifecycle::{self, DeletePlan, Deleted, Updated};
@@ -91,6 +92,8 @@ pub struct Call<'a> {
     pub managed_fields: bool,
     /// Warnings for the client, sent as `Warning` headers.
     pub warnings: std::sync::Mutex<Vec<String>>,
+    /// The keys the request's body repeated, by path, until [`Call::apply_schema`] reports them.
+    pub duplicate_fields: std::sync::Mutex<Vec<String>>,
     /// The client's User-Agent, which names its field manager when it gives none.
     pub user_agent: String,
 }
@@ -190,34 +193,68 @@ impl Call<'_> {
         response
     }
 
-    /// Prunes, defaults and validates an object against the resource's schema, as
-    /// `fieldValidation` asks; `old` is the stored object an update replaces.
+    /// Decodes an object as kube-apiserver decodes a request into its types, as
+    /// `fieldValidation` asks: a CRD's schema prunes, defaults and validates it; a built-in
+    /// kind's types refuse values they cannot hold (422) and drop fields they do not have.
+    /// Unknown fields, and keys the body repeated, are warned about or refused. `old` is the
+    /// stored object an update replaces.
     fn apply_schema(&self, object: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
-        let Some(schema) = self.resource.schema.clone() else {
-            return Ok(());
-        };
         let field_validation =
             FieldValidation::parse(self.query.get("fieldValidation").map(String::as_str))
                 .map_err(ApiError::bad_request)?;
-        let unknown = schema::prune(&schema, object);
-        if !unknown.is_empty() {
-            let list: Vec<String> = unknown
-                .iter()
-                .map(|f| format!("unknown field \"{f}\""))
-                .collect();
+        let cannot_handle = |why: String| {
+            ApiError::bad_request(format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: {why}",
+                kind = self.resource.kind,
+                version = self.resource.version,
+            ))
+        };
+        let schema = self.resource.schema.clone();
+        let unknown = match &schema {
+            Some(schema) => schema::prune(schema, object),
+            None => match builtin_types::SCHEMAS.of(&self.resource) {
+                Some(definition) => {
+                    let decoded = builtin_types::SCHEMAS.decode(definition, object);
+                    if !decoded.errors.is_empty() {
+                        return Err(ApiError::invalid(
+                            &self.resource.kind,
+                            &self.resource.group,
+                            object::name_of(object),
+                            decoded.errors,
+                        ));
+                    }
+                    decoded.unknown
+                }
+                None => Vec::new(),
+            },
+        };
+        // What an update's stored object already had is not the request's doing.
+        let unknown = unknown
+            .into_iter()
+            .filter(|path| old.is_none_or(|old| !path_exists(old, path)));
+        let problems: Vec<String> = unknown
+            .map(|f| format!("unknown field \"{f}\""))
+            .chain(
+                std::mem::take(&mut *self.duplicate_fields.lock().unwrap())
+                    .into_iter()
+                    .map(|f| format!("duplicate field \"{f}\"")),
+            )
+            .collect();
+        if !problems.is_empty() {
             match field_validation {
                 FieldValidation::Strict => {
-                    return Err(ApiError::bad_request(format!(
-                        "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
-                        list.join(", "),
-                        kind = self.resource.kind,
-                        version = self.resource.version,
+                    return Err(cannot_handle(format!(
+                        "strict decoding error: {}",
+                        problems.join(", ")
                     )));
                 }
-                FieldValidation::Warn => self.warnings.lock().unwrap().extend(list),
+                FieldValidation::Warn => self.warnings.lock().unwrap().extend(problems),
                 FieldValidation::Ignore => {}
             }
         }
+        let Some(schema) = schema else {
+            return Ok(());
+        };
         schema::apply_defaults(&schema, object);
         let causes = schema::validate(&schema, object, old);
         if causes.is_empty() {
@@ -230,6 +267,51 @@ impl Call<'_> {
                 causes,
             ))
         }
+    }
+
+    /// Parses a request's body, keeping the keys it repeats for [`Call::apply_schema`].
+    fn parse_body(&self, body: &[u8]) -> Result<Value, ApiError> {
+        let (value, duplicates) = patch::parse_with_duplicates(body)?;
+        *self.duplicate_fields.lock().unwrap() = duplicates;
+        Ok(value)
+    }
+
+    /// Refuses approving, denying or signing a CertificateSigningRequest to whom its signer
+    /// does not allow it (`approve` or `sign` on `signers`, by the signer's name or its
+    /// domain's `<domain>/*`), as kube-apiserver's certificate admission does.
+    fn check_signer(&self, old: &Value, new: &Value) -> Result<(), ApiError> {
+        if self.resource.group != "certificates.k8s.io"
+            || self.resource.plural != "certificatesigningrequests"
+        {
+            return Ok(());
+        }
+        let Some((verb, signer)) = super::csr::signer_verb(old, new) else {
+            return Ok(());
+        };
+        let domain_wide = signer
+            .split_once('/')
+            .map(|(domain, _)| format!("{domain}/*"));
+        let allowed = [Some(signer.to_string()), domain_wide]
+            .into_iter()
+            .flatten()
+            .any(|name| {
+                let target = super::authz::Target::Resource {
+                    group: "certificates.k8s.io",
+                    resource: "signers",
+                    subresource: None,
+                    namespace: None,
+                    name: Some(&name),
+                };
+                self.server.authorize(&self.user, verb, &target).is_ok()
+            });
+        if allowed {
+            return Ok(());
+        }
+        let action = if verb == "approve" { "approve" } else { "sign" };
+        Err(ApiError::forbidden(format!(
+            "certificatesigningrequests.certificates.k8s.io \"{}\" is forbidden: user not permitted to {action} requests with signerName \"{signer}\"",
+            object::name_of(new)
+        )))
     }
 
     /// Refuses an RBAC object that grants more than its writer holds.
@@ -256,7 +338,7 @@ impl Call<'_> {
         object: &mut Value,
         target: Target,
     ) -> Result<(), ApiError> {
-        if target == Target::Status {
+        if target != Target::Main {
             return Ok(());
         }
         let name = object::name_of(object).to_string();
@@ -461,7 +543,7 @@ impl Call<'_> {
     }
 
     pub async fn create(&self, body: &[u8]) -> Result<Response, ApiError> {
-        let mut obj = patch::parse_json_or_yaml(body)?;
+        let mut obj = self.parse_body(body)?;
         self.track(None, &mut obj);
         self.create_object(obj).await
     }
@@ -480,13 +562,34 @@ impl Call<'_> {
         }
     }
 
+    /// The schema writes of this resource merge by: list maps by key, sets by value (a CRD's
+    /// own schema, a built-in kind's types).
+    fn merge_schema(&self) -> managed::Schema<'_> {
+        if let Some(schema) = &self.resource.schema {
+            return managed::Schema::inline(schema);
+        }
+        match builtin_types::SCHEMAS
+            .of(&self.resource)
+            .and_then(|d| builtin_types::SCHEMAS.definition(d))
+        {
+            Some(root) => managed::Schema::with_refs(root, builtin_types::resolve),
+            None => managed::Schema::none(),
+        }
+    }
+
     /// Records which fields this request's manager set.
     fn track(&self, old: Option<&Value>, new: &mut Value) {
         if new.is_object() {
             if !new["metadata"].is_object() {
                 new["metadata"] = json!({});
             }
-            managed::record_update(old, new, &self.manager(), &self.resource.api_version());
+            managed::record_update(
+                old,
+                new,
+                &self.manager(),
+                &self.resource.api_version(),
+                self.merge_schema(),
+            );
         }
     }
 
@@ -501,6 +604,7 @@ impl Call<'_> {
         self.check_rbac_write(None, &obj)?;
         let name = object::name_of(&obj).to_string();
         if self.dry_run() {
+            super::store::check_size(&obj)?;
             return Ok(self.respond_object(StatusCode::CREATED, obj));
         }
         let key = self.key(&name);
@@ -539,6 +643,7 @@ impl Call<'_> {
             }
         }
         if self.dry_run() {
+            super::store::check_size(&new)?;
             let mut out = new;
             out["metadata"]["resourceVersion"] = json!(current.mod_revision.to_string());
             return Ok(Ok(Answer::Made(out)));
@@ -566,7 +671,7 @@ impl Call<'_> {
         target: Target,
         body: &[u8],
     ) -> Result<Response, ApiError> {
-        let sent = patch::parse_json_or_yaml(body)?;
+        let sent = self.parse_body(body)?;
         let sent_rv = object::sent_revision(&sent)?;
         if sent_rv.is_none() && self.resource.crd_name.is_some() {
             return Err(ApiError::invalid(
@@ -606,6 +711,7 @@ impl Call<'_> {
                 .strategy_update(&self.resource, &old, &mut new)?;
             self.admit(Operation::Update, Some(&old), &mut new, target)?;
             self.check_rbac_write(Some(&old), &new)?;
+            self.check_signer(&old, &new)?;
             match self.store_update(&current, &old, new).await? {
                 Ok(answer) => return Ok(self.respond(StatusCode::OK, answer)),
                 Err(()) if sent_rv.is_some() => return Err(self.conflict(name)),
@@ -649,6 +755,7 @@ impl Call<'_> {
                             &self.manager(),
                             &self.resource.api_version(),
                             force,
+                            self.merge_schema(),
                         )
                         .map_err(|c| ApiError::apply_conflict(c.to_string()))?;
                         return self.create_object(obj).await;
@@ -666,6 +773,7 @@ impl Call<'_> {
                     &self.manager(),
                     &self.resource.api_version(),
                     force,
+                    self.merge_schema(),
                 )
                 .map_err(|c| ApiError::apply_conflict(c.to_string()))?,
                 None => {
@@ -695,6 +803,7 @@ impl Call<'_> {
                 .strategy_update(&self.resource, &old, &mut new)?;
             self.admit(Operation::Update, Some(&old), &mut new, target)?;
             self.check_rbac_write(Some(&old), &new)?;
+            self.check_signer(&old, &new)?;
             match self.store_update(&current, &old, new).await? {
                 Ok(answer) => return Ok(self.respond(StatusCode::OK, answer)),
                 Err(()) => self.server.store.consistent().await?,
@@ -703,22 +812,97 @@ impl Call<'_> {
         Err(self.conflict(name))
     }
 
+    /// `componentstatuses`: the store's health as `etcd-0`, and the controller manager and
+    /// scheduler this server stands in for, as kube-apiserver still answers them.
+    pub async fn component_statuses(&self, name: Option<&str>) -> Result<Response, ApiError> {
+        let etcd = match self.server.store.healthy().await {
+            Ok(()) => json!({"type": "Healthy", "status": "True", "message": "ok"}),
+            Err(e) => json!({"type": "Healthy", "status": "False", "error": e.to_string()}),
+        };
+        let ok = json!({"type": "Healthy", "status": "True", "message": "ok"});
+        let items: Vec<Value> = [("controller-manager", &ok), ("etcd-0", &etcd), ("scheduler", &ok)]
+            .into_iter()
+            .filter(|(n, _)| name.is_none_or(|wanted| wanted == *n))
+            .map(|(n, condition)| {
+                json!({"kind": "ComponentStatus", "apiVersion": "v1", "metadata": {"name": n}, "conditions": [condition]})
+            })
+            .collect();
+        if let Some(wanted) = name {
+            let item = items
+                .into_iter()
+                .next()
+                .ok_or_else(|| self.not_found(wanted))?;
+            return Ok(self.respond_object(StatusCode::OK, item));
+        }
+        let metadata = json!({});
+        Ok(match self.representation {
+            Representation::Table => json_response(
+                StatusCode::OK,
+                table::table(
+                    &self.resource,
+                    &items,
+                    metadata,
+                    IncludeObject::parse(self.query.get("includeObject").map(String::as_str)),
+                    true,
+                ),
+            ),
+            _ => json_response(
+                StatusCode::OK,
+                json!({"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": metadata, "items": items}),
+            ),
+        })
+    }
+
     /// Issues a token for a ServiceAccount (the TokenRequest subresource).
     pub async fn request_token(&self, name: &str, body: &[u8]) -> Result<Response, ApiError> {
         let account = self.get_record(name)?;
-        let asked: Value = if body.is_empty() {
+        let mut asked: Value = if body.is_empty() {
             json!({})
         } else {
             patch::parse_json_or_yaml(body)?
         };
-        let request = tokens::request_of(&asked).map_err(|(field, message)| {
-            ApiError::invalid(
-                "TokenRequest",
-                "authentication.k8s.io",
-                name,
-                vec![FieldCause::invalid(field, message)],
-            )
-        })?;
+        let invalid =
+            |causes| ApiError::invalid("TokenRequest", "authentication.k8s.io", name, causes);
+        if let Some(definition) =
+            builtin_types::SCHEMAS.kind("authentication.k8s.io", "TokenRequest")
+        {
+            let decoded = builtin_types::SCHEMAS.decode(definition, &mut asked);
+            if !decoded.errors.is_empty() {
+                return Err(invalid(decoded.errors));
+            }
+        }
+        let mut request = tokens::request_of(&asked)
+            .map_err(|(field, message)| invalid(vec![FieldCause::invalid(field, message)]))?;
+        if let Some((kind, bound_name, bound_uid)) = &mut request.bound {
+            // As kube-apiserver: the object must exist, and be the one the request names.
+            let (plural, namespace) = match kind.as_str() {
+                "Pod" => ("pods", self.namespace()),
+                "Secret" => ("secrets", self.namespace()),
+                _ => ("nodes", None),
+            };
+            let resource = self
+                .server
+                .registry
+                .get("", "v1", plural)
+                .ok_or_else(|| ApiError::internal(format!("{plural} are not served")))?;
+            let found = self
+                .server
+                .store
+                .get(&resource.key(namespace, bound_name))
+                .ok_or_else(|| ApiError::not_found("", plural, bound_name))?;
+            let uid = found.meta().uid.to_string();
+            if !bound_uid.is_empty() && *bound_uid != uid {
+                return Err(ApiError::conflict_because(
+                    "",
+                    kind,
+                    bound_name,
+                    &format!(
+                        "the UID in the bound object reference ({bound_uid}) does not match the UID in record. The object might have been deleted and then recreated"
+                    ),
+                ));
+            }
+            *bound_uid = uid;
+        }
         let signer = self
             .server
             .token_signer(true)
@@ -907,7 +1091,7 @@ impl Call<'_> {
                 "fieldManager is required for apply requests",
             ));
         }
-        let mut applied = patch::parse_json_or_yaml(body)?;
+        let mut applied = self.parse_body(body)?;
         if applied["apiVersion"].as_str().is_none() || applied["kind"].as_str().is_none() {
             return Err(ApiError::bad_request(
                 "an applied object must set apiVersion and kind",
@@ -1102,4 +1286,37 @@ impl admission::Lookup for StoredObjects<'_> {
             .map(|r| object::present(&resource, r, r.mod_revision))
             .collect()
     }
+}
+
+/// Whether `value` has something at `path` (`spec.containers[0].image`, `data[key]`).
+fn path_exists(value: &Value, path: &str) -> bool {
+    let mut current = value;
+    for part in path.split('.') {
+        let (field, mut rest) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if !field.is_empty() {
+            match current.get(field) {
+                Some(v) => current = v,
+                None => return false,
+            }
+        }
+        while let Some(inner) = rest.strip_prefix('[') {
+            let Some(end) = inner.find(']') else {
+                return false;
+            };
+            let index = &inner[..end];
+            let next = match index.parse::<usize>() {
+                Ok(i) if current.is_array() => current.get(i),
+                _ => current.get(index),
+            };
+            match next {
+                Some(v) => current = v,
+                None => return false,
+            }
+            rest = &inner[end + 1..];
+        }
+    }
+    true
 }

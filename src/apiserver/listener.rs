@@ -296,7 +296,7 @@ async fn serve_connection(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
     acceptor: tokio_rustls::TlsAcceptor,
-    chains: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+    chains: Option<Arc<super::tls::ClientCas>>,
     router: Router,
     connection: Connection,
 ) {

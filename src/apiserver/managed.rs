@@ -1,8 +1,12 @@
 //! Field ownership (`metadata.managedFields`) and server-side apply: who set which field,
 //! conflicts between appliers, and fields an applier stops applying going away.
 //!
-//! Field sets use Kubernetes' FieldsV1 form (`{"f:spec": {"f:replicas": {}}}`). Lists are owned
-//! as a whole.
+//! Field sets use Kubernetes' FieldsV1 form (`{"f:spec": {"f:replicas": {}}}`). Lists follow
+//! their schema, as kube-apiserver's structured merge does: a list map (`x-kubernetes-list-type:
+//! map`, or a built-in list with a patch merge key) is owned item by item, by key
+//! (`k:{"name":"web"}`); a set (`x-kubernetes-list-type: set`) value by value (`v:"a"`); any
+//! other list as a whole. So an applier that sets a container's image owns that image, not
+//! every container, and applying what another manager created conflicts with nothing.
 
 use std::collections::BTreeSet;
 
@@ -10,15 +14,139 @@ use serde_json::{Map, Value, json};
 
 use super::object;
 
-/// A field path: the keys from the root.
-type Path = Vec<String>;
+/// One step of a field path, as FieldsV1 writes it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Step {
+    /// `f:<name>`: a field of an object.
+    Field(String),
+    /// `k:<json>`: the item of a list map with these key fields (compact JSON, keys sorted).
+    Key(String),
+    /// `v:<json>`: the item of a set with this value.
+    Value(String),
+    /// `.`: the list item itself, as opposed to its fields.
+    Itself,
+}
+
+/// A field path: the steps from the root.
+pub type Path = Vec<Step>;
+
+/// How the items of a list merge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListType {
+    Atomic,
+    Set,
+    Map(Vec<String>),
+}
+
+/// The schema a write is merged by: a node of it, and how its `$ref`s resolve (built-in
+/// kinds' schemas refer to shared definitions; CRD schemas are inline).
+#[derive(Clone, Copy)]
+pub struct Schema<'a> {
+    node: Option<&'a Value>,
+    resolve: fn(&'a Value) -> &'a Value,
+}
+
+fn inline(node: &Value) -> &Value {
+    node
+}
+
+impl<'a> Schema<'a> {
+    /// No schema: every list is atomic.
+    pub fn none() -> Schema<'a> {
+        Schema {
+            node: None,
+            resolve: inline,
+        }
+    }
+
+    /// A schema whose nodes are inline (a CRD's `openAPIV3Schema`).
+    pub fn inline(root: &'a Value) -> Schema<'a> {
+        Schema {
+            node: Some(root),
+            resolve: inline,
+        }
+    }
+
+    /// A schema whose `$ref`s `resolve` follows.
+    pub fn with_refs(root: &'a Value, resolve: fn(&'a Value) -> &'a Value) -> Schema<'a> {
+        Schema {
+            node: Some(root),
+            resolve,
+        }
+    }
+
+    fn resolved(&self) -> Option<&'a Value> {
+        self.node.map(self.resolve)
+    }
+
+    fn at(self, node: Option<&'a Value>) -> Schema<'a> {
+        Schema { node, ..self }
+    }
+
+    /// The schema of field `name` of the object this node describes.
+    pub fn field(self, name: &str) -> Schema<'a> {
+        let node = self.resolved().and_then(|n| {
+            n.get("properties")
+                .and_then(|p| p.get(name))
+                .or_else(|| n.get("additionalProperties").filter(|a| a.is_object()))
+        });
+        self.at(node)
+    }
+
+    /// The schema of the items of the list this node describes.
+    pub fn items(self) -> Schema<'a> {
+        self.at(self.resolved().and_then(|n| n.get("items")))
+    }
+
+    /// How the list this node describes merges: its `x-kubernetes-list-type`, else (built-in
+    /// kinds' older markers) a patch merge key makes it a map and a merge strategy a set.
+    pub fn list_type(&self) -> ListType {
+        let Some(node) = self.node else {
+            return ListType::Atomic;
+        };
+        // Markers sit beside a `$ref`, on the field, or on the definition it names.
+        let marker = |key: &str| {
+            node.get(key)
+                .or_else(|| self.resolved().and_then(|n| n.get(key)))
+                .and_then(Value::as_str)
+        };
+        let keys = || {
+            node.get("x-kubernetes-list-map-keys")
+                .and_then(Value::as_array)
+                .map(|k| {
+                    k.iter()
+                        .filter_map(|k| k.as_str().map(String::from))
+                        .collect()
+                })
+        };
+        match marker("x-kubernetes-list-type") {
+            Some("map") => ListType::Map(keys().unwrap_or_default()),
+            Some("set") => ListType::Set,
+            Some(_) => ListType::Atomic,
+            None => match (
+                marker("x-kubernetes-patch-merge-key"),
+                marker("x-kubernetes-patch-strategy"),
+            ) {
+                (Some(key), Some(strategy)) if strategy.contains("merge") => {
+                    ListType::Map(vec![key.to_string()])
+                }
+                (None, Some(strategy)) if strategy.contains("merge") => ListType::Set,
+                _ => ListType::Atomic,
+            },
+        }
+    }
+}
 
 /// Paths the server owns and no manager can.
-fn ignored(path: &[String]) -> bool {
-    match path {
-        [first] => matches!(first.as_str(), "apiVersion" | "kind"),
-        [meta, field, ..] if meta == "metadata" => matches!(
-            field.as_str(),
+fn ignored(path: &[Step]) -> bool {
+    let field = |i: usize| match path.get(i) {
+        Some(Step::Field(f)) => f.as_str(),
+        _ => "",
+    };
+    match path.len() {
+        1 => matches!(field(0), "apiVersion" | "kind"),
+        n if n >= 2 && field(0) == "metadata" => matches!(
+            field(1),
             "name"
                 | "namespace"
                 | "uid"
@@ -34,47 +162,179 @@ fn ignored(path: &[String]) -> bool {
     }
 }
 
-/// The leaf paths of an object (maps are descended into; anything else is a leaf).
-pub fn leaves(value: &Value) -> BTreeSet<Path> {
+/// The key of a list map's item: its key fields as compact JSON, keys sorted.
+fn item_key(item: &Value, keys: &[String]) -> Option<String> {
+    let mut fields = Map::new();
+    for key in keys {
+        fields.insert(key.clone(), item.get(key)?.clone());
+    }
+    Some(Value::Object(fields).to_string())
+}
+
+/// Fills in the key fields a list map's items leave out with their schema's defaults (a
+/// container port's `protocol`), as kube-apiserver defaults an applied configuration: items
+/// are found by their whole key.
+fn default_keys(value: &mut Value, schema: Schema<'_>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                default_keys(v, schema.field(k));
+            }
+        }
+        Value::Array(items) => {
+            let item_schema = schema.items();
+            if let ListType::Map(keys) = schema.list_type() {
+                for item in items.iter_mut() {
+                    let Some(fields) = item.as_object_mut() else {
+                        continue;
+                    };
+                    for key in &keys {
+                        if !fields.contains_key(key)
+                            && let Some(default) = item_schema
+                                .field(key)
+                                .resolved()
+                                .and_then(|s| s.get("default"))
+                        {
+                            fields.insert(key.clone(), default.clone());
+                        }
+                    }
+                }
+            }
+            for item in items {
+                default_keys(item, item_schema);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The leaf paths of an object: maps and keyed list items are descended into; atomic lists,
+/// set values and anything else are leaves.
+pub fn leaves(value: &Value, schema: Schema<'_>) -> BTreeSet<Path> {
     let mut out = BTreeSet::new();
-    collect(value, &mut Vec::new(), &mut out);
+    collect(value, schema, &mut Vec::new(), &mut out);
     out
 }
 
-fn collect(value: &Value, path: &mut Path, out: &mut BTreeSet<Path>) {
+fn collect(value: &Value, schema: Schema<'_>, path: &mut Path, out: &mut BTreeSet<Path>) {
     match value {
         Value::Object(map) if !map.is_empty() || path.is_empty() => {
             for (k, v) in map {
-                path.push(k.clone());
+                path.push(Step::Field(k.clone()));
                 if !ignored(path) {
-                    collect(v, path, out);
+                    collect(v, schema.field(k), path, out);
                 }
                 path.pop();
             }
         }
+        Value::Array(items) if !items.is_empty() => match schema.list_type() {
+            ListType::Atomic => {
+                out.insert(path.clone());
+            }
+            ListType::Set => {
+                for item in items {
+                    path.push(Step::Value(item.to_string()));
+                    out.insert(path.clone());
+                    path.pop();
+                }
+            }
+            ListType::Map(keys) => {
+                let item_schema = schema.items();
+                for item in items {
+                    let Some(key) = item_key(item, &keys) else {
+                        // An item without its keys cannot be told apart: the list is a whole.
+                        out.insert(path.clone());
+                        continue;
+                    };
+                    path.push(Step::Key(key));
+                    path.push(Step::Itself);
+                    out.insert(path.clone());
+                    path.pop();
+                    collect(item, item_schema, path, out);
+                    path.pop();
+                }
+            }
+        },
         _ => {
             out.insert(path.clone());
         }
     }
 }
 
-fn get<'a>(value: &'a Value, path: &[String]) -> Option<&'a Value> {
-    path.iter().try_fold(value, |v, k| v.get(k))
+/// The item of list `items` that `step` names.
+fn find<'v>(items: &'v [Value], step: &Step) -> Option<(usize, &'v Value)> {
+    items.iter().enumerate().find(|(_, item)| match step {
+        Step::Key(key) => {
+            let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(key) else {
+                return false;
+            };
+            fields.iter().all(|(k, v)| item.get(k) == Some(v))
+        }
+        Step::Value(value) => item.to_string() == *value,
+        _ => false,
+    })
 }
 
-fn remove(value: &mut Value, path: &[String]) {
+fn get<'v>(value: &'v Value, path: &[Step]) -> Option<&'v Value> {
+    path.iter().try_fold(value, |v, step| match step {
+        Step::Field(k) => v.get(k),
+        Step::Itself => Some(v),
+        keyed => find(v.as_array()?, keyed).map(|(_, item)| item),
+    })
+}
+
+fn remove(value: &mut Value, path: &[Step]) {
+    // A list item goes as a whole when its `.` (or its set value) goes.
+    let path = match path.split_last() {
+        Some((Step::Itself, item)) => item,
+        _ => path,
+    };
     let Some((last, parents)) = path.split_last() else {
         return;
     };
     let mut current = value;
-    for k in parents {
-        match current.get_mut(k) {
+    for step in parents {
+        let next = match step {
+            Step::Field(k) => current.get_mut(k),
+            Step::Itself => Some(current),
+            keyed => {
+                let index = current
+                    .as_array()
+                    .and_then(|items| find(items, keyed))
+                    .map(|(i, _)| i);
+                match index {
+                    Some(i) => current.get_mut(i),
+                    None => None,
+                }
+            }
+        };
+        match next {
             Some(v) => current = v,
             None => return,
         }
     }
-    if let Some(map) = current.as_object_mut() {
-        map.remove(last);
+    match last {
+        Step::Field(k) => {
+            if let Some(map) = current.as_object_mut() {
+                map.remove(k);
+            }
+        }
+        keyed => {
+            if let Some(items) = current.as_array_mut()
+                && let Some((i, _)) = find(items, keyed)
+            {
+                items.remove(i);
+            }
+        }
+    }
+}
+
+fn step_key(step: &Step) -> String {
+    match step {
+        Step::Field(k) => format!("f:{k}"),
+        Step::Key(k) => format!("k:{k}"),
+        Step::Value(v) => format!("v:{v}"),
+        Step::Itself => ".".into(),
     }
 }
 
@@ -83,9 +343,9 @@ fn to_fields_v1(paths: &BTreeSet<Path>) -> Value {
     let mut root = Map::new();
     for path in paths {
         let mut node = &mut root;
-        for k in path {
+        for step in path {
             node = node
-                .entry(format!("f:{k}"))
+                .entry(step_key(step))
                 .or_insert_with(|| json!({}))
                 .as_object_mut()
                 .expect("field sets are maps");
@@ -97,18 +357,29 @@ fn to_fields_v1(paths: &BTreeSet<Path>) -> Value {
 /// Paths from FieldsV1.
 fn from_fields_v1(fields: &Value) -> BTreeSet<Path> {
     fn walk(node: &Value, path: &mut Path, out: &mut BTreeSet<Path>) {
-        let children: Vec<(&String, &Value)> = node
+        let children: Vec<(Step, &Value)> = node
             .as_object()
-            .map(|m| m.iter().filter(|(k, _)| k.starts_with("f:")).collect())
-            .unwrap_or_default();
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| {
+                let step = match k.split_at_checked(2) {
+                    _ if k == "." => Step::Itself,
+                    Some(("f:", name)) => Step::Field(name.to_string()),
+                    Some(("k:", key)) => Step::Key(key.to_string()),
+                    Some(("v:", value)) => Step::Value(value.to_string()),
+                    _ => return None,
+                };
+                Some((step, v))
+            })
+            .collect();
         if children.is_empty() {
             if !path.is_empty() {
                 out.insert(path.clone());
             }
             return;
         }
-        for (k, v) in children {
-            path.push(k[2..].to_string());
+        for (step, v) in children {
+            path.push(step);
             walk(v, path, out);
             path.pop();
         }
@@ -125,6 +396,7 @@ struct Entry {
     operation: String,
     api_version: String,
     time: String,
+    subresource: Option<String>,
     fields: BTreeSet<Path>,
 }
 
@@ -138,6 +410,7 @@ fn read_entries(object: &Value) -> Vec<Entry> {
                     operation: e["operation"].as_str().unwrap_or("Update").to_string(),
                     api_version: e["apiVersion"].as_str().unwrap_or_default().to_string(),
                     time: e["time"].as_str().unwrap_or_default().to_string(),
+                    subresource: e["subresource"].as_str().map(String::from),
                     fields: from_fields_v1(&e["fieldsV1"]),
                 })
                 .collect()
@@ -150,14 +423,18 @@ fn write_entries(object: &mut Value, entries: Vec<Entry>) {
         .into_iter()
         .filter(|e| !e.fields.is_empty())
         .map(|e| {
-            json!({
+            let mut entry = json!({
                 "manager": e.manager,
                 "operation": e.operation,
                 "apiVersion": e.api_version,
                 "time": e.time,
                 "fieldsType": "FieldsV1",
                 "fieldsV1": to_fields_v1(&e.fields),
-            })
+            });
+            if let Some(sub) = e.subresource {
+                entry["subresource"] = json!(sub);
+            }
+            entry
         })
         .collect();
     let meta = object["metadata"]
@@ -170,15 +447,38 @@ fn write_entries(object: &mut Value, entries: Vec<Entry>) {
     }
 }
 
-fn display(path: &[String]) -> String {
-    format!(".{}", path.join("."))
+/// A path as kube-apiserver shows it in a conflict: `.spec.containers[name="web"].image`.
+fn display(path: &[Step]) -> String {
+    let mut out = String::new();
+    for step in path {
+        match step {
+            Step::Field(k) => {
+                out.push('.');
+                out.push_str(k);
+            }
+            Step::Key(key) => {
+                let fields: Map<String, Value> = serde_json::from_str(key).unwrap_or_default();
+                let shown: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                out.push_str(&format!("[{}]", shown.join(",")));
+            }
+            Step::Value(v) => out.push_str(&format!("[={v}]")),
+            Step::Itself => {}
+        }
+    }
+    out
 }
 
 /// Records a non-apply write: `manager` now owns the fields it changed (or, on create, every
 /// field), and other managers no longer do. As in kube-apiserver, a write that carries
 /// `managedFields` of its own sets them (`clusterctl move` restores the source's this way;
 /// `[{}]` clears them); without, the stored object's are kept.
-pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_version: &str) {
+pub fn record_update(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    api_version: &str,
+    schema: Schema<'_>,
+) {
     let sent = new["metadata"]["managedFields"]
         .as_array()
         .is_some_and(|list| !list.is_empty());
@@ -187,19 +487,23 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_ve
     } else {
         old.map(read_entries).unwrap_or_default()
     };
-    let remaining = leaves(new);
+    let remaining = leaves(new, schema);
     let changed: BTreeSet<Path> = match old {
         None => remaining.clone(),
         Some(old) => {
-            let before = leaves(old);
+            let before = leaves(old, schema);
             remaining
                 .iter()
-                .filter(|p| get(old, p) != get(new, p) || !before.contains(*p))
+                // An item's `.` is its being there: changing its fields does not take it.
+                .filter(|p| {
+                    !before.contains(*p)
+                        || (p.last() != Some(&Step::Itself) && get(old, p) != get(new, p))
+                })
                 .cloned()
                 .collect()
         }
     };
-    // Fields that went away are nobody's.
+    // Fields that went away are nobody's; changed ones are the writer's alone.
     for e in &mut entries {
         e.fields
             .retain(|p| remaining.contains(p) && !changed.contains(p));
@@ -220,6 +524,7 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_ve
                 operation: "Update".into(),
                 api_version: api_version.to_string(),
                 time: now,
+                subresource: None,
                 fields: changed,
             }),
         }
@@ -256,16 +561,21 @@ pub fn apply(
     manager: &str,
     api_version: &str,
     force: bool,
+    schema: Schema<'_>,
 ) -> Result<Value, Conflicts> {
     let mut entries = current.map(read_entries).unwrap_or_default();
-    let applied_fields = leaves(applied);
+    let mut applied = applied.clone();
+    default_keys(&mut applied, schema);
+    let applied = &applied;
+    let applied_fields = leaves(applied, schema);
     let base = current.cloned().unwrap_or_else(|| json!({"metadata": {}}));
 
-    // Fields other managers own that this apply would change.
+    // Fields other managers own that this apply would change (a list item's `.` only says
+    // the item is there: sharing it is no conflict).
     let mut conflicts: Vec<(String, Path)> = Vec::new();
     for e in entries.iter().filter(|e| e.manager != manager) {
         for p in e.fields.intersection(&applied_fields) {
-            if get(&base, p) != get(applied, p) {
+            if p.last() != Some(&Step::Itself) && get(&base, p) != get(applied, p) {
                 conflicts.push((e.manager.clone(), p.clone()));
             }
         }
@@ -291,12 +601,16 @@ pub fn apply(
         .filter(|e| !(e.manager == manager && e.operation == "Apply"))
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
-    for p in previous.difference(&applied_fields) {
+    // Items first (their fields go with them, and an item is found by its key fields), then
+    // fields, deepest first.
+    let mut gone: Vec<&Path> = previous.difference(&applied_fields).collect();
+    gone.sort_by_key(|p| (p.last() != Some(&Step::Itself), std::cmp::Reverse(p.len())));
+    for p in gone {
         if !others.contains(p) {
             remove(&mut result, p);
         }
     }
-    merge(&mut result, applied);
+    merge(&mut result, applied, schema);
 
     // Ownership: forced fields leave their old owners (fields applied with the value they
     // had are shared); this manager's apply owns what it applied.
@@ -310,14 +624,16 @@ pub fn apply(
         operation: "Apply".into(),
         api_version: api_version.to_string(),
         time: object::now(),
+        subresource: None,
         fields: applied_fields,
     });
     write_entries(&mut result, entries);
     Ok(result)
 }
 
-/// Maps merge; any other applied value replaces what is there.
-fn merge(target: &mut Value, applied: &Value) {
+/// Maps merge; list maps merge item by item by key and sets by value; any other applied value
+/// replaces what is there.
+fn merge(target: &mut Value, applied: &Value, schema: Schema<'_>) {
     match (target, applied) {
         (Value::Object(t), Value::Object(a)) => {
             for (k, v) in a {
@@ -325,13 +641,39 @@ fn merge(target: &mut Value, applied: &Value) {
                     continue;
                 }
                 match t.get_mut(k) {
-                    Some(existing) if existing.is_object() && v.is_object() => merge(existing, v),
+                    Some(existing)
+                        if (existing.is_object() && v.is_object())
+                            || (existing.is_array() && v.is_array()) =>
+                    {
+                        merge(existing, v, schema.field(k))
+                    }
                     _ => {
                         t.insert(k.clone(), v.clone());
                     }
                 }
             }
         }
+        (Value::Array(t), Value::Array(a)) => match schema.list_type() {
+            ListType::Atomic => *t = a.clone(),
+            ListType::Set => {
+                for item in a {
+                    if !t.contains(item) {
+                        t.push(item.clone());
+                    }
+                }
+            }
+            ListType::Map(keys) => {
+                let item_schema = schema.items();
+                for item in a {
+                    let position = item_key(item, &keys)
+                        .and_then(|key| find(t, &Step::Key(key)).map(|(i, _)| i));
+                    match position {
+                        Some(i) => merge(&mut t[i], item, item_schema),
+                        None => t.push(item.clone()),
+                    }
+                }
+            }
+        },
         (t, a) => *t = a.clone(),
     }
 }
@@ -347,10 +689,22 @@ mod tests {
             .collect()
     }
 
+    fn field(path: &[&str]) -> Path {
+        path.iter().map(|s| Step::Field(s.to_string())).collect()
+    }
+
+    fn apply_as(
+        current: Option<&Value>,
+        applied: Value,
+        manager: &str,
+    ) -> Result<Value, Conflicts> {
+        apply(current, &applied, manager, "v1", false, Schema::none())
+    }
+
     #[test]
     fn fields_v1_round_trips() {
         let object = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"replicas": 3, "list": [1, 2]}});
-        let set = leaves(&object);
+        let set = leaves(&object, Schema::none());
         assert_eq!(
             set.iter().map(|p| display(p)).collect::<Vec<_>>(),
             [".metadata.labels.x", ".spec.list", ".spec.replicas"]
@@ -360,21 +714,17 @@ mod tests {
 
     #[test]
     fn apply_conflicts_with_another_managers_field_unless_forced() {
-        let created = apply(
+        let created = apply_as(
             None,
-            &json!({"metadata": {"name": "a"}, "spec": {"replicas": 1, "image": "x"}}),
+            json!({"metadata": {"name": "a"}, "spec": {"replicas": 1, "image": "x"}}),
             "alice",
-            "v1",
-            false,
         )
         .unwrap();
         // The same value is shared ownership, not a conflict.
-        let shared = apply(
+        let shared = apply_as(
             Some(&created),
-            &json!({"metadata": {"name": "a"}, "spec": {"image": "x"}}),
+            json!({"metadata": {"name": "a"}, "spec": {"image": "x"}}),
             "bob",
-            "v1",
-            false,
         )
         .unwrap();
         assert_eq!(
@@ -385,12 +735,10 @@ mod tests {
             ]
         );
         // A different value is a conflict...
-        let err = apply(
+        let err = apply_as(
             Some(&shared),
-            &json!({"metadata": {"name": "a"}, "spec": {"replicas": 5}}),
+            json!({"metadata": {"name": "a"}, "spec": {"replicas": 5}}),
             "bob",
-            "v1",
-            false,
         )
         .unwrap_err();
         assert_eq!(
@@ -404,6 +752,7 @@ mod tests {
             "bob",
             "v1",
             true,
+            Schema::none(),
         )
         .unwrap();
         assert_eq!(forced["spec"]["replicas"], 5);
@@ -411,29 +760,21 @@ mod tests {
             .into_iter()
             .find(|e| e.manager == "alice")
             .unwrap();
-        assert!(
-            !alice
-                .fields
-                .contains(&vec!["spec".to_string(), "replicas".to_string()])
-        );
+        assert!(!alice.fields.contains(&field(&["spec", "replicas"])));
     }
 
     #[test]
     fn fields_an_applier_stops_applying_go_away() {
-        let first = apply(
+        let first = apply_as(
             None,
-            &json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}}}),
+            json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}}}),
             "alice",
-            "v1",
-            false,
         )
         .unwrap();
-        let second = apply(
+        let second = apply_as(
             Some(&first),
-            &json!({"metadata": {"name": "a", "labels": {"x": "1"}}}),
+            json!({"metadata": {"name": "a", "labels": {"x": "1"}}}),
             "alice",
-            "v1",
-            false,
         )
         .unwrap();
         assert_eq!(second["metadata"]["labels"], json!({"x": "1"}));
@@ -441,31 +782,108 @@ mod tests {
 
     #[test]
     fn updates_take_ownership_of_what_they_change() {
-        let created = apply(
+        let created = apply_as(
             None,
-            &json!({"metadata": {"name": "a"}, "spec": {"replicas": 1}}),
+            json!({"metadata": {"name": "a"}, "spec": {"replicas": 1}}),
             "alice",
-            "v1",
-            false,
         )
         .unwrap();
         let mut scaled = created.clone();
         scaled["spec"]["replicas"] = json!(3);
-        record_update(Some(&created), &mut scaled, "kubectl-scale", "v1");
+        record_update(
+            Some(&created),
+            &mut scaled,
+            "kubectl-scale",
+            "v1",
+            Schema::none(),
+        );
         assert_eq!(
             managers(&scaled),
             [("kubectl-scale".into(), "Update".into())],
             "alice owned only replicas"
         );
         // Alice applying her old value now conflicts with the scaler.
-        let err = apply(
+        let err = apply_as(
             Some(&scaled),
-            &json!({"metadata": {"name": "a"}, "spec": {"replicas": 1}}),
+            json!({"metadata": {"name": "a"}, "spec": {"replicas": 1}}),
             "alice",
-            "v1",
-            false,
         )
         .unwrap_err();
         assert!(err.to_string().contains("kubectl-scale"), "{err}");
+    }
+
+    /// A schema with `containers` a list map keyed by name and `finalizers` a set.
+    fn pod_schema() -> Value {
+        json!({"type": "object", "properties": {
+            "metadata": {"type": "object", "properties": {
+                "finalizers": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+            }},
+            "spec": {"type": "object", "properties": {
+                "containers": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "properties": {"name": {"type": "string"}, "image": {"type": "string"}, "args": {"type": "array", "items": {"type": "string"}}}}},
+            }},
+        }})
+    }
+
+    #[test]
+    fn list_map_items_are_owned_by_key_and_sets_by_value() {
+        let schema = pod_schema();
+        let schema = Schema::inline(&schema);
+        let mut created = json!({"metadata": {"name": "p", "finalizers": ["a/x"]}, "spec": {"containers": [
+            {"name": "web", "image": "nginx", "imagePullPolicy": "Always"},
+            {"name": "log", "image": "busybox"},
+        ]}});
+        record_update(None, &mut created, "creator", "v1", schema);
+        let fields = &created["metadata"]["managedFields"][0]["fieldsV1"];
+        assert_eq!(
+            fields["f:spec"]["f:containers"]["k:{\"name\":\"web\"}"],
+            json!({".": {}, "f:image": {}, "f:imagePullPolicy": {}, "f:name": {}})
+        );
+        assert_eq!(
+            fields["f:metadata"]["f:finalizers"],
+            json!({"v:\"a/x\"": {}})
+        );
+
+        // Applying what was created (without the defaulted field) conflicts with nothing.
+        let applied = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}});
+        let shared = apply(Some(&created), &applied, "kubectl", "v1", false, schema).unwrap();
+        assert_eq!(
+            shared["spec"]["containers"].as_array().unwrap().len(),
+            2,
+            "the other item stays"
+        );
+        // Changing one item's field conflicts on that field alone, named by its key.
+        let changed = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "web", "image": "nginx:2"}]}});
+        let err = apply(Some(&shared), &changed, "kubectl", "v1", false, schema).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"creator\": .spec.containers[name=\"web\"].image"
+        );
+        let forced = apply(Some(&shared), &changed, "kubectl", "v1", true, schema).unwrap();
+        assert_eq!(forced["spec"]["containers"][0]["image"], "nginx:2");
+        assert_eq!(forced["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(forced["spec"]["containers"][1]["name"], "log");
+
+        // An applier's own item goes when it stops applying it; a set value too.
+        let mine = apply(
+            None,
+            &json!({"metadata": {"name": "q", "finalizers": ["a/x", "b/y"]}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}}),
+            "me",
+            "v1",
+            false,
+            schema,
+        )
+        .unwrap();
+        let fewer = apply(
+            Some(&mine),
+            &json!({"metadata": {"name": "q", "finalizers": ["a/x"]}, "spec": {"containers": [{"name": "b"}]}}),
+            "me",
+            "v1",
+            false,
+            schema,
+        )
+        .unwrap();
+        assert_eq!(fewer["spec"]["containers"], json!([{"name": "b"}]));
+        assert_eq!(fewer["metadata"]["finalizers"], json!(["a/x"]));
     }
 }

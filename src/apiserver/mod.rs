@@ -10,7 +10,9 @@ pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod builtin;
+pub mod builtin_types;
 pub mod cel;
+pub mod csr;
 pub mod defaults;
 pub mod discovery;
 pub mod escalation;
@@ -398,6 +400,14 @@ impl ApiServer {
     fn validate(resource: &Resource, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
         let mut causes = validation::metadata(object);
         causes.extend(validation::kind(resource, object));
+        if let Some(definition) = builtin_types::SCHEMAS.of(resource) {
+            // The hand-written checks may have said it already, in more words.
+            for cause in builtin_types::SCHEMAS.validate(definition, object) {
+                if !causes.iter().any(|c| c.field == cause.field) {
+                    causes.push(cause);
+                }
+            }
+        }
         if let Some(old) = old {
             causes.extend(validation::kind_update(resource, old, object));
         }
@@ -900,25 +910,41 @@ async fn service_account_user(server: &ApiServer, token: &str) -> Option<User> {
     let checked = signer
         .verify(token)
         .and_then(|claims| tokens::check(&claims, now, &[tokens::ISSUER]));
-    let (namespace, name, uid) = match checked {
+    let subject = match checked {
         Ok(found) => found,
         Err(e) => {
             tracing::debug!(error = %e, "a bearer token was refused");
             return None;
         }
     };
-    let accounts = server.registry.get("", "v1", "serviceaccounts")?;
-    let account = server.store.get(&accounts.key(Some(&namespace), &name))?;
-    if *account.meta().uid != *uid {
-        return None;
+    // The account, and the object the token is bound to, must still be the ones it names:
+    // deleting (or recreating) either revokes it.
+    let alive = |plural: &str, namespace: Option<&str>, name: &str, uid: &str| {
+        let resource = server.registry.get("", "v1", plural)?;
+        let stored = server.store.get(&resource.key(namespace, name))?;
+        (*stored.meta().uid == *uid).then_some(())
+    };
+    let namespace = subject.namespace.as_str();
+    alive(
+        "serviceaccounts",
+        Some(namespace),
+        &subject.name,
+        &subject.uid,
+    )?;
+    if let Some((kind, name, uid)) = &subject.bound {
+        match kind.as_str() {
+            "Pod" => alive("pods", Some(namespace), name, uid)?,
+            "Secret" => alive("secrets", Some(namespace), name, uid)?,
+            _ => alive("nodes", None, name, uid)?,
+        }
     }
     Some(User {
-        name: format!("system:serviceaccount:{namespace}:{name}"),
+        name: format!("system:serviceaccount:{namespace}:{}", subject.name),
         groups: vec![
             "system:serviceaccounts".into(),
             format!("system:serviceaccounts:{namespace}"),
         ],
-        uid,
+        uid: subject.uid,
         ..User::default()
     })
 }
@@ -1137,6 +1163,7 @@ async fn route(
         representation: Representation::from_headers(&headers),
         managed_fields,
         warnings: Default::default(),
+        duplicate_fields: Default::default(),
         user_agent: headers
             .get("user-agent")
             .and_then(|v| v.to_str().ok())
@@ -1186,6 +1213,12 @@ async fn handle_resource(
         (_, _, _) if reviews::is_review(&call.resource.group, &call.resource.plural) => {
             Err(ApiError::method_not_allowed(method.as_str(), &what))
         }
+        (_, None, Method::GET) if call.resource.is_component_statuses() && !watch => {
+            call.component_statuses(name.as_deref()).await
+        }
+        _ if call.resource.is_component_statuses() => {
+            Err(ApiError::method_not_allowed(method.as_str(), &what))
+        }
         // Boxed: a watch's state is the largest of the verbs', and every other request's
         // future would carry room for it.
         (None, None, Method::GET) if watch => Box::pin(watch::watch(call)).await,
@@ -1202,6 +1235,17 @@ async fn handle_resource(
             Method::PATCH => call.patch(n, Target::Status, content_type, &body).await,
             other => Err(ApiError::method_not_allowed(other.as_str(), &what)),
         },
+        (Some(n), Some("approval"), m)
+            if call.resource.group == "certificates.k8s.io"
+                && call.resource.plural == "certificatesigningrequests" =>
+        {
+            match m {
+                Method::GET => call.get(n),
+                Method::PUT => call.update(n, Target::Approval, &body).await,
+                Method::PATCH => call.patch(n, Target::Approval, content_type, &body).await,
+                other => Err(ApiError::method_not_allowed(other.as_str(), &what)),
+            }
+        }
         (Some(n), Some("scale"), m) if call.resource.scale.is_some() => match m {
             Method::GET => call.get_scale(n),
             Method::PUT | Method::PATCH => call.write_scale(n, &m, content_type, &body).await,

@@ -250,6 +250,8 @@ pub fn prepare_create(
 pub enum Target {
     Main,
     Status,
+    /// A CertificateSigningRequest's `approval`: its conditions only.
+    Approval,
 }
 
 /// Fields that are neither metadata nor status: a change to them is a new generation.
@@ -307,6 +309,11 @@ pub fn prepare_update(
                     new.as_object_mut().expect("an object").remove("status");
                 }
             }
+        }
+        Target::Approval => {
+            let conditions = new["status"]["conditions"].take();
+            *new = old.clone();
+            new["status"]["conditions"] = conditions;
         }
         Target::Main if resource.status_subresource => match old.get("status") {
             Some(s) => new["status"] = s.clone(),

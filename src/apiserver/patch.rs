@@ -86,6 +86,109 @@ pub fn parse_json_or_yaml(body: &[u8]) -> Result<Value, ApiError> {
     })
 }
 
+/// A request body as JSON (or YAML), with the paths of the keys a JSON object repeats (the
+/// last value is kept, as Go's decoder keeps it; `fieldValidation` warns about or refuses them).
+pub fn parse_with_duplicates(body: &[u8]) -> Result<(Value, Vec<String>), ApiError> {
+    let mut json = serde_json::Deserializer::from_slice(body);
+    if let Ok(Tracked(value, duplicates)) = serde::Deserialize::deserialize(&mut json)
+        && json.end().is_ok()
+    {
+        return Ok((value, duplicates));
+    }
+    parse_json_or_yaml(body).map(|v| (v, Vec::new()))
+}
+
+/// A JSON value and the paths of the keys its objects repeat. Building the paths only where
+/// there are duplicates keeps the common case as cheap as decoding a `Value`.
+struct Tracked(Value, Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for Tracked {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(TrackedVisitor)
+    }
+}
+
+struct TrackedVisitor;
+
+/// The path `inner` below `outer`: `spec.replicas`, `containers[0].name`.
+fn nested(outer: &str, inner: &str) -> String {
+    if inner.starts_with('[') {
+        format!("{outer}{inner}")
+    } else {
+        format!("{outer}.{inner}")
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for TrackedVisitor {
+    type Value = Tracked;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Tracked, E> {
+        Ok(Tracked(Value::Bool(v), Vec::new()))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Tracked, E> {
+        Ok(Tracked(Value::from(v), Vec::new()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Tracked, E> {
+        Ok(Tracked(Value::from(v), Vec::new()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Tracked, E> {
+        Ok(Tracked(
+            serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+            Vec::new(),
+        ))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Tracked, E> {
+        Ok(Tracked(Value::String(v.to_string()), Vec::new()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Tracked, E> {
+        Ok(Tracked(Value::String(v), Vec::new()))
+    }
+
+    fn visit_unit<E>(self) -> Result<Tracked, E> {
+        Ok(Tracked(Value::Null, Vec::new()))
+    }
+
+    fn visit_none<E>(self) -> Result<Tracked, E> {
+        Ok(Tracked(Value::Null, Vec::new()))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Tracked, A::Error> {
+        let mut items = Vec::new();
+        let mut duplicates = Vec::new();
+        while let Some(Tracked(item, inner)) = seq.next_element()? {
+            let i = items.len();
+            duplicates.extend(inner.iter().map(|d| nested(&format!("[{i}]"), d)));
+            items.push(item);
+        }
+        Ok(Tracked(Value::Array(items), duplicates))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Tracked, A::Error> {
+        let mut object = serde_json::Map::new();
+        let mut duplicates = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Tracked(value, inner) = map.next_value()?;
+            duplicates.extend(inner.iter().map(|d| nested(&key, d)));
+            if let Some(slot) = object.get_mut(&key) {
+                *slot = value;
+                duplicates.push(key);
+            } else {
+                object.insert(key, value);
+            }
+        }
+        Ok(Tracked(Value::Object(object), duplicates))
+    }
+}
+
 /// The merge key of list fields that strategic merge patch merges item by item.
 fn merge_key(field: &str) -> Option<&'static str> {
     match field {
@@ -170,6 +273,26 @@ fn merge_list(existing: &mut Vec<Value>, items: &[Value], key: &str) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn repeated_keys_are_found_with_their_paths_and_the_last_value_kept() {
+        let body = br#"{"spec": {"replicas": 1, "replicas": 3, "template": {"spec": {"containers": [{"name": "a", "name": "b"}]}}}, "kind": "Deployment"}"#;
+        let (value, duplicates) = parse_with_duplicates(body).unwrap();
+        assert_eq!(value["spec"]["replicas"], 3);
+        assert_eq!(
+            value["spec"]["template"]["spec"]["containers"][0]["name"],
+            "b"
+        );
+        assert_eq!(
+            duplicates,
+            ["spec.replicas", "spec.template.spec.containers[0].name"]
+        );
+        let (_, none) = parse_with_duplicates(br#"{"a": [[{"b": 1}]], "c": {}}"#).unwrap();
+        assert!(none.is_empty());
+        let (yaml, _) = parse_with_duplicates(b"kind: ConfigMap\ndata: {a: b}\n").unwrap();
+        assert_eq!(yaml["data"]["a"], "b");
+    }
+
     use serde_json::json;
 
     use super::*;

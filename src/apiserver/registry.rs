@@ -130,6 +130,9 @@ impl Resource {
 
     /// The verbs discovery lists.
     pub fn verbs(&self) -> Vec<&'static str> {
+        if self.is_component_statuses() {
+            return vec!["get", "list"];
+        }
         vec![
             "create",
             "delete",
@@ -140,6 +143,11 @@ impl Resource {
             "update",
             "watch",
         ]
+    }
+
+    /// The control plane's health (`kubectl get componentstatuses`): computed, never stored.
+    pub fn is_component_statuses(&self) -> bool {
+        self.group.is_empty() && self.plural == "componentstatuses"
     }
 
     /// Table columns: Name, this resource's, and Age unless a column shows the creation time

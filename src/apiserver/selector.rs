@@ -361,7 +361,7 @@ impl FieldSelector {
             }
             let actual = match v {
                 Value::String(s) => s.clone(),
-                Value::Null => String::new(),
+                Value::Null => zero_value(field).to_string(),
                 other => other.to_string(),
             };
             (actual == *want) == *equal
@@ -369,9 +369,32 @@ impl FieldSelector {
     }
 }
 
+/// What a field an object leaves out selects as: Go's zero value of its type, as
+/// kube-apiserver formats every field for selection (`spec.unschedulable=false` selects a Node
+/// without the field, as `kubectl drain` and cordon-aware clients expect).
+fn zero_value(field: &str) -> &'static str {
+    match field {
+        "spec.unschedulable" | "spec.hostNetwork" => "false",
+        "status.replicas" => "0",
+        _ => "",
+    }
+}
+
 #[cfg(test)]
 mod field_label_tests {
     use super::*;
+
+    #[test]
+    fn a_field_left_out_selects_as_its_zero_value() {
+        let schedulable = FieldSelector::parse("spec.unschedulable=false", |_| true).unwrap();
+        let node = serde_json::json!({"metadata": {"name": "n"}, "spec": {}});
+        assert!(schedulable.matches(&node));
+        let cordoned =
+            serde_json::json!({"metadata": {"name": "n"}, "spec": {"unschedulable": true}});
+        assert!(!schedulable.matches(&cordoned));
+        let none = FieldSelector::parse("status.replicas=0", |_| true).unwrap();
+        assert!(none.matches(&serde_json::json!({"status": {}})));
+    }
 
     #[test]
     fn kinds_select_by_their_own_fields() {

@@ -106,6 +106,17 @@ impl ApiError {
         .with_details(group, resource, name)
     }
 
+    /// 409 for a write that cannot be made, and why.
+    pub fn conflict_because(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let qualified = qualified(group, resource);
+        ApiError::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"),
+        )
+        .with_details(group, resource, name)
+    }
+
     /// A server-side apply that would take fields other managers own.
     pub fn apply_conflict(message: String) -> Self {
         ApiError::new(409, "Conflict", message)
@@ -305,7 +316,82 @@ fn group_or_core(group: &str) -> &str {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (code, axum::Json(self.status())).into_response()
+        let body = serde_json::to_vec(&Ordered(&self)).expect("a Status serializes");
+        (
+            code,
+            [(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response()
+    }
+}
+
+/// A Status with its fields in kube-apiserver's order (Go writes struct fields as declared):
+/// clients that compare an error's text, not its parsed fields, see the same bytes.
+struct Ordered<'a>(&'a ApiError);
+
+impl serde::Serialize for Ordered<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let e = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("kind", "Status")?;
+        map.serialize_entry("apiVersion", "v1")?;
+        map.serialize_entry("metadata", &json!({}))?;
+        map.serialize_entry("status", "Failure")?;
+        map.serialize_entry("message", &e.message)?;
+        map.serialize_entry("reason", e.reason)?;
+        if let Some(details) = &e.details {
+            map.serialize_entry("details", &InOrder(details, DETAILS))?;
+        }
+        map.serialize_entry("code", &e.code)?;
+        map.end()
+    }
+}
+
+/// StatusDetails' fields, and a StatusCause's, in kube-apiserver's order.
+const DETAILS: &[&str] = &[
+    "name",
+    "group",
+    "kind",
+    "uid",
+    "causes",
+    "retryAfterSeconds",
+];
+const CAUSE: &[&str] = &["reason", "message", "field"];
+
+/// An object's fields in the given order (an empty `group` left out, as Go's `omitempty`
+/// does), causes in theirs.
+struct InOrder<'a>(&'a Value, &'static [&'static str]);
+
+impl serde::Serialize for InOrder<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        struct Causes<'a>(&'a [Value]);
+        impl serde::Serialize for Causes<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+                for cause in self.0 {
+                    seq.serialize_element(&InOrder(cause, CAUSE))?;
+                }
+                seq.end()
+            }
+        }
+        let mut map = serializer.serialize_map(None)?;
+        for key in self.1 {
+            match self.0.get(*key) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) if s.is_empty() => {}
+                Some(Value::Array(causes)) if *key == "causes" => {
+                    map.serialize_entry(key, &Causes(causes))?;
+                }
+                Some(value) => map.serialize_entry(key, value)?,
+            }
+        }
+        map.end()
     }
 }
 
@@ -325,4 +411,35 @@ impl From<super::store::StoreError> for ApiError {
 /// Strings as kube-apiserver shows them in a cause: `"a"`.
 pub fn quoted<'a>(values: &'a [&'a str]) -> impl Iterator<Item = String> + 'a {
     values.iter().map(|v| format!("{v:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body(e: ApiError) -> String {
+        let response = e.into_response();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_status_is_written_in_kube_apiservers_field_order() {
+        assert_eq!(
+            body(ApiError::already_exists("", "configmaps", "settings")).await,
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps \"settings\" already exists","reason":"AlreadyExists","details":{"name":"settings","kind":"configmaps"},"code":409}"#
+        );
+        let invalid = ApiError::invalid(
+            "Deployment",
+            "apps",
+            "web",
+            vec![FieldCause::required("spec.selector")],
+        );
+        assert_eq!(
+            body(invalid).await,
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Deployment.apps \"web\" is invalid: spec.selector: Required value","reason":"Invalid","details":{"name":"web","group":"apps","kind":"Deployment","causes":[{"reason":"FieldValueRequired","message":"Required value","field":"spec.selector"}]},"code":422}"#
+        );
+    }
 }

@@ -220,13 +220,18 @@ pub fn claims(
     })
 }
 
-/// The ServiceAccount (namespace, name, uid) verified claims stand for at Unix time `now`,
-/// for a server that accepts `audiences`.
-pub fn check(
-    claims: &Value,
-    now: i64,
-    audiences: &[&str],
-) -> Result<(String, String, String), TokenError> {
+/// Whom verified claims stand for: a ServiceAccount, and the object the token is bound to.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Subject {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// The Pod, Secret or Node the token lives only as long as: kind, name, uid.
+    pub bound: Option<(String, String, String)>,
+}
+
+/// Whom verified claims stand for at Unix time `now`, for a server that accepts `audiences`.
+pub fn check(claims: &Value, now: i64, audiences: &[&str]) -> Result<Subject, TokenError> {
     if claims["iss"] != ISSUER {
         return Err(TokenError::WrongIssuer);
     }
@@ -254,11 +259,20 @@ pub fn check(
             .map(String::from)
             .ok_or(TokenError::NoServiceAccount)
     };
-    Ok((
-        field(&k["namespace"])?,
-        field(&k["serviceaccount"]["name"])?,
-        field(&k["serviceaccount"]["uid"])?,
-    ))
+    let bound = ["Pod", "Secret", "Node"].into_iter().find_map(|kind| {
+        let object = &k[kind.to_lowercase()];
+        Some((
+            kind.to_string(),
+            object["name"].as_str()?.to_string(),
+            object["uid"].as_str()?.to_string(),
+        ))
+    });
+    Ok(Subject {
+        namespace: field(&k["namespace"])?,
+        name: field(&k["serviceaccount"]["name"])?,
+        uid: field(&k["serviceaccount"]["uid"])?,
+        bound,
+    })
 }
 
 /// Whether a bearer token looks like a JWT (three base64url parts), not a bootstrap token.
@@ -299,7 +313,12 @@ mod tests {
         let ours = [ISSUER];
         assert_eq!(
             check(&claims, 1000, &ours),
-            Ok(("apps".into(), "robot".into(), "u-1".into()))
+            Ok(Subject {
+                namespace: "apps".into(),
+                name: "robot".into(),
+                uid: "u-1".into(),
+                bound: None,
+            })
         );
         assert_eq!(check(&claims, 1600, &ours), Err(TokenError::Expired));
         assert_eq!(check(&claims, 999, &ours), Err(TokenError::NotYetValid));
@@ -322,6 +341,10 @@ mod tests {
         .unwrap();
         let c = claims("apps", "robot", "u-1", &bound, 0, "j");
         assert_eq!(c["kubernetes.io"]["pod"], json!({"name": "p", "uid": "u"}));
+        assert_eq!(
+            check(&c, 1, &[ISSUER]).unwrap().bound,
+            Some(("Pod".into(), "p".into(), "u".into()))
+        );
         assert!(request_of(&json!({"spec": {"boundObjectRef": {"kind": "Deployment"}}})).is_err());
     }
 }

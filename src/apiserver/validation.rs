@@ -129,10 +129,11 @@ fn string_map(
                 format!("Invalid value: {v}: must be a string"),
             )),
             Some(text) => {
+                // The value is not shown: it may be a Secret's.
                 if let Some(problem) = value_problem(text) {
                     causes.push(FieldCause::invalid(
                         format!("{field}[{key}]"),
-                        format!("Invalid value: {text:?}: {problem}"),
+                        format!("Invalid value: {problem}"),
                     ));
                 }
             }
@@ -302,6 +303,27 @@ fn service(object: &Value, causes: &mut Vec<FieldCause>) {
     }
     if kind == "ExternalName" && spec["externalName"].as_str().is_none_or(str::is_empty) {
         causes.push(FieldCause::required("spec.externalName"));
+    }
+    // Addresses are an IP, `None` (headless), or empty (one is allocated).
+    let address_ok =
+        |ip: &str| ip.is_empty() || ip == "None" || ip.parse::<std::net::IpAddr>().is_ok();
+    let addresses = std::iter::once(("spec.clusterIP".to_string(), &spec["clusterIP"])).chain(
+        spec["clusterIPs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, ip)| (format!("spec.clusterIPs[{i}]"), ip)),
+    );
+    for (field, ip) in addresses {
+        if let Some(ip) = ip.as_str()
+            && !address_ok(ip)
+        {
+            causes.push(FieldCause::invalid(
+                field,
+                format!("Invalid value: {ip:?}: must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"),
+            ));
+        }
     }
     let ports = spec["ports"].as_array().cloned().unwrap_or_default();
     if ports.is_empty() && kind != "ExternalName" && spec["clusterIP"] != "None" {

@@ -34,6 +34,16 @@ impl ClusterArgs {
         if self.kubeconfig_context.is_some() {
             return Ok(kube::Config::from_kubeconfig(&options).await?);
         }
+        // A kubeconfig that names a current context is the user's choice: when it cannot be
+        // used (a client certificate file gone, say), that is the error, not a reason to try
+        // the next place.
+        if let Some(context) = configured_context() {
+            return kube::Config::from_kubeconfig(&options).await.with_context(|| {
+                format!(
+                    "the kubeconfig's current context {context:?} cannot be used; fix it, or choose another with --kubeconfig or --kubeconfig-context"
+                )
+            });
+        }
         if let Ok(config) = kube::Config::infer().await {
             return Ok(config);
         }
@@ -47,11 +57,27 @@ impl ClusterArgs {
         )
     }
 
+    /// Whether a kubeconfig chooses the cluster: `--kubeconfig`, `--kubeconfig-context`, or
+    /// $KUBECONFIG (else ~/.kube/config) with a current context.
+    pub fn chooses_a_cluster(&self) -> bool {
+        self.kubeconfig.is_some()
+            || self.kubeconfig_context.is_some()
+            || configured_context().is_some()
+    }
+
     pub async fn client(&self) -> anyhow::Result<(kube::Client, String)> {
         let config = self.config().await?;
         let namespace = config.default_namespace.clone();
         Ok((kube::Client::try_from(config)?, namespace))
     }
+}
+
+/// The current context of $KUBECONFIG (else ~/.kube/config), when that names one.
+fn configured_context() -> Option<String> {
+    Kubeconfig::read()
+        .ok()?
+        .current_context
+        .filter(|c| !c.is_empty())
 }
 
 /// The API of any object given as JSON (`apiVersion`, `kind`, `metadata.namespace`), its

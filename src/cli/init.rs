@@ -174,6 +174,8 @@ fn classify(error: kube::Error) -> Unanswered {
         kube::Error::Api(s) if s.code == 401 || s.code == 403 => {
             Unanswered::Refused(format!("{} {}: {}", s.code, s.reason, s.message))
         }
+        // The credentials could not even be made (an exec plugin failed, a token file is gone).
+        kube::Error::Auth(e) => Unanswered::Refused(format!("the credentials: {e}")),
         _ => {
             let text = format!("{:#}", anyhow::Error::from(error));
             if ["certificate", "tls", "handshake"]
@@ -204,6 +206,12 @@ async fn connect(args: &Args) -> anyhow::Result<Client> {
             Ok(_) => return Ok(client),
             Err(e) => Some(classify(e)),
         },
+        // A kubeconfig that chooses a cluster but cannot be used is not one to replace.
+        Err(e) if args.cluster.chooses_a_cluster() => {
+            return Err(e.context(
+                "nothing was installed and nothing was changed (the embedded management cluster is started only when no kubeconfig chooses a cluster)",
+            ));
+        }
         Err(_) => None,
     };
     let server = match args.cluster.config().await {

@@ -225,6 +225,9 @@ pub async fn from_directory(
             paused.join(", ")
         ));
     }
+    // Everything the target would refuse (too large, invalid) is found before anything is
+    // restored, and a dry run says so instead of "would be restored".
+    super::dry_run_creates(target, &plan, &objects).await?;
     progress.step(&format!("Restoring files from {}", dir.display()));
     if dry_run {
         return Ok(plan);

@@ -681,15 +681,21 @@ async fn ensure_namespaces(target: &Endpoint, plan: &Plan, dry_run: bool) -> Res
 
 /// A server-side dry-run create of every object: what the target's validation and webhooks
 /// would refuse, found before anything is paused. An object already there will be updated.
-async fn dry_run_creates(target: &Endpoint, discovered: &Discovered) -> Result<()> {
+async fn dry_run_creates(
+    target: &Endpoint,
+    plan: &Plan,
+    objects: &BTreeMap<String, Value>,
+) -> Result<()> {
     let none = BTreeMap::new();
     let params = PostParams {
         dry_run: true,
         field_manager: Some(FIELD_MANAGER.into()),
     };
-    let errors: Vec<String> = futures::stream::iter(discovered.plan.nodes())
+    // A namespace a dry run did not create is one the real run creates first.
+    let new_namespace = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404 && s.message.starts_with("namespaces "));
+    let errors: Vec<String> = futures::stream::iter(plan.nodes())
         .map(|n| {
-            let object = for_target(&discovered.objects[&n.uid], &none);
+            let object = for_target(&objects[&n.uid], &none);
             let params = &params;
             async move {
                 let dynamic: DynamicObject = match serde_json::from_value(object) {
@@ -698,7 +704,7 @@ async fn dry_run_creates(target: &Endpoint, discovered: &Discovered) -> Result<(
                 };
                 match target.dynamic(&n.object).create(params, &dynamic).await {
                     Ok(_) => None,
-                    Err(e) if conflict(&e) => None,
+                    Err(e) if conflict(&e) || new_namespace(&e) => None,
                     Err(e) => Some(format!("{}: {e}", n.object)),
                 }
             }
@@ -1064,7 +1070,7 @@ pub async fn move_to_cluster(
     check_target_providers(source, target).await?;
     check_target_kinds(target, plan).await?;
     let namespaces = ensure_namespaces(target, plan, options.dry_run).await?;
-    if let Err(e) = dry_run_creates(target, &discovered).await {
+    if let Err(e) = dry_run_creates(target, &discovered.plan, &discovered.objects).await {
         undo_creates(target, &[], &namespaces).await;
         return Err(e);
     }

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::kube_apiserver::parse_flags;
 use super::{NodeError, Result};
-use crate::apiserver::{listener, tls};
+use crate::apiserver::{csr, listener, tls};
 
 /// kube-controller-manager's `--node-monitor-grace-period`.
 pub const NODE_MONITOR_GRACE: Duration = Duration::from_secs(40);
@@ -179,7 +179,7 @@ async fn monitor_nodes(client: &Client) -> Result<()> {
 }
 
 /// The signer of kubelet client certificates.
-pub const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+pub const KUBELET_CLIENT_SIGNER: &str = csr::KUBELET_CLIENT_SIGNER;
 
 /// Why a CSR is not approved automatically (None: it is).
 pub fn csr_refusal(csr: &Value) -> Option<String> {
@@ -227,62 +227,36 @@ pub fn csr_refusal(csr: &Value) -> Option<String> {
         .then(|| format!("{username} may not ask for a certificate for {common_name}"))
 }
 
-/// The certificate for an approved request, signed by the CA (one year, client use).
-pub fn sign_csr(csr: &Value, ca: &crate::apiserver::tls::Pki) -> Result<String> {
-    use base64::Engine;
-    let request = csr["spec"]["request"]
-        .as_str()
-        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| NodeError::Failed("spec.request is not base64 PEM".into()))?;
-    let mut params = rcgen::CertificateSigningRequestParams::from_pem(&request)
-        .map_err(|e| NodeError::Failed(format!("reading the certificate request: {e}")))?;
-    let now = time::OffsetDateTime::now_utc();
-    params.params.not_before = now - time::Duration::minutes(5);
-    params.params.not_after = now + time::Duration::days(365);
-    params.params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-    params.params.key_usages = vec![
-        rcgen::KeyUsagePurpose::DigitalSignature,
-        rcgen::KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.params.is_ca = rcgen::IsCa::NoCa;
-    let key =
-        rcgen::KeyPair::from_pem(&ca.ca.key).map_err(crate::apiserver::tls::TlsError::from)?;
-    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.ca.cert, key)
-        .map_err(crate::apiserver::tls::TlsError::from)?;
-    let cert = params
-        .signed_by(&issuer)
-        .map_err(crate::apiserver::tls::TlsError::from)?;
-    Ok(cert.pem())
-}
-
-/// One pass of the CSR approver and signer.
-async fn approve_and_sign(client: &Client, ca: &crate::apiserver::tls::Pki) -> Result<()> {
-    use base64::Engine;
+/// One pass of the CSR approver and signer: kubelet client requests from bootstrap tokens or
+/// from the node itself are approved; every approved request is signed as
+/// kube-controller-manager's signers sign ([`csr::decide`]).
+async fn approve_and_sign(client: &Client, ca: &tls::Pki) -> Result<()> {
     use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
     let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
-    for csr in csrs.list(&ListParams::default()).await? {
-        let name = csr.name_any();
-        let value = serde_json::to_value(&csr).unwrap_or_default();
-        let decided = value["status"]["conditions"]
+    for request in csrs.list(&ListParams::default()).await? {
+        let name = request.name_any();
+        let mut value = serde_json::to_value(&request).unwrap_or_default();
+        let undecided = value["status"]["conditions"]
             .as_array()
-            .is_some_and(|c| !c.is_empty());
-        if decided || value["status"]["certificate"].is_string() {
-            continue;
-        }
-        if let Some(reason) = csr_refusal(&value) {
-            tracing::debug!(%name, %reason, "CSR left for a person to approve");
-            continue;
-        }
-        let certificate = sign_csr(&value, ca)?;
+            .is_none_or(|c| c.is_empty());
         let now = crate::apiserver::object::now();
-        let status = json!({"status": {
-            "conditions": [{"type": "Approved", "status": "True", "reason": "AutoApproved", "message": "Auto approving kubelet client certificate after SubjectAccessReview.", "lastUpdateTime": now, "lastTransitionTime": now}],
-            "certificate": base64::engine::general_purpose::STANDARD.encode(certificate),
-        }});
+        if undecided {
+            if let Some(reason) = csr_refusal(&value) {
+                tracing::debug!(%name, %reason, "CSR left for a person to approve");
+                continue;
+            }
+            value["status"]["conditions"] = json!([{"type": "Approved", "status": "True", "reason": "AutoApproved", "message": "Auto approving kubelet client certificate after SubjectAccessReview.", "lastUpdateTime": now, "lastTransitionTime": now}]);
+        }
+        let decision = csr::decide(&value, ca, time::OffsetDateTime::now_utc());
+        let Some(status) = csr::status_patch(&value, &decision, &now) else {
+            continue;
+        };
         csrs.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
             .await?;
-        println!("Approved and signed the kubelet certificate request {name}");
+        match decision {
+            csr::Decision::Issue(_) => println!("Signed the certificate request {name}"),
+            _ => println!("Refused to sign the certificate request {name}"),
+        }
     }
     Ok(())
 }

@@ -78,6 +78,12 @@ impl NodeCluster {
     /// controller, and a Cluster `name` whose infrastructure counts as provisioned once the
     /// first node's address is known.
     pub async fn start(name: &str) -> NodeCluster {
+        NodeCluster::start_with_ca(name, None).await
+    }
+
+    /// [`NodeCluster::start`] with the cluster CA the user brought (certificate and key PEM,
+    /// in the `<cluster>-ca` Secret before anything is made from it).
+    pub async fn start_with_ca(name: &str, ca: Option<(&str, &str)>) -> NodeCluster {
         capictl::install_crypto_provider();
         let docker = engine().await;
         build_images();
@@ -91,6 +97,18 @@ impl NodeCluster {
         };
         tokio::spawn(async move { manager::run(c, options, std::future::pending()).await });
         let name = format!("{name}-{}", capictl::apiserver::object::random_suffix());
+        if let Some((cert, key)) = ca {
+            let secret: Secret = serde_json::from_value(json!({
+                "metadata": {"name": format!("{name}-ca"), "labels": {"cluster.x-k8s.io/cluster-name": name}},
+                "type": "cluster.x-k8s.io/secret",
+                "stringData": {"tls.crt": cert, "tls.key": key},
+            }))
+            .unwrap();
+            Api::<Secret>::namespaced(management.clone(), NS)
+                .create(&Default::default(), &secret)
+                .await
+                .unwrap();
+        }
         apply(&management, json!({
             "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": name},
             "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster", "name": name}}

@@ -9,7 +9,10 @@ mod common;
 mod connections;
 mod escalation;
 mod impersonation;
+mod malformed;
 mod memory;
+mod smaller;
+mod users;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

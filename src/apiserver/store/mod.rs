@@ -849,6 +849,19 @@ fn take_page<'a>(
 /// the embedded store takes, an etcd back end takes too.
 pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
+/// [`StoreError::TooLarge`] for an object the store would refuse: a dry run says what the
+/// write itself would.
+pub fn check_size(value: &Value) -> Result<(), StoreError> {
+    let size = serde_json::to_vec(value).map_or(0, |v| v.len());
+    if size > MAX_OBJECT_BYTES {
+        return Err(StoreError::TooLarge {
+            size,
+            limit: MAX_OBJECT_BYTES,
+        });
+    }
+    Ok(())
+}
+
 /// A write, as every back end receives it.
 enum Op {
     Create {

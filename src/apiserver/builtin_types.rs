@@ -1,0 +1,874 @@
+//! What the built-in kinds' Go types accept, so that nothing malformed is stored: a Deployment
+//! whose `replicas` is `"three"`, a Role whose `rules` is a string, an owner reference whose
+//! `kind` is a number. Typed clients decode every object of a list; one bad object stored breaks
+//! every list of its kind, cluster-wide.
+//!
+//! The schemas are k8s-openapi's (generated from Kubernetes' OpenAPI document), with what it
+//! leaves out put back: the list, map and struct markers of each field (`builtin.lists`, from
+//! the .proto files' comments) and the enumerations kube-apiserver's validation checks.
+//!
+//! A write is checked in two steps, as kube-apiserver does it:
+//! 1. [`Schemas::decode`], as the JSON decoder into the Go types: a value of the wrong type is
+//!    refused naming its field and the type it takes (a 422, as kube-apiserver answers for
+//!    custom resources; its decoder's 400 for built-in kinds names neither a base64 value's
+//!    field nor a map's key), and fields the types do not have are dropped and named, for
+//!    `fieldValidation` to warn about or refuse;
+//! 2. [`Schemas::validate`], after defaulting: required fields and enumerations, as field causes
+//!    for a 422.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use k8s_openapi::api;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
+use schemars::JsonSchema;
+use serde_json::{Map, Value};
+
+use super::status::FieldCause;
+
+const REF: &str = "#/components/schemas/";
+
+/// The schemas of every built-in kind the server serves, by definition name.
+pub struct Schemas {
+    definitions: Map<String, Value>,
+    /// The definition of each kind, by kind, then group.
+    kinds: HashMap<&'static str, Vec<(&'static str, String)>>,
+}
+
+/// Made on first use, shared by every server in the process (a fleet's workload API servers
+/// too).
+pub static SCHEMAS: LazyLock<Schemas> = LazyLock::new(Schemas::generate);
+
+/// The markers `scripts/protobuf-fields` read off the .proto files.
+const LISTS: &str = include_str!("builtin.lists");
+
+/// The values kube-apiserver's validation accepts for fields that take one of a few, by
+/// definition and field (an empty string is left to defaulting, as Go's zero value is).
+const ENUMS: &[(&str, &str, &[&str])] = &[
+    (
+        "io.k8s.api.apps.v1.DeploymentStrategy",
+        "type",
+        &["Recreate", "RollingUpdate"],
+    ),
+    (
+        "io.k8s.api.apps.v1.DaemonSetUpdateStrategy",
+        "type",
+        &["OnDelete", "RollingUpdate"],
+    ),
+    (
+        "io.k8s.api.apps.v1.StatefulSetUpdateStrategy",
+        "type",
+        &["OnDelete", "RollingUpdate"],
+    ),
+    (
+        "io.k8s.api.apps.v1.StatefulSetSpec",
+        "podManagementPolicy",
+        &["OrderedReady", "Parallel"],
+    ),
+    (
+        "io.k8s.api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy",
+        "whenDeleted",
+        &["Delete", "Retain"],
+    ),
+    (
+        "io.k8s.api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy",
+        "whenScaled",
+        &["Delete", "Retain"],
+    ),
+    (
+        "io.k8s.api.batch.v1.JobSpec",
+        "completionMode",
+        &["Indexed", "NonIndexed"],
+    ),
+    (
+        "io.k8s.api.batch.v1.CronJobSpec",
+        "concurrencyPolicy",
+        &["Allow", "Forbid", "Replace"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "restartPolicy",
+        &["Always", "Never", "OnFailure"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "dnsPolicy",
+        &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "preemptionPolicy",
+        &["Never", "PreemptLowerPriority"],
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "imagePullPolicy",
+        &["Always", "IfNotPresent", "Never"],
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "terminationMessagePolicy",
+        &["FallbackToLogsOnError", "File"],
+    ),
+    (
+        "io.k8s.api.core.v1.ContainerPort",
+        "protocol",
+        &["SCTP", "TCP", "UDP"],
+    ),
+    (
+        "io.k8s.api.core.v1.ServicePort",
+        "protocol",
+        &["SCTP", "TCP", "UDP"],
+    ),
+    (
+        "io.k8s.api.core.v1.EndpointPort",
+        "protocol",
+        &["SCTP", "TCP", "UDP"],
+    ),
+    (
+        "io.k8s.api.discovery.v1.EndpointPort",
+        "protocol",
+        &["SCTP", "TCP", "UDP"],
+    ),
+    (
+        "io.k8s.api.discovery.v1.EndpointSlice",
+        "addressType",
+        &["FQDN", "IPv4", "IPv6"],
+    ),
+    (
+        "io.k8s.api.core.v1.ServiceSpec",
+        "type",
+        &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
+    ),
+    (
+        "io.k8s.api.core.v1.ServiceSpec",
+        "sessionAffinity",
+        &["ClientIP", "None"],
+    ),
+    (
+        "io.k8s.api.core.v1.ServiceSpec",
+        "externalTrafficPolicy",
+        &["Cluster", "Local"],
+    ),
+    (
+        "io.k8s.api.core.v1.ServiceSpec",
+        "internalTrafficPolicy",
+        &["Cluster", "Local"],
+    ),
+    (
+        "io.k8s.api.core.v1.ServiceSpec",
+        "ipFamilyPolicy",
+        &["PreferDualStack", "RequireDualStack", "SingleStack"],
+    ),
+    (
+        "io.k8s.api.core.v1.Toleration",
+        "operator",
+        &["Equal", "Exists"],
+    ),
+    (
+        "io.k8s.api.core.v1.Toleration",
+        "effect",
+        &["NoExecute", "NoSchedule", "PreferNoSchedule"],
+    ),
+    (
+        "io.k8s.api.core.v1.Taint",
+        "effect",
+        &["NoExecute", "NoSchedule", "PreferNoSchedule"],
+    ),
+    (
+        "io.k8s.api.core.v1.NodeSelectorRequirement",
+        "operator",
+        &["DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn"],
+    ),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement",
+        "operator",
+        &["DoesNotExist", "Exists", "In", "NotIn"],
+    ),
+    (
+        "io.k8s.api.core.v1.HTTPGetAction",
+        "scheme",
+        &["HTTP", "HTTPS"],
+    ),
+    (
+        "io.k8s.api.core.v1.PersistentVolumeClaimSpec",
+        "volumeMode",
+        &["Block", "Filesystem"],
+    ),
+    (
+        "io.k8s.api.core.v1.PersistentVolumeSpec",
+        "volumeMode",
+        &["Block", "Filesystem"],
+    ),
+    (
+        "io.k8s.api.core.v1.PersistentVolumeSpec",
+        "persistentVolumeReclaimPolicy",
+        &["Delete", "Recycle", "Retain"],
+    ),
+    (
+        "io.k8s.api.core.v1.LimitRangeItem",
+        "type",
+        &["Container", "PersistentVolumeClaim", "Pod"],
+    ),
+    ("io.k8s.api.core.v1.Event", "type", &["Normal", "Warning"]),
+    ("io.k8s.api.events.v1.Event", "type", &["Normal", "Warning"]),
+    (
+        "io.k8s.api.policy.v1.PodDisruptionBudgetSpec",
+        "unhealthyPodEvictionPolicy",
+        &["AlwaysAllow", "IfHealthyBudget"],
+    ),
+    (
+        "io.k8s.api.storage.v1.StorageClass",
+        "reclaimPolicy",
+        &["Delete", "Retain"],
+    ),
+    (
+        "io.k8s.api.storage.v1.StorageClass",
+        "volumeBindingMode",
+        &["Immediate", "WaitForFirstConsumer"],
+    ),
+    (
+        "io.k8s.api.networking.v1.NetworkPolicyPort",
+        "protocol",
+        &["SCTP", "TCP", "UDP"],
+    ),
+    (
+        "io.k8s.api.rbac.v1.Subject",
+        "kind",
+        &["Group", "ServiceAccount", "User"],
+    ),
+];
+
+/// Defaults of list map keys, as Kubernetes' OpenAPI document has them: an item that leaves
+/// its `protocol` out is the `TCP` one (server-side apply finds items by their keys).
+const KEY_DEFAULTS: &[(&str, &str, &str)] = &[
+    ("io.k8s.api.core.v1.ContainerPort", "protocol", "TCP"),
+    ("io.k8s.api.core.v1.ServicePort", "protocol", "TCP"),
+];
+
+/// The values list items of these fields take.
+const ITEM_ENUMS: &[(&str, &str, &[&str])] = &[
+    (
+        "io.k8s.api.core.v1.ServiceSpec",
+        "ipFamilies",
+        &["IPv4", "IPv6"],
+    ),
+    (
+        "io.k8s.api.core.v1.PersistentVolumeClaimSpec",
+        "accessModes",
+        &[
+            "ReadOnlyMany",
+            "ReadWriteMany",
+            "ReadWriteOnce",
+            "ReadWriteOncePod",
+        ],
+    ),
+    (
+        "io.k8s.api.core.v1.PersistentVolumeSpec",
+        "accessModes",
+        &[
+            "ReadOnlyMany",
+            "ReadWriteMany",
+            "ReadWriteOnce",
+            "ReadWriteOncePod",
+        ],
+    ),
+    (
+        "io.k8s.api.networking.v1.NetworkPolicySpec",
+        "policyTypes",
+        &["Egress", "Ingress"],
+    ),
+];
+
+/// What [`Schemas::decode`] found.
+#[derive(Debug, Default)]
+pub struct Decoded {
+    /// Fields the types do not have (removed), by path.
+    pub unknown: Vec<String>,
+    /// Values the types cannot hold, each naming its field and the type it takes (never the
+    /// value: it may be a Secret's).
+    pub errors: Vec<FieldCause>,
+}
+
+/// The JSON type of a value, as a field cause shows it.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    }
+}
+
+/// `outer.field`, or `field` at the root.
+fn field_path(outer: &str, field: &str) -> String {
+    if outer.is_empty() {
+        field.to_string()
+    } else {
+        format!("{outer}.{field}")
+    }
+}
+
+/// A value of the wrong type, as kube-apiserver's schema validation words it: the field, the
+/// type it takes, and the type it was given.
+fn wrong_type(path: &str, want: &str, given: &str) -> FieldCause {
+    FieldCause::invalid(
+        path,
+        format!("Invalid value: {given:?}: {path} in body must be of type {want}: {given:?}"),
+    )
+}
+
+impl Schemas {
+    fn generate() -> Schemas {
+        let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+        let mut kinds: HashMap<&'static str, Vec<(&'static str, String)>> = HashMap::new();
+        macro_rules! kinds {
+            ($($t:ty),* $(,)?) => {$(
+                generator.subschema_for::<$t>();
+                kinds.entry(<$t as k8s_openapi::Resource>::KIND).or_default().push((
+                    <$t as k8s_openapi::Resource>::GROUP,
+                    <$t as JsonSchema>::schema_name().into_owned(),
+                ));
+            )*};
+        }
+        kinds!(
+            api::core::v1::Namespace,
+            api::core::v1::Secret,
+            api::core::v1::ConfigMap,
+            api::core::v1::Event,
+            api::events::v1::Event,
+            api::core::v1::ServiceAccount,
+            api::core::v1::Node,
+            api::core::v1::Pod,
+            api::core::v1::Service,
+            api::core::v1::ReplicationController,
+            api::core::v1::ResourceQuota,
+            api::core::v1::LimitRange,
+            api::core::v1::Endpoints,
+            api::core::v1::PersistentVolume,
+            api::core::v1::PersistentVolumeClaim,
+            api::core::v1::PodTemplate,
+            api::coordination::v1::Lease,
+            api::apps::v1::Deployment,
+            api::apps::v1::DaemonSet,
+            api::apps::v1::ReplicaSet,
+            api::apps::v1::StatefulSet,
+            api::apps::v1::ControllerRevision,
+            api::batch::v1::Job,
+            api::batch::v1::CronJob,
+            api::rbac::v1::ClusterRole,
+            api::rbac::v1::ClusterRoleBinding,
+            api::rbac::v1::Role,
+            api::rbac::v1::RoleBinding,
+            api::admissionregistration::v1::ValidatingWebhookConfiguration,
+            api::admissionregistration::v1::MutatingWebhookConfiguration,
+            api::certificates::v1::CertificateSigningRequest,
+            api::policy::v1::PodDisruptionBudget,
+            apiregistration::v1::APIService,
+            api::networking::v1::Ingress,
+            api::networking::v1::IngressClass,
+            api::networking::v1::NetworkPolicy,
+            api::scheduling::v1::PriorityClass,
+            api::discovery::v1::EndpointSlice,
+            api::storage::v1::StorageClass,
+            api::authentication::v1::TokenRequest,
+        );
+        let mut definitions = std::mem::take(generator.definitions_mut());
+        for definition in definitions.values_mut() {
+            forget_descriptions(definition);
+        }
+        for line in LISTS
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+        {
+            let mut parts = line.split(' ');
+            let (Some(message), Some(field)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let Some(property) = definition_of(&mut definitions, message)
+                .and_then(|d| d.get_mut("properties"))
+                .and_then(|p| p.get_mut(field))
+            else {
+                continue;
+            };
+            for marker in parts {
+                let Some((name, value)) = marker.split_once('=') else {
+                    continue;
+                };
+                let (key, value) = match name {
+                    "listType" => ("x-kubernetes-list-type", Value::from(value)),
+                    "listMapKey" => (
+                        "x-kubernetes-list-map-keys",
+                        Value::from(value.split(',').collect::<Vec<_>>()),
+                    ),
+                    "patchMergeKey" => ("x-kubernetes-patch-merge-key", Value::from(value)),
+                    "patchStrategy" => ("x-kubernetes-patch-strategy", Value::from(value)),
+                    "mapType" => ("x-kubernetes-map-type", Value::from(value)),
+                    "structType" => ("x-kubernetes-map-type", Value::from(value)),
+                    _ => continue,
+                };
+                property[key] = value;
+            }
+        }
+        for (definition, field, values) in ENUMS {
+            if let Some(property) = definitions
+                .get_mut(*definition)
+                .and_then(|d| d.get_mut("properties"))
+                .and_then(|p| p.get_mut(*field))
+            {
+                property["enum"] = Value::from(values.to_vec());
+            }
+        }
+        for (definition, field, default) in KEY_DEFAULTS {
+            if let Some(property) = definitions
+                .get_mut(*definition)
+                .and_then(|d| d.get_mut("properties"))
+                .and_then(|p| p.get_mut(*field))
+            {
+                property["default"] = Value::from(*default);
+            }
+        }
+        for (definition, field, values) in ITEM_ENUMS {
+            if let Some(items) = definitions
+                .get_mut(*definition)
+                .and_then(|d| d.get_mut("properties"))
+                .and_then(|p| p.get_mut(*field))
+                .and_then(|p| p.get_mut("items"))
+            {
+                items["enum"] = Value::from(values.to_vec());
+            }
+        }
+        Schemas { definitions, kinds }
+    }
+
+    /// The definition of what a built-in resource stores (`events.k8s.io` Events are stored as
+    /// core Events); None for resources checked otherwise (CRDs, reviews).
+    pub fn of(&self, resource: &super::registry::Resource) -> Option<&str> {
+        if resource.crd_name.is_some() {
+            return None;
+        }
+        self.kind(
+            resource.storage_group.as_deref().unwrap_or(&resource.group),
+            &resource.kind,
+        )
+    }
+
+    /// The definition name of a built-in kind.
+    pub fn kind(&self, group: &str, kind: &str) -> Option<&str> {
+        self.kinds
+            .get(kind)?
+            .iter()
+            .find(|(g, _)| *g == group)
+            .map(|(_, definition)| definition.as_str())
+    }
+
+    /// A definition by name.
+    pub fn definition(&self, name: &str) -> Option<&Value> {
+        self.definitions.get(name)
+    }
+
+    /// `schema` with a `$ref` followed, and the definition's name when it had one.
+    fn resolve<'s>(&'s self, schema: &'s Value) -> (&'s Value, Option<&'s str>) {
+        match schema.get("$ref").and_then(Value::as_str) {
+            Some(reference) => {
+                let name = reference.strip_prefix(REF).unwrap_or(reference);
+                match self.definitions.get_key_value(name) {
+                    Some((name, definition)) => (definition, Some(name.as_str())),
+                    None => (schema, None),
+                }
+            }
+            None => (schema, None),
+        }
+    }
+
+    /// Decodes `object` of the kind defined as `definition` as the Go types would: fields they
+    /// do not have are removed and named, and values they cannot hold are field causes.
+    pub fn decode(&self, definition: &str, object: &mut Value) -> Decoded {
+        let mut decoded = Decoded::default();
+        if let Some(schema) = self.definitions.get(definition) {
+            self.decode_at(schema, object, "", &mut decoded);
+        }
+        decoded
+    }
+
+    fn decode_at(&self, schema: &Value, value: &mut Value, path: &str, out: &mut Decoded) {
+        if value.is_null() {
+            return;
+        }
+        let (schema, _) = self.resolve(schema);
+        let given = json_type(value);
+        if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+            if !matches!(value, Value::Number(_) | Value::String(_)) {
+                out.errors
+                    .push(wrong_type(path, "integer or string", given));
+            }
+            return;
+        }
+        let format = schema.get("format").and_then(Value::as_str);
+        match (schema.get("type").and_then(Value::as_str), value) {
+            (Some("string"), Value::String(text)) => {
+                use base64::Engine;
+                if format == Some("byte")
+                    && let Err(e) =
+                        base64::engine::general_purpose::STANDARD.decode(text.as_bytes())
+                {
+                    out.errors.push(FieldCause::invalid(
+                        path,
+                        format!("Invalid value: \"<secret contents redacted>\": must be base64-encoded ({e})"),
+                    ));
+                } else if format == Some("date-time")
+                    && text.parse::<k8s_openapi::jiff::Timestamp>().is_err()
+                {
+                    out.errors.push(wrong_type(path, "date-time", given));
+                }
+            }
+            (Some("integer"), Value::Number(n)) => {
+                let fits = match format {
+                    Some("int32") => n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
+                    _ => n.is_i64() || n.is_u64(),
+                };
+                if !fits {
+                    let want = if given == "integer" {
+                        format.unwrap_or("int64")
+                    } else {
+                        "integer"
+                    };
+                    out.errors.push(wrong_type(path, want, given));
+                }
+            }
+            (Some("number"), Value::Number(_)) | (Some("boolean"), Value::Bool(_)) => {}
+            (Some("array"), Value::Array(items)) => {
+                for (i, item) in items.iter_mut().enumerate() {
+                    self.decode_at(&schema["items"], item, &format!("{path}[{i}]"), out);
+                }
+            }
+            (Some("object") | None, Value::Object(map)) => {
+                self.decode_object(schema, map, path, out)
+            }
+            // A schema without a type takes anything.
+            (None, _) => {}
+            (Some(want), _) => out.errors.push(wrong_type(path, want, given)),
+        }
+    }
+
+    fn decode_object(
+        &self,
+        schema: &Value,
+        map: &mut Map<String, Value>,
+        path: &str,
+        out: &mut Decoded,
+    ) {
+        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+            let preserve =
+                schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+            map.retain(|key, _| {
+                let known = properties.contains_key(key) || preserve;
+                if !known {
+                    out.unknown.push(field_path(path, key));
+                }
+                known
+            });
+            for (key, v) in map.iter_mut() {
+                if let Some(property) = properties.get(key) {
+                    self.decode_at(property, v, &field_path(path, key), out);
+                }
+            }
+        } else if let Some(values) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+            for (key, v) in map.iter_mut() {
+                self.decode_at(values, v, &format!("{path}[{key}]"), out);
+            }
+        }
+    }
+
+    /// Required fields and enumerations of `object` (defaulted), as field causes. The status
+    /// is its writers' to keep complete; only its values' types are checked ([`Schemas::decode`]).
+    pub fn validate(&self, definition: &str, object: &Value) -> Vec<FieldCause> {
+        let mut causes = Vec::new();
+        if let Some(schema) = self.definitions.get(definition) {
+            self.validate_at(schema, object, "", &mut causes);
+        }
+        causes
+    }
+
+    fn validate_at(&self, schema: &Value, value: &Value, path: &str, causes: &mut Vec<FieldCause>) {
+        let (schema, _) = self.resolve(schema);
+        if let Some(options) = schema.get("enum").and_then(Value::as_array)
+            && let Some(text) = value.as_str()
+            && !text.is_empty()
+            && !options.contains(value)
+        {
+            causes.push(FieldCause::not_supported(
+                path,
+                format!("{text:?}"),
+                options.iter().map(|o| o.to_string()),
+            ));
+        }
+        match value {
+            Value::Array(items) => {
+                if let Some(item) = schema.get("items") {
+                    for (i, v) in items.iter().enumerate() {
+                        self.validate_at(item, v, &format!("{path}[{i}]"), causes);
+                    }
+                }
+            }
+            Value::Object(map) => {
+                let field = |key: &str| {
+                    if path.is_empty() {
+                        key.to_string()
+                    } else {
+                        format!("{path}.{key}")
+                    }
+                };
+                if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                    for required in schema["required"].as_array().into_iter().flatten() {
+                        let Some(key) = required.as_str() else {
+                            continue;
+                        };
+                        if map.get(key).is_none_or(Value::is_null) {
+                            causes.push(FieldCause::required(field(key)));
+                        }
+                    }
+                    for (key, v) in map {
+                        if path.is_empty() && key == "status" {
+                            continue;
+                        }
+                        if let Some(property) = properties.get(key) {
+                            self.validate_at(property, v, &field(key), causes);
+                        }
+                    }
+                } else if let Some(values) =
+                    schema.get("additionalProperties").filter(|a| a.is_object())
+                {
+                    for (key, v) in map {
+                        self.validate_at(values, v, &format!("{path}[{key}]"), causes);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A node of a built-in kind's schema with its `$ref` followed.
+pub fn resolve(node: &Value) -> &Value {
+    let schemas: &'static Schemas = &SCHEMAS;
+    node.get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| schemas.definitions.get(r.strip_prefix(REF).unwrap_or(r)))
+        .unwrap_or(node)
+}
+
+/// The definition a .proto message stands for: `api.core.v1.PodSpec` is
+/// `io.k8s.api.core.v1.PodSpec` (k8s-pb spells initialisms as words: `HttpGetAction`).
+fn definition_of<'d>(
+    definitions: &'d mut Map<String, Value>,
+    message: &str,
+) -> Option<&'d mut Value> {
+    let wanted = format!("io.k8s.{}", message.replace('_', "-")).to_lowercase();
+    let name = definitions
+        .keys()
+        .find(|k| k.to_lowercase() == wanted)?
+        .clone();
+    definitions.get_mut(&name)
+}
+
+/// Drops the descriptions: they are most of a schema's size, and nothing here reads them.
+fn forget_descriptions(schema: &mut Value) {
+    let Some(map) = schema.as_object_mut() else {
+        return;
+    };
+    map.remove("description");
+    for (key, v) in map.iter_mut() {
+        match key.as_str() {
+            // Fields by name: a field may be called "description" (PriorityClass's is).
+            "properties" => v
+                .as_object_mut()
+                .into_iter()
+                .flat_map(|p| p.values_mut())
+                .for_each(forget_descriptions),
+            "items" | "additionalProperties" => forget_descriptions(v),
+            "allOf" | "anyOf" | "oneOf" => v
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+                .for_each(forget_descriptions),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn decode(group: &str, kind: &str, mut object: Value) -> Decoded {
+        let definition = SCHEMAS.kind(group, kind).unwrap().to_string();
+        SCHEMAS.decode(&definition, &mut object)
+    }
+
+    /// The field causes of values a kind's types cannot hold, as `field: message`.
+    fn errors(group: &str, kind: &str, object: Value) -> Vec<String> {
+        decode(group, kind, object)
+            .errors
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect()
+    }
+
+    #[test]
+    fn values_the_types_cannot_hold_name_their_field_and_type_but_not_their_value() {
+        let deployment = |replicas: Value| json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": replicas}});
+        for (replicas, expected) in [
+            (
+                json!("three"),
+                r#"Invalid value: "string": spec.replicas in body must be of type integer: "string""#,
+            ),
+            (
+                json!(1u64 << 40),
+                r#"Invalid value: "integer": spec.replicas in body must be of type int32: "integer""#,
+            ),
+            (
+                json!(1.5),
+                r#"Invalid value: "number": spec.replicas in body must be of type integer: "number""#,
+            ),
+        ] {
+            assert_eq!(
+                errors("apps", "Deployment", deployment(replicas)),
+                [format!("spec.replicas: {expected}")]
+            );
+        }
+        assert!(errors("apps", "Deployment", deployment(json!(3))).is_empty());
+        assert_eq!(
+            errors(
+                "rbac.authorization.k8s.io",
+                "Role",
+                json!({"metadata": {"name": "r"}, "rules": "x"})
+            ),
+            [r#"rules: Invalid value: "string": rules in body must be of type array: "string""#]
+        );
+        assert_eq!(
+            errors(
+                "",
+                "ConfigMap",
+                json!({"metadata": {"name": "c", "ownerReferences": [{"kind": 1}]}})
+            ),
+            [
+                r#"metadata.ownerReferences[0].kind: Invalid value: "integer": metadata.ownerReferences[0].kind in body must be of type string: "integer""#
+            ]
+        );
+        assert_eq!(
+            errors(
+                "",
+                "Secret",
+                json!({"metadata": {"name": "s"}, "stringData": {"n": 42}})
+            ),
+            [
+                r#"stringData[n]: Invalid value: "integer": stringData[n] in body must be of type string: "integer""#
+            ]
+        );
+        let bad = errors(
+            "",
+            "Secret",
+            json!({"metadata": {"name": "s"}, "data": {"password": "hunter2!"}}),
+        );
+        assert_eq!(bad.len(), 1);
+        assert!(
+            bad[0].starts_with("data[password]: Invalid value: \"<secret contents redacted>\""),
+            "{bad:?}"
+        );
+        assert!(!bad[0].contains("hunter2"));
+        assert!(
+            errors(
+                "",
+                "Secret",
+                json!({"metadata": {"name": "s"}, "data": {"password": "aHVudGVyMg=="}})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            errors(
+                "",
+                "Service",
+                json!({"spec": {"ports": [{"port": 80, "targetPort": true}]}})
+            ),
+            [
+                r#"spec.ports[0].targetPort: Invalid value: "boolean": spec.ports[0].targetPort in body must be of type integer or string: "boolean""#
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_removed_and_named_with_their_path() {
+        let mut pod = json!({"metadata": {"name": "p", "colour": "blue"}, "spec": {"containers": [{"name": "c", "image": "i", "imagee": "typo"}]}});
+        let definition = SCHEMAS.kind("", "Pod").unwrap().to_string();
+        let decoded = SCHEMAS.decode(&definition, &mut pod);
+        assert!(decoded.errors.is_empty());
+        assert_eq!(
+            decoded.unknown,
+            ["metadata.colour", "spec.containers[0].imagee"]
+        );
+        assert_eq!(
+            pod["spec"]["containers"][0],
+            json!({"name": "c", "image": "i"})
+        );
+        // Free-form maps keep their keys.
+        let mut cm = json!({"metadata": {"name": "c", "labels": {"any": "x"}}, "data": {"k": "v"}});
+        let definition = SCHEMAS.kind("", "ConfigMap").unwrap().to_string();
+        let decoded = SCHEMAS.decode(&definition, &mut cm);
+        assert!(decoded.unknown.is_empty() && decoded.errors.is_empty());
+    }
+
+    #[test]
+    fn required_fields_and_enumerations_are_causes_with_their_path() {
+        let definition = SCHEMAS.kind("apps", "Deployment").unwrap();
+        let causes = SCHEMAS.validate(
+            definition,
+            &json!({"metadata": {"name": "d"}, "spec": {"strategy": {"type": "Bogus"}, "template": {"spec": {"containers": [{"image": "i"}]}}}}),
+        );
+        let shown: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "spec.selector: Required value",
+                "spec.strategy.type: Unsupported value: \"Bogus\": supported values: \"Recreate\", \"RollingUpdate\"",
+                "spec.template.spec.containers[0].name: Required value",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_field_named_description_is_a_field() {
+        let mut class = json!({"metadata": {"name": "p"}, "value": 1, "description": "first"});
+        let definition = SCHEMAS
+            .kind("scheduling.k8s.io", "PriorityClass")
+            .unwrap()
+            .to_string();
+        let decoded = SCHEMAS.decode(&definition, &mut class);
+        assert!(decoded.unknown.is_empty() && decoded.errors.is_empty());
+        assert_eq!(class["description"], "first");
+    }
+
+    #[test]
+    fn list_markers_come_from_the_proto_comments() {
+        let pod_spec = SCHEMAS.definition("io.k8s.api.core.v1.PodSpec").unwrap();
+        let containers = &pod_spec["properties"]["containers"];
+        assert_eq!(containers["x-kubernetes-list-type"], "map");
+        assert_eq!(containers["x-kubernetes-list-map-keys"], json!(["name"]));
+        assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+        let http_get = SCHEMAS
+            .definition("io.k8s.api.core.v1.HTTPGetAction")
+            .unwrap();
+        assert_eq!(
+            http_get["properties"]["httpHeaders"]["x-kubernetes-list-type"],
+            "atomic"
+        );
+    }
+}
