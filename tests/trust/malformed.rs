@@ -64,6 +64,22 @@ fn malformed_built_in_objects_are_refused_naming_the_field_and_typed_clients_kee
         err.contains("data[password]") && !err.contains("hunter2"),
         "{err}"
     );
+    let audit = std::path::Path::new(&m.state()).join("audit.log");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&audit)
+        .unwrap_or_default()
+        .contains("data[password]")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the refusal is not in the audit log"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        !std::fs::read_to_string(&audit).unwrap().contains("hunter2"),
+        "a Secret's value reached the audit log"
+    );
 
     // Keys sent twice: refused under Strict, warned about otherwise; unknown fields alike.
     let twice = format!(
