@@ -238,7 +238,7 @@ pub fn webhook_secret(
     p: &ProviderInfo,
     namespace: &str,
     ca: &str,
-    serving: &crate::apiserver::tls::KeyPairPem,
+    serving: &crate::pki::KeyPairPem,
 ) -> Value {
     use base64::Engine;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);

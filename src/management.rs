@@ -6,15 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine;
-use kube::config::{
-    AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
-};
+use kube::config::Kubeconfig;
 use serde::{Deserialize, Serialize};
 
-use crate::apiserver::tls::{self, KeyPairPem, Pki};
-use crate::apiserver::{self, ApiServer, listener, store::Store};
+use crate::apiserver::{self, ApiServer, listener, store::Store, tls};
 use crate::controllers::metrics::ClientMetricsLayer;
+use crate::pki::{KeyPairPem, Pki};
 
 /// The default name of the kubeconfig context for the embedded cluster.
 pub const DEFAULT_CONTEXT: &str = "capictl-management";
@@ -27,7 +24,9 @@ pub enum ManagementError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Tls(#[from] tls::TlsError),
+    Tls(#[from] crate::pki::PkiError),
+    #[error(transparent)]
+    KubeconfigFile(#[from] crate::kubeconfig::KubeconfigError),
     #[error("opening the store in {path}: {source}")]
     Store {
         path: PathBuf,
@@ -174,7 +173,7 @@ pub fn kubeconfig_path(flag: Option<PathBuf>) -> PathBuf {
 
 /// A kubeconfig with one cluster, user and context, all named after the context.
 pub fn kubeconfig(context: &str, server: &str, ca_pem: &str, client: &KeyPairPem) -> Kubeconfig {
-    kubeconfig_for(
+    crate::kubeconfig::build(
         context,
         &format!("{context}-admin"),
         context,
@@ -182,95 +181,6 @@ pub fn kubeconfig(context: &str, server: &str, ca_pem: &str, client: &KeyPairPem
         ca_pem,
         client,
     )
-}
-
-/// A kubeconfig with one cluster, user and context, named as given; the context is current.
-pub fn kubeconfig_for(
-    cluster: &str,
-    user: &str,
-    context: &str,
-    server: &str,
-    ca_pem: &str,
-    client: &KeyPairPem,
-) -> Kubeconfig {
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let user = user.to_string();
-    Kubeconfig {
-        clusters: vec![NamedCluster {
-            name: cluster.to_string(),
-            cluster: Some(Cluster {
-                server: Some(server.to_string()),
-                certificate_authority_data: Some(b64(ca_pem)),
-                ..Default::default()
-            }),
-            other: Default::default(),
-        }],
-        auth_infos: vec![NamedAuthInfo {
-            name: user.clone(),
-            auth_info: Some(AuthInfo {
-                client_certificate_data: Some(b64(&client.cert)),
-                client_key_data: Some(b64(&client.key).into()),
-                ..Default::default()
-            }),
-            other: Default::default(),
-        }],
-        contexts: vec![NamedContext {
-            name: context.to_string(),
-            context: Some(Context {
-                cluster: cluster.to_string(),
-                user: Some(user),
-                ..Default::default()
-            }),
-            other: Default::default(),
-        }],
-        current_context: Some(context.to_string()),
-        api_version: Some("v1".into()),
-        kind: Some("Config".into()),
-        ..Default::default()
-    }
-}
-
-/// Serializes a kubeconfig with its credentials (kube's own serialization keeps them).
-pub fn kubeconfig_yaml(config: &Kubeconfig) -> Result<String, ManagementError> {
-    crate::yaml::to_string(config).map_err(|e| ManagementError::Kubeconfig {
-        path: PathBuf::new(),
-        message: e.to_string(),
-    })
-}
-
-/// Adds (or replaces) the entries of `new` in the kubeconfig at `path`, makes its context
-/// current, and writes the file 0600.
-pub fn merge_kubeconfig(path: &Path, new: &Kubeconfig) -> Result<(), ManagementError> {
-    let mut config = if path.exists() {
-        Kubeconfig::read_from(path).map_err(|e| ManagementError::Kubeconfig {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?
-    } else {
-        Kubeconfig {
-            api_version: Some("v1".into()),
-            kind: Some("Config".into()),
-            ..Default::default()
-        }
-    };
-    for c in &new.clusters {
-        config.clusters.retain(|x| x.name != c.name);
-        config.clusters.push(c.clone());
-    }
-    for a in &new.auth_infos {
-        config.auth_infos.retain(|x| x.name != a.name);
-        config.auth_infos.push(a.clone());
-    }
-    for c in &new.contexts {
-        config.contexts.retain(|x| x.name != c.name);
-        config.contexts.push(c.clone());
-    }
-    config.current_context = new.current_context.clone();
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(io(parent))?;
-    }
-    let text = kubeconfig_yaml(&config)?;
-    tls::write_private(path, text.as_bytes()).map_err(io(path))
 }
 
 /// What `serve` needs to know.
@@ -496,7 +406,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
         hosts.push(address.ip().to_string());
     }
     let serving = pki.serving_certificate(&hosts)?;
-    let config = pki.server_config(&serving)?;
+    let config = tls::server_config(&pki.ca.cert, &serving)?;
     let admin = pki.client_certificate("capictl-admin", &["system:masters"])?;
     let host = if address.ip().is_unspecified() {
         "127.0.0.1".to_string()
@@ -508,10 +418,13 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
         SocketAddr::new(host.parse().expect("an IP address"), address.port())
     );
     let own = kubeconfig(&options.context, &url, &pki.ca.cert, &admin);
-    tls::write_private(&dir.admin_kubeconfig(), kubeconfig_yaml(&own)?.as_bytes())
-        .map_err(io(&dir.admin_kubeconfig()))?;
+    crate::pki::write_private(
+        &dir.admin_kubeconfig(),
+        crate::kubeconfig::to_yaml(&own)?.as_bytes(),
+    )
+    .map_err(io(&dir.admin_kubeconfig()))?;
     if let Some(path) = &options.kubeconfig {
-        merge_kubeconfig(path, &own)?;
+        crate::kubeconfig::merge(path, &own)?;
     }
 
     let certificate_signer = tokio::spawn(apiserver::csr::run(
@@ -573,7 +486,7 @@ pub async fn up(
                     message: e.to_string(),
                 }
             })?;
-            merge_kubeconfig(path, &own)?;
+            crate::kubeconfig::merge(path, &own)?;
         }
         return Ok((info, false));
     }

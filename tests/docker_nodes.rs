@@ -43,7 +43,7 @@ async fn control_planes_on_real_etcd_a_worker_by_csr_and_recovery() {
     let first = cluster.add_node("cp1", true, None).await;
     eprintln!("first control plane Ready after {first:.1?}");
     let kubeconfig = std::env::temp_dir().join(format!("{}-admin.conf", cluster.name));
-    capictl::apiserver::tls::write_private(
+    capictl::pki::write_private(
         &kubeconfig,
         cluster.admin_kubeconfig("cp1").await.as_bytes(),
     )

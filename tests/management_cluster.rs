@@ -1252,7 +1252,7 @@ fn quickstart_brings_a_cluster_up_from_nothing() {
 fn mallory_kubeconfig(m: &Management) -> PathBuf {
     let elsewhere = m.dir.join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
-    let foreign = capictl::apiserver::tls::Pki::load_or_create(&elsewhere).unwrap();
+    let foreign = capictl::pki::Pki::load_or_create(&elsewhere).unwrap();
     kubeconfig_signed_by(m, &foreign, "mallory", &["system:masters"])
 }
 

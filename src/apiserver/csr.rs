@@ -12,7 +12,7 @@
 //! Certificates are valid from five minutes ago (for clocks slightly behind) until the
 //! request's `expirationSeconds`, at most a year (kube-controller-manager's
 //! `--cluster-signing-duration`) and never past the CA's own expiry. CAs in every format
-//! openssl and kubeadm write (RSA or EC keys) sign ([`super::tls::key_pair_from_pem`]).
+//! openssl and kubeadm write (RSA or EC keys) sign ([`crate::pki::key_pair_from_pem`]).
 //!
 //! [`decide`] is pure; [`run`] is the controller around it, which the embedded management
 //! cluster and capictl nodes' controller-manager both run.
@@ -20,7 +20,7 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::tls::Pki;
+use crate::pki::Pki;
 
 pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client";
 pub const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
@@ -211,7 +211,7 @@ fn issue(
     now: time::OffsetDateTime,
     seconds: i64,
 ) -> Result<String, String> {
-    let ca_key = super::tls::key_pair_from_pem(&ca.ca.key).map_err(|e| format!("the CA: {e}"))?;
+    let ca_key = crate::pki::key_pair_from_pem(&ca.ca.key).map_err(|e| format!("the CA: {e}"))?;
     let ca_expiry = x509_parser::pem::parse_x509_pem(ca.ca.cert.as_bytes())
         .ok()
         .and_then(|(_, pem)| {
@@ -457,7 +457,7 @@ mod tests {
     fn cas_openssl_made_sign_requests() {
         crate::install_crypto_provider();
         let ca = Pki {
-            ca: super::super::tls::KeyPairPem {
+            ca: crate::pki::KeyPairPem {
                 cert: include_str!("testdata/rsa-pkcs1.crt").into(),
                 key: include_str!("testdata/rsa-pkcs1.key").into(),
             },

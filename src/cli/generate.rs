@@ -311,7 +311,7 @@ fn generate_cluster(args: ClusterArgs) -> anyhow::Result<()> {
         )
     };
     match args.write_to.as_deref().filter(|p| p.as_os_str() != "-") {
-        Some(path) => crate::apiserver::tls::write_private(path, output.as_bytes())
+        Some(path) => crate::pki::write_private(path, output.as_bytes())
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?,
         None => print!("{output}"),
     }

@@ -98,7 +98,7 @@ pub(super) async fn read_kubeconfig(
 
 /// Writes a file only its owner may read (it holds a private key).
 pub(super) fn write_private(path: &std::path::Path, contents: &[u8]) -> anyhow::Result<()> {
-    crate::apiserver::tls::write_private(path, contents)
+    crate::pki::write_private(path, contents)
         .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
 }
 

@@ -15,7 +15,7 @@ pub enum Images {
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {
     /// The Kubernetes versions to build node images for.
-    #[arg(long, value_name = "V[,V...]", value_delimiter = ',', default_value = images::DEFAULT_VERSION)]
+    #[arg(long, value_name = "V[,V...]", value_delimiter = ',', default_value = crate::node::image::DEFAULT_VERSION)]
     kubernetes_version: Vec<String>,
     /// Rebuild everything, the Debian root filesystem included.
     #[arg(long)]

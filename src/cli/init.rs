@@ -13,8 +13,8 @@ use serde_json::Value;
 use super::UsageError;
 use super::connect::ClusterArgs;
 use crate::api::Provider;
-use crate::apiserver::tls::Pki;
 use crate::init::{self, PROVIDERS, ProviderInfo};
+use crate::pki::Pki;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

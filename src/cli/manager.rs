@@ -8,12 +8,13 @@ use kube::client::ClientBuilder;
 
 use crate::apiserver::admission::{Chain, webhook_router};
 use crate::apiserver::listener;
-use crate::apiserver::tls::{self, KeyPairPem};
+use crate::apiserver::tls;
 use crate::controllers::leader::LeaderElection;
 use crate::controllers::manager::{self, Options};
 use crate::controllers::metrics::{ClientMetricsLayer, ControllerMetrics, measure_webhooks};
 use crate::controllers::throttle::Throttle;
 use crate::metrics::Metrics;
+use crate::pki::KeyPairPem;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::api;
-use crate::apiserver::tls::{KeyPairPem, Pki, TlsError};
+use crate::pki::{KeyPairPem, Pki, PkiError};
 
 /// The Secret type Cluster API gives the Secrets it generates.
 pub const SECRET_TYPE: &str = "cluster.x-k8s.io/secret";
@@ -16,7 +16,7 @@ pub const SECRET_TYPE: &str = "cluster.x-k8s.io/secret";
 #[derive(Debug, thiserror::Error)]
 pub enum CertsError {
     #[error(transparent)]
-    Tls(#[from] TlsError),
+    Tls(#[from] PkiError),
     #[error("Secret {0} has no {1}")]
     MissingKey(String, &'static str),
     #[error("Secret {0}: {1} is not UTF-8 PEM")]
@@ -95,8 +95,7 @@ pub fn ca_from_secret(secret: &Secret) -> Result<Pki, CertsError> {
         secret: secret.metadata.name.clone().unwrap_or_default(),
         problem,
     };
-    crate::apiserver::tls::key_pair_from_pem(&pki.ca.key)
-        .map_err(|e| unusable(format!("tls.key: {e}")))?;
+    crate::pki::key_pair_from_pem(&pki.ca.key).map_err(|e| unusable(format!("tls.key: {e}")))?;
     {
         use rustls::pki_types::pem::PemObject;
         rustls::pki_types::CertificateDer::from_pem_slice(pki.ca.cert.as_bytes())
@@ -115,7 +114,7 @@ pub fn kubeconfig_secret(
     owner: OwnerReference,
 ) -> Result<Secret, CertsError> {
     let admin = ca.client_certificate("kubernetes-admin", &["system:masters"])?;
-    let config = crate::management::kubeconfig_for(
+    let config = crate::kubeconfig::build(
         cluster,
         &format!("{cluster}-admin"),
         &format!("{cluster}-admin@{cluster}"),
@@ -184,7 +183,7 @@ pub fn new_certificate_secret(
     owner: OwnerReference,
 ) -> Result<Secret, CertsError> {
     let (cert, key) = if purpose == "sa" {
-        let key = rcgen::KeyPair::generate().map_err(TlsError::from)?;
+        let key = rcgen::KeyPair::generate().map_err(PkiError::from)?;
         (key.public_key_pem(), key.serialize_pem())
     } else {
         let pki = Pki::generate(common_name)?;

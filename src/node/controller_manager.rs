@@ -46,7 +46,7 @@ async fn serve_health(
     let certified =
         rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
             .map_err(|e| NodeError::Failed(format!("a serving certificate: {e}")))?;
-    let serving = tls::KeyPairPem {
+    let serving = crate::pki::KeyPairPem {
         cert: certified.cert.pem(),
         key: certified.signing_key.serialize_pem(),
     };
@@ -230,7 +230,7 @@ pub fn csr_refusal(csr: &Value) -> Option<String> {
 /// One pass of the CSR approver and signer: kubelet client requests from bootstrap tokens or
 /// from the node itself are approved; every approved request is signed as
 /// kube-controller-manager's signers sign ([`csr::decide`]).
-async fn approve_and_sign(client: &Client, ca: &tls::Pki) -> Result<()> {
+async fn approve_and_sign(client: &Client, ca: &crate::pki::Pki) -> Result<()> {
     use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
     let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
     for request in csrs.list(&ListParams::default()).await? {
@@ -273,8 +273,8 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
         flags.get("cluster-signing-cert-file"),
         flags.get("cluster-signing-key-file"),
     ) {
-        (Some(cert), Some(key)) => Some(crate::apiserver::tls::Pki {
-            ca: crate::apiserver::tls::KeyPairPem {
+        (Some(cert), Some(key)) => Some(crate::pki::Pki {
+            ca: crate::pki::KeyPairPem {
                 cert: super::read_file(cert.as_ref())?,
                 key: super::read_file(key.as_ref())?,
             },

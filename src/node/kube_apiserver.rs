@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use super::{NodeError, Result, read_file};
 use crate::apiserver::store::{EtcdTls, Store};
-use crate::apiserver::tls::{self, KeyPairPem};
+use crate::apiserver::tls;
 use crate::apiserver::{self, ApiServer, listener};
+use crate::pki::KeyPairPem;
 
 /// How long the API server waits for etcd at start (etcd starts beside it).
 const ETCD_WAIT: Duration = Duration::from_secs(60);

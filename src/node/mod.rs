@@ -1,5 +1,5 @@
 //! What runs inside a node container made from capictl's node image (see
-//! `providers::docker::images`): the node agent as PID 1 ([`agent`]), which supervises the
+//! [`image`]; the Docker provider builds it): the node agent as PID 1 ([`agent`]), which supervises the
 //! static pods of `/etc/kubernetes/manifests` as kubelet does ([`static_pods`]) and keeps the
 //! Node, its Lease and the mirror Pods ([`kubelet`]); `kubeadm init` and `kubeadm join`
 //! ([`kubeadm`]), which make kubeadm's certificates, kubeconfigs and manifests and upload what a
@@ -12,6 +12,7 @@
 
 pub mod agent;
 pub mod controller_manager;
+pub mod image;
 pub mod kube_apiserver;
 pub mod kubeadm;
 pub mod kubelet;
@@ -78,7 +79,7 @@ pub enum NodeError {
     #[error("{0}")]
     Config(String),
     #[error(transparent)]
-    Tls(#[from] crate::apiserver::tls::TlsError),
+    Tls(#[from] crate::pki::PkiError),
     #[error(transparent)]
     Kube(#[from] kube::Error),
     #[error("{0}")]
@@ -101,7 +102,7 @@ pub(crate) fn write_file(path: &Path, contents: &[u8], mode: u32) -> Result<()> 
         std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     }
     if mode == 0o600 {
-        crate::apiserver::tls::write_private(path, contents).map_err(io_error(path))
+        crate::pki::write_private(path, contents).map_err(io_error(path))
     } else {
         std::fs::write(path, contents).map_err(io_error(path))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
@@ -131,6 +132,5 @@ pub fn hostname() -> String {
 
 /// The Kubernetes version this node reports (the node image's).
 pub fn kubernetes_version() -> String {
-    std::env::var(crate::providers::docker::images::VERSION_ENV)
-        .unwrap_or_else(|_| crate::providers::docker::images::DEFAULT_VERSION.into())
+    std::env::var(image::VERSION_ENV).unwrap_or_else(|_| image::DEFAULT_VERSION.into())
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::providers::docker::images::NODE_BINARY;
+use super::image::NODE_BINARY;
 
 /// What runs for a manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,7 +18,7 @@ pub async fn serving_certificate_expiry(address: &str) -> Result<Timestamp, Stri
         .trim_matches(['[', ']']);
     let name = ServerName::try_from(host.to_string())
         .map_err(|e| format!("{address}: not a host name or address: {e}"))?;
-    let config = std::sync::Arc::new(crate::node::probe::insecure_client_config());
+    let config = std::sync::Arc::new(crate::pki::insecure_client_config());
     let handshake = async {
         let tcp = tokio::net::TcpStream::connect(address)
             .await

@@ -236,26 +236,20 @@ impl Drop for Management {
 /// A kubeconfig of the management cluster for `user` in `groups`, whose client certificate
 /// `signer` signed (the cluster's own CA by default).
 pub fn kubeconfig_of(m: &Management, user: &str, groups: &[&str]) -> PathBuf {
-    let ours =
-        capictl::apiserver::tls::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
+    let ours = capictl::pki::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
     kubeconfig_signed_by(m, &ours, user, groups)
 }
 
 pub fn kubeconfig_signed_by(
     m: &Management,
-    signer: &capictl::apiserver::tls::Pki,
+    signer: &capictl::pki::Pki,
     user: &str,
     groups: &[&str],
 ) -> PathBuf {
-    let ours =
-        capictl::apiserver::tls::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
+    let ours = capictl::pki::Pki::load_or_create(std::path::Path::new(&m.state())).unwrap();
     let cert = signer.client_certificate(user, groups).unwrap();
     let config = capictl::management::kubeconfig(user, &m.server(), &ours.ca.cert, &cert);
     let path = m.dir.join(format!("{user}.kubeconfig"));
-    std::fs::write(
-        &path,
-        capictl::management::kubeconfig_yaml(&config).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(&path, capictl::kubeconfig::to_yaml(&config).unwrap()).unwrap();
     path
 }

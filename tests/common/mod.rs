@@ -109,7 +109,7 @@ impl Etcd {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         let client_tls = tls.then(|| {
-            let pki = capictl::apiserver::tls::Pki::generate("etcd-ca").unwrap();
+            let pki = capictl::pki::Pki::generate("etcd-ca").unwrap();
             let serving = pki
                 .serving_certificate(&["127.0.0.1".to_string(), "localhost".to_string()])
                 .unwrap();

@@ -124,7 +124,7 @@ fn a_body_sent_a_byte_a_second_is_cut_off_at_the_request_timeout() {
     let m = Management::up_with_extra_args(&["--request-timeout=3s"]);
     let (host, port) = host_port(&m);
     let dir = std::path::Path::new(&m.state()).to_path_buf();
-    let pki = capictl::apiserver::tls::Pki::load_or_create(&dir).unwrap();
+    let pki = capictl::pki::Pki::load_or_create(&dir).unwrap();
     let admin = pki
         .client_certificate("slow-admin", &["system:masters"])
         .unwrap();

@@ -552,9 +552,9 @@ async fn join_worker(
     let client = token_client(&discovery.endpoint, &discovery.token, Some(&ca))?;
     let name = config.registration(&super::hostname()).name;
     println!("[kubelet-start] Asking for a kubelet client certificate for system:node:{name}");
-    let key = rcgen::KeyPair::generate().map_err(crate::apiserver::tls::TlsError::from)?;
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())
-        .map_err(crate::apiserver::tls::TlsError::from)?;
+    let key = rcgen::KeyPair::generate().map_err(crate::pki::PkiError::from)?;
+    let mut params =
+        rcgen::CertificateParams::new(Vec::<String>::new()).map_err(crate::pki::PkiError::from)?;
     params
         .distinguished_name
         .push(rcgen::DnType::CommonName, format!("system:node:{name}"));
@@ -564,7 +564,7 @@ async fn join_worker(
     let request = params
         .serialize_request(&key)
         .and_then(|r| r.pem())
-        .map_err(crate::apiserver::tls::TlsError::from)?;
+        .map_err(crate::pki::PkiError::from)?;
     let csr_name = format!("node-csr-{}", crate::apiserver::object::random_suffix());
     let csr: CertificateSigningRequest = serde_json::from_value(json!({
         "metadata": {"name": csr_name},
@@ -614,7 +614,7 @@ async fn join_worker(
     println!("[kubelet-start] The kubelet certificate was signed");
     let pki_dir = layout.path(config::DEFAULT_CERTIFICATES_DIR);
     write_file(&pki_dir.join("ca.crt"), ca.as_bytes(), 0o644)?;
-    let pair = crate::apiserver::tls::KeyPairPem {
+    let pair = crate::pki::KeyPairPem {
         cert: certificate,
         key: key.serialize_pem(),
     };
@@ -704,7 +704,7 @@ mod tests {
 
     #[test]
     fn a_join_trusts_only_the_pinned_ca() {
-        let ca = crate::apiserver::tls::Pki::generate("kubernetes").unwrap();
+        let ca = crate::pki::Pki::generate("kubernetes").unwrap();
         let hash = crate::kubeadm::certs::ca_cert_hash(&ca.ca.cert).unwrap();
         let discovery = config::Discovery {
             endpoint: "e:6443".into(),
@@ -713,7 +713,7 @@ mod tests {
             skip_ca_verification: false,
         };
         assert!(verify_ca(&discovery, &ca.ca.cert).is_ok());
-        let other = crate::apiserver::tls::Pki::generate("kubernetes").unwrap();
+        let other = crate::pki::Pki::generate("kubernetes").unwrap();
         let err = verify_ca(&discovery, &other.ca.cert)
             .unwrap_err()
             .to_string();

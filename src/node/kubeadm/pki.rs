@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::apiserver::tls::{KeyPairPem, Pki, Usage};
 use crate::node::{Layout, NodeError, Result, read_file, write_file};
+use crate::pki::{KeyPairPem, Pki, Usage};
 
 /// Who this node is, as its certificates name it.
 #[derive(Clone, Debug)]
@@ -230,7 +230,7 @@ pub fn kubeconfig_yaml(
     client: &KeyPairPem,
     user: &str,
 ) -> Result<String> {
-    let config = crate::management::kubeconfig_for(
+    let config = crate::kubeconfig::build(
         "kubernetes",
         user,
         &format!("{user}@kubernetes"),

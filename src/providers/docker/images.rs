@@ -37,16 +37,11 @@ pub const ROLE_LABEL: &str = "io.x-k8s.capictl.image";
 pub const NODE_LABEL: &str = "io.x-k8s.capictl.node";
 /// On node images: the SHA-256 of the capictl binary inside.
 pub const BINARY_LABEL: &str = "io.x-k8s.capictl.binary";
-/// Where the node agent finds its Kubernetes version.
-pub const VERSION_ENV: &str = "CAPICTL_KUBERNETES_VERSION";
-/// The Kubernetes version built when none is asked for: the seeds' quick-start.
-pub const DEFAULT_VERSION: &str = "v1.28.13";
+use crate::node::image::{NODE_BINARY, VERSION_ENV};
 
 /// Where HAProxy's configuration lives in the load balancer (kind's path, which the Docker
 /// provider writes to).
 pub const HAPROXY_CONFIG: &str = "/usr/local/etc/haproxy/haproxy.cfg";
-/// Where capictl lives in a node.
-pub const NODE_BINARY: &str = "/usr/local/bin/capictl";
 
 /// The Debian packages in every image beyond minbase.
 const PACKAGES: &[&str] = &[

@@ -198,7 +198,7 @@ pub fn boot_seconds(
 }
 
 /// The cluster CA, made when nobody brought one: workload API servers need it to serve.
-async fn cluster_ca(client: &Client, cluster: &Cluster) -> Result<crate::apiserver::tls::Pki> {
+async fn cluster_ca(client: &Client, cluster: &Cluster) -> Result<crate::pki::Pki> {
     let ns = cluster.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let name = cluster.name_any();

@@ -12,14 +12,14 @@ use futures::future::BoxFuture;
 use kube::Client;
 
 use crate::apiserver::authz::Authorization;
-use crate::apiserver::tls::{Pki, TlsError};
 use crate::apiserver::{self, ApiServer, store::Store};
+use crate::pki::{Pki, PkiError};
 use crate::workload::etcd::{EtcdClient, EtcdClients, EtcdError, SimulatedEtcd};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
     #[error(transparent)]
-    Tls(#[from] TlsError),
+    Tls(#[from] PkiError),
     #[error("starting the workload API server: {0}")]
     Start(#[from] apiserver::status::ApiError),
     #[error("cannot listen on 127.0.0.1:{port}: {source}")]
@@ -76,7 +76,7 @@ impl Workloads {
             })?;
         let serving =
             ca.serving_certificate(&["localhost".into(), "127.0.0.1".into(), "::1".into()])?;
-        let config = ca.server_config(&serving)?;
+        let config = crate::apiserver::tls::server_config(&ca.ca.cert, &serving)?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
         tokio::spawn(apiserver::listener::serve(
             listener,
