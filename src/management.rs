@@ -10,8 +10,8 @@ use kube::config::Kubeconfig;
 use serde::{Deserialize, Serialize};
 
 use crate::apiserver::{self, ApiServer, listener, store::Store, tls};
-use crate::controllers::metrics::ClientMetricsLayer;
 use crate::pki::{KeyPairPem, Pki};
+use crate::reconcile::metrics::ClientMetricsLayer;
 
 /// The default name of the kubeconfig context for the embedded cluster.
 pub const DEFAULT_CONTEXT: &str = "capictl-management";
@@ -438,7 +438,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
     }));
     // The controllers of the providers installed here run in this process.
     let (stop_controllers, controllers_stopped) = tokio::sync::oneshot::channel();
-    let options = crate::controllers::manager::Options::default();
+    let options = crate::manager::Options::default();
     server.metrics.register(|r| options.metrics.register(r));
     let local = kube::Client::new(
         tower::ServiceBuilder::new()
@@ -446,7 +446,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
             .service(apiserver::controller_router(server.clone())),
         "default",
     );
-    let controllers = tokio::spawn(crate::controllers::manager::run(local, options, async {
+    let controllers = tokio::spawn(crate::manager::run(local, options, async {
         let _ = controllers_stopped.await;
     }));
     let info = RunInfo {

@@ -1,7 +1,7 @@
 //! Prometheus metrics, in the text format Prometheus scrapes (version 0.0.4): one [`Metrics`]
 //! registry per process role (the embedded management cluster, `capictl manager`), to which
 //! the API server and the controllers add their series. The series themselves live where they
-//! are measured ([`crate::apiserver::metrics`], [`crate::controllers::metrics`]).
+//! are measured ([`crate::apiserver::metrics`], [`crate::reconcile::metrics`]).
 
 use std::sync::RwLock;
 

@@ -14,6 +14,21 @@ pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 /// `"true"` on a Cluster or ClusterClass makes the management cluster refuse to delete it,
 /// whoever asks (a GitOps prune, a wrong `kubectl delete`), and its namespace with it.
 pub const DELETION_PROTECTION_ANNOTATION: &str = "capictl.x-k8s.io/deletion-protection";
+/// Why an object with [`DELETION_PROTECTION_ANNOTATION`] (of `kind`, `singular` as kubectl
+/// names it) may not be deleted, and how to lift the protection.
+pub fn deletion_protection_message(
+    kind: &str,
+    singular: &str,
+    namespace: &str,
+    name: &str,
+) -> String {
+    let annotation = DELETION_PROTECTION_ANNOTATION;
+    format!(
+        "{kind} {namespace}/{name} has deletion protection ({annotation}=\"true\"); to delete it, \
+         first remove the annotation: kubectl annotate {singular} -n {namespace} {name} {annotation}-"
+    )
+}
+
 /// On an object cloned from a template: the template's name and group/kind.
 pub const CLONED_FROM_NAME_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-name";
 pub const CLONED_FROM_GROUP_KIND_ANNOTATION: &str = "cluster.x-k8s.io/cloned-from-groupkind";

@@ -78,13 +78,47 @@ pub trait Admission: Send + Sync {
     }
 }
 
-/// The registered rules, run in registration order: all defaulting, then all validation.
+/// Why an object may not be deleted, whoever asks (None: it may). Consulted by DELETE and by
+/// the namespace deleter alike, so a guarded object also holds its namespace.
+pub type DeleteGuard = fn(&Value) -> Option<String>;
+
+/// The registered rules, run in registration order: all defaulting, then all validation; and
+/// the deletion guards, by resource.
 #[derive(Default)]
 pub struct Chain {
     plugins: std::sync::RwLock<Vec<Arc<dyn Admission>>>,
+    guards: std::sync::RwLock<Vec<(String, String, DeleteGuard)>>,
 }
 
 impl Chain {
+    /// Refuses deleting objects of `plural` in `group` that `guard` says must stay.
+    pub fn guard_deletion(&self, group: &str, plural: &str, guard: DeleteGuard) {
+        self.guards
+            .write()
+            .unwrap()
+            .push((group.to_string(), plural.to_string(), guard));
+    }
+
+    /// Why `object` (of `plural` in `group`) may not be deleted, if a guard says so.
+    pub fn deletion_refusal(&self, group: &str, plural: &str, object: &Value) -> Option<String> {
+        self.guards
+            .read()
+            .unwrap()
+            .iter()
+            .filter(|(g, p, _)| g == group && p == plural)
+            .find_map(|(_, _, guard)| guard(object))
+    }
+
+    /// The resources (group, plural) whose deletions are guarded.
+    pub fn guarded(&self) -> Vec<(String, String)> {
+        self.guards
+            .read()
+            .unwrap()
+            .iter()
+            .map(|(g, p, _)| (g.clone(), p.clone()))
+            .collect()
+    }
+
     pub fn register(&self, plugin: Arc<dyn Admission>) {
         let mut plugins = self.plugins.write().unwrap();
         plugins.retain(|p| p.name() != plugin.name());

@@ -7,7 +7,7 @@
 use base64::Engine;
 use serde_json::Value;
 
-use super::User;
+use super::{ApiServer, User, tokens};
 
 /// The namespace and Secret name prefix of bootstrap tokens.
 pub const BOOTSTRAP_TOKEN_NAMESPACE: &str = "kube-system";
@@ -68,6 +68,78 @@ pub fn bootstrap_token_user(stored: &Value, id: &str, secret: &str, now: i64) ->
     Some(User {
         name: format!("system:bootstrap:{id}"),
         groups,
+        ..User::default()
+    })
+}
+
+/// The user of a request without a client certificate: a valid ServiceAccount or bootstrap
+/// token's.
+pub(super) async fn token_user(server: &ApiServer, headers: &http::HeaderMap) -> Option<User> {
+    let bearer = headers
+        .get(http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")?
+        .trim();
+    if tokens::is_jwt(bearer) {
+        return service_account_user(server, bearer).await;
+    }
+    let (id, secret) = bootstrap_token(bearer)?;
+    let secrets = server.registry.get("", "v1", "secrets")?;
+    let stored = server.store.get(&secrets.key(
+        Some(BOOTSTRAP_TOKEN_NAMESPACE),
+        &format!("{}{id}", BOOTSTRAP_TOKEN_PREFIX),
+    ))?;
+    bootstrap_token_user(
+        &stored.value(),
+        id,
+        secret,
+        time::OffsetDateTime::now_utc().unix_timestamp(),
+    )
+}
+
+/// The ServiceAccount a token stands for, while it exists with the uid the token names.
+pub(super) async fn service_account_user(server: &ApiServer, token: &str) -> Option<User> {
+    let signer = server.token_signer(false).await.ok()??;
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let checked = signer
+        .verify(token)
+        .and_then(|claims| tokens::check(&claims, now, &[tokens::ISSUER]));
+    let subject = match checked {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::debug!(error = %e, "a bearer token was refused");
+            return None;
+        }
+    };
+    // The account, and the object the token is bound to, must still be the ones it names:
+    // deleting (or recreating) either revokes it.
+    let alive = |plural: &str, namespace: Option<&str>, name: &str, uid: &str| {
+        let resource = server.registry.get("", "v1", plural)?;
+        let stored = server.store.get(&resource.key(namespace, name))?;
+        (*stored.meta().uid == *uid).then_some(())
+    };
+    let namespace = subject.namespace.as_str();
+    alive(
+        "serviceaccounts",
+        Some(namespace),
+        &subject.name,
+        &subject.uid,
+    )?;
+    if let Some((kind, name, uid)) = &subject.bound {
+        match kind.as_str() {
+            "Pod" => alive("pods", Some(namespace), name, uid)?,
+            "Secret" => alive("secrets", Some(namespace), name, uid)?,
+            _ => alive("nodes", None, name, uid)?,
+        }
+    }
+    Some(User {
+        name: format!("system:serviceaccount:{namespace}:{}", subject.name),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{namespace}"),
+        ],
+        uid: subject.uid,
         ..User::default()
     })
 }

@@ -83,7 +83,7 @@ pub async fn run(server: Weak<ApiServer>, mut removals: tokio::sync::watch::Rece
         }
         // An owner waiting for its dependents is looked at again at once; otherwise the next
         // deletion wakes the collector.
-        if !pending && !super::after_removal(&mut removals, RESYNC).await {
+        if !pending && !super::namespaces::after_removal(&mut removals, RESYNC).await {
             return;
         }
     }

@@ -1024,8 +1024,7 @@ impl Call<'_> {
                 return Err(self.conflict(name));
             }
             let old = current.value();
-            self.server
-                .refuse_protected_deletion(&self.resource, &old)?;
+            self.server.refuse_guarded_deletion(&self.resource, &old)?;
             self.admit(
                 Operation::Delete,
                 Some(&old),

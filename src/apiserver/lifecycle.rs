@@ -54,24 +54,6 @@ pub enum Updated {
     Removed(Value, u64),
 }
 
-/// Whether an object is one whose deletion is refused: a Cluster or ClusterClass with
-/// [`crate::api::DELETION_PROTECTION_ANNOTATION`] `"true"`.
-pub fn deletion_protected(resource: &Resource, object: &Value) -> bool {
-    resource.group == "cluster.x-k8s.io"
-        && matches!(resource.plural.as_str(), "clusters" | "clusterclasses")
-        && object["metadata"]["annotations"][crate::api::DELETION_PROTECTION_ANNOTATION] == "true"
-}
-
-/// Why a protected object (of `kind`, `singular` as kubectl names it) may not be deleted, and
-/// how to lift the protection.
-pub fn protection_message(kind: &str, singular: &str, namespace: &str, name: &str) -> String {
-    let annotation = crate::api::DELETION_PROTECTION_ANNOTATION;
-    format!(
-        "{kind} {namespace}/{name} has deletion protection ({annotation}=\"true\"); to delete it, \
-         first remove the annotation: kubectl annotate {singular} -n {namespace} {name} {annotation}-"
-    )
-}
-
 /// Whether objects of this resource always pass through a deletion phase, finalizers or not
 /// (a namespace is emptied before it goes).
 fn finalizes_on_delete(resource: &Resource) -> bool {
@@ -119,46 +101,33 @@ fn mark_deleting(resource: &Resource, object: &mut Value) {
 }
 
 impl ApiServer {
-    /// Refuses the deletion of a protected Cluster or ClusterClass, and of a namespace that
-    /// holds one, whoever asks: 403 naming the objects and how to lift the protection.
-    pub fn refuse_protected_deletion(
+    /// Refuses the deletion of an object a registered guard says must stay
+    /// ([`super::admission::Chain::guard_deletion`]), and of a namespace that holds one,
+    /// whoever asks: 403 with the guards' reasons.
+    pub fn refuse_guarded_deletion(
         &self,
         resource: &Resource,
         object: &Value,
     ) -> Result<(), super::status::ApiError> {
         let name = object::name_of(object);
         let refuse = |message: String| {
+            let qualified = if resource.group.is_empty() {
+                resource.plural.clone()
+            } else {
+                format!("{}.{}", resource.plural, resource.group)
+            };
             Err(super::status::ApiError::forbidden(format!(
-                "{}.{} {name:?} is forbidden: {message}",
-                resource.plural, resource.group
+                "{qualified} {name:?} is forbidden: {message}"
             )))
         };
-        if deletion_protected(resource, object) {
-            let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
-            return refuse(protection_message(
-                &resource.kind,
-                &resource.singular,
-                namespace,
-                name,
-            ));
+        if let Some(why) =
+            self.admission
+                .deletion_refusal(&resource.group, &resource.plural, object)
+        {
+            return refuse(why);
         }
         if resource.group.is_empty() && resource.plural == "namespaces" {
-            let mut held = Vec::new();
-            for plural in ["clusters", "clusterclasses"] {
-                let Some(kind) = self.registry.get("cluster.x-k8s.io", "v1beta2", plural) else {
-                    continue;
-                };
-                let (records, _, _) =
-                    self.store
-                        .list(&kind.namespace_prefix(Some(name)), None, None, |r| {
-                            deletion_protected(&kind, &r.value())
-                        });
-                held.extend(
-                    records
-                        .iter()
-                        .map(|r| protection_message(&kind.kind, &kind.singular, name, r.name())),
-                );
-            }
+            let held = self.guarded_in_namespace(name);
             if !held.is_empty() {
                 return refuse(format!(
                     "the namespace holds objects with deletion protection: {}",
@@ -167,6 +136,32 @@ impl ApiServer {
             }
         }
         Ok(())
+    }
+
+    /// Why the guarded objects of `namespace` may not be deleted.
+    pub fn guarded_in_namespace(&self, namespace: &str) -> Vec<String> {
+        let mut held = Vec::new();
+        for (group, plural) in self.admission.guarded() {
+            let Some(kind) = self
+                .registry
+                .all()
+                .into_iter()
+                .find(|r| r.group == group && r.plural == plural)
+            else {
+                continue;
+            };
+            let (records, _, _) =
+                self.store
+                    .list(&kind.namespace_prefix(Some(namespace)), None, None, |_| {
+                        true
+                    });
+            held.extend(
+                records
+                    .iter()
+                    .filter_map(|r| self.admission.deletion_refusal(&group, &plural, &r.value())),
+            );
+        }
+        held
     }
 
     /// Stores a new object under `key` (refused if one is there).

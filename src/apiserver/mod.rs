@@ -12,6 +12,7 @@ pub mod authz;
 pub mod builtin;
 pub mod builtin_types;
 pub mod cel;
+mod crds;
 pub mod csr;
 pub mod defaults;
 pub mod discovery;
@@ -25,6 +26,7 @@ pub mod lifecycle;
 pub mod listener;
 pub mod managed;
 pub mod metrics;
+mod namespaces;
 pub mod object;
 pub mod patch;
 pub mod portforward;
@@ -56,12 +58,11 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use gc::Propagation;
 use handlers::{Call, Representation};
 use object::Target;
 use registry::{Registry, Resource};
 use request::ApiPath;
-use status::{ApiError, FieldCause};
+use status::ApiError;
 use store::{Record, Store, StoreError};
 
 /// The largest request body accepted, as kube-apiserver's `MaxRequestBodyBytes` (3 MiB).
@@ -179,7 +180,7 @@ impl ApiServer {
                 }
             }
         }
-        tokio::spawn(namespace_deleter(
+        tokio::spawn(namespaces::namespace_deleter(
             Arc::downgrade(&server),
             server.store.removals(),
         ));
@@ -424,8 +425,8 @@ impl ApiServer {
 
     fn strategy_create(&self, resource: &Resource, object: &mut Value) -> Result<(), ApiError> {
         if Self::is_crd(resource) {
-            validate_crd(object)?;
-            object["status"] = crd_status(object, None);
+            crds::validate_crd(object)?;
+            object["status"] = crds::crd_status(object, None);
         }
         if Self::is_namespace(resource) {
             let name = object::name_of(object).to_string();
@@ -489,8 +490,8 @@ impl ApiServer {
         object: &mut Value,
     ) -> Result<(), ApiError> {
         if Self::is_crd(resource) {
-            validate_crd(object)?;
-            object["status"] = crd_status(object, Some(old));
+            crds::validate_crd(object)?;
+            object["status"] = crds::crd_status(object, Some(old));
         }
         if Self::is_namespace(resource) {
             let name = object::name_of(object).to_string();
@@ -546,207 +547,9 @@ impl ApiServer {
     }
 }
 
-/// Checks what kube-apiserver checks of a CRD before serving it.
-fn validate_crd(crd: &Value) -> Result<(), ApiError> {
-    let name = object::name_of(crd).to_string();
-    let spec = &crd["spec"];
-    let mut causes = Vec::new();
-    let group = spec["group"].as_str().unwrap_or_default();
-    let plural = spec["names"]["plural"].as_str().unwrap_or_default();
-    if group.is_empty() {
-        causes.push(FieldCause::required("spec.group"));
-    }
-    if plural.is_empty() {
-        causes.push(FieldCause::required("spec.names.plural"));
-    }
-    if spec["names"]["kind"]
-        .as_str()
-        .unwrap_or_default()
-        .is_empty()
-    {
-        causes.push(FieldCause::required("spec.names.kind"));
-    }
-    if !matches!(spec["scope"].as_str(), Some("Namespaced" | "Cluster")) {
-        causes.push(FieldCause::invalid(
-            "spec.scope",
-            "Unsupported value: must be Namespaced or Cluster",
-        ));
-    }
-    if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
-        causes.push(FieldCause::invalid(
-            "metadata.name",
-            format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
-        ));
-    }
-    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
-    if versions.is_empty() {
-        causes.push(FieldCause::required("spec.versions"));
-    }
-    let storage = versions
-        .iter()
-        .filter(|v| v["storage"] == Value::Bool(true))
-        .count();
-    for (i, v) in versions.iter().enumerate() {
-        if let Some(schema) = v["schema"].get("openAPIV3Schema") {
-            let problems = schema::structural_problems(schema)
-                .into_iter()
-                .chain(cel::rule_problems(schema));
-            for problem in problems {
-                causes.push(FieldCause::invalid(
-                    format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                    problem,
-                ));
-            }
-        }
-    }
-    if !versions.is_empty() && storage != 1 {
-        causes.push(FieldCause::invalid(
-            "spec.versions",
-            "Invalid value: must have exactly one version marked as storage version",
-        ));
-    }
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(
-            "CustomResourceDefinition",
-            "apiextensions.k8s.io",
-            &name,
-            causes,
-        ))
-    }
-}
-
-/// The status kube-apiserver gives a CRD it serves: names accepted, established, and every
-/// version ever stored.
-fn crd_status(crd: &Value, old: Option<&Value>) -> Value {
-    let now = object::now();
-    let keep_time = |t: &str| {
-        old.and_then(|o| o["status"]["conditions"].as_array())
-            .and_then(|cs| cs.iter().find(|c| c["type"] == t))
-            .and_then(|c| c["lastTransitionTime"].as_str())
-            .map(String::from)
-            .unwrap_or_else(|| now.clone())
-    };
-    let mut stored: Vec<String> = old
-        .and_then(|o| o["status"]["storedVersions"].as_array())
-        .map(|v| {
-            v.iter()
-                .filter_map(|s| s.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(storage) = crd["spec"]["versions"]
-        .as_array()
-        .and_then(|vs| vs.iter().find(|v| v["storage"] == Value::Bool(true)))
-        .and_then(|v| v["name"].as_str())
-        && !stored.iter().any(|s| s == storage)
-    {
-        stored.push(storage.to_string());
-    }
-    json!({
-        "conditions": [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": keep_time("NamesAccepted")},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": keep_time("Established")},
-        ],
-        "acceptedNames": crd["spec"]["names"],
-        "storedVersions": stored,
-    })
-}
-
-/// Empties and removes namespaces that are being deleted, as kube-controller-manager's
-/// namespace controller does: objects without finalizers go at once, the others are marked
-/// for deletion and waited for.
-async fn namespace_deleter(
-    server: std::sync::Weak<ApiServer>,
-    mut removals: tokio::sync::watch::Receiver<u64>,
-) {
-    loop {
-        // Holding only a weak reference between passes lets the server shut down.
-        let Some(s) = server.upgrade() else { return };
-        let pending = delete_namespaces(&s).await;
-        drop(s);
-        // Every deletion, through any server on the store, wakes it: there is nothing to poll
-        // for (a fleet of in-memory workload clusters runs a thousand of these loops).
-        let wait = if pending {
-            Duration::from_millis(200)
-        } else {
-            Duration::from_secs(600)
-        };
-        if !after_removal(&mut removals, wait).await {
-            return;
-        }
-    }
-}
-
-/// Waits for the store's next deletion, at most `wait`; false once the store is gone.
-async fn after_removal(removals: &mut tokio::sync::watch::Receiver<u64>, wait: Duration) -> bool {
-    !matches!(
-        tokio::time::timeout(wait, removals.changed()).await,
-        Ok(Err(_))
-    )
-}
-
-/// One pass over the terminating namespaces; whether any is still waiting.
-async fn delete_namespaces(server: &ApiServer) -> bool {
-    let namespaces = server.namespaces();
-    let (terminating, _, _) = server
-        .store
-        .list(&namespaces.prefix(), None, None, |r| r.meta().deleting);
-    let mut pending = false;
-    let mut prefixes: Vec<String> = server
-        .registry
-        .all()
-        .iter()
-        .filter(|r| r.namespaced)
-        .map(|r| r.prefix())
-        .collect();
-    prefixes.sort();
-    prefixes.dedup();
-    for ns in terminating {
-        let name = ns.name().to_string();
-        let mut remaining = 0;
-        for prefix in &prefixes {
-            let (records, _, _) =
-                server
-                    .store
-                    .list(&format!("{prefix}{name}/"), None, None, |_| true);
-            for record in records {
-                remaining += 1;
-                if record.meta().deleting {
-                    continue;
-                }
-                let Some(resource) = server.registry.of_key(&record.key) else {
-                    continue;
-                };
-                // Objects without finalizers go at once; the others are marked and waited for.
-                if let Err(e) = server
-                    .delete_object(&resource, &record, Propagation::Background)
-                    .await
-                {
-                    report_background_write("namespace deleter", &record.key, e);
-                }
-            }
-        }
-        if remaining > 0 {
-            pending = true;
-            continue;
-        }
-        // Empty: the namespace's own finalizers decide whether it goes now.
-        if ns.meta().finalizers.is_empty() {
-            if let Err(e) = server.remove_object(&namespaces, &ns).await {
-                report_background_write("namespace deleter", &ns.key, e);
-            }
-        } else {
-            pending = true;
-        }
-    }
-    pending
-}
-
 /// Logs a failed write of a background loop. A conflict or a vanished object only means
 /// someone else wrote first; the next pass reads again.
-fn report_background_write(who: &str, key: &str, error: StoreError) {
+pub(super) fn report_background_write(who: &str, key: &str, error: StoreError) {
     if !matches!(error, StoreError::Conflict { .. } | StoreError::NotFound(_)) {
         tracing::warn!(%key, %error, "{who}: the write failed; retrying on the next pass");
     }
@@ -877,78 +680,6 @@ async fn serve(State(server): State<Arc<ApiServer>>, req: Request) -> Response {
     }
 }
 
-/// The user of a request without a client certificate: a valid ServiceAccount or bootstrap
-/// token's.
-async fn token_user(server: &ApiServer, headers: &http::HeaderMap) -> Option<User> {
-    let bearer = headers
-        .get(http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")?
-        .trim();
-    if tokens::is_jwt(bearer) {
-        return service_account_user(server, bearer).await;
-    }
-    let (id, secret) = authn::bootstrap_token(bearer)?;
-    let secrets = server.registry.get("", "v1", "secrets")?;
-    let stored = server.store.get(&secrets.key(
-        Some(authn::BOOTSTRAP_TOKEN_NAMESPACE),
-        &format!("{}{id}", authn::BOOTSTRAP_TOKEN_PREFIX),
-    ))?;
-    authn::bootstrap_token_user(
-        &stored.value(),
-        id,
-        secret,
-        time::OffsetDateTime::now_utc().unix_timestamp(),
-    )
-}
-
-/// The ServiceAccount a token stands for, while it exists with the uid the token names.
-async fn service_account_user(server: &ApiServer, token: &str) -> Option<User> {
-    let signer = server.token_signer(false).await.ok()??;
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    let checked = signer
-        .verify(token)
-        .and_then(|claims| tokens::check(&claims, now, &[tokens::ISSUER]));
-    let subject = match checked {
-        Ok(found) => found,
-        Err(e) => {
-            tracing::debug!(error = %e, "a bearer token was refused");
-            return None;
-        }
-    };
-    // The account, and the object the token is bound to, must still be the ones it names:
-    // deleting (or recreating) either revokes it.
-    let alive = |plural: &str, namespace: Option<&str>, name: &str, uid: &str| {
-        let resource = server.registry.get("", "v1", plural)?;
-        let stored = server.store.get(&resource.key(namespace, name))?;
-        (*stored.meta().uid == *uid).then_some(())
-    };
-    let namespace = subject.namespace.as_str();
-    alive(
-        "serviceaccounts",
-        Some(namespace),
-        &subject.name,
-        &subject.uid,
-    )?;
-    if let Some((kind, name, uid)) = &subject.bound {
-        match kind.as_str() {
-            "Pod" => alive("pods", Some(namespace), name, uid)?,
-            "Secret" => alive("secrets", Some(namespace), name, uid)?,
-            _ => alive("nodes", None, name, uid)?,
-        }
-    }
-    Some(User {
-        name: format!("system:serviceaccount:{namespace}:{}", subject.name),
-        groups: vec![
-            "system:serviceaccounts".into(),
-            format!("system:serviceaccounts:{namespace}"),
-        ],
-        uid: subject.uid,
-        ..User::default()
-    })
-}
-
 async fn route(
     server: &ApiServer,
     req: Request,
@@ -960,7 +691,7 @@ async fn route(
     let headers = req.headers().clone();
     let user = match req.extensions().get::<User>() {
         Some(u) => Some(u.clone()),
-        None => token_user(server, &headers).await,
+        None => authn::token_user(server, &headers).await,
     };
     if user.is_some()
         && let Some(connection) = req.extensions().get::<listener::Connection>()

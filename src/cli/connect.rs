@@ -92,7 +92,7 @@ pub fn api_for(
     let kind = object["kind"].as_str().unwrap_or_default();
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(group, version, kind),
-        &crate::controllers::external::plural(kind),
+        &crate::reconcile::external::plural(kind),
     );
     match object["metadata"]["namespace"].as_str() {
         Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &resource),

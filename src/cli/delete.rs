@@ -94,7 +94,7 @@ async fn delete_cluster(args: ClusterDeleteArgs) -> anyhow::Result<()> {
     if protected {
         anyhow::bail!(
             "{}",
-            crate::apiserver::lifecycle::protection_message("Cluster", "cluster", &ns, &args.name)
+            crate::api::common::deletion_protection_message("Cluster", "cluster", &ns, &args.name)
         );
     }
     let tree = super::describe::tree(&client, &ns, &args.name).await?;

@@ -10,8 +10,8 @@ use super::UsageError;
 use super::connect::ClusterArgs;
 use crate::api::common::ContractVersionedObjectReference;
 use crate::api::{Cluster, Machine, MachineDeployment, MachineHealthCheck, MachineSet};
-use crate::controllers::external::Resolver;
 use crate::describe::{self, ConditionFilter, Objects, Options};
+use crate::reconcile::external::Resolver;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Describe {

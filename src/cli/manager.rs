@@ -9,12 +9,12 @@ use kube::client::ClientBuilder;
 use crate::apiserver::admission::{Chain, webhook_router};
 use crate::apiserver::listener;
 use crate::apiserver::tls;
-use crate::controllers::leader::LeaderElection;
-use crate::controllers::manager::{self, Options};
-use crate::controllers::metrics::{ClientMetricsLayer, ControllerMetrics, measure_webhooks};
-use crate::controllers::throttle::Throttle;
+use crate::manager::{self, Options};
 use crate::metrics::Metrics;
 use crate::pki::KeyPairPem;
+use crate::reconcile::leader::LeaderElection;
+use crate::reconcile::metrics::{ClientMetricsLayer, ControllerMetrics, measure_webhooks};
+use crate::reconcile::throttle::Throttle;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -214,10 +214,10 @@ async fn plan(args: PlanArgs) -> anyhow::Result<()> {
         })
         .into());
     }
-    let ctx = crate::controllers::Context::new(
+    let ctx = crate::reconcile::Context::new(
         client,
         None,
-        crate::controllers::metrics::ControllerMetrics::new(),
+        crate::reconcile::metrics::ControllerMetrics::new(),
     );
     let mut out = std::io::stdout().lock();
     for value in clusters {

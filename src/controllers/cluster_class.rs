@@ -13,15 +13,14 @@ use futures::future::BoxFuture;
 use kube::api::{Api, ResourceExt};
 use kube::runtime::controller::Action;
 
-use super::common;
-use super::runtime::Wiring;
-use super::{Context, Result, StepContext};
 use crate::api::cluster_class::{
-    ClusterClass, ClusterClassSpec, ClusterClassStatus, ClusterClassStatusVariable,
-    ClusterClassStatusVariableDefinition, conditions, reasons,
+    ClusterClass, ClusterClassSpec, ClusterClassStatus, conditions, reasons,
 };
 use crate::api::common::TemplateReference;
 use crate::conditions::{NewCondition, Status};
+use crate::reconcile::common;
+use crate::reconcile::runtime::Wiring;
+use crate::reconcile::{Context, Result, StepContext};
 
 /// Every template a class references, with where in the spec it is (for messages).
 pub fn template_refs(spec: &ClusterClassSpec) -> Vec<(String, &TemplateReference)> {
@@ -67,24 +66,6 @@ pub fn template_refs(spec: &ClusterClassSpec) -> Vec<(String, &TemplateReference
         ));
     }
     refs
-}
-
-/// The class's variables as `status.variables`: each with its one inline definition.
-pub fn status_variables(spec: &ClusterClassSpec) -> Vec<ClusterClassStatusVariable> {
-    spec.variables
-        .iter()
-        .flatten()
-        .map(|v| ClusterClassStatusVariable {
-            name: v.name.clone(),
-            definitions_conflict: Some(false),
-            definitions: vec![ClusterClassStatusVariableDefinition {
-                from: "inline".into(),
-                required: v.required,
-                deprecated_v1beta1_metadata: v.deprecated_v1beta1_metadata.clone(),
-                schema: v.schema.clone(),
-            }],
-        })
-        .collect()
 }
 
 /// What was found of one template reference.
@@ -158,7 +139,7 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     w.run("clusterclass", controller, reconcile)
 }
 
-/// Finds one template and makes the class an owner of it, as [`super::external::Resolver::adopt_template`] does for Clusters.
+/// Finds one template and makes the class an owner of it, as [`crate::reconcile::external::Resolver::adopt_template`] does for Clusters.
 async fn adopt(
     ctx: &Context,
     class: &ClusterClass,
@@ -175,7 +156,7 @@ async fn adopt(
             why: "not found".into(),
         });
     };
-    super::external::add_owner(&api, &template, class).await?;
+    crate::reconcile::external::add_owner(&api, &template, class).await?;
     Ok(if resource.version == version {
         Found::Current
     } else {
@@ -209,7 +190,7 @@ pub async fn reconcile(class: Arc<ClusterClass>, ctx: Arc<Context>) -> Result<Ac
         .any(|(_, _, f)| matches!(f, Found::Missing { .. }));
 
     let mut status = class.status.clone().unwrap_or_default();
-    status.variables = Some(status_variables(&class.spec));
+    status.variables = Some(crate::topology::variables::of_class(&class.spec));
     common::set_conditions(
         &mut status.conditions,
         class.metadata.generation,
@@ -291,7 +272,7 @@ spec:
 
     #[test]
     fn variables_are_published_inline() {
-        let variables = status_variables(&class().spec);
+        let variables = crate::topology::variables::of_class(&class().spec);
         assert_eq!(variables.len(), 1);
         assert_eq!(variables[0].name, "imageRepository");
         assert_eq!(variables[0].definitions[0].from, "inline");

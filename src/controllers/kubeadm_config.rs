@@ -17,11 +17,9 @@ use kube::{Client, Resource, ResourceExt};
 use rand::Rng;
 use serde_json::json;
 
-use super::common;
+use crate::reconcile::common;
 use futures::future::BoxFuture;
 
-use super::runtime::Wiring;
-use super::{Context, Error, Result, StepContext};
 use crate::api;
 use crate::api::kubeadm_config::{
     Format, KubeadmConfigInitializationStatus, KubeadmConfigSpec, KubeadmConfigStatus,
@@ -32,6 +30,8 @@ use crate::conditions::{NewCondition, Status};
 use crate::kubeadm::certs;
 use crate::kubeadm::cloudinit::{self, WriteFile};
 use crate::kubeadm::config;
+use crate::reconcile::runtime::Wiring;
+use crate::reconcile::{Context, Error, Result, StepContext};
 
 /// Where each certificate Secret goes on a control-plane machine.
 const CERTIFICATE_FILES: [(&str, &str, &str); 4] = [

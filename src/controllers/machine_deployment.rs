@@ -11,20 +11,20 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::common;
-use super::events::Severity;
 use super::mdutil::{scaled, template_differences, template_hash};
+use crate::reconcile::common;
+use crate::reconcile::events::Severity;
 use futures::future::BoxFuture;
 use kube::runtime::watcher;
 
-use super::runtime::Wiring;
-use super::{Context, Error, Result, StepContext};
 use crate::api;
 use crate::api::machine_deployment::{MachineDeploymentStatus, RolloutStrategyType};
 use crate::api::machine_set::MachineSetSpec;
 use crate::api::{Cluster, MachineDeployment, MachineSet};
 use crate::conditions;
 use crate::conditions::{NewCondition, Status};
+use crate::reconcile::runtime::Wiring;
+use crate::reconcile::{Context, Error, Result, StepContext};
 
 pub const DESIRED_REPLICAS_ANNOTATION: &str =
     "machinedeployment.clusters.x-k8s.io/desired-replicas";
@@ -576,8 +576,8 @@ fn compute_status(
 
 #[cfg(test)]
 mod tests {
-    use super::super::common::expect_condition;
     use super::*;
+    use crate::reconcile::common::expect_condition;
 
     fn set(name: &str, spec: i32, status: i32, available: i32) -> SetState {
         SetState {

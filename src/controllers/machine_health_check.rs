@@ -15,19 +15,19 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::common;
-use super::events::Severity;
 use super::machines::set_machine_conditions;
 use super::mdutil::scaled;
+use crate::reconcile::common;
+use crate::reconcile::events::Severity;
 use futures::future::BoxFuture;
 
-use super::runtime::Wiring;
-use super::{Context, Error, Result, StepContext};
 use crate::api;
 use crate::api::health_check::HealthChecks;
 use crate::api::machine_health_check::MachineHealthCheckStatus;
 use crate::api::{Cluster, Machine, MachineHealthCheck};
 use crate::conditions::{NewCondition, Status};
+use crate::reconcile::runtime::Wiring;
+use crate::reconcile::{Context, Error, Result, StepContext};
 use crate::workload::clusters::NodeLookup;
 
 /// The outcome of checking one Machine.

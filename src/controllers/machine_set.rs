@@ -16,14 +16,12 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::common;
-use super::events::Severity;
-use super::external::clone_template;
 use super::machines::{aggregate, condition_of, selector_string};
+use crate::reconcile::common;
+use crate::reconcile::events::Severity;
+use crate::reconcile::external::clone_template;
 use futures::future::BoxFuture;
 
-use super::runtime::{Wiring, controllers_of};
-use super::{Context, Error, Result, StepContext};
 use crate::api;
 use crate::api::common::DeletionOrder;
 use crate::api::machine::MachineSpec;
@@ -31,6 +29,8 @@ use crate::api::machine_set::MachineSetStatus;
 use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
 use crate::conditions;
 use crate::conditions::{MergeReasons, NewCondition, Status};
+use crate::reconcile::runtime::{Wiring, controllers_of};
+use crate::reconcile::{Context, Error, Result, StepContext};
 
 /// How many Machines (with their bootstrap configs and infrastructure machines) a MachineSet
 /// creates at once.
@@ -529,7 +529,7 @@ fn compute_status(
     status.up_to_date_replicas = Some(count(conditions::types::UP_TO_DATE));
     let selector = ms.spec.selector.match_labels.clone().unwrap_or_default();
     status.selector = Some(selector_string(&selector));
-    status.versions = Some(super::versions(
+    status.versions = Some(super::machines::versions(
         machines.iter().filter_map(|m| m.spec.version.clone()),
     ));
     conds.push(aggregate(
@@ -605,14 +605,14 @@ async fn preflight_problems(
         return Ok(Vec::new());
     };
     let field = |path: &[&str]| {
-        super::external::field(&cp, path)
+        crate::reconcile::external::field(&cp, path)
             .and_then(Value::as_str)
             .map(String::from)
     };
     let Some(cp_version) = field(&["spec", "version"]) else {
         return Ok(Vec::new());
     };
-    let reported: Vec<String> = super::external::field(&cp, &["status", "versions"])
+    let reported: Vec<String> = crate::reconcile::external::field(&cp, &["status", "versions"])
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -705,8 +705,8 @@ pub fn preflight(p: &Preflight<'_>) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::common::expect_condition;
     use super::*;
+    use crate::reconcile::common::expect_condition;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
     fn machine(name: &str, age_days: i64, annotations: Value, node: bool) -> Machine {

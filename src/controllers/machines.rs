@@ -9,11 +9,11 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::Result;
-use super::common;
 use crate::api;
 use crate::api::Machine;
 use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status};
+use crate::reconcile::Result;
+use crate::reconcile::common;
 
 /// A Machine's UpToDate condition: True, or False with what differs from its owner's spec.
 pub fn up_to_date(differences: &[String]) -> NewCondition {
@@ -114,4 +114,41 @@ pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// Kubernetes versions and how many Machines run each, oldest first.
+pub fn versions(versions: impl Iterator<Item = String>) -> Vec<crate::api::common::StatusVersion> {
+    let mut counts: std::collections::BTreeMap<String, i32> = std::collections::BTreeMap::new();
+    for v in versions {
+        *counts.entry(v).or_default() += 1;
+    }
+    let mut out: Vec<crate::api::common::StatusVersion> = counts
+        .into_iter()
+        .map(|(version, n)| crate::api::common::StatusVersion {
+            version,
+            replicas: Some(n),
+        })
+        .collect();
+    // By version, not by text: v1.29.9 is older than v1.29.10.
+    out.sort_by_key(|v| crate::api::common::kubernetes_version(&v.version));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_counted_oldest_first() {
+        let v = versions(
+            ["v1.29.10", "v1.29.9", "v1.29.10", "v1.30.0"]
+                .map(String::from)
+                .into_iter(),
+        );
+        let got: Vec<(&str, i32)> = v
+            .iter()
+            .map(|v| (v.version.as_str(), v.replicas.unwrap()))
+            .collect();
+        assert_eq!(got, [("v1.29.9", 1), ("v1.29.10", 2), ("v1.30.0", 1)]);
+    }
 }

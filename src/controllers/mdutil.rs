@@ -6,13 +6,13 @@ use kube::ResourceExt;
 use kube::api::Api;
 use serde_json::json;
 
-use super::common;
-use super::{Context, Result};
 use crate::api;
 use crate::api::machine::MachineTemplateSpec;
 use crate::api::{Machine, MachineDeployment, MachineSet};
 use crate::conditions;
 use crate::conditions::{NewCondition, Status};
+use crate::reconcile::common;
+use crate::reconcile::{Context, Result};
 
 /// Why a MachineSet's template is not the MachineDeployment's: the fields whose change rolls
 /// Machines out (version, bootstrap, infrastructure, failure domain). Empty when up to date.

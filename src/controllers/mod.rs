@@ -2,262 +2,25 @@
 //! objects. Each reads the world, decides with pure functions, does one step, and writes
 //! status; a crash at any point is repaired by the next reconcile.
 //!
-//! The steps every reconciler shares (finalizers, pause, owner references, status patches,
-//! provider objects reached through their contract) are in [`common`] and [`external`]; the
-//! workload clusters are reached through [`crate::workload`].
+//! The kit every reconciler runs on (Context, errors, the runtime, finalizers, pause, owner
+//! references, status patches, provider objects reached through their contract) is
+//! [`crate::reconcile`]; the workload clusters are reached through [`crate::workload`].
 
 pub mod cluster;
 pub mod cluster_class;
-pub mod common;
-pub mod events;
-pub mod external;
 pub mod kubeadm_config;
 pub mod kubeadm_control_plane;
-pub mod leader;
 pub mod machine;
 pub mod machine_deployment;
 pub mod machine_health_check;
 pub mod machine_set;
 pub mod machines;
-pub mod manager;
 pub mod mdutil;
-pub mod metrics;
-pub mod runtime;
 pub mod secrets;
-pub mod state_metrics;
-pub mod throttle;
 pub mod topology;
-
-use std::sync::Arc;
-use std::time::Duration;
-
-use kube::Client;
-use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
-
-use crate::cache::{Cache, CacheError};
-use crate::workload::WorkloadError;
-use crate::workload::clusters::WorkloadClusters;
-use crate::workload::etcd::{EtcdClients, EtcdError};
-
-/// What every reconciler gets.
-pub struct Context {
-    /// The management cluster.
-    pub client: Client,
-    /// Provider objects by their contract.
-    pub external: external::Resolver,
-    /// The workload clusters.
-    pub workloads: WorkloadClusters,
-    /// How long each failing object waits before its next try.
-    pub backoff: Backoff,
-    /// The workload clusters' etcd, for the control plane provider; None when no
-    /// infrastructure provider can reach it.
-    pub etcd: Option<Arc<dyn EtcdClients>>,
-    /// The controllers' Kubernetes Events.
-    pub events: events::Recorder,
-    /// The controllers' series (reconciles, queues, client requests).
-    pub metrics: Arc<metrics::ControllerMetrics>,
-    machines: std::sync::OnceLock<Cache<crate::api::Machine>>,
-    clusters: std::sync::OnceLock<Cache<crate::api::Cluster>>,
-    /// Machines whose infrastructure machine or bootstrap config changed, and Clusters whose
-    /// infrastructure cluster or control plane changed: any object a controller here watches
-    /// wakes the Machine that controls it and the Clusters that own it, as upstream's
-    /// controllers watch the provider objects they refer to.
-    machine_wakes: tokio::sync::broadcast::Sender<ObjectRef<crate::api::Machine>>,
-    cluster_wakes: tokio::sync::broadcast::Sender<ObjectRef<crate::api::Cluster>>,
-}
-
-impl Context {
-    pub fn new(
-        client: Client,
-        etcd: Option<Arc<dyn EtcdClients>>,
-        metrics: Arc<metrics::ControllerMetrics>,
-    ) -> Arc<Context> {
-        Arc::new(Context {
-            etcd,
-            metrics,
-            events: events::Recorder::new(client.clone()),
-            external: external::Resolver::new(client.clone()),
-            workloads: WorkloadClusters::new(client.clone()),
-            backoff: Backoff::default(),
-            machines: std::sync::OnceLock::new(),
-            clusters: std::sync::OnceLock::new(),
-            machine_wakes: tokio::sync::broadcast::channel(16 * 1024).0,
-            cluster_wakes: tokio::sync::broadcast::channel(16 * 1024).0,
-            client,
-        })
-    }
-
-    /// All Machines of the management cluster, cached; the watch starts on first use (the
-    /// Machine CRD is installed by then).
-    pub fn machines(&self) -> &Cache<crate::api::Machine> {
-        self.machines.get_or_init(|| {
-            Cache::watch_indexed(
-                kube::Api::all(self.client.clone()),
-                crate::api::CLUSTER_NAME_LABEL,
-            )
-        })
-    }
-
-    /// Wakes the Machine that controls `object` and the Clusters that own it. A receiver
-    /// that falls behind misses wakes; the requeues of those waiting make up for them.
-    pub fn wake_owners(&self, object: &kube::api::ObjectMeta) {
-        let namespace = object.namespace.as_deref().unwrap_or_default();
-        for owner in object.owner_references.iter().flatten() {
-            if !owner.api_version.starts_with("cluster.x-k8s.io/") {
-                continue;
-            }
-            // No receiver is fine: that controller is not running.
-            match owner.kind.as_str() {
-                "Machine" if owner.controller == Some(true) => {
-                    let _ = self
-                        .machine_wakes
-                        .send(ObjectRef::new(&owner.name).within(namespace));
-                }
-                "Cluster" => {
-                    let _ = self
-                        .cluster_wakes
-                        .send(ObjectRef::new(&owner.name).within(namespace));
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// The Machines [`Context::wake_owners`] woke, from now on.
-    pub fn machine_wakes(
-        &self,
-    ) -> impl futures::Stream<Item = ObjectRef<crate::api::Machine>> + Send + 'static {
-        crate::cache::received(&self.machine_wakes)
-    }
-
-    /// The Clusters [`Context::wake_owners`] woke, from now on.
-    pub fn cluster_wakes(
-        &self,
-    ) -> impl futures::Stream<Item = ObjectRef<crate::api::Cluster>> + Send + 'static {
-        crate::cache::received(&self.cluster_wakes)
-    }
-
-    /// All Clusters of the management cluster, cached alike.
-    pub fn clusters(&self) -> &Cache<crate::api::Cluster> {
-        self.clusters
-            .get_or_init(|| Cache::watch(kube::Api::all(self.client.clone())))
-    }
-}
-
-/// Per-object rate limiting of failures: each consecutive failure of an object doubles its wait,
-/// from 100ms up to a minute; a success starts it over. One failing object never slows the
-/// others.
-#[derive(Default)]
-pub struct Backoff {
-    failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
-}
-
-impl Backoff {
-    const BASE: Duration = Duration::from_millis(100);
-    const MAX: Duration = Duration::from_secs(60);
-
-    /// The wait after one more failure of `key`.
-    pub fn failed(&self, key: &str) -> Duration {
-        let mut failures = self.failures.lock().unwrap();
-        let n = failures.entry(key.to_string()).or_insert(0);
-        let wait = Self::BASE.saturating_mul(2u32.saturating_pow((*n).min(20)));
-        *n += 1;
-        wait.min(Self::MAX)
-    }
-
-    pub fn succeeded(&self, key: &str) {
-        self.failures.lock().unwrap().remove(key);
-    }
-}
-
-/// The key an object's failures are counted under.
-pub fn object_key<K: kube::Resource<DynamicType = ()>>(object: &K) -> String {
-    format!(
-        "{}/{}/{}",
-        K::kind(&()),
-        object.meta().namespace.as_deref().unwrap_or_default(),
-        kube::ResourceExt::name_any(object)
-    )
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Kube(#[from] kube::Error),
-    #[error(transparent)]
-    Certs(#[from] crate::kubeadm::certs::CertsError),
-    #[error(transparent)]
-    Etcd(#[from] EtcdError),
-    #[error(transparent)]
-    Workload(#[from] WorkloadError),
-    #[error(transparent)]
-    Cache(#[from] CacheError),
-    #[error("{0}")]
-    Invalid(String),
-    #[error("reading {what}: {source}")]
-    Decode {
-        what: String,
-        source: serde_json::Error,
-    },
-    /// A step of a reconcile failed: which one, and why.
-    #[error("{step}: {source}")]
-    Step {
-        step: &'static str,
-        source: Box<Error>,
-    },
-}
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Says which step of a reconcile an error comes from, as upstream wraps each phase's error
-/// ("failed to sync MachineSets: ...").
-pub trait StepContext<T> {
-    fn step(self, step: &'static str) -> Result<T>;
-}
-
-impl<T, E: Into<Error>> StepContext<T> for std::result::Result<T, E> {
-    fn step(self, step: &'static str) -> Result<T> {
-        self.map_err(|e| Error::Step {
-            step,
-            source: Box::new(e.into()),
-        })
-    }
-}
-
-/// Reconcile failures are retried after the object's backoff; the message is in the
-/// controller's log (and, for people, in the object's conditions).
-pub fn error_policy<K: kube::Resource<DynamicType = ()>>(
-    object: Arc<K>,
-    error: &Error,
-    ctx: Arc<Context>,
-) -> Action {
-    let wait = ctx.backoff.failed(&object_key(object.as_ref()));
-    tracing::warn!(kind = %K::kind(&()), name = %kube::ResourceExt::name_any(object.as_ref()), %error, retry_in = ?wait, "reconcile failed");
-    Action::requeue(wait)
-}
-
-/// Kubernetes versions and how many Machines run each, oldest first.
-pub fn versions(versions: impl Iterator<Item = String>) -> Vec<crate::api::common::StatusVersion> {
-    let mut counts: std::collections::BTreeMap<String, i32> = std::collections::BTreeMap::new();
-    for v in versions {
-        *counts.entry(v).or_default() += 1;
-    }
-    let mut out: Vec<crate::api::common::StatusVersion> = counts
-        .into_iter()
-        .map(|(version, n)| crate::api::common::StatusVersion {
-            version,
-            replicas: Some(n),
-        })
-        .collect();
-    // By version, not by text: v1.29.9 is older than v1.29.10.
-    out.sort_by_key(|v| crate::api::common::kubernetes_version(&v.version));
-    out
-}
 
 #[cfg(test)]
 mod tests {
-    use super::*;
 
     /// Reconcilers meet only through API objects: none imports another. What two of them share
     /// lives in a shared module (common, external, machines, mdutil, secrets, …).
@@ -285,11 +48,10 @@ mod tests {
                 }
             })
             .collect();
-        for shared in [
-            "common", "external", "machines", "mdutil", "runtime", "secrets", "throttle",
-        ] {
+        for shared in ["machines", "mdutil", "secrets"] {
             sources.push(dir.join(format!("controllers/{shared}.rs")));
         }
+        sources.push(dir.join("reconcile"));
         sources.push(dir.join("cache.rs"));
         sources.push(dir.join("workload"));
         let mut found = Vec::new();
@@ -320,37 +82,5 @@ mod tests {
             }
         }
         assert!(found.is_empty(), "{found:#?}");
-    }
-
-    #[test]
-    fn versions_are_counted_oldest_first() {
-        let v = versions(
-            ["v1.29.10", "v1.29.9", "v1.29.10", "v1.30.0"]
-                .map(String::from)
-                .into_iter(),
-        );
-        let got: Vec<(&str, i32)> = v
-            .iter()
-            .map(|v| (v.version.as_str(), v.replicas.unwrap()))
-            .collect();
-        assert_eq!(got, [("v1.29.9", 1), ("v1.29.10", 2), ("v1.30.0", 1)]);
-    }
-
-    #[test]
-    fn backoff_doubles_per_object_and_resets_on_success() {
-        let b = Backoff::default();
-        let waits: Vec<Duration> = (0..4).map(|_| b.failed("a")).collect();
-        assert_eq!(waits, [100, 200, 400, 800].map(Duration::from_millis));
-        assert_eq!(
-            b.failed("other"),
-            Duration::from_millis(100),
-            "objects back off on their own"
-        );
-        for _ in 0..30 {
-            b.failed("a");
-        }
-        assert_eq!(b.failed("a"), Duration::from_secs(60));
-        b.succeeded("a");
-        assert_eq!(b.failed("a"), Duration::from_millis(100));
     }
 }

@@ -10,10 +10,10 @@ use kube::api::Api;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use super::Result;
-use super::common;
 use crate::api::Cluster;
 use crate::kubeadm::certs::{self, CERTIFICATES};
+use crate::reconcile::Result;
+use crate::reconcile::common;
 
 /// The cluster certificates (`<cluster>-ca`, `-etcd`, `-proxy`, `-sa`), by purpose; those
 /// missing are made, owned by `owner`, when an owner is given, else the answer is None.

@@ -282,7 +282,7 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
         _ => None,
     };
     let identity = format!("{}_{}", super::hostname(), uuid::Uuid::new_v4());
-    let election = crate::controllers::leader::LeaderElection::new(
+    let election = crate::reconcile::leader::LeaderElection::new(
         client.clone(),
         "kube-system",
         "kube-controller-manager",

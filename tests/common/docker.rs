@@ -11,7 +11,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use capictl::api::{Cluster, CrdSet, KubeadmConfig, Machine};
-use capictl::controllers::manager;
+use capictl::manager;
 use capictl::providers::docker::{self, bootstrap, container, images};
 
 use super::lifecycle::{NS, apply, management_without_controllers, until};
@@ -193,7 +193,7 @@ impl NodeCluster {
             .get(&self.name)
             .await
             .unwrap();
-        let owner = capictl::controllers::common::owner_reference(&cluster, true);
+        let owner = capictl::reconcile::common::owner_reference(&cluster, true);
         let secret = capictl::kubeadm::certs::kubeconfig_secret(
             &self.name,
             NS,

@@ -12,7 +12,7 @@ use serde_json::Value;
 use capictl::api::{self, CrdSet, Machine};
 use capictl::apiserver::{self, ApiServer, store::Store};
 use capictl::conditions;
-use capictl::controllers::manager;
+use capictl::manager;
 
 pub const NS: &str = "default";
 
@@ -66,7 +66,7 @@ pub async fn apply(client: &Client, object: Value) {
     let kind = object["kind"].as_str().unwrap();
     let resource = ApiResource::from_gvk_with_plural(
         &kube::api::GroupVersionKind::gvk(group, version, kind),
-        &capictl::controllers::external::plural(kind),
+        &capictl::reconcile::external::plural(kind),
     );
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &resource);
     let object: DynamicObject = serde_json::from_value(object).unwrap();

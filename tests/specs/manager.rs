@@ -5,13 +5,13 @@ use std::time::Duration;
 use kube::api::Api;
 
 use capictl::api::CrdSet;
-use capictl::controllers::manager;
+use capictl::manager;
 
 use crate::common::lifecycle::*;
 
 #[tokio::test]
 async fn one_manager_leads_at_a_time() {
-    use capictl::controllers::leader::LeaderElection;
+    use capictl::reconcile::leader::LeaderElection;
     let client = api_server().await;
     let lease = Duration::from_secs(1);
     let a = LeaderElection::new(client.clone(), NS, "leader", "a", lease);

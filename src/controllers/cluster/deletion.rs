@@ -8,14 +8,14 @@ use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use super::super::common;
-use super::super::events::Severity;
-use super::super::{Context, Result, StepContext};
 use super::CONTROLLER;
 use super::status::Descendants;
 use crate::api;
 use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
 use crate::conditions::{self, NewCondition, Status};
+use crate::reconcile::common;
+use crate::reconcile::events::Severity;
+use crate::reconcile::{Context, Result, StepContext};
 
 /// Deletes what the Cluster owns in order: workers, then the control plane, then the
 /// infrastructure; the finalizer goes last.

@@ -16,8 +16,8 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use super::common;
-use super::external::{self, initialization_flag};
+use crate::reconcile::common;
+use crate::reconcile::external::{self, initialization_flag};
 use std::future::ready;
 
 use futures::StreamExt;
@@ -25,12 +25,12 @@ use futures::future::BoxFuture;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
-use super::runtime::{Wiring, cluster_of};
-use super::{Context, Result, StepContext};
 use crate::api;
 use crate::api::common::{ApiEndpoint, ContractVersionedObjectReference};
 use crate::api::{Cluster, MachineDeployment, MachineSet};
 use crate::conditions::NewCondition;
+use crate::reconcile::runtime::{Wiring, cluster_of};
+use crate::reconcile::{Context, Result, StepContext};
 
 pub use status::phase;
 use status::{Descendants, Providers};
@@ -145,7 +145,7 @@ async fn adopt(
 const CONTROLLER: &str = "cluster";
 
 /// The Cluster controller: Clusters, woken by their Machines and MachineDeployments, and by
-/// their infrastructure cluster and control plane ([`super::Context::wake_owners`]).
+/// their infrastructure cluster and control plane ([`crate::reconcile::Context::wake_owners`]).
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     let machines = w
         .ctx

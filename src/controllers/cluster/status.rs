@@ -9,14 +9,14 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::DynamicObject;
 use kube::{Resource, ResourceExt};
 
-use super::super::common;
-use super::super::common::machine_condition_true as is_true;
-use super::super::external::{self, condition, initialization_flag};
 use crate::api;
 use crate::api::cluster::{ClusterStatus, ReplicasSummary};
 use crate::api::common::ApiEndpoint;
 use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
 use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status, SummaryOptions};
+use crate::reconcile::common;
+use crate::reconcile::common::machine_condition_true as is_true;
+use crate::reconcile::external::{self, condition, initialization_flag};
 use crate::workload::clusters::Health;
 
 /// The objects of a Cluster, found by its cluster-name label.
@@ -659,8 +659,8 @@ fn count_workers(d: &Descendants) -> ReplicasSummary {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::common::expect_condition;
     use super::*;
+    use crate::reconcile::common::expect_condition;
     use serde_json::json;
 
     #[test]

@@ -12,9 +12,9 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::super::Result;
 use crate::api::KubeadmControlPlane;
 use crate::api::kubeadm_config::ClusterConfiguration;
+use crate::reconcile::Result;
 
 /// On a KubeadmControlPlane: leave CoreDNS as it is.
 pub const SKIP_COREDNS_ANNOTATION: &str = "controlplane.cluster.x-k8s.io/skip-coredns";
@@ -119,7 +119,7 @@ pub async fn sync_kubeadm_config(client: &Client, kcp: &KubeadmControlPlane) -> 
         return Ok(());
     };
     let current: Value = crate::yaml::from_str(text).map_err(|e| {
-        super::super::Error::Invalid(format!(
+        crate::reconcile::Error::Invalid(format!(
             "kube-system/kubeadm-config in the workload cluster holds no valid ClusterConfiguration: {e}"
         ))
     })?;

@@ -7,11 +7,11 @@ use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use super::super::common;
-use super::super::{Context, Result};
 use crate::api;
 use crate::api::{KubeadmControlPlane, Machine, MachineDeployment};
 use crate::conditions::{self, NewCondition, Status};
+use crate::reconcile::common;
+use crate::reconcile::{Context, Result};
 
 /// Deletion waits for the workers to go first, then removes every control-plane Machine.
 pub(super) async fn reconcile_delete(

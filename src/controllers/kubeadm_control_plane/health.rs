@@ -13,12 +13,12 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 
-use super::super::common;
 use super::super::machines::node_name;
 use super::status::EtcdSeen;
 use crate::api::Machine;
 use crate::api::kubeadm_control_plane::{conditions as types, reasons};
 use crate::conditions::{self, NewCondition, Status};
+use crate::reconcile::common;
 use crate::workload::etcd::Alarm;
 
 /// The static Pods checked on each control-plane Node: the condition each sets, and the

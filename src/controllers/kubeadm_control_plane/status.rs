@@ -6,8 +6,6 @@ use std::collections::BTreeMap;
 
 use kube::Resource;
 
-use super::super::common;
-use super::super::common::machine_condition_true as is_true;
 use super::health::Health;
 use crate::api;
 use crate::api::kubeadm_control_plane::{
@@ -16,6 +14,8 @@ use crate::api::kubeadm_control_plane::{
 use crate::api::{KubeadmControlPlane, Machine};
 use crate::conditions;
 use crate::conditions::{MergeReasons, NewCondition, Status};
+use crate::reconcile::common;
+use crate::reconcile::common::machine_condition_true as is_true;
 use crate::workload::etcd::{self, Alarm, Member};
 
 /// What was read of a workload cluster's etcd: its members and alarms.
@@ -127,7 +127,8 @@ pub fn compute(
     status.ready_replicas = Some(count(conditions::types::READY));
     status.available_replicas = Some(count(conditions::types::AVAILABLE));
     status.up_to_date_replicas = Some((machines.len() - facts.outdated.len()) as i32);
-    let versions = super::super::versions(machines.iter().filter_map(|m| m.spec.version.clone()));
+    let versions =
+        super::super::machines::versions(machines.iter().filter_map(|m| m.spec.version.clone()));
     status.version = versions.first().map(|v| v.version.clone());
     status.versions = Some(versions);
     status.selector = Some(format!(

@@ -11,14 +11,14 @@ use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
 
-use super::super::common;
-use super::super::events::Severity;
-use super::super::{Context, Result, StepContext};
 use super::hooks;
 use crate::api;
 use crate::api::machine::MachineDeletionStatus;
 use crate::api::{Cluster, Machine};
 use crate::conditions::{self, NewCondition, Status};
+use crate::reconcile::common;
+use crate::reconcile::events::Severity;
+use crate::reconcile::{Context, Result, StepContext};
 
 /// How far a Machine's deletion has come.
 #[derive(Debug, PartialEq)]

@@ -19,16 +19,16 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::common;
-use super::external::{self, initialization_flag};
+use crate::reconcile::common;
+use crate::reconcile::external::{self, initialization_flag};
 use futures::future::BoxFuture;
 use kube::runtime::watcher;
 
-use super::runtime::Wiring;
-use super::{Context, Result, StepContext};
 use crate::api;
 use crate::api::common::ContractVersionedObjectReference;
 use crate::api::{Cluster, Machine};
+use crate::reconcile::runtime::Wiring;
+use crate::reconcile::{Context, Result, StepContext};
 use crate::workload::clusters::NodeLookup;
 
 pub use status::phase;
@@ -119,7 +119,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
         return deletion::reconcile_delete(&ctx, &api, &machine, cluster.as_ref()).await;
     }
     let Some(cluster) = cluster else {
-        return Err(super::Error::Invalid(format!(
+        return Err(crate::reconcile::Error::Invalid(format!(
             "Cluster {} of Machine {} does not exist",
             machine.spec.cluster_name,
             machine.name_any()

@@ -11,13 +11,13 @@ use kube::api::DynamicObject;
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
-use super::super::common;
-use super::super::external::{self, condition, initialization_flag};
 use crate::api;
 use crate::api::Machine;
 use crate::api::common::{ConditionPolarity, MachineAddress};
 use crate::api::machine::{MachineNodeReference, MachineStatus};
 use crate::conditions::{self, MergeReasons, NewCondition, Status, SummaryOptions};
+use crate::reconcile::common;
+use crate::reconcile::external::{self, condition, initialization_flag};
 
 /// The provider objects a Machine brings together, as one reconcile read them.
 pub struct Providers {

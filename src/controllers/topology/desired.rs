@@ -28,7 +28,7 @@ use crate::api::Cluster;
 use crate::api::cluster_class::{
     ClusterClass, MachineDeploymentClass, TOPOLOGY_DEPLOYMENT_NAME_LABEL, TOPOLOGY_OWNED_LABEL,
 };
-use crate::controllers::external::group_of;
+use crate::reconcile::external::group_of;
 use kube::ResourceExt;
 
 /// The class's templates a Cluster's objects are made from.
@@ -109,7 +109,7 @@ fn new_name(
     let mut data = data;
     data["random"] = json!(suffix(seed));
     let template = naming.filter(|t| !t.is_empty()).unwrap_or(default);
-    let name = super::gotemplate::render(template, &data)
+    let name = crate::gotemplate::render(template, &data)
         .map_err(|e| format!("failed to generate a name from {template:?}: {e}"))?;
     if name.contains("<no value>") {
         return Err(format!(

@@ -4,7 +4,7 @@
 //!
 //! Each reconcile reads the class (which must be reconciled: `VariablesReady`, its
 //! observedGeneration current), resolves the Cluster's variables against the class's schemas
-//! ([`variables`]), reads the class's templates and what exists, computes the desired objects
+//! ([`crate::topology::variables`]), reads the class's templates and what exists, computes the desired objects
 //! ([`desired`], with [`patches`] and [`versions`]), and applies them with server-side apply
 //! as field manager `capi-topology`. A template whose spec would change is not changed: a new
 //! copy is made and the object using it is pointed at it (template rotation), which rolls its
@@ -16,9 +16,7 @@
 //! `capictl topology plan` shows.
 
 pub mod desired;
-pub mod gotemplate;
 pub mod patches;
-pub mod variables;
 pub mod versions;
 
 use std::collections::BTreeMap;
@@ -33,10 +31,6 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::events::Severity;
-use super::external::group_of;
-use super::runtime::Wiring;
-use super::{Context, Error, Result, common};
 use crate::api;
 use crate::api::cluster_class::{
     ClusterClass, TOPOLOGY_DEPLOYMENT_NAME_LABEL, TOPOLOGY_MANAGER, TOPOLOGY_OWNED_LABEL,
@@ -45,6 +39,11 @@ use crate::api::cluster_class::{
 use crate::api::common::TemplateReference;
 use crate::api::{Cluster, KubeadmControlPlane, MachineDeployment};
 use crate::conditions::{NewCondition, Status};
+use crate::reconcile::events::Severity;
+use crate::reconcile::external::group_of;
+use crate::reconcile::runtime::Wiring;
+use crate::reconcile::{Context, Error, Result, common};
+use crate::topology::variables;
 use desired::{Blueprint, Current, DeploymentNow, Desired};
 use versions::ControlPlaneNow;
 
@@ -97,7 +96,7 @@ fn labelled_cluster<K: Resource>(object: &K) -> Option<ObjectRef<Cluster>> {
         .labels
         .as_ref()?
         .get(api::CLUSTER_NAME_LABEL)?;
-    super::runtime::cluster_of(object, cluster)
+    crate::reconcile::runtime::cluster_of(object, cluster)
 }
 
 /// What a reconcile of a topology found to say.

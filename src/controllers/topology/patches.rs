@@ -7,8 +7,8 @@
 
 use serde_json::{Map, Value};
 
-use super::gotemplate;
 use crate::api::cluster_class::{ClusterClassPatch, JsonPatch, JsonPatchOp, PatchSelector};
+use crate::gotemplate;
 
 /// Which part of the topology a template serves, which selectors match on.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -308,6 +308,16 @@ pub fn host_port_of(
         .find_map(|b| b.host_port.and_then(|p| p.parse().ok()))
 }
 
+/// The container of a Machine: its name, or `<cluster>-<name>` when it does not start with the
+/// cluster's name (CAPD's `MachineContainerName`).
+pub fn machine_container(cluster: &str, machine: &str) -> String {
+    if machine.starts_with(cluster) {
+        machine.to_string()
+    } else {
+        format!("{cluster}-{machine}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

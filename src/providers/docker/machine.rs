@@ -25,7 +25,7 @@ use crate::api::docker::{
 };
 use crate::api::{self, Cluster, Machine};
 use crate::conditions::{self, NewCondition, Status};
-use crate::controllers::{Error, Result, common};
+use crate::reconcile::{Error, Result, common};
 
 /// The providerID of a Docker machine: `docker:////<container>`.
 pub const PROVIDER_ID_PREFIX: &str = "docker:////";
@@ -37,16 +37,6 @@ const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(300);
 const KINDEST_NODE: &str = "kindest/node";
 /// The taint an external cloud provider would remove; CAPD removes it (no cloud here).
 const CLOUD_UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
-
-/// The container of a Machine: its name, or `<cluster>-<name>` when it does not start with the
-/// cluster's name (CAPD's `MachineContainerName`).
-pub fn container_name(cluster: &str, machine: &str) -> String {
-    if machine.starts_with(cluster) {
-        machine.to_string()
-    } else {
-        format!("{cluster}-{machine}")
-    }
-}
 
 /// A bootstrap running (or run) in the background.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -277,7 +267,7 @@ impl<M: DockerBackedMachine> Scope<M> {
         };
         Ok(Some(Scope {
             api: Api::namespaced(ctx.client.clone(), &ns),
-            container: container_name(&cluster.name_any(), &machine.name_any()),
+            container: container::machine_container(&cluster.name_any(), &machine.name_any()),
             key: format!("{ns}/{}", dm.name_any()),
             machine,
             cluster,
@@ -355,7 +345,8 @@ pub async fn reconcile<M: DockerBackedMachine>(
         if scope.control_plane()
             && let Some(dc) = &scope.docker_cluster
             && let Some(lb) = load_balancer_of(&ctx, &scope).await
-            && let Err(e) = super::cluster::sync_load_balancer(&ctx, dc, &scope.cluster, &lb).await
+            && let Err(e) =
+                super::load_balancer::sync_load_balancer(&ctx, dc, &scope.cluster, &lb).await
         {
             tracing::warn!(machine = %dm.name_any(), error = %e, "updating the load balancer failed; the DockerCluster retries");
         }
@@ -754,7 +745,7 @@ async fn delete<M: DockerBackedMachine>(
     // The container, even when the Machine is gone or the container was never recorded.
     let name = match (scope, &cluster, &owner) {
         (Some(s), _, _) => Some(s.container.clone()),
-        (None, Some(c), Some(m)) => Some(container_name(c, m)),
+        (None, Some(c), Some(m)) => Some(container::machine_container(c, m)),
         _ => None,
     };
     if let Some(name) = &name {
@@ -785,7 +776,7 @@ async fn delete<M: DockerBackedMachine>(
             && s.control_plane()
             && let Some(dc) = &s.docker_cluster
             && let Some(lb) = load_balancer_of(ctx, s).await
-            && let Err(e) = super::cluster::sync_load_balancer(ctx, dc, &s.cluster, &lb).await
+            && let Err(e) = super::load_balancer::sync_load_balancer(ctx, dc, &s.cluster, &lb).await
         {
             tracing::warn!(error = %e, "updating the load balancer after a control plane went failed; the DockerCluster retries");
         }
@@ -802,10 +793,13 @@ mod tests {
     #[test]
     fn container_names_follow_capd() {
         assert_eq!(
-            container_name("capi-quickstart", "capi-quickstart-md-0-abc"),
+            container::machine_container("capi-quickstart", "capi-quickstart-md-0-abc"),
             "capi-quickstart-md-0-abc"
         );
-        assert_eq!(container_name("c1", "worker-1"), "c1-worker-1");
+        assert_eq!(
+            container::machine_container("c1", "worker-1"),
+            "c1-worker-1"
+        );
     }
 
     fn objects() -> (DockerMachine, Machine) {

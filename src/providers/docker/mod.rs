@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod container;
 pub mod haproxy;
 pub mod images;
+pub mod load_balancer;
 pub mod machine;
 
 use std::sync::Arc;
@@ -27,8 +28,8 @@ use crate::api::docker::{
     DockerClusterBackend, DockerClusterStatus, DockerMachineBackend, DockerMachineStatus,
 };
 use crate::api::{DevCluster, DevMachine, DockerCluster, DockerMachine, Machine};
-use crate::controllers::common::WithConditions;
-use crate::controllers::runtime::{Watched, Wiring};
+use crate::reconcile::common::WithConditions;
+use crate::reconcile::runtime::{Watched, Wiring};
 
 use bollard::Docker;
 
@@ -45,13 +46,13 @@ pub enum DockerError {
 /// workload clusters and the bootstraps running in this process.
 pub struct DockerProvider {
     pub client: Client,
-    pub shared: Arc<crate::controllers::Context>,
+    pub shared: Arc<crate::reconcile::Context>,
     engine: tokio::sync::OnceCell<Docker>,
     pub bootstraps: machine::Bootstraps,
 }
 
 impl DockerProvider {
-    pub fn new(client: Client, shared: Arc<crate::controllers::Context>) -> Arc<DockerProvider> {
+    pub fn new(client: Client, shared: Arc<crate::reconcile::Context>) -> Arc<DockerProvider> {
         Arc::new(DockerProvider {
             client,
             shared,
@@ -205,7 +206,7 @@ fn containers<C: DockerBackedCluster>(
     let machines = w.controller::<C::Machine>(names[1]).watches(
         Api::<Machine>::all(w.client.clone()),
         watcher::Config::default(),
-        crate::controllers::runtime::infrastructure_machine_of::<C::Machine>,
+        crate::reconcile::runtime::infrastructure_machine_of::<C::Machine>,
     );
     vec![
         w.run_with(names[0], clusters, cluster::reconcile::<C>, ctx.clone()),

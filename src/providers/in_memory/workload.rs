@@ -14,7 +14,7 @@ use kube::Client;
 use crate::apiserver::authz::Authorization;
 use crate::apiserver::{self, ApiServer, store::Store};
 use crate::pki::{Pki, PkiError};
-use crate::workload::etcd::{EtcdClient, EtcdClients, EtcdError, SimulatedEtcd};
+use crate::workload::etcd::{EtcdClient, EtcdClients, EtcdError, NetworkEtcd, SimulatedEtcd};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
@@ -126,5 +126,36 @@ impl EtcdClients for Workloads {
                 ))
             });
         Box::pin(std::future::ready(etcd))
+    }
+}
+
+/// The etcd of a workload cluster: the in-memory provider's simulation for its clusters, real
+/// etcd over the network for the others.
+pub struct WorkloadEtcd {
+    in_memory: Arc<Workloads>,
+    network: NetworkEtcd,
+}
+
+impl WorkloadEtcd {
+    pub fn new(in_memory: Arc<Workloads>, network: NetworkEtcd) -> WorkloadEtcd {
+        WorkloadEtcd { in_memory, network }
+    }
+}
+
+impl EtcdClients for WorkloadEtcd {
+    fn connect<'a>(
+        &'a self,
+        namespace: &'a str,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<dyn EtcdClient>, EtcdError>> {
+        if self
+            .in_memory
+            .get(&format!("{namespace}/{cluster}"))
+            .is_some()
+        {
+            self.in_memory.connect(namespace, cluster)
+        } else {
+            self.network.connect(namespace, cluster)
+        }
     }
 }

@@ -7,7 +7,9 @@
 use serde_json::{Map, Value, json};
 
 use crate::api::cluster::ClusterVariable;
-use crate::api::cluster_class::ClusterClassStatusVariable;
+use crate::api::cluster_class::{
+    ClusterClassSpec, ClusterClassStatusVariable, ClusterClassStatusVariableDefinition,
+};
 use crate::apiserver::schema;
 use crate::apiserver::status::FieldCause;
 
@@ -118,6 +120,24 @@ fn check(schema_value: &Value, value: &Value, at: &str) -> Vec<FieldCause> {
     schema::validate(schema_value, value, None)
         .into_iter()
         .map(|c| c.under(at))
+        .collect()
+}
+
+/// The class's variables as `status.variables`: each with its one inline definition.
+pub fn of_class(spec: &ClusterClassSpec) -> Vec<ClusterClassStatusVariable> {
+    spec.variables
+        .iter()
+        .flatten()
+        .map(|v| ClusterClassStatusVariable {
+            name: v.name.clone(),
+            definitions_conflict: Some(false),
+            definitions: vec![ClusterClassStatusVariableDefinition {
+                from: "inline".into(),
+                required: v.required,
+                deprecated_v1beta1_metadata: v.deprecated_v1beta1_metadata.clone(),
+                schema: v.schema.clone(),
+            }],
+        })
         .collect()
 }
 

@@ -41,10 +41,10 @@ impl<K> Watched for K where
 pub struct Wiring {
     pub client: Client,
     pub ctx: Arc<Context>,
-    pub(super) config: controller::Config,
+    pub(crate) config: controller::Config,
     /// Reconciles of one controller at a time (what `config` holds, for the metrics).
-    pub(super) concurrency: u16,
-    pub(super) stop: tokio::sync::watch::Receiver<bool>,
+    pub(crate) concurrency: u16,
+    pub(crate) stop: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Wiring {

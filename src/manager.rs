@@ -1,7 +1,8 @@
-//! Runs the reconcilers: every controller of the providers installed in a management cluster,
-//! with bounded concurrency per controller. Providers installed later are picked up.
+//! The composition root: which controllers and providers run, wired together. Runs every
+//! controller of the providers installed in a management cluster, with bounded concurrency per
+//! controller; providers installed later are picked up.
 //!
-//! The manager is a table ([`PROVIDERS`]) over [`super::runtime`]; each reconciler module
+//! The manager is a table ([`PROVIDERS`]) over [`crate::reconcile::runtime`]; each reconciler module
 //! says what wakes its kind in its own `controller` function, beside its reconcile.
 
 use std::future::Future;
@@ -14,13 +15,13 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller;
 
-use super::Context;
-use super::metrics::ControllerMetrics;
-use super::runtime::Wiring;
 use crate::api::CrdSet;
 use crate::providers::docker::{self, DockerProvider};
 use crate::providers::in_memory::{self, InMemory};
-use crate::workload::etcd::{EtcdClient, EtcdClients, EtcdError, NetworkEtcd};
+use crate::reconcile::Context;
+use crate::reconcile::metrics::ControllerMetrics;
+use crate::reconcile::runtime::Wiring;
+use crate::workload::etcd::{EtcdClients, NetworkEtcd};
 
 /// How the manager runs its controllers.
 #[derive(Clone, Debug)]
@@ -77,31 +78,6 @@ struct ProviderContexts {
     docker: Arc<DockerProvider>,
 }
 
-/// The etcd of a workload cluster: the in-memory provider's simulation for its clusters, real
-/// etcd over the network for the others.
-struct WorkloadEtcd {
-    in_memory: Arc<in_memory::workload::Workloads>,
-    network: NetworkEtcd,
-}
-
-impl EtcdClients for WorkloadEtcd {
-    fn connect<'a>(
-        &'a self,
-        namespace: &'a str,
-        cluster: &'a str,
-    ) -> BoxFuture<'a, Result<Arc<dyn EtcdClient>, EtcdError>> {
-        if self
-            .in_memory
-            .get(&format!("{namespace}/{cluster}"))
-            .is_some()
-        {
-            self.in_memory.connect(namespace, cluster)
-        } else {
-            self.network.connect(namespace, cluster)
-        }
-    }
-}
-
 /// Every controller the manager runs, by provider.
 const PROVIDERS: [Provider; 5] = [
     Provider {
@@ -109,25 +85,25 @@ const PROVIDERS: [Provider; 5] = [
         what: "the core controllers",
         controllers: |w, _| {
             vec![
-                super::cluster::controller(w),
-                super::cluster_class::controller(w),
-                super::topology::controller(w),
-                super::machine::controller(w),
-                super::machine_set::controller(w),
-                super::machine_deployment::controller(w),
-                super::machine_health_check::controller(w),
+                crate::controllers::cluster::controller(w),
+                crate::controllers::cluster_class::controller(w),
+                crate::controllers::topology::controller(w),
+                crate::controllers::machine::controller(w),
+                crate::controllers::machine_set::controller(w),
+                crate::controllers::machine_deployment::controller(w),
+                crate::controllers::machine_health_check::controller(w),
             ]
         },
     },
     Provider {
         crds: CrdSet::KubeadmBootstrap,
         what: "the kubeadm bootstrap controller",
-        controllers: |w, _| vec![super::kubeadm_config::controller(w)],
+        controllers: |w, _| vec![crate::controllers::kubeadm_config::controller(w)],
     },
     Provider {
         crds: CrdSet::KubeadmControlPlane,
         what: "the kubeadm control plane controller",
-        controllers: |w, _| vec![super::kubeadm_control_plane::controller(w)],
+        controllers: |w, _| vec![crate::controllers::kubeadm_control_plane::controller(w)],
     },
     Provider {
         crds: CrdSet::Docker,
@@ -162,10 +138,8 @@ pub async fn run(
 ) {
     // The in-memory provider's workload clusters, whose etcd the control plane provider reaches.
     let workloads = Arc::new(in_memory::workload::Workloads::default());
-    let etcd = WorkloadEtcd {
-        in_memory: workloads.clone(),
-        network: NetworkEtcd::new(client.clone()),
-    };
+    let etcd =
+        in_memory::workload::WorkloadEtcd::new(workloads.clone(), NetworkEtcd::new(client.clone()));
     let ctx = Context::new(
         client.clone(),
         Some(Arc::new(etcd) as Arc<dyn EtcdClients>),

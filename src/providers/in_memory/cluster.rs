@@ -1,0 +1,162 @@
+//! The InMemoryCluster (and DevCluster) reconciler: a workload API server started for the
+//! cluster, with the cluster's CA, and stopped when the cluster goes.
+
+use super::*;
+
+pub async fn reconcile_cluster<C: SimulatedCluster>(
+    ic: Arc<C>,
+    ctx: Arc<InMemory>,
+) -> Result<Action> {
+    if !ic.simulated() {
+        return Ok(Action::await_change());
+    }
+    let ns = ic.namespace().unwrap_or_default();
+    let api: Api<C> = Api::namespaced(ctx.client.clone(), &ns);
+    let cluster = common::labelled_cluster(&ctx.client, ic.as_ref()).await?;
+    // Paused, a deleted InMemoryCluster keeps its workload API server until the object is gone
+    // (see `stop_removed_workloads`): `capictl move` deletes it here while the cluster lives on
+    // in the target.
+    let (is_paused, paused) = common::paused(cluster.as_ref(), &C::kind(&()), ic.annotations());
+    if is_paused {
+        return common::record_paused(&api, &ic, paused).await;
+    }
+    if common::deleting(ic.as_ref()) {
+        if let Some(name) = ic.labels().get(api::CLUSTER_NAME_LABEL) {
+            ctx.workloads.stop(&key(&ns, name));
+        }
+        common::remove_finalizer(&api, ic.as_ref(), C::FINALIZER).await?;
+        return Ok(Action::await_change());
+    }
+    let Some(cluster) = cluster else {
+        // The Cluster controller labels the InMemoryCluster once the Cluster refers to it.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    };
+    if common::ensure_finalizer(&api, ic.as_ref(), C::FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    let ca = match cluster_ca(&ctx.client, &cluster).await {
+        Ok(ca) => ca,
+        // A CA the user brought that cannot sign: say which and why, and look again later.
+        Err(Error::Certs(e @ certs::CertsError::UnusableCa { .. })) => {
+            let mut status = ic.status().cloned().unwrap_or_default();
+            common::set_conditions(
+                C::conditions(&mut status),
+                ic.meta().generation,
+                vec![
+                    paused,
+                    NewCondition::new(
+                        conditions::types::READY,
+                        Status::False,
+                        api::in_memory::reasons::CERTIFICATE_AUTHORITY_UNUSABLE,
+                    )
+                    .message(e.to_string()),
+                ],
+            );
+            common::write_status(&api, &ic.name_any(), ic.status(), &status).await?;
+            return Ok(Action::requeue(Duration::from_secs(30)));
+        }
+        Err(e) => return Err(e),
+    };
+    let port = ic.endpoint_port().map(|p| p as u16);
+    let workload = ctx
+        .workloads
+        .ensure(&key(&ns, &cluster.name_any()), &ca, port)
+        .await
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    let endpoint = json!({"host": "127.0.0.1", "port": workload.address.port()});
+    if ic.endpoint_port() != Some(i32::from(workload.address.port())) {
+        common::patch_merge(
+            &api,
+            &ic.name_any(),
+            json!({"spec": {"controlPlaneEndpoint": endpoint}}),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    }
+    let status = cluster_status(ic.as_ref(), paused);
+    common::write_status(&api, &ic.name_any(), ic.status(), &status).await?;
+    Ok(Action::requeue(common::spread(ic.as_ref(), common::RESYNC)))
+}
+
+/// A running simulated cluster's status: provisioned, its failure domains, Ready.
+pub(super) fn cluster_status<C: SimulatedCluster>(ic: &C, paused: NewCondition) -> C::Status {
+    let mut status = ic.provisioned();
+    let ready = NewCondition::new(
+        conditions::types::READY,
+        Status::True,
+        conditions::reasons::READY,
+    );
+    common::set_conditions(
+        C::conditions(&mut status),
+        ic.meta().generation,
+        vec![paused, ready],
+    );
+    status
+}
+
+/// The cluster CA, made when nobody brought one: workload API servers need it to serve.
+pub(super) async fn cluster_ca(client: &Client, cluster: &Cluster) -> Result<crate::pki::Pki> {
+    let ns = cluster.namespace().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let name = cluster.name_any();
+    if let Some(secret) = secrets.get_opt(&certs::ca_secret_name(&name)).await? {
+        return Ok(certs::ca_from_secret(&secret)?);
+    }
+    let (secret, pki) = certs::new_ca_secret(&name, &ns, common::owner_reference(cluster, true))?;
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(pki),
+        // Someone else made it first: use theirs.
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let existing = secrets.get(&certs::ca_secret_name(&name)).await?;
+            Ok(certs::ca_from_secret(&existing)?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Stops the workload API server of every InMemoryCluster that is gone from the store, however
+/// it went: its finalizer removed by `capictl move` or by hand, or the whole object missed
+/// while the watch was down (then the relist shows it missing).
+pub(super) fn stop_removed_workloads<C: SimulatedCluster>(
+    client: Client,
+    workloads: Arc<Workloads>,
+) -> BoxFuture<'static, ()> {
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    let key_of = |ic: &C| {
+        if !ic.simulated() {
+            return None;
+        }
+        ic.labels()
+            .get(api::CLUSTER_NAME_LABEL)
+            .map(|name| key(&ic.namespace().unwrap_or_default(), name))
+    };
+    // Clusters seen in the store, and those of a relist in progress: only a cluster that was
+    // seen and is missing from the relist was deleted (one created since has not been seen).
+    let (mut seen, mut listed) = (HashSet::new(), HashSet::new());
+    Box::pin(
+        watcher(Api::<C>::all(client), watcher::Config::default())
+            .default_backoff()
+            .for_each(move |event| {
+                match event {
+                    Ok(watcher::Event::Delete(ic)) => {
+                        if let Some(k) = key_of(&ic) {
+                            workloads.stop(&k);
+                            seen.remove(&k);
+                        }
+                    }
+                    Ok(watcher::Event::Apply(ic)) => seen.extend(key_of(&ic)),
+                    Ok(watcher::Event::Init) => listed.clear(),
+                    Ok(watcher::Event::InitApply(ic)) => listed.extend(key_of(&ic)),
+                    Ok(watcher::Event::InitDone) => {
+                        for k in seen.difference(&listed) {
+                            workloads.stop(k);
+                        }
+                        seen = std::mem::take(&mut listed);
+                    }
+                    Err(_) => {}
+                }
+                std::future::ready(())
+            }),
+    )
+}
