@@ -1,7 +1,7 @@
 //! How fast capictl's node image comes up on this machine's Docker Engine: time from a bare
 //! container to a Ready Node for the first control plane, a joining control plane and a
 //! worker, and what each node container uses in memory once settled. Nodes are started and
-//! bootstrapped by hand (as `tests/docker_nodes.rs` does), with bootstrap data from the
+//! bootstrapped by hand (as `tests/docker/nodes.rs` does), with bootstrap data from the
 //! KubeadmConfig controller; the image build is not timed (it is cached).
 //!
 //! `cargo bench --bench docker_nodes` runs it (`CAPICTL_BENCH_ROUNDS=N` for more rounds, the
@@ -40,7 +40,7 @@ async fn round() -> ([Duration; 3], [f64; 3]) {
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         println!(
-            "docker_nodes: run `cargo bench --bench docker_nodes` (tests/docker_nodes.rs covers this path under cargo test)"
+            "docker_nodes: run `cargo bench --bench docker_nodes` (tests/docker/nodes.rs covers this path under cargo test)"
         );
         return;
     }

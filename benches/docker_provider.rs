@@ -5,7 +5,7 @@
 //! from v1.28.13 to v1.29.10 takes until every control-plane Machine runs the new version.
 //!
 //! `cargo bench --bench docker_provider`; under `cargo test` it only says how to run it
-//! (`tests/docker_provider.rs` covers the same path).
+//! (`tests/docker/provider.rs` covers the same path).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -48,7 +48,7 @@ async fn available(
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         println!(
-            "docker_provider: run `cargo bench --bench docker_provider` (tests/docker_provider.rs covers this path under cargo test)"
+            "docker_provider: run `cargo bench --bench docker_provider` (tests/docker/provider.rs covers this path under cargo test)"
         );
         return;
     }

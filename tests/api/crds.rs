@@ -2,7 +2,6 @@
 //! schemas Kubernetes accepts, and the names, columns, subresources, numeric bounds and CEL rules
 //! upstream's CRDs have.
 
-mod common;
 
 use std::collections::BTreeMap;
 
@@ -130,7 +129,7 @@ fn surface(crd: &Value) -> Value {
 
 #[test]
 fn names_columns_and_subresources_match_upstream() {
-    let dir = common::upstream("crds");
+    let dir = crate::common::upstream("crds");
     let ours: BTreeMap<String, Value> = all_crds()
         .into_iter()
         .map(|crd| {
@@ -142,7 +141,7 @@ fn names_columns_and_subresources_match_upstream() {
         .collect();
     let mut compared = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
-        for upstream in common::read_yaml_docs(&entry.unwrap().path()) {
+        for upstream in crate::common::read_yaml_docs(&entry.unwrap().path()) {
             let name = upstream["metadata"]["name"].as_str().unwrap();
             let mine = ours
                 .get(name)
@@ -201,8 +200,8 @@ fn numeric_bounds_and_cel_rules_match_upstream() {
         .map(|crd| (crd["metadata"]["name"].as_str().unwrap().to_string(), crd))
         .collect();
     let mut compared = 0;
-    for entry in std::fs::read_dir(common::upstream("crds")).unwrap() {
-        for upstream in common::read_yaml_docs(&entry.unwrap().path()) {
+    for entry in std::fs::read_dir(crate::common::upstream("crds")).unwrap() {
+        for upstream in crate::common::read_yaml_docs(&entry.unwrap().path()) {
             let name = upstream["metadata"]["name"].as_str().unwrap();
             let (mut mine, mut theirs) = (BTreeMap::new(), BTreeMap::new());
             bounds(storage_schema(&ours[name]), "", &mut mine);
@@ -223,7 +222,7 @@ fn upstream_cluster_classes_pass_the_cluster_class_rules() {
         "clusterclass-quick-start.yaml",
         "clusterclass-in-memory.yaml",
     ] {
-        let docs = common::read_yaml_docs(&common::upstream("templates").join(file));
+        let docs = crate::common::read_yaml_docs(&crate::common::upstream("templates").join(file));
         let class = docs
             .iter()
             .find(|d| d["kind"] == "ClusterClass")

@@ -2,7 +2,6 @@
 //! conflicts, finalizers, selectors, paging, watches, garbage collection, on the embedded store
 //! and on etcd; a watch that survives a restart; two API servers on one etcd.
 
-mod common;
 
 use std::time::Duration;
 
@@ -47,7 +46,7 @@ macro_rules! on_both_back_ends {
             $(
                 #[tokio::test]
                 async fn $name() {
-                    let etcd = super::common::Etcd::start();
+                    let etcd = crate::common::Etcd::start();
                     let store = capictl::apiserver::store::Store::etcd(std::slice::from_ref(&etcd.endpoint), None).await.unwrap();
                     super::$name(super::client_of(store).await).await;
                     drop(etcd);
@@ -603,8 +602,8 @@ async fn serve_in_tempdir_on(
     management::Running,
     Client,
 ) {
-    let (dir, options, running) = common::serve_in_process("test", etcd_endpoints, etcd_tls).await;
-    let client = common::admin_client(&options).await;
+    let (dir, options, running) = crate::common::serve_in_process("test", etcd_endpoints, etcd_tls).await;
+    let client = crate::common::admin_client(&options).await;
     (dir, options, running, client)
 }
 
@@ -801,13 +800,13 @@ async fn open_when_released(path: &std::path::Path) -> Store {
 /// in one etcd the test starts, reached over TLS with a client certificate; their admin
 /// clients. Stop them with [`stop_both`].
 async fn two_servers_on_one_etcd() -> (
-    common::Etcd,
+    crate::common::Etcd,
     Vec<(std::path::PathBuf, management::Running)>,
     Client,
     Client,
 ) {
     // The etcd helper waits for health with a runtime of its own: not on this one's thread.
-    let (etcd, tls) = std::thread::spawn(common::Etcd::start_tls).join().unwrap();
+    let (etcd, tls) = std::thread::spawn(crate::common::Etcd::start_tls).join().unwrap();
     let mut running = Vec::new();
     let mut clients = Vec::new();
     for _ in 0..2 {

@@ -1,12 +1,11 @@
 //! `capictl move` and `capictl upgrade` between real embedded management clusters (each a
 //! `capictl management up` process), as users run them.
 
-mod common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::management::*;
+use crate::common::management::*;
 
 fn with(m: &Management, args: &[&str]) -> std::process::Output {
     let kubeconfig = m.kubeconfig().display().to_string();

@@ -2,7 +2,6 @@
 //! webhook configurations `capictl init` installs expect: AdmissionReviews in, verdicts and
 //! JSON patches out.
 
-mod common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -60,8 +59,8 @@ async fn the_manager_serves_the_admission_webhooks_over_https() {
         "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n",
     )
     .unwrap();
-    let port = common::free_port();
-    let metrics_port = common::free_port();
+    let port = crate::common::free_port();
+    let metrics_port = crate::common::free_port();
     let _manager = Manager(
         Command::new(env!("CARGO_BIN_EXE_capictl"))
             .args(["manager", "--leader-elect=false", "--kubeconfig"])
@@ -157,7 +156,7 @@ async fn the_manager_serves_the_admission_webhooks_over_https() {
     .await
     .unwrap();
     let body = scraped.split_once("\r\n\r\n").unwrap().1;
-    let scrape = common::prometheus::Scrape::parse(body);
+    let scrape = crate::common::prometheus::Scrape::parse(body);
     let reviews = |webhook: &str| {
         scrape.sum(
             "controller_runtime_webhook_requests_total",

@@ -4,15 +4,14 @@
 //! CertificateSigningRequest; a stopped worker goes Unknown; a restarted control plane comes
 //! back. Needs a Docker Engine (and root, for `capictl images build`'s debootstrap).
 
-mod common;
 
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 
-use common::docker::{NodeCluster, VERSION, condition, node_ready};
-use common::lifecycle::until;
+use crate::common::docker::{NodeCluster, VERSION, condition, node_ready};
+use crate::common::lifecycle::until;
 
 fn kubectl() -> String {
     std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
@@ -32,8 +31,8 @@ async fn control_planes_on_real_etcd_a_worker_by_csr_and_recovery() {
     let mut cluster = NodeCluster::start_with_ca(
         "nodes",
         Some((
-            include_str!("../src/apiserver/testdata/rsa-pkcs1.crt"),
-            include_str!("../src/apiserver/testdata/rsa-pkcs1.key"),
+            include_str!("../../src/apiserver/testdata/rsa-pkcs1.crt"),
+            include_str!("../../src/apiserver/testdata/rsa-pkcs1.key"),
         )),
     )
     .await;

@@ -3,9 +3,8 @@
 //! control plane first, MachineDeployments added and removed through the topology, version
 //! changes upstream refuses, and template rotation when a patched variable changes.
 
-mod common;
 
-use common::management::*;
+use crate::common::management::*;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -141,9 +140,9 @@ fn upstreams_in_memory_cluster_class_comes_up_upgrades_in_order_and_follows_the_
     // Upstream's Dev kinds come with the Docker provider, whose controllers also simulate their
     // in-memory back end.
     init(&m, "docker");
-    let class = common::upstream("templates/clusterclass-in-memory.yaml");
+    let class = crate::common::upstream("templates/clusterclass-in-memory.yaml");
     m.kubectl(&["apply", "-n", "default", "-f", class.to_str().unwrap()]);
-    let template = common::upstream("templates/cluster-template-in-memory.yaml");
+    let template = crate::common::upstream("templates/cluster-template-in-memory.yaml");
     let cluster = generate(
         &["--from", template.to_str().unwrap()],
         "topo",

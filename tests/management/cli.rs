@@ -263,7 +263,6 @@ fn generate_crds_prints_one_provider_or_all() {
     assert_eq!(two.len(), 7);
 }
 
-mod common;
 
 fn capictl_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_capictl"));
@@ -307,7 +306,7 @@ fn generate_cluster_renders_the_flavors() {
 
 #[test]
 fn generate_cluster_lists_variables_as_clusterctl_does() {
-    let template = common::upstream("templates/cluster-template-development.yaml");
+    let template = crate::common::upstream("templates/cluster-template-development.yaml");
     let out = capictl_env(
         &[
             "generate",
@@ -328,7 +327,7 @@ fn generate_cluster_lists_variables_as_clusterctl_does() {
 
 #[test]
 fn generate_cluster_renders_upstreams_templates_and_takes_values_from_the_environment() {
-    let template = common::upstream("templates/cluster-template-in-memory.yaml");
+    let template = crate::common::upstream("templates/cluster-template-in-memory.yaml");
     let out = capictl_env(
         &[
             "generate",

@@ -1,9 +1,8 @@
 //! The embedded management cluster as a user meets it: `capictl management up` in the
 //! background, then real kubectl (current and 1.20) and the Python kubernetes client.
 
-mod common;
 
-use common::management::*;
+use crate::common::management::*;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -11,7 +10,7 @@ use std::time::Duration;
 
 /// The YAML documents of the seed's quick start.
 fn seed_yaml() -> String {
-    let path = common::shared("seeds/000_77626d998c6405e5.txt");
+    let path = crate::common::shared("seeds/000_77626d998c6405e5.txt");
     let text = std::fs::read_to_string(path).unwrap();
     let docs: Vec<&str> = text
         .split("\n\n")
@@ -754,7 +753,7 @@ fn cascading_deletion_with_kubectl() {
 
 #[test]
 fn upstream_crds_apply_cleanly() {
-    let dir = common::upstream("crds");
+    let dir = crate::common::upstream("crds");
     let m = Management::up();
     let out = m.kubectl(&["apply", "--server-side", "-f", dir.to_str().unwrap()]);
     assert_eq!(
@@ -1913,7 +1912,7 @@ fn built_in_objects_get_kube_apiserver_defaults_and_the_control_plane_keeps_its_
 /// moved past is refused, even before this one's cache has seen that write.
 #[test]
 fn two_management_clusters_on_one_tls_etcd_share_objects_and_refuse_stale_writes() {
-    let (etcd, tls) = common::Etcd::start_tls();
+    let (etcd, tls) = crate::common::Etcd::start_tls();
     let a = Management::up_on_etcd(&etcd.endpoint, &tls);
     let b = Management::up_on_etcd(&etcd.endpoint, &tls);
     a.kubectl(&["create", "configmap", "shared", "--from-literal=count=0"]);
@@ -1979,7 +1978,7 @@ fn kubectl_port_forward_reaches_a_pods_port_over_spdy() {
         r#"{"status":{"phase":"Running","podIP":"127.0.0.1"}}"#,
     ]);
     for kubectl in all_kubectls() {
-        let local = common::free_port();
+        let local = crate::common::free_port();
         let mut forward = Command::new(&kubectl)
             .args(["port-forward", "pod/echo", &format!("{local}:{port}")])
             .env("KUBECONFIG", m.kubeconfig())
@@ -2116,7 +2115,7 @@ spec: {template: {spec: {}}}
     }
     // Upstream's in-memory class alone, without its templates: each one is named.
     let upstream =
-        std::fs::read_to_string(common::upstream("templates").join("clusterclass-in-memory.yaml"))
+        std::fs::read_to_string(crate::common::upstream("templates").join("clusterclass-in-memory.yaml"))
             .unwrap()
             .replace("${CLUSTER_CLASS_NAME}", "in-memory");
     let class_only: String = upstream
@@ -2266,8 +2265,8 @@ fn a_protected_cluster_is_not_deleted_until_the_protection_is_lifted() {
 }
 
 /// The embedded management cluster's `/metrics`, parsed.
-fn scrape(m: &Management) -> common::prometheus::Scrape {
-    common::prometheus::Scrape::parse(&m.kubectl(&["get", "--raw", "/metrics"]))
+fn scrape(m: &Management) -> crate::common::prometheus::Scrape {
+    crate::common::prometheus::Scrape::parse(&m.kubectl(&["get", "--raw", "/metrics"]))
 }
 
 /// Waits until `check` holds, polling every half second.
@@ -2627,7 +2626,7 @@ fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
 #[test]
 fn capictl_manager_serves_metrics_health_and_readiness() {
     let m = Management::up();
-    let port = common::free_port();
+    let port = crate::common::free_port();
     let mut manager = std::process::Command::new(env!("CARGO_BIN_EXE_capictl"))
         .args(["manager", "--kubeconfig"])
         .arg(m.kubeconfig())
@@ -2640,7 +2639,7 @@ fn capictl_manager_serves_metrics_health_and_readiness() {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let scrape = loop {
         if let Some((200, body)) = http_get(port, "/metrics") {
-            let scrape = common::prometheus::Scrape::parse(&body);
+            let scrape = crate::common::prometheus::Scrape::parse(&body);
             let leading = scrape.sum(
                 "leader_election_master_status",
                 &[("name", "controller-leader-election-capictl")],

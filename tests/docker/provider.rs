@@ -5,14 +5,13 @@
 //! stopped worker remediated by a MachineHealthCheck, and deletion leaving nothing behind.
 //! Needs a Docker Engine (and root, for `capictl images build`).
 
-mod common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::quickstart::{
+use crate::common::quickstart::{
     Session, all_nodes_ready, condition, kubectl_binary, machines, rolled_out, text, wait,
 };
 
@@ -323,9 +322,9 @@ async fn cluster_class_quick_starts_come_up_on_docker() {
         );
     };
 
-    let class = common::upstream("templates/clusterclass-quick-start.yaml");
+    let class = crate::common::upstream("templates/clusterclass-quick-start.yaml");
     s.kubectl(&["apply", "-n", "default", "-f", class.to_str().unwrap()]);
-    let template = common::upstream("templates/cluster-template-development.yaml");
+    let template = crate::common::upstream("templates/cluster-template-development.yaml");
     s.apply_generated(&["--from", template.to_str().unwrap()], "v1.28.13", 1, 1);
     s.wait_available(400).await;
     // The patches reached the objects: kind's node image asked for (capictl's ran instead),

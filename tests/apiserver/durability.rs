@@ -2,7 +2,6 @@
 //! with SIGKILL in the middle of many concurrent writes comes back with every write it
 //! acknowledged.
 
-mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,7 +13,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use capictl::management::StateDir;
-use common::management::Management;
+use crate::common::management::Management;
 
 /// Writes in flight when the server is killed.
 const IN_FLIGHT: usize = 32;

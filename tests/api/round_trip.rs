@@ -1,7 +1,6 @@
 //! Objects written for upstream Cluster API deserialize into our types and serialize back with
 //! every field intact.
 
-mod common;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -144,12 +143,12 @@ fn sample(schema: &Value) -> Value {
 
 #[test]
 fn every_field_of_upstreams_crds_survives_a_round_trip() {
-    let dir = common::upstream("crds");
+    let dir = crate::common::upstream("crds");
     let mut failures = Vec::new();
     let mut checked = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
-        for crd in common::read_yaml_docs(&path) {
+        for crd in crate::common::read_yaml_docs(&path) {
             let kind = crd["spec"]["names"]["kind"].as_str().unwrap().to_string();
             let group = crd["spec"]["group"].as_str().unwrap();
             for version in crd["spec"]["versions"].as_array().unwrap() {
@@ -184,7 +183,7 @@ fn seed_objects(text: &str) -> Vec<Value> {
 
 #[test]
 fn quick_start_objects_of_the_seed_survive_a_round_trip() {
-    let path = common::shared("seeds/000_77626d998c6405e5.txt");
+    let path = crate::common::shared("seeds/000_77626d998c6405e5.txt");
     let objects = seed_objects(&std::fs::read_to_string(path).unwrap());
     let kinds: Vec<&str> = objects
         .iter()
@@ -235,7 +234,7 @@ fn substitute(template: &str) -> String {
 
 #[test]
 fn upstream_templates_survive_a_round_trip() {
-    let dir = common::upstream("templates");
+    let dir = crate::common::upstream("templates");
     let mut ours = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
