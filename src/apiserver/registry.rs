@@ -375,7 +375,7 @@ mod tests {
     #[test]
     fn crds_are_served_and_removed() {
         let registry = crate::apiserver::builtin::registry();
-        let crd = serde_json::to_value(capictl_crd()).unwrap();
+        let crd = capictl_crd();
         let served = registry.install_crd(&crd);
         assert_eq!(served.len(), 1);
         let md = registry
@@ -401,10 +401,16 @@ mod tests {
         );
     }
 
-    fn capictl_crd()
-    -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition
-    {
-        use kube::CustomResourceExt;
-        crate::api::MachineDeployment::crd()
+    /// A CRD as a provider would install it (the API server knows no Cluster API itself).
+    fn capictl_crd() -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "machinedeployments.cluster.x-k8s.io"},
+            "spec": {"group": "cluster.x-k8s.io", "scope": "Namespaced",
+                "names": {"plural": "machinedeployments", "singular": "machinedeployment", "kind": "MachineDeployment", "shortNames": ["md"], "categories": ["cluster-api"]},
+                "versions": [{"name": "v1beta2", "served": true, "storage": true,
+                    "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+        })
     }
 }

@@ -2,7 +2,6 @@
 //! schemas Kubernetes accepts, and the names, columns, subresources, numeric bounds and CEL rules
 //! upstream's CRDs have.
 
-
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};

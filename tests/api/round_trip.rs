@@ -1,7 +1,6 @@
 //! Objects written for upstream Cluster API deserialize into our types and serialize back with
 //! every field intact.
 
-
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};

@@ -2,7 +2,6 @@
 //! conflicts, finalizers, selectors, paging, watches, garbage collection, on the embedded store
 //! and on etcd; a watch that survives a restart; two API servers on one etcd.
 
-
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -602,7 +601,8 @@ async fn serve_in_tempdir_on(
     management::Running,
     Client,
 ) {
-    let (dir, options, running) = crate::common::serve_in_process("test", etcd_endpoints, etcd_tls).await;
+    let (dir, options, running) =
+        crate::common::serve_in_process("test", etcd_endpoints, etcd_tls).await;
     let client = crate::common::admin_client(&options).await;
     (dir, options, running, client)
 }
@@ -806,7 +806,9 @@ async fn two_servers_on_one_etcd() -> (
     Client,
 ) {
     // The etcd helper waits for health with a runtime of its own: not on this one's thread.
-    let (etcd, tls) = std::thread::spawn(crate::common::Etcd::start_tls).join().unwrap();
+    let (etcd, tls) = std::thread::spawn(crate::common::Etcd::start_tls)
+        .join()
+        .unwrap();
     let mut running = Vec::new();
     let mut clients = Vec::new();
     for _ in 0..2 {

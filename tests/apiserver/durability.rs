@@ -2,7 +2,6 @@
 //! with SIGKILL in the middle of many concurrent writes comes back with every write it
 //! acknowledged.
 
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,8 +11,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use capictl::management::StateDir;
 use crate::common::management::Management;
+use capictl::management::StateDir;
 
 /// Writes in flight when the server is killed.
 const IN_FLIGHT: usize = 32;

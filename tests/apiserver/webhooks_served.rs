@@ -2,7 +2,6 @@
 //! webhook configurations `capictl init` installs expect: AdmissionReviews in, verdicts and
 //! JSON patches out.
 
-
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 

@@ -4,7 +4,6 @@
 //! CertificateSigningRequest; a stopped worker goes Unknown; a restarted control plane comes
 //! back. Needs a Docker Engine (and root, for `capictl images build`'s debootstrap).
 
-
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Node, Pod};

@@ -5,7 +5,6 @@
 //! stopped worker remediated by a MachineHealthCheck, and deletion leaving nothing behind.
 //! Needs a Docker Engine (and root, for `capictl images build`).
 
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 

@@ -263,7 +263,6 @@ fn generate_crds_prints_one_provider_or_all() {
     assert_eq!(two.len(), 7);
 }
 
-
 fn capictl_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_capictl"));
     c.args(args)

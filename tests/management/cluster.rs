@@ -1,7 +1,6 @@
 //! The embedded management cluster as a user meets it: `capictl management up` in the
 //! background, then real kubectl (current and 1.20) and the Python kubernetes client.
 
-
 use crate::common::management::*;
 
 use std::path::PathBuf;
@@ -2114,10 +2113,11 @@ spec: {template: {spec: {}}}
         assert_eq!(owners, uid, "{template} is owned by its class");
     }
     // Upstream's in-memory class alone, without its templates: each one is named.
-    let upstream =
-        std::fs::read_to_string(crate::common::upstream("templates").join("clusterclass-in-memory.yaml"))
-            .unwrap()
-            .replace("${CLUSTER_CLASS_NAME}", "in-memory");
+    let upstream = std::fs::read_to_string(
+        crate::common::upstream("templates").join("clusterclass-in-memory.yaml"),
+    )
+    .unwrap()
+    .replace("${CLUSTER_CLASS_NAME}", "in-memory");
     let class_only: String = upstream
         .split("\n---")
         .find(|doc| doc.contains("kind: ClusterClass"))

@@ -1,7 +1,6 @@
 //! `capictl move` and `capictl upgrade` between real embedded management clusters (each a
 //! `capictl management up` process), as users run them.
 
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,6 @@
 //! control plane first, MachineDeployments added and removed through the topology, version
 //! changes upstream refuses, and template rotation when a patched variable changes.
 
-
 use crate::common::management::*;
 
 use serde_json::Value;
