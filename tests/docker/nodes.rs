@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use capictl::providers::docker::container;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 
@@ -180,7 +181,21 @@ async fn control_planes_on_real_etcd_a_worker_by_csr_and_recovery() {
     .await;
     eprintln!("stopped worker Unknown after {:.1?}", stopped.elapsed());
 
-    // A restarted control plane brings its etcd member and API server back.
+    // A restarted control plane brings its etcd member and API server back, on the address it
+    // had: it is pinned, so the addresses freed by the stopped worker and by other clusters'
+    // removed containers (Docker's first choice for a restarted container) are not taken.
+    let cp2_address = cluster.ip("cp2").await;
+    let pinned = cluster
+        .inspect("cp2")
+        .await
+        .network_settings
+        .and_then(|n| n.networks)
+        .and_then(|n| n.get(container::NETWORK)?.ipam_config.clone()?.ipv4_address);
+    assert_eq!(
+        pinned.as_deref(),
+        Some(cp2_address.as_str()),
+        "cp2's address is pinned in its configuration"
+    );
     cluster
         .docker
         .restart_container(
@@ -190,6 +205,11 @@ async fn control_planes_on_real_etcd_a_worker_by_csr_and_recovery() {
         .await
         .unwrap();
     let cp2 = cluster.container("cp2");
+    assert_eq!(
+        cluster.ip("cp2").await,
+        cp2_address,
+        "cp2 came back on another address"
+    );
     until(
         "cp2's API server serves again through its published port",
         90,

@@ -8,8 +8,9 @@ use std::collections::HashMap;
 
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, HostConfig, HostConfigCgroupnsModeEnum, NetworkCreateRequest, PortBinding,
-    RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, EndpointIpamConfig, EndpointSettings, HostConfig,
+    HostConfigCgroupnsModeEnum, Ipam, IpamConfig, NetworkCreateRequest, NetworkingConfig,
+    PortBinding, RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptions, InspectContainerOptions, RemoveContainerOptions,
@@ -64,35 +65,203 @@ pub struct Spec {
     pub mounts: Vec<String>,
 }
 
-/// Creates the `kind` network unless it exists.
+/// Creates the `kind` network unless it exists: on a subnet of Docker's choosing, declared as
+/// the network's own, with Docker's dynamic addresses in its lower half, so that capictl can pin
+/// its containers to addresses in the upper half (see [`create_and_start`]).
 pub async fn ensure_network(docker: &Docker) -> Result<(), DockerError> {
+    // Docker 20.10 makes a second network of the same name when asked (containers naming it
+    // then fail as "ambiguous"): one maker at a time in this process, and after making it the
+    // oldest of the name is kept, which every process racing here agrees on.
+    static MAKING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _making = MAKING.lock().await;
+    if network_inspect(docker, NETWORK).await?.is_some() {
+        return Ok(());
+    }
+    // Docker hands out a free subnet only to a network created without one: a probe network
+    // learns it, and `kind` is made on it with the address range declared.
+    let probe = format!("capictl-subnet-probe-{}", std::process::id());
+    docker
+        .create_network(NetworkCreateRequest {
+            name: probe.clone(),
+            driver: Some("bridge".into()),
+            ..Default::default()
+        })
+        .await?;
+    let subnet = network_inspect(docker, &probe)
+        .await?
+        .and_then(|n| n.ipam?.config?.into_iter().find_map(|c| c.subnet))
+        .and_then(|s| Subnet::parse(&s));
+    docker.remove_network(&probe).await?;
+    let ipam = subnet.and_then(|s| {
+        Some(Ipam {
+            config: Some(vec![IpamConfig {
+                subnet: Some(s.to_string()),
+                ip_range: Some(s.lower_half()?.to_string()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        })
+    });
+    let request = NetworkCreateRequest {
+        name: NETWORK.into(),
+        driver: Some("bridge".into()),
+        ipam,
+        ..Default::default()
+    };
+    match docker.create_network(request).await {
+        Ok(_) => {}
+        // Created by someone else meanwhile.
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    keep_oldest_network(docker).await
+}
+
+/// Removes every `kind` network but the oldest, when processes made one each at once.
+async fn keep_oldest_network(docker: &Docker) -> Result<(), DockerError> {
+    let mut named: Vec<bollard::models::Network> = docker
+        .list_networks(Some(bollard::query_parameters::ListNetworksOptions {
+            filters: Some(HashMap::from([(
+                "name".to_string(),
+                vec![NETWORK.to_string()],
+            )])),
+        }))
+        .await?
+        .into_iter()
+        .filter(|n| n.name.as_deref() == Some(NETWORK))
+        .collect();
+    named.sort_by_key(|n| (n.created.clone(), n.id.clone()));
+    for extra in named.iter().skip(1) {
+        if let Some(id) = &extra.id {
+            let _ = docker.remove_network(id).await;
+        }
+    }
+    Ok(())
+}
+
+async fn network_inspect(
+    docker: &Docker,
+    name: &str,
+) -> Result<Option<bollard::models::Network>, DockerError> {
     match docker
         .inspect_network(
-            NETWORK,
+            name,
             None::<bollard::query_parameters::InspectNetworkOptions>,
         )
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(n) => Ok(Some(n)),
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
-        }) => {
-            let request = NetworkCreateRequest {
-                name: NETWORK.into(),
-                driver: Some("bridge".into()),
-                ..Default::default()
-            };
-            match docker.create_network(request).await {
-                Ok(_) => Ok(()),
-                // Created by someone else meanwhile.
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 409, ..
-                }) => Ok(()),
-                Err(e) => Err(e.into()),
-            }
-        }
+        }) => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// An IPv4 subnet, `a.b.c.d/len`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Subnet {
+    base: u32,
+    len: u32,
+}
+
+impl Subnet {
+    pub fn parse(s: &str) -> Option<Subnet> {
+        let (ip, len) = s.split_once('/')?;
+        let ip: std::net::Ipv4Addr = ip.parse().ok()?;
+        let len: u32 = len.parse().ok()?;
+        (len <= 32).then(|| Subnet {
+            base: u32::from(ip) & Self::mask(len),
+            len,
+        })
+    }
+
+    fn mask(len: u32) -> u32 {
+        u32::MAX.checked_shl(32 - len).unwrap_or(0)
+    }
+
+    fn size(self) -> u64 {
+        1u64 << (32 - self.len)
+    }
+
+    /// The lower half, Docker's to hand out; None for subnets too small to split.
+    pub fn lower_half(self) -> Option<Subnet> {
+        (self.len < 30).then_some(Subnet {
+            base: self.base,
+            len: self.len + 1,
+        })
+    }
+
+    /// The addresses of the upper half, capictl's to pin, without the broadcast address.
+    pub fn pinned(self) -> impl Iterator<Item = std::net::Ipv4Addr> {
+        let (first, end) = match self.lower_half() {
+            Some(lower) => (
+                u64::from(self.base) + lower.size(),
+                u64::from(self.base) + self.size() - 1,
+            ),
+            None => (0, 0),
+        };
+        (first..end).map(|a| std::net::Ipv4Addr::from(a as u32))
+    }
+}
+
+impl std::fmt::Display for Subnet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", std::net::Ipv4Addr::from(self.base), self.len)
+    }
+}
+
+/// The subnet whose upper half capictl pins addresses in: the `kind` network's when it was made
+/// with its dynamic range declared as [`ensure_network`] makes it. A `kind` network made by kind
+/// (no range declared) gets no pinned addresses: Docker chooses, as for kind's own nodes.
+async fn pinning_subnet(docker: &Docker) -> Result<Option<Subnet>, DockerError> {
+    let Some(network) = network_inspect(docker, NETWORK).await? else {
+        return Ok(None);
+    };
+    Ok(network
+        .ipam
+        .and_then(|i| i.config)
+        .into_iter()
+        .flatten()
+        .find(|c| c.ip_range.as_deref().is_some_and(|r| !r.is_empty()))
+        .and_then(|c| {
+            let subnet = Subnet::parse(c.subnet.as_deref()?)?;
+            (Subnet::parse(c.ip_range.as_deref()?)? == subnet.lower_half()?).then_some(subnet)
+        }))
+}
+
+/// The addresses containers on the network hold or are pinned to, stopped ones included (a
+/// stopped container keeps its pinned address for its next start).
+async fn taken_addresses(docker: &Docker) -> Result<Vec<std::net::Ipv4Addr>, DockerError> {
+    use bollard::query_parameters::ListContainersOptions;
+    let listed = docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([(
+                "network".to_string(),
+                vec![NETWORK.to_string()],
+            )])),
+            ..Default::default()
+        }))
+        .await?;
+    Ok(listed
+        .into_iter()
+        .filter_map(|c| c.network_settings?.networks)
+        .flat_map(|n| n.into_values())
+        .flat_map(|e| [e.ipam_config.and_then(|i| i.ipv4_address), e.ip_address])
+        .flatten()
+        .filter_map(|ip| ip.parse().ok())
+        .collect())
+}
+
+/// The first address of the subnet's pinned half that no container holds.
+pub fn free_pinned_address(
+    subnet: Subnet,
+    taken: &[std::net::Ipv4Addr],
+) -> Option<std::net::Ipv4Addr> {
+    subnet.pinned().find(|ip| !taken.contains(ip))
 }
 
 /// The run spec of a node or load balancer.
@@ -218,27 +387,72 @@ pub async fn free_name(
 
 /// Creates and starts the container; one that cannot start is removed again (CAPD does the
 /// same: a half-made container would be found and taken for the machine).
+///
+/// On a network made by [`ensure_network`] the container is pinned to a free address of the
+/// network's upper half. Docker gives a restarted container the lowest free address otherwise,
+/// and a node's address is in its certificates, its etcd member's peer URL, the load
+/// balancer's backends and the Cluster's endpoint: a node restarted after another container
+/// went away would come back unreachable.
 pub async fn create_and_start(docker: &Docker, spec: &Spec) -> Result<(), DockerError> {
-    docker
-        .create_container(
-            Some(CreateContainerOptions {
-                name: Some(spec.name.clone()),
-                ..Default::default()
-            }),
-            create_body(spec),
-        )
-        .await?;
-    if let Err(e) = docker
-        .start_container(
-            &spec.name,
-            None::<bollard::query_parameters::StartContainerOptions>,
-        )
-        .await
-    {
-        let _ = remove(docker, &spec.name).await;
-        return Err(e.into());
+    // One choice at a time in this process: a created container holds its address in its
+    // configuration, so the next choice sees it. Another process choosing the same address
+    // makes the start fail with "Address already in use", and the next free one is tried.
+    static PINNING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let subnet = pinning_subnet(docker).await?;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let pinning = PINNING.lock().await;
+        let address = match subnet {
+            Some(subnet) => Some(
+                free_pinned_address(subnet, &taken_addresses(docker).await?).ok_or_else(|| {
+                    DockerError::Exec(format!(
+                        "no free address left in the upper half of the {NETWORK} network ({subnet})"
+                    ))
+                })?,
+            ),
+            None => None,
+        };
+        let mut body = create_body(spec);
+        body.networking_config = address.map(|ip| NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(
+                NETWORK.to_string(),
+                EndpointSettings {
+                    ipam_config: Some(EndpointIpamConfig {
+                        ipv4_address: Some(ip.to_string()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )])),
+        });
+        docker
+            .create_container(
+                Some(CreateContainerOptions {
+                    name: Some(spec.name.clone()),
+                    ..Default::default()
+                }),
+                body,
+            )
+            .await?;
+        drop(pinning);
+        match docker
+            .start_container(
+                &spec.name,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
+            .await
+        {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                let _ = remove(docker, &spec.name).await;
+                let raced = address.is_some() && e.to_string().contains("Address already in use");
+                if !raced || attempts >= 5 {
+                    return Err(e.into());
+                }
+            }
+        }
     }
-    Ok(())
 }
 
 /// Removes a container and its volumes; one that is not there is fine.
@@ -362,5 +576,40 @@ mod tests {
         let kind = create_body(&spec(Role::Worker, true)).host_config.unwrap();
         assert_eq!(kind.privileged, Some(true));
         assert_eq!(kind.security_opt.unwrap().len(), 2);
+    }
+
+    #[test]
+    fn docker_keeps_the_lower_half_and_capictl_pins_in_the_upper() {
+        let subnet = Subnet::parse("172.18.0.0/16").unwrap();
+        assert_eq!(subnet.lower_half().unwrap().to_string(), "172.18.0.0/17");
+        let pinned: Vec<_> = subnet.pinned().collect();
+        assert_eq!(pinned.first().unwrap().to_string(), "172.18.128.0");
+        assert_eq!(pinned.last().unwrap().to_string(), "172.18.255.254");
+        assert_eq!(pinned.len(), 32_767);
+        // A host part in the written subnet is dropped, as Docker does.
+        assert_eq!(
+            Subnet::parse("10.1.2.3/24").unwrap().to_string(),
+            "10.1.2.0/24"
+        );
+        for bad in ["172.18.0.0", "172.18.0.0/33", "x/16"] {
+            assert_eq!(Subnet::parse(bad), None, "{bad}");
+        }
+        // Too small to share: nothing is pinned.
+        let tiny = Subnet::parse("10.0.0.0/30").unwrap();
+        assert_eq!(tiny.lower_half(), None);
+        assert_eq!(tiny.pinned().count(), 0);
+    }
+
+    #[test]
+    fn the_first_address_nobody_holds_is_pinned() {
+        let subnet = Subnet::parse("192.168.16.0/20").unwrap();
+        let taken: Vec<std::net::Ipv4Addr> = ["192.168.16.2", "192.168.24.0", "192.168.24.1"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(
+            free_pinned_address(subnet, &taken).unwrap().to_string(),
+            "192.168.24.2"
+        );
     }
 }
