@@ -24,6 +24,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("kubeadm", &["api", "kubeconfig", "pki", "yaml"]),
     ("workload", &["api", "cache", "kubeadm", "pki"]),
     ("topology", &["api", "apiserver"]),
+    // Kubernetes' own loops for workload clusters (scheduler, ReplicaSets, Deployments).
+    ("kubernetes", &[]),
     (
         "reconcile",
         &[
@@ -64,6 +66,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "conditions",
             "kubeadm",
             "kubeconfig",
+            "kubernetes",
             "node",
             "pki",
             "reconcile",
@@ -78,6 +81,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "apiserver",
             "build_info",
             "kubeadm",
+            "kubernetes",
             "kubeconfig",
             "pki",
             "reconcile::leader",

@@ -17,6 +17,7 @@ pub mod gotemplate;
 pub mod init;
 pub mod kubeadm;
 pub mod kubeconfig;
+pub mod kubernetes;
 #[cfg(test)]
 mod layering;
 pub mod management;

@@ -164,6 +164,13 @@ fn api_resources(r: &Resource) -> Vec<Value> {
         }));
     }
     if r.group.is_empty() && r.plural == "pods" {
+        out.push(json!({
+            "name": "pods/binding",
+            "singularName": "",
+            "namespaced": true,
+            "kind": "Binding",
+            "verbs": ["create"],
+        }));
         // What `kubectl drain` looks for before it evicts rather than deletes.
         out.push(json!({
             "name": "pods/eviction",

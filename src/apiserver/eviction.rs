@@ -1,14 +1,16 @@
 //! The Eviction subresource of Pods (`POST .../pods/NAME/eviction`): a Pod goes only if no
-//! PodDisruptionBudget covering it would drop below what it promises. kube-apiserver reads the
-//! budget's `status.disruptionsAllowed`, kept by the disruption controller; with no such
-//! controller here, the budget is worked out from the Pods at the moment of the eviction.
+//! PodDisruptionBudget covering it would drop below what it promises. As kube-apiserver, it
+//! spends the budget's `status.disruptionsAllowed` when a disruption controller keeps it
+//! current (the workload clusters' controller-manager does), recording the Pod in
+//! `disruptedPods`; where none does (the management cluster), the budget is worked out from the
+//! Pods at the moment of the eviction.
 
 use serde_json::Value;
 
 use super::selector::LabelSelector;
 
 /// Whether the Pod counts as healthy for a budget: Ready and not on its way out.
-fn healthy(pod: &Value) -> bool {
+pub fn healthy(pod: &Value) -> bool {
     pod["metadata"].get("deletionTimestamp").is_none()
         && pod["status"]["conditions"]
             .as_array()
@@ -84,6 +86,38 @@ pub fn allows(budget: &Value, pods: &[Value], pod: &Value) -> Result<(), String>
             budget["metadata"]["name"].as_str().unwrap_or_default()
         ))
     }
+}
+
+/// What a disruption controller lets go now, when it keeps the budget current (its status
+/// observed the budget's generation); None when no controller does.
+pub fn controller_allowance(budget: &Value) -> Option<i64> {
+    let status = &budget["status"];
+    let observed = status["observedGeneration"].as_i64()?;
+    (observed == budget["metadata"]["generation"].as_i64().unwrap_or(1))
+        .then(|| status["disruptionsAllowed"].as_i64().unwrap_or(0))
+}
+
+/// Why a budget whose allowance is spent refuses, in kube-apiserver's words.
+pub fn spent(budget: &Value) -> String {
+    format!(
+        "The disruption budget {} needs {} healthy pods and has {} currently",
+        budget["metadata"]["name"].as_str().unwrap_or_default(),
+        budget["status"]["desiredHealthy"].as_i64().unwrap_or(0),
+        budget["status"]["currentHealthy"].as_i64().unwrap_or(0),
+    )
+}
+
+/// The budget after one eviction of `pod` at `now`: one disruption fewer allowed, and the Pod
+/// remembered until the controller sees it go.
+pub fn spend(budget: &Value, pod: &str, now: &str) -> Value {
+    let mut out = budget.clone();
+    let allowed = out["status"]["disruptionsAllowed"].as_i64().unwrap_or(0);
+    out["status"]["disruptionsAllowed"] = serde_json::json!(allowed - 1);
+    if !out["status"]["disruptedPods"].is_object() {
+        out["status"]["disruptedPods"] = serde_json::json!({});
+    }
+    out["status"]["disruptedPods"][pod] = serde_json::json!(now);
+    out
 }
 
 #[cfg(test)]

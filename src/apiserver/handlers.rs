@@ -957,31 +957,7 @@ impl Call<'_> {
         let pod = self.get_record(name)?;
         let pod = pod.value();
         if !object::is_deleting(&pod) && eviction::running(&pod) {
-            let namespace = self.namespace().unwrap_or_default();
-            let in_namespace = |group: &str, plural: &str| -> Vec<Value> {
-                let Some(resource) = self.server.registry.get(group, "v1", plural) else {
-                    return Vec::new();
-                };
-                let prefix = resource.namespace_prefix(Some(namespace));
-                self.server
-                    .store
-                    .list(&prefix, None, None, |_| true)
-                    .0
-                    .iter()
-                    .map(|r| r.value())
-                    .collect()
-            };
-            let budgets = in_namespace("policy", "poddisruptionbudgets");
-            let covering = eviction::covering(&budgets, &pod);
-            if covering.len() > 1 {
-                return Err(ApiError::internal(
-                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
-                ));
-            }
-            if let Some(budget) = covering.first() {
-                eviction::allows(budget, &in_namespace("", "pods"), &pod)
-                    .map_err(ApiError::disruption_budget)?;
-            }
+            self.within_budget(name, &pod).await?;
         }
         let options = serde_json::to_vec(&eviction["deleteOptions"])
             .ok()
@@ -992,6 +968,130 @@ impl Call<'_> {
             StatusCode::CREATED,
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
         ))
+    }
+
+    /// Whether the PodDisruptionBudget covering the Pod lets it go: its controller's allowance,
+    /// spent here and written back before the Pod goes (as kube-apiserver does), or where no
+    /// controller keeps the budget, the count of the namespace's Pods now.
+    async fn within_budget(&self, name: &str, pod: &Value) -> Result<(), ApiError> {
+        let namespace = self.namespace().unwrap_or_default();
+        let Some(budgets) = self
+            .server
+            .registry
+            .get("policy", "v1", "poddisruptionbudgets")
+        else {
+            return Ok(());
+        };
+        for _ in 0..MAX_RETRIES {
+            let prefix = budgets.namespace_prefix(Some(namespace));
+            let records = self.server.store.list(&prefix, None, None, |_| true).0;
+            let values: Vec<Value> = records.iter().map(|r| r.value()).collect();
+            let covering = eviction::covering(&values, pod);
+            if covering.len() > 1 {
+                return Err(ApiError::internal(
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                ));
+            }
+            let Some(budget) = covering.first() else {
+                return Ok(());
+            };
+            let Some(allowed) = eviction::controller_allowance(budget) else {
+                let pods = match self.server.registry.get("", "v1", "pods") {
+                    Some(r) => self
+                        .server
+                        .store
+                        .list(&r.namespace_prefix(Some(namespace)), None, None, |_| true)
+                        .0
+                        .iter()
+                        .map(|r| r.value())
+                        .collect(),
+                    None => Vec::new(),
+                };
+                return eviction::allows(budget, &pods, pod).map_err(ApiError::disruption_budget);
+            };
+            // An unhealthy Pod's going takes nothing from a budget that is met.
+            if !eviction::healthy(pod) {
+                return Ok(());
+            }
+            if allowed <= 0 {
+                return Err(ApiError::disruption_budget(eviction::spent(budget)));
+            }
+            let record = records
+                .iter()
+                .find(|r| r.value()["metadata"]["uid"] == budget["metadata"]["uid"])
+                .expect("the budget was listed");
+            let spent = eviction::spend(budget, name, &object::now());
+            match self
+                .server
+                .update_object(&budgets, record, budget, spent)
+                .await
+            {
+                Ok(_) => return Ok(()),
+                // Another eviction spent it first: count again.
+                Err(super::store::StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // Evictions spent the budget faster than this one could count: kube-apiserver's answer.
+        Err(ApiError::conflict("policy", "poddisruptionbudgets", name))
+    }
+
+    /// Binds a Pod to a Node (`POST .../pods/NAME/binding`, what kube-scheduler sends): sets
+    /// `spec.nodeName` and the `PodScheduled` condition, once; a bound Pod is a conflict.
+    pub async fn bind(&self, name: &str, body: &[u8]) -> Result<Response, ApiError> {
+        let binding = patch::parse_json_or_yaml(body)?;
+        let node = binding["target"]["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "Binding",
+                    "",
+                    name,
+                    vec![FieldCause::required("target.name")],
+                )
+            })?
+            .to_string();
+        for _ in 0..MAX_RETRIES {
+            let current = self.get_record(name)?;
+            let old = current.value();
+            if object::is_deleting(&old) {
+                return Err(ApiError::conflict_because(
+                    "",
+                    "pods",
+                    name,
+                    "the pod is being deleted",
+                ));
+            }
+            if let Some(bound) = old["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
+                return Err(ApiError::conflict_because(
+                    "",
+                    "pods",
+                    name,
+                    &format!("pod {name} is already assigned to node \"{bound}\""),
+                ));
+            }
+            let mut new = self.present(&current);
+            new["spec"]["nodeName"] = json!(node);
+            self.track(Some(&old), &mut new);
+            object::prepare_update(&self.resource, &old, &mut new, Target::Main)?;
+            set_condition(
+                &mut new["status"],
+                json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": object::now()}),
+            );
+            self.apply_schema(&mut new, Some(&old))?;
+            self.admit(Operation::Update, Some(&old), &mut new, Target::Main)?;
+            match self.store_update(&current, &old, new).await? {
+                Ok(_) => {
+                    return Ok(json_response(
+                        StatusCode::CREATED,
+                        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                    ));
+                }
+                Err(()) => continue,
+            }
+        }
+        Err(self.conflict(name))
     }
 
     pub async fn delete(&self, name: &str, body: &[u8]) -> Result<Response, ApiError> {
@@ -1318,4 +1418,18 @@ fn path_exists(value: &Value, path: &str) -> bool {
         }
     }
     true
+}
+
+/// Sets a condition in a status, replacing the one of its type.
+fn set_condition(status: &mut Value, condition: Value) {
+    if !status.is_object() {
+        *status = json!({});
+    }
+    let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+    let mut kept: Vec<Value> = conditions
+        .into_iter()
+        .filter(|c| c["type"] != condition["type"])
+        .collect();
+    kept.push(condition);
+    status["conditions"] = Value::Array(kept);
 }

@@ -987,6 +987,11 @@ async fn handle_resource(
         {
             call.evict(n, &body).await
         }
+        (Some(n), Some("binding"), Method::POST)
+            if call.resource.group.is_empty() && call.resource.plural == "pods" =>
+        {
+            call.bind(n, &body).await
+        }
         (Some(n), Some("token"), Method::POST)
             if call.resource.group.is_empty() && call.resource.plural == "serviceaccounts" =>
         {

@@ -261,6 +261,20 @@ async fn approve_and_sign(client: &Client, ca: &crate::pki::Pki) -> Result<()> {
     Ok(())
 }
 
+/// This process's identity and its election for the control planes' `kube-system` Lease
+/// (kube's components elect one leader of each kind with a Lease of their name).
+fn election(client: &Client, lease: &str) -> (String, crate::reconcile::leader::LeaderElection) {
+    let identity = format!("{}_{}", super::hostname(), uuid::Uuid::new_v4());
+    let election = crate::reconcile::leader::LeaderElection::new(
+        client.clone(),
+        "kube-system",
+        lease,
+        &identity,
+        Duration::from_secs(15),
+    );
+    (identity, election)
+}
+
 /// Runs the controller-manager until SIGTERM.
 pub async fn run_controller_manager(args: &[String]) -> Result<()> {
     let flags = parse_flags(args);
@@ -281,19 +295,12 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
         }),
         _ => None,
     };
-    let identity = format!("{}_{}", super::hostname(), uuid::Uuid::new_v4());
-    let election = crate::reconcile::leader::LeaderElection::new(
-        client.clone(),
-        "kube-system",
-        "kube-controller-manager",
-        &identity,
-        Duration::from_secs(15),
-    );
+    let (identity, election) = election(&client, "kube-controller-manager");
     let work = async {
         loop {
             election.acquire().await;
             println!("{identity} became the leader");
-            let lead = async {
+            let lifecycle = async {
                 loop {
                     if let Err(e) = monitor_nodes(&client).await {
                         tracing::warn!(error = %e, "node lifecycle: a pass failed");
@@ -305,6 +312,12 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
                     }
                     tokio::time::sleep(NODE_MONITOR_PERIOD).await;
                 }
+            };
+            let lead = async {
+                tokio::join!(
+                    lifecycle,
+                    crate::kubernetes::run_controllers(client.clone())
+                )
             };
             tokio::select! {
                 _ = election.hold() => println!("{identity} lost the leader lease"),
@@ -319,11 +332,29 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Runs the scheduler (its health endpoint) until SIGTERM.
+/// Runs the scheduler until SIGTERM: its health endpoint, and kube-scheduler's placement of
+/// Pods while it holds the `kube-scheduler` lease (one scheduler of the control planes binds).
 pub async fn run_scheduler(args: &[String]) -> Result<()> {
     let flags = parse_flags(args);
     serve_health(&flags, super::kubeadm::manifests::SCHEDULER_PORT).await?;
-    terminated().await;
+    let kubeconfig = flags
+        .get("kubeconfig")
+        .ok_or_else(|| NodeError::Config("--kubeconfig is required".into()))?;
+    let client = super::kubelet::client_from(kubeconfig.as_ref()).await?;
+    let (identity, election) = election(&client, "kube-scheduler");
+    let work = async {
+        loop {
+            election.acquire().await;
+            tokio::select! {
+                _ = election.hold() => println!("{identity} lost the leader lease"),
+                _ = crate::kubernetes::scheduler::run(client.clone()) => {}
+            }
+        }
+    };
+    tokio::select! {
+        _ = work => {}
+        _ = terminated() => election.release().await,
+    }
     Ok(())
 }
 

@@ -11,3 +11,4 @@ mod machine;
 mod machine_deployment;
 mod machine_health_check;
 mod manager;
+mod workloads;

@@ -764,6 +764,11 @@ impl Store {
         }
     }
 
+    /// Changes with every commit (its value is the latest revision published).
+    pub fn commits(&self) -> watch::Receiver<u64> {
+        self.shared.published.subscribe()
+    }
+
     /// Changes whenever an object is deleted or marked for deletion, through any server on
     /// this store's source of truth.
     pub fn removals(&self) -> watch::Receiver<u64> {

@@ -212,6 +212,9 @@ pub(super) async fn ensure_node(
                 "osImage": "capictl in-memory", "kernelVersion": "", "containerRuntimeVersion": "in-memory://", "bootID": "", "machineID": "", "systemUUID": ""
             },
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+            // KWOK's node size: room for what a test schedules.
+            "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+            "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
         }
     }))
     .expect("a Node");

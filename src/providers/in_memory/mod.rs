@@ -7,6 +7,7 @@
 
 mod boot;
 mod cluster;
+mod kubelet;
 mod machine;
 pub mod workload;
 

@@ -35,6 +35,46 @@ pub struct Workload {
     /// Its simulated etcd: control-plane machines join as members named after their Nodes.
     pub etcd: Arc<SimulatedEtcd>,
     stop: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    /// The scheduler, the workload controllers and the kubelets, once there are workloads.
+    control_plane: tokio::task::JoinHandle<()>,
+}
+
+/// Where users' workloads start: the first object of one of these wakes the cluster's
+/// scheduler, controllers and kubelets (control planes' mirror Pods do not: they are the
+/// simulation's own). A cluster without workloads costs no more than before.
+const WORKLOAD_RESOURCES: &[(&str, &str)] = &[
+    ("", "pods"),
+    ("apps", "replicasets"),
+    ("apps", "deployments"),
+    ("apps", "daemonsets"),
+];
+
+/// Waits for the cluster's first workload, then runs what runs Pods: kube-scheduler,
+/// kube-controller-manager's workload controllers, and the nodes' kubelets.
+async fn run_control_plane(server: Arc<ApiServer>, client: Client) {
+    let prefixes: Vec<String> = WORKLOAD_RESOURCES
+        .iter()
+        .filter_map(|(group, plural)| Some(server.registry.get(group, "v1", plural)?.prefix()))
+        .collect();
+    let workload = |record: &crate::apiserver::store::Record| {
+        record.value()["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_null()
+    };
+    let has_workloads = |server: &ApiServer| {
+        prefixes
+            .iter()
+            .any(|p| !server.store.list(p, None, Some(1), workload).0.is_empty())
+    };
+    let mut commits = server.store.commits();
+    while !has_workloads(&server) {
+        if commits.changed().await.is_err() {
+            return;
+        }
+    }
+    tokio::join!(
+        Box::pin(crate::kubernetes::scheduler::run(client.clone())),
+        Box::pin(crate::kubernetes::run_controllers(client.clone())),
+        Box::pin(super::kubelet::run(client)),
+    );
 }
 
 /// Every workload cluster this process runs, by `<namespace>/<cluster>`.
@@ -87,24 +127,32 @@ impl Workloads {
             },
         ));
         let client = Client::new(apiserver::controller_router(server.clone()), "default");
+        let mut clusters = self.clusters.lock().unwrap();
+        // Another reconcile may have won the race; keep the first.
+        if let Some(first) = clusters.get(key) {
+            let _ = stop.send(());
+            return Ok(first.clone());
+        }
+        let control_plane = tokio::spawn(run_control_plane(server.clone(), client.clone()));
         let workload = Arc::new(Workload {
             server,
             address,
             client,
             etcd: Arc::default(),
             stop: Mutex::new(Some(stop)),
+            control_plane,
         });
-        let mut clusters = self.clusters.lock().unwrap();
-        // Another reconcile may have won the race; keep the first.
-        Ok(clusters.entry(key.to_string()).or_insert(workload).clone())
+        clusters.insert(key.to_string(), workload.clone());
+        Ok(workload)
     }
 
     /// Stops a workload cluster.
     pub fn stop(&self, key: &str) {
-        if let Some(w) = self.clusters.lock().unwrap().remove(key)
-            && let Some(stop) = w.stop.lock().unwrap().take()
-        {
-            let _ = stop.send(());
+        if let Some(w) = self.clusters.lock().unwrap().remove(key) {
+            w.control_plane.abort();
+            if let Some(stop) = w.stop.lock().unwrap().take() {
+                let _ = stop.send(());
+            }
         }
     }
 }

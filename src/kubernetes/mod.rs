@@ -1,0 +1,178 @@
+//! Kubernetes' own control plane loops for workload clusters, beside the API server: the
+//! scheduler and the controllers users' manifests need (ReplicaSets, Deployments). They speak
+//! only the Kubernetes API through a client, so the same code runs in a capictl node's
+//! `kube-scheduler` and `kube-controller-manager` processes and beside an in-memory workload
+//! cluster's API server. Cluster API is none of their business.
+
+pub mod daemon_set;
+pub mod deployment;
+pub mod disruption;
+pub mod endpoints;
+pub mod pod_eviction;
+pub mod replica_set;
+pub mod resources;
+pub mod scheduler;
+pub mod selectors;
+
+use std::sync::Arc;
+
+use futures::{Future, StreamExt};
+use k8s_openapi::api::core::v1::{Event, ObjectReference};
+use kube::api::{Api, PostParams};
+use kube::runtime::reflector::{Store, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+/// kube-controller-manager's controllers for workloads, until the future is dropped: ReplicaSets,
+/// Deployments, DaemonSets, disruption budgets, endpoints, and the taint eviction and Pod
+/// garbage collection that take Pods off Nodes that cannot run them.
+pub async fn run_controllers(client: Client) {
+    // Each on the heap: together they are too large a future for a worker thread's stack.
+    tokio::join!(
+        Box::pin(replica_set::run(client.clone())),
+        Box::pin(deployment::run(client.clone())),
+        Box::pin(daemon_set::run(client.clone())),
+        Box::pin(disruption::run(client.clone())),
+        Box::pin(endpoints::run(client.clone())),
+        Box::pin(pod_eviction::run(client)),
+    );
+}
+
+/// A cache of every object of a kind in the cluster, and the future that keeps it current and
+/// wakes `wake` at each change (poll it beside the loop that reads the cache).
+pub fn cache<K>(
+    client: &Client,
+    wake: Arc<tokio::sync::Notify>,
+) -> (Store<K>, impl Future<Output = ()> + use<K>)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = kube::runtime::reflector::store::<K>();
+    let watch = reflector(
+        writer,
+        watcher(Api::<K>::all(client.clone()), Default::default()),
+    )
+    .default_backoff()
+    .for_each(move |_| {
+        wake.notify_one();
+        std::future::ready(())
+    });
+    (store, watch)
+}
+
+/// Waits for a change (or `period`, for what time alone changes), then a moment more so that a
+/// burst of changes becomes one pass.
+pub async fn next_pass(wake: &tokio::sync::Notify, period: std::time::Duration) {
+    let _ = tokio::time::timeout(period, wake.notified()).await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+}
+
+/// Now, as the API writes times (RFC 3339, seconds).
+pub fn now() -> String {
+    time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .expect("0 is a nanosecond")
+        .format(&time::format_description::well_known::Rfc3339)
+        .expect("a time formats")
+}
+
+/// Records a core/v1 Event about an object, as `kubectl describe` shows them; a failure to
+/// record is only logged (an Event is never worth failing the work it reports).
+pub async fn record_event<K>(
+    client: &Client,
+    object: &K,
+    component: &str,
+    kind: &str,
+    reason: &str,
+    message: &str,
+) where
+    K: Resource<DynamicType = ()>,
+{
+    let namespace = object.namespace().unwrap_or_else(|| "default".into());
+    let now = now();
+    let event = Event {
+        metadata: kube::api::ObjectMeta {
+            generate_name: Some(format!("{}.", object.name_any())),
+            namespace: Some(namespace.clone()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some(K::api_version(&()).to_string()),
+            kind: Some(K::kind(&()).to_string()),
+            name: Some(object.name_any()),
+            namespace: Some(namespace.clone()),
+            uid: object.uid(),
+            resource_version: object.resource_version(),
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        type_: Some(kind.into()),
+        source: Some(k8s_openapi::api::core::v1::EventSource {
+            component: Some(component.into()),
+            ..Default::default()
+        }),
+        reporting_component: Some(component.into()),
+        count: Some(1),
+        first_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            now.parse().expect("a time parses"),
+        )),
+        last_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            now.parse().expect("a time parses"),
+        )),
+        ..Default::default()
+    };
+    if let Err(e) = Api::<Event>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), &event)
+        .await
+    {
+        tracing::debug!(reason, error = %e, "recording an Event failed");
+    }
+}
+
+/// The owner reference a controller puts on what it makes or adopts (`controller` and
+/// `blockOwnerDeletion` set, as kube's controllers set them).
+pub fn controller_reference<K>(
+    owner: &K,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference
+where
+    K: Resource<DynamicType = ()>,
+{
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: K::api_version(&()).to_string(),
+        kind: K::kind(&()).to_string(),
+        name: owner.name_any(),
+        uid: owner.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Writes an object's status with a merge patch of `status`.
+pub async fn write_status<K>(
+    client: &Client,
+    object: &K,
+    status: serde_json::Value,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), &object.namespace().unwrap_or_default());
+    api.patch_status(
+        &object.name_any(),
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({ "status": status })),
+    )
+    .await?;
+    Ok(())
+}

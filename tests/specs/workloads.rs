@@ -1,0 +1,345 @@
+//! Workloads in the in-memory provider's clusters: the scheduler, the ReplicaSet and
+//! Deployment controllers and KWOK-style kubelets run Pods without processes, so Cluster API's
+//! drain meets real Deployments and disruption budgets.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Endpoints, Event, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use capictl::api::Machine;
+
+use crate::common::fixtures::available_cluster;
+use crate::common::lifecycle::*;
+
+/// The web Pods that run: name → (node, Pod IP).
+async fn running_web_pods(pods: &Api<Pod>) -> Vec<(String, String, String)> {
+    pods.list(&ListParams::default().labels("app=web"))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let status = p.status.as_ref()?;
+            let ready = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            (status.phase.as_deref() == Some("Running") && ready).then(|| {
+                (
+                    p.name_any(),
+                    p.spec
+                        .as_ref()
+                        .unwrap()
+                        .node_name
+                        .clone()
+                        .unwrap_or_default(),
+                    status.pod_ip.clone().unwrap_or_default(),
+                )
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_spreads_rolls_and_is_drained_within_its_budget() {
+    let client = available_cluster(3).await;
+    let workload_client = workload(&client, "c1").await;
+    let deployments: Api<Deployment> = Api::namespaced(workload_client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(workload_client.clone(), "default");
+    let web: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "resources": {"requests": {"cpu": "100m"}}}]},
+            },
+        },
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &web)
+        .await
+        .unwrap();
+
+    // Three Pods, Running with addresses, one on each worker and none on the control plane.
+    let running = until("3 web Pods run", 30, async || {
+        let r = running_web_pods(&pods).await;
+        (r.len() == 3).then_some(r)
+    })
+    .await;
+    let nodes: BTreeSet<&str> = running.iter().map(|(_, n, _)| n.as_str()).collect();
+    assert_eq!(nodes.len(), 3, "spread over the workers: {running:?}");
+    assert!(!nodes.contains("c1-cp-0"), "the control plane is tainted");
+    assert!(running.iter().all(|(_, _, ip)| ip.starts_with("10.244.")));
+    let d = until("the Deployment is available", 20, async || {
+        let d = deployments.get("web").await.ok()?;
+        (d.status.as_ref()?.available_replicas == Some(3)).then_some(d)
+    })
+    .await;
+    let progressing = d
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_.as_deref() == Some("Progressing"))
+        .unwrap();
+    assert_eq!(
+        progressing.reason.as_deref(),
+        Some("NewReplicaSetAvailable")
+    );
+    let pod = pods.get(&running[0].0).await.unwrap();
+    assert_eq!(pod.status.unwrap().qos_class.as_deref(), Some("Burstable"));
+
+    // A Pod no Node takes is told why, as kube-scheduler tells it.
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "gpu"},
+            "spec": {"nodeSelector": {"gpu": "yes"}, "containers": [{"name": "c", "image": "cuda"}]},
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let message = until("the gpu Pod is unschedulable", 20, async || {
+        let p = pods.get("gpu").await.ok()?;
+        let c = p
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled")?;
+        (c.status == "False").then_some(c.message?)
+    })
+    .await;
+    assert_eq!(
+        message,
+        "0/4 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+    );
+    let events: Api<Event> = Api::namespaced(workload_client.clone(), "default");
+    let failed = events.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        failed
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("FailedScheduling")
+                && e.involved_object.name.as_deref() == Some("gpu")
+                && e.source.as_ref().and_then(|s| s.component.as_deref())
+                    == Some("default-scheduler")),
+        "a FailedScheduling Event from default-scheduler"
+    );
+
+    // A new image rolls the Pods through a second ReplicaSet, the first kept at zero.
+    deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.28"}]}}}})),
+        )
+        .await
+        .unwrap();
+    until("the rollout completes", 40, async || {
+        let d = deployments.get("web").await.ok()?;
+        let s = d.status?;
+        let done = s.observed_generation == d.metadata.generation
+            && s.updated_replicas == Some(3)
+            && s.replicas == Some(3)
+            && s.available_replicas == Some(3);
+        done.then_some(())
+    })
+    .await;
+    let sets: Api<ReplicaSet> = Api::namespaced(workload_client.clone(), "default");
+    let mut revisions: Vec<(String, i32)> = sets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|rs| {
+            (
+                rs.annotations()["deployment.kubernetes.io/revision"].clone(),
+                rs.spec.replicas.unwrap(),
+            )
+        })
+        .collect();
+    revisions.sort();
+    assert_eq!(revisions, [("1".to_string(), 0), ("2".to_string(), 3)]);
+
+    // A Service lists the Pods as its endpoints, in Endpoints and an EndpointSlice.
+    let services: Api<Service> = Api::namespaced(workload_client.clone(), "default");
+    services
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "web"},
+                "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let endpoints: Api<Endpoints> = Api::namespaced(workload_client.clone(), "default");
+    let ready_endpoints = async || -> usize {
+        endpoints
+            .get_opt("web")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|e| e.subsets)
+            .into_iter()
+            .flatten()
+            .map(|s| s.addresses.map_or(0, |a| a.len()))
+            .sum()
+    };
+    until("the Service has 3 endpoints", 20, async || {
+        (ready_endpoints().await == 3).then_some(())
+    })
+    .await;
+    let slices: Api<EndpointSlice> = Api::namespaced(workload_client.clone(), "default");
+    let slice = slices
+        .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
+        .await
+        .unwrap()
+        .items
+        .pop()
+        .expect("an EndpointSlice for the Service");
+    assert_eq!(slice.endpoints.map_or(0, |e| e.len()), 3);
+    assert_eq!(slice.ports.unwrap()[0].port, Some(8080));
+
+    // A DaemonSet runs a Pod on every worker; the control plane's taint keeps it off there.
+    let daemons: Api<DaemonSet> = Api::namespaced(workload_client.clone(), "default");
+    daemons
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "agent"},
+                "spec": {
+                    "selector": {"matchLabels": {"app": "agent"}},
+                    "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {"containers": [{"name": "agent", "image": "agent:1"}]}},
+                },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    until("the DaemonSet is ready on the 3 workers", 20, async || {
+        let s = daemons.get("agent").await.ok()?.status?;
+        (s.desired_number_scheduled == 3 && s.number_ready == 3).then_some(())
+    })
+    .await;
+
+    // A budget of 3 holds the drain of a worker: the Machine's Deleting condition names it.
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(workload_client.clone(), "default");
+    budgets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "web"},
+                "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "web"}}}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    until(
+        "the disruption controller counts the budget",
+        20,
+        async || {
+            let s = budgets.get("web").await.ok()?.status?;
+            (s.expected_pods == Some(3)
+                && s.current_healthy == Some(3)
+                && s.disruptions_allowed == Some(0))
+            .then_some(())
+        },
+    )
+    .await;
+    let running = until("3 web Pods of the new image run", 20, async || {
+        let r = running_web_pods(&pods).await;
+        (r.len() == 3).then_some(r)
+    })
+    .await;
+    let drained = running[0].1.clone();
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    machines
+        .delete(&drained, &DeleteParams::default())
+        .await
+        .unwrap();
+    let held = until("the drain is held by the budget", 30, async || {
+        let m = machines.get(&drained).await.ok()?;
+        let deleting = m
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Deleting")?;
+        deleting
+            .message
+            .contains("The disruption budget web needs 3 healthy pods")
+            .then_some(deleting)
+    })
+    .await;
+    assert_eq!(held.reason, "DrainingNode");
+
+    // Relaxed to 2, the Pod is evicted, its replacement runs on another worker, and the
+    // Machine goes; the Deployment never had fewer than two Pods running.
+    budgets
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"minAvailable": 2}})),
+        )
+        .await
+        .unwrap();
+    let (mut fewest, mut fewest_endpoints) = (3, 3);
+    until("the drained Machine is gone", 60, async || {
+        fewest = fewest.min(running_web_pods(&pods).await.len());
+        fewest_endpoints = fewest_endpoints.min(ready_endpoints().await);
+        machines
+            .get_opt(&drained)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        fewest >= 2,
+        "the budget kept two Pods running, saw {fewest}"
+    );
+    assert!(
+        fewest_endpoints >= 2,
+        "the Service kept two endpoints, saw {fewest_endpoints}"
+    );
+    let after = until("3 web Pods run again", 30, async || {
+        let r = running_web_pods(&pods).await;
+        (r.len() == 3).then_some(r)
+    })
+    .await;
+    assert!(
+        after.iter().all(|(_, node, _)| *node != drained),
+        "none on the drained node: {after:?}"
+    );
+    // The DaemonSet follows the Nodes: its Pod on the drained node went with it, and the
+    // replacement worker gets one.
+    until("the DaemonSet is on the 3 workers again", 40, async || {
+        let agents = pods
+            .list(&ListParams::default().labels("app=agent"))
+            .await
+            .ok()?
+            .items;
+        let nodes: BTreeSet<String> = agents
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect();
+        (agents.len() == 3 && nodes.len() == 3 && !nodes.contains(&drained)).then_some(())
+    })
+    .await;
+}
