@@ -55,6 +55,20 @@ fn path(name: &str, type_: &str, p: &str) -> Column {
     Column::new(name, type_, Cell::Path(p.into()))
 }
 
+fn computed(name: &str, f: fn(&Value) -> Value) -> Column {
+    Column::new(name, "string", Cell::Computed(f))
+}
+
+fn integer(name: &str, f: fn(&Value) -> Value) -> Column {
+    Column::new(name, "integer", Cell::Computed(f))
+}
+
+/// A column `-o wide` adds.
+fn wide(mut column: Column) -> Column {
+    column.priority = 1;
+    column
+}
+
 const BUILTINS: &[Builtin] = &[
     Builtin {
         group: "",
@@ -186,9 +200,16 @@ const BUILTINS: &[Builtin] = &[
         status: true,
         generation: false,
         columns: || {
+            use super::printers::*;
             vec![
-                path("Status", "string", ".status.phase"),
-                path("Node", "string", ".spec.nodeName"),
+                computed("Ready", pod_ready),
+                computed("Status", pod_status),
+                computed("Restarts", pod_restarts),
+                Column::age(),
+                wide(computed("IP", pod_ip)),
+                wide(computed("Node", pod_node)),
+                wide(computed("Nominated Node", pod_nominated_node)),
+                wide(computed("Readiness Gates", pod_readiness_gates)),
             ]
         },
     },
@@ -264,7 +285,17 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         status: true,
         generation: true,
-        columns: no_columns,
+        columns: || {
+            use super::printers::*;
+            vec![
+                integer("Desired", daemons_desired),
+                integer("Current", daemons_current),
+                integer("Ready", daemons_ready),
+                integer("Up-to-date", daemons_updated),
+                integer("Available", daemons_available),
+                computed("Node Selector", daemons_node_selector),
+            ]
+        },
     },
     // Asked, never stored (see `reviews`).
     Builtin {
@@ -417,7 +448,14 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         status: true,
         generation: true,
-        columns: no_columns,
+        columns: || {
+            use super::printers::*;
+            vec![
+                computed("Min Available", budget_min_available),
+                computed("Max Unavailable", budget_max_unavailable),
+                integer("Allowed Disruptions", budget_allowed),
+            ]
+        },
     },
     stored(
         "",
@@ -446,7 +484,10 @@ const BUILTINS: &[Builtin] = &[
         false,
         false,
     ),
-    stored("", "Endpoints", "endpoints", &["ep"], true, false, false),
+    Builtin {
+        columns: || vec![computed("Endpoints", super::printers::endpoints)],
+        ..stored("", "Endpoints", "endpoints", &["ep"], true, false, false)
+    },
     stored(
         "",
         "PersistentVolume",
@@ -466,15 +507,25 @@ const BUILTINS: &[Builtin] = &[
         false,
     ),
     stored("", "PodTemplate", "podtemplates", &[], true, false, false),
-    stored(
-        "apps",
-        "ReplicaSet",
-        "replicasets",
-        &["rs"],
-        true,
-        true,
-        true,
-    ),
+    Builtin {
+        columns: || {
+            use super::printers::*;
+            vec![
+                integer("Desired", replicas_desired),
+                integer("Current", replicas_current),
+                integer("Ready", replicas_ready),
+            ]
+        },
+        ..stored(
+            "apps",
+            "ReplicaSet",
+            "replicasets",
+            &["rs"],
+            true,
+            true,
+            true,
+        )
+    },
     stored(
         "apps",
         "StatefulSet",

@@ -30,6 +30,7 @@ mod namespaces;
 pub mod object;
 pub mod patch;
 pub mod portforward;
+pub mod printers;
 pub mod protobuf;
 pub mod registry;
 pub mod request;

@@ -98,6 +98,43 @@ async fn a_deployment_spreads_rolls_and_is_drained_within_its_budget() {
         progressing.reason.as_deref(),
         Some("NewReplicaSetAvailable")
     );
+    // kubectl's Pod table comes from the server: READY, STATUS, RESTARTS, and with -o wide
+    // the IP and the Node.
+    let table: serde_json::Value = workload_client
+        .request(
+            http::Request::get("/api/v1/namespaces/default/pods?labelSelector=app%3Dweb")
+                .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "Name",
+            "Ready",
+            "Status",
+            "Restarts",
+            "Age",
+            "IP",
+            "Node",
+            "Nominated Node",
+            "Readiness Gates"
+        ]
+    );
+    let cells = &table["rows"][0]["cells"];
+    assert_eq!(
+        (&cells[1], &cells[2], &cells[3]),
+        (&json!("1/1"), &json!("Running"), &json!("0"))
+    );
+    assert!(cells[5].as_str().unwrap().starts_with("10.244."), "{cells}");
     let pod = pods.get(&running[0].0).await.unwrap();
     assert_eq!(pod.status.unwrap().qos_class.as_deref(), Some("Burstable"));
 
