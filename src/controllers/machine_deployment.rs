@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::mdutil::{scaled, template_differences, template_hash};
+use super::mdutil::{outdated_because, scaled, template_hash};
 use crate::reconcile::common;
 use crate::reconcile::events::Severity;
 use futures::future::BoxFuture;
@@ -295,11 +295,23 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
         && status.available_replicas == Some(rollout.desired)
         && status.up_to_date_replicas == Some(rollout.desired);
     common::write_status(&scope.api, &md.name_any(), md.status.as_ref(), &status).await?;
-    Ok(Action::requeue(if settled {
+    let resync = if settled {
         common::spread(md.as_ref(), common::RESYNC)
     } else {
         Duration::from_secs(1)
-    }))
+    };
+    // A `rollout.after` still ahead is when the next rollout starts: look again then.
+    let until_rollout = md
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.after.as_ref())
+        .map(|after| after.0.duration_since(k8s_openapi::jiff::Timestamp::now()))
+        .filter(|d| d.is_positive())
+        .and_then(|d| Duration::try_from(d).ok());
+    Ok(Action::requeue(until_rollout.map_or(resync, |d| {
+        resync.min(d + Duration::from_millis(100))
+    })))
 }
 
 /// Deletes the MachineSets; the finalizer goes once they are gone.
@@ -327,10 +339,12 @@ async fn sync_machine_sets(
     rollout: &Rollout,
     sets: &mut Vec<MachineSet>,
 ) -> Result<Option<MachineSet>> {
-    // The new MachineSet: the newest one whose template is the deployment's, or a new one.
+    // The new MachineSet: the newest one whose Machines are what the deployment asks for
+    // (its template, made after any `rollout.after` that has passed), or a new one.
+    let now = k8s_openapi::jiff::Timestamp::now();
     let new_index = sets
         .iter()
-        .position(|s| template_differences(&s.spec.template, &md.spec.template).is_empty());
+        .position(|s| outdated_because(s, md, now).is_empty());
     let new_set = match new_index {
         Some(i) => sets.remove(i),
         None if rollout.paused => return Ok(None),

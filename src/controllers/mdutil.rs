@@ -104,8 +104,32 @@ pub async fn machine_up_to_date(ctx: &Context, machine: &Machine) -> Result<Opti
     else {
         return Ok(None);
     };
-    let differences = template_differences(&ms.spec.template, &md.spec.template);
+    let differences = outdated_because(&ms, &md, k8s_openapi::jiff::Timestamp::now());
     Ok(Some(super::machines::up_to_date(&differences)))
+}
+
+/// Why a MachineSet's Machines are not what its MachineDeployment asks for at `now`: the
+/// template fields that differ, and `spec.rollout.after` once it has passed for a MachineSet
+/// made before it (how `clusterctl alpha rollout restart` rolls a node group). Empty: up to
+/// date, the MachineSet can be the deployment's new one.
+pub fn outdated_because(
+    ms: &MachineSet,
+    md: &MachineDeployment,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Vec<String> {
+    let mut reasons = template_differences(&ms.spec.template, &md.spec.template);
+    let after = md.spec.rollout.as_ref().and_then(|r| r.after.as_ref());
+    if let Some(after) = after
+        && after.0 <= now
+        && ms
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .is_some_and(|created| created.0 < after.0)
+    {
+        reasons.push("* MachineDeployment spec.rolloutAfter expired".into());
+    }
+    reasons
 }
 
 /// A short stable hash of the template fields that make a rollout (FNV-1a, 32 bits).

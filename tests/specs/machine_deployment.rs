@@ -103,3 +103,62 @@ async fn a_template_change_rolls_through_without_dropping_below_desired() {
         Some("2")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_after_replaces_every_machine_made_before_it() {
+    // What `clusterctl alpha rollout restart` writes: the node group is rolled, its template
+    // unchanged.
+    let client = available_cluster(2).await;
+    scale_to(&client, 2).await;
+    let deployments: Api<MachineDeployment> = Api::namespaced(client.clone(), NS);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let workers = ListParams::default().labels("pool=md-0");
+    let before: Vec<String> = machines
+        .list(&workers)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|m| m.name_any())
+        .collect();
+    // In the future first: nothing rolls until it comes.
+    let soon =
+        k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(3);
+    deployments
+        .patch(
+            "md-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"rollout": {"after": soon.to_string()}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let still: Vec<String> = machines
+        .list(&workers)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|m| m.name_any())
+        .collect();
+    assert_eq!(still, before, "nothing rolls before rollout.after");
+    until(
+        "every worker made before rollout.after is replaced",
+        60,
+        async || {
+            let list = machines.list(&workers).await.ok()?.items;
+            let live: Vec<&Machine> = list
+                .iter()
+                .filter(|m| m.metadata.deletion_timestamp.is_none())
+                .collect();
+            let fresh = live.len() == 2
+                && live
+                    .iter()
+                    .all(|m| !before.contains(&m.name_any()) && machine_available(m));
+            fresh.then_some(())
+        },
+    )
+    .await;
+    let md = deployments.get("md-0").await.unwrap();
+    assert_eq!(md.status.unwrap().up_to_date_replicas, Some(2));
+}
