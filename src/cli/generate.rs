@@ -17,19 +17,26 @@ pub enum Generate {
 }
 
 #[derive(Debug, clap::Args)]
-#[group(required = true, multiple = false, id = "kind")]
+// The provider is one of these four; the namespace and image only go with one of them. (A
+// struct-level group would also take `--image` and `--target-namespace` as the provider.)
+#[command(group(
+    clap::ArgGroup::new("kind")
+        .required(true)
+        .multiple(false)
+        .args(["core", "bootstrap", "control_plane", "infrastructure"])
+))]
 pub struct ProviderArgs {
     /// The core provider: cluster-api.
-    #[arg(long, value_name = "NAME", group = "kind")]
+    #[arg(long, value_name = "NAME")]
     core: Option<String>,
     /// A bootstrap provider: kubeadm.
-    #[arg(short, long, value_name = "NAME", group = "kind")]
+    #[arg(short, long, value_name = "NAME")]
     bootstrap: Option<String>,
     /// A control plane provider: kubeadm.
-    #[arg(short, long, value_name = "NAME", group = "kind")]
+    #[arg(short, long, value_name = "NAME")]
     control_plane: Option<String>,
     /// An infrastructure provider: docker, in-memory.
-    #[arg(short, long, value_name = "NAME", group = "kind")]
+    #[arg(short, long, value_name = "NAME")]
     infrastructure: Option<String>,
     /// The namespace to install into [default: the provider's own]
     #[arg(short = 'n', long, value_name = "NS")]

@@ -1,5 +1,7 @@
 //! The command line: one file per subcommand, each an `Args` struct and a `run()`.
 
+use std::io::Write;
+
 mod completion;
 mod connect;
 mod delete;
@@ -137,8 +139,11 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`| head`): what it wanted it has; nothing to report.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("Error: {err:#}");
+            // Not eprintln!: a closed stderr is no reason to panic.
+            let _ = writeln!(std::io::stderr(), "Error: {err:#}");
             if err.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(2)
             } else {
@@ -146,6 +151,13 @@ pub fn run(cli: Cli) -> ExitCode {
             }
         }
     }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn init_logging(verbose: u8) {

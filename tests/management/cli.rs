@@ -445,3 +445,52 @@ fn generate_cluster_errors_say_what_to_do() {
         assert!(stdout(&out).is_empty());
     }
 }
+
+#[test]
+fn generate_provider_needs_a_provider_and_takes_its_image_and_namespace() {
+    // The usage line offers --image and --target-namespace; alone they are a usage error,
+    // never a crash.
+    for alone in [&["--image", "foo"][..], &["--target-namespace", "x"][..]] {
+        let mut args = vec!["generate", "provider"];
+        args.extend_from_slice(alone);
+        let out = capictl(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("--infrastructure <NAME>"),
+            "{args:?} names what is missing: {}",
+            stderr(&out)
+        );
+    }
+    let out = capictl(&[
+        "generate",
+        "provider",
+        "-i",
+        "docker",
+        "--image",
+        "registry.example/capictl:dev",
+        "--target-namespace",
+        "capd",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let yaml = stdout(&out);
+    assert!(
+        yaml.contains("image: registry.example/capictl:dev"),
+        "{yaml}"
+    );
+    assert!(yaml.contains("namespace: capd"), "{yaml}");
+}
+
+#[test]
+fn output_cut_short_by_its_reader_is_not_an_error() {
+    // `capictl generate crds | head -1`: the reader leaves; capictl stops quietly.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_capictl"))
+        .args(["generate", "crds"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+}
