@@ -11,7 +11,7 @@ pub enum Generate {
     /// The CustomResourceDefinitions of one or more providers, ready for `kubectl apply -f -`.
     Crds(CrdsArgs),
     /// A workload cluster's objects from a flavor template (or any clusterctl template).
-    Cluster(Box<ClusterArgs>),
+    Cluster(Box<TemplateArgs>),
     /// A provider's components, as `init` would install them.
     Provider(ProviderArgs),
 }
@@ -117,7 +117,7 @@ impl Generate {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ClusterArgs {
+pub struct TemplateArgs {
     /// The name of the cluster (`${CLUSTER_NAME}`).
     name: String,
     /// The flavor: `cluster-template-<flavor>.yaml` of the provider.
@@ -150,6 +150,63 @@ pub struct ClusterArgs {
     /// The clusterctl configuration file with variable values [default: $XDG_CONFIG_HOME/cluster-api/clusterctl.yaml, else ~/.cluster-api/clusterctl.yaml]
     #[arg(long, value_name = "FILE")]
     config: Option<std::path::PathBuf>,
+    /// Where --infrastructure defaults from: the management cluster's installed provider.
+    #[command(flatten)]
+    cluster: super::connect::ClusterArgs,
+}
+
+/// The infrastructure provider when `--infrastructure` is not given, as clusterctl picks it:
+/// the one the management cluster has installed; more than one, or none, is the user's to
+/// choose. Without a management cluster to ask, the Docker provider's templates. With the
+/// choice, what to tell the user once the cluster is generated.
+fn default_infrastructure(
+    cluster: &super::connect::ClusterArgs,
+) -> anyhow::Result<(String, String)> {
+    use super::UsageError;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let installed = runtime.block_on(async {
+        let (client, _) = cluster.client().await?;
+        let providers = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            kube::Api::<api::Provider>::all(client).list(&Default::default()),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("the management cluster did not answer within 5s"))??;
+        anyhow::Ok(providers.items)
+    });
+    let providers = match installed {
+        Ok(providers) => providers,
+        Err(e) => {
+            let note = format!(
+                "Generated for the docker provider; --infrastructure chooses another (no management cluster said which is installed: {e:#})"
+            );
+            return Ok(("docker".into(), note));
+        }
+    };
+    let mut names: Vec<String> = providers
+        .iter()
+        .filter(|p| p.spec.type_.as_deref() == Some("InfrastructureProvider"))
+        .filter_map(|p| p.spec.provider_name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    match names.as_slice() {
+        [one] => Ok((
+            one.clone(),
+            format!("Using the {one} infrastructure provider, the one installed in the management cluster"),
+        )),
+        [] => Err(UsageError(
+            "no infrastructure provider is installed in the management cluster: install one with `capictl init --infrastructure <name>`, or choose the templates with --infrastructure".into(),
+        )
+        .into()),
+        many => Err(UsageError(format!(
+            "more than one infrastructure provider is installed ({}): choose one with --infrastructure",
+            many.join(", ")
+        ))
+        .into()),
+    }
 }
 
 /// Variable values from the clusterctl configuration file (keys are case-insensitive).
@@ -219,7 +276,7 @@ fn is_semver(v: &str) -> bool {
             .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
 }
 
-fn generate_cluster(args: ClusterArgs) -> anyhow::Result<()> {
+fn generate_cluster(args: TemplateArgs) -> anyhow::Result<()> {
     use super::UsageError;
     if let Some(problem) = crate::apiserver::object::name_problem(&args.name) {
         return Err(UsageError(format!("invalid cluster name {:?}: {problem}", args.name)).into());
@@ -254,13 +311,22 @@ fn generate_cluster(args: ClusterArgs) -> anyhow::Result<()> {
         }
         None => kubeconfig_namespace().unwrap_or_else(|| "default".into()),
     };
+    // Which infrastructure provider was chosen for the user, said once the cluster is made.
+    let mut chosen = None;
     let template = match &args.from {
         Some(path) if path == "-" => std::io::read_to_string(std::io::stdin())?,
         Some(path) => std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("reading the template {path}: {e}"))?,
         None => {
-            let provider = args.infrastructure.as_deref().unwrap_or("docker");
-            let name = provider.split(':').next().unwrap_or(provider);
+            let provider = match &args.infrastructure {
+                Some(p) => p.clone(),
+                None => {
+                    let (provider, note) = default_infrastructure(&args.cluster)?;
+                    chosen = Some(note);
+                    provider
+                }
+            };
+            let name = provider.split(':').next().unwrap_or(&provider);
             crate::generate::flavor_with_class(name, args.flavor.as_deref().unwrap_or_default())
                 .map_err(|e| UsageError(e.to_string()))?
         }
@@ -320,7 +386,10 @@ fn generate_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     match args.write_to.as_deref().filter(|p| p.as_os_str() != "-") {
         Some(path) => crate::pki::write_private(path, output.as_bytes())
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?,
-        None => print!("{output}"),
+        None => std::io::stdout().lock().write_all(output.as_bytes())?,
+    }
+    if let Some(note) = chosen {
+        eprintln!("{note}");
     }
     Ok(())
 }

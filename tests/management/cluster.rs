@@ -909,6 +909,25 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
     let again = with_kubeconfig(&["init", "--infrastructure", "in-memory"]);
     assert!(again.status.success());
     assert_eq!(text(&again.stderr), "Fetching providers\n");
+    // init's hint as printed: generate cluster takes the installed infrastructure provider.
+    let generated = with_kubeconfig(&[
+        "generate",
+        "cluster",
+        "hinted",
+        "--kubernetes-version",
+        "v1.30.0",
+    ]);
+    assert!(generated.status.success(), "{}", text(&generated.stderr));
+    assert!(
+        text(&generated.stdout).contains("kind: InMemoryCluster"),
+        "{}",
+        text(&generated.stdout)
+    );
+    assert!(!text(&generated.stdout).contains("kind: DockerCluster"));
+    assert_eq!(
+        text(&generated.stderr),
+        "Using the in-memory infrastructure provider, the one installed in the management cluster\n"
+    );
 
     m.apply_in_memory_cluster("sim", 2);
 
