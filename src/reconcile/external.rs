@@ -150,14 +150,31 @@ impl Resolver {
     }
 
     /// Deletes the object a reference names, unless it is being deleted already (its own
-    /// finalizers decide when it goes); whether it still exists, to be waited for.
+    /// finalizers decide when it goes): whether it is still there to be waited for, gone, or
+    /// of a kind that is not installed (so none of it can exist, and nothing is waited for).
     pub async fn delete(
         &self,
         namespace: &str,
         reference: &ContractVersionedObjectReference,
-    ) -> Result<bool> {
+    ) -> Result<Deletion> {
+        let crd_name = format!("{}.{}", plural(&reference.kind), reference.api_group);
+        let installed = self
+            .cache
+            .lock()
+            .unwrap()
+            .contains_key(&(reference.api_group.clone(), reference.kind.clone()))
+            || Api::<CustomResourceDefinition>::all(self.client.clone())
+                .get_opt(&crd_name)
+                .await?
+                .is_some();
+        if !installed {
+            return Ok(Deletion::NotInstalled(format!(
+                "{} {:?} was not deleted: {}.{} is not installed (no CRD {crd_name}), so no such object exists",
+                reference.kind, reference.name, reference.kind, reference.api_group
+            )));
+        }
         let Some(object) = self.get(namespace, reference).await? else {
-            return Ok(false);
+            return Ok(Deletion::Gone);
         };
         if object.metadata.deletion_timestamp.is_none() {
             self.api(namespace, reference)
@@ -165,8 +182,19 @@ impl Resolver {
                 .delete(&reference.name, &kube::api::DeleteParams::background())
                 .await?;
         }
-        Ok(true)
+        Ok(Deletion::Waiting)
     }
+}
+
+/// Where the deletion of a referenced object stands.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Deletion {
+    /// Still there (its finalizers at work).
+    Waiting,
+    /// Gone, or never made.
+    Gone,
+    /// Its kind is not installed: nothing to delete or wait for; why, for the owner's events.
+    NotInstalled(String),
 }
 
 /// Makes `owner` an owner (not the controller) of `object`, unless it is one already. The

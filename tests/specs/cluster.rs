@@ -1,6 +1,8 @@
 //! The Cluster controller.
 
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
+use serde_json::json;
 
 use capictl::api::{Cluster, Machine, MachineDeployment, MachineSet};
 use k8s_openapi::api::core::v1::Secret;
@@ -101,4 +103,63 @@ async fn deleting_a_cluster_removes_everything_it_owned() {
         (left == 0).then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_whose_kinds_are_not_installed_is_still_deleted_and_says_what_it_skipped() {
+    // What a half-applied Docker template leaves on a management cluster with the in-memory
+    // provider only: a Cluster naming a DockerCluster and a KubeadmControlPlane that were
+    // never made, and a MachineDeployment of DockerMachineTemplates.
+    let client = management(&[capictl::api::CrdSet::Core, capictl::api::CrdSet::InMemory]).await;
+    let mut cluster = crate::common::fixtures::cluster("half");
+    cluster["spec"]["infrastructureRef"]["kind"] = json!("DockerCluster");
+    cluster["spec"]["controlPlaneRef"] = json!({"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": "half-control-plane"});
+    apply(&client, cluster).await;
+    let mut md = crate::common::fixtures::machine_deployment("half", "half-md-0", 1, "half-md-0");
+    md["spec"]["template"]["spec"]["infrastructureRef"]["kind"] = json!("DockerMachineTemplate");
+    apply(&client, md).await;
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    until("the Cluster has its finalizer", 20, async || {
+        let c = clusters.get("half").await.ok()?;
+        (!c.finalizers().is_empty()).then_some(())
+    })
+    .await;
+    clusters
+        .delete("half", &DeleteParams::background())
+        .await
+        .unwrap();
+    until(
+        "the Cluster and its MachineDeployment are gone",
+        30,
+        async || {
+            let left = clusters
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .len()
+                + Api::<MachineDeployment>::namespaced(client.clone(), NS)
+                    .list(&ListParams::default())
+                    .await
+                    .ok()?
+                    .items
+                    .len();
+            (left == 0).then_some(())
+        },
+    )
+    .await;
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let skipped: Vec<String> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("DeletionSkipped"))
+        .filter_map(|e| e.message.clone())
+        .collect();
+    assert!(
+        skipped.iter().any(|m| m.starts_with("DockerCluster \"half\" was not deleted: DockerCluster.infrastructure.cluster.x-k8s.io is not installed")),
+        "the Cluster says what it skipped: {skipped:?}"
+    );
 }

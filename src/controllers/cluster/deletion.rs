@@ -15,6 +15,7 @@ use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
 use crate::conditions::{self, NewCondition, Status};
 use crate::reconcile::common;
 use crate::reconcile::events::Severity;
+use crate::reconcile::external::Deletion;
 use crate::reconcile::{Context, Result, StepContext};
 
 /// Deletes what the Cluster owns in order: workers, then the control plane, then the
@@ -132,11 +133,23 @@ async fn delete_providers(
         ),
     ] {
         let Some(reference) = reference else { continue };
-        if ctx.external.delete(&ns, reference).await? {
-            return Ok(Some((
-                reason,
-                format!("Waiting for {} to be deleted", reference.kind),
-            )));
+        match ctx.external.delete(&ns, reference).await? {
+            Deletion::Waiting => {
+                return Ok(Some((
+                    reason,
+                    format!("Waiting for {} to be deleted", reference.kind),
+                )));
+            }
+            Deletion::Gone => {}
+            Deletion::NotInstalled(why) => {
+                ctx.events.publish(
+                    CONTROLLER,
+                    cluster,
+                    Severity::Warning,
+                    "DeletionSkipped",
+                    why,
+                );
+            }
         }
     }
     Ok(None)

@@ -18,6 +18,7 @@ use crate::api::{Cluster, Machine};
 use crate::conditions::{self, NewCondition, Status};
 use crate::reconcile::common;
 use crate::reconcile::events::Severity;
+use crate::reconcile::external::Deletion;
 use crate::reconcile::{Context, Result, StepContext};
 
 /// How far a Machine's deletion has come.
@@ -147,12 +148,24 @@ async fn next_step(
     ];
     for (reference, reason) in references {
         let Some(reference) = reference else { continue };
-        if ctx.external.delete(&ns, reference).await? {
-            return Ok(Progress::waiting(
-                reason,
-                format!("Waiting for {} to be deleted", reference.kind),
-                1,
-            ));
+        match ctx.external.delete(&ns, reference).await? {
+            Deletion::Waiting => {
+                return Ok(Progress::waiting(
+                    reason,
+                    format!("Waiting for {} to be deleted", reference.kind),
+                    1,
+                ));
+            }
+            Deletion::Gone => {}
+            Deletion::NotInstalled(why) => {
+                ctx.events.publish(
+                    super::CONTROLLER,
+                    machine,
+                    Severity::Warning,
+                    "DeletionSkipped",
+                    why,
+                );
+            }
         }
     }
     if let (Some(client), Some(node)) = (&remote, &node_name) {
