@@ -565,7 +565,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__generate__subcmd__cluster)
-            opts="-f -i -n -v -h -V --flavor --infrastructure --kubernetes-version --control-plane-machine-count --worker-machine-count --target-namespace --from --list-variables --write-to --config --verbose --help --version"
+            opts="-f -i -n -v -h -V --flavor --infrastructure --kubernetes-version --control-plane-machine-count --worker-machine-count --target-namespace --from --list-variables --write-to --config --kubeconfig --kubeconfig-context --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -616,6 +616,14 @@ _capictl() {
                     return 0
                     ;;
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig-context)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -94,6 +94,8 @@ complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_see
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l from -d 'A template file to use instead of a flavor (`-` reads stdin)' -r
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l write-to -d 'Write to this file (mode 0600) instead of stdout' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l config -d 'The clusterctl configuration file with variable values [default: $XDG_CONFIG_HOME/cluster-api/clusterctl.yaml, else ~/.cluster-api/clusterctl.yaml]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l list-variables -d 'List the template\'s variables instead of rendering it'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s h -l help -d 'Print help'
