@@ -16,6 +16,9 @@ _capictl() {
             ",$1")
                 cmd="capictl"
                 ;;
+            capictl,alpha)
+                cmd="capictl__subcmd__alpha"
+                ;;
             capictl,completion)
                 cmd="capictl__subcmd__completion"
                 ;;
@@ -60,6 +63,60 @@ _capictl() {
                 ;;
             capictl,version)
                 cmd="capictl__subcmd__version"
+                ;;
+            capictl__subcmd__alpha,help)
+                cmd="capictl__subcmd__alpha__subcmd__help"
+                ;;
+            capictl__subcmd__alpha,rollout)
+                cmd="capictl__subcmd__alpha__subcmd__rollout"
+                ;;
+            capictl__subcmd__alpha__subcmd__help,help)
+                cmd="capictl__subcmd__alpha__subcmd__help__subcmd__help"
+                ;;
+            capictl__subcmd__alpha__subcmd__help,rollout)
+                cmd="capictl__subcmd__alpha__subcmd__help__subcmd__rollout"
+                ;;
+            capictl__subcmd__alpha__subcmd__help__subcmd__rollout,pause)
+                cmd="capictl__subcmd__alpha__subcmd__help__subcmd__rollout__subcmd__pause"
+                ;;
+            capictl__subcmd__alpha__subcmd__help__subcmd__rollout,restart)
+                cmd="capictl__subcmd__alpha__subcmd__help__subcmd__rollout__subcmd__restart"
+                ;;
+            capictl__subcmd__alpha__subcmd__help__subcmd__rollout,resume)
+                cmd="capictl__subcmd__alpha__subcmd__help__subcmd__rollout__subcmd__resume"
+                ;;
+            capictl__subcmd__alpha__subcmd__help__subcmd__rollout,undo)
+                cmd="capictl__subcmd__alpha__subcmd__help__subcmd__rollout__subcmd__undo"
+                ;;
+            capictl__subcmd__alpha__subcmd__rollout,help)
+                cmd="capictl__subcmd__alpha__subcmd__rollout__subcmd__help"
+                ;;
+            capictl__subcmd__alpha__subcmd__rollout,pause)
+                cmd="capictl__subcmd__alpha__subcmd__rollout__subcmd__pause"
+                ;;
+            capictl__subcmd__alpha__subcmd__rollout,restart)
+                cmd="capictl__subcmd__alpha__subcmd__rollout__subcmd__restart"
+                ;;
+            capictl__subcmd__alpha__subcmd__rollout,resume)
+                cmd="capictl__subcmd__alpha__subcmd__rollout__subcmd__resume"
+                ;;
+            capictl__subcmd__alpha__subcmd__rollout,undo)
+                cmd="capictl__subcmd__alpha__subcmd__rollout__subcmd__undo"
+                ;;
+            capictl__subcmd__alpha__subcmd__rollout__subcmd__help,help)
+                cmd="capictl__subcmd__alpha__subcmd__rollout__subcmd__help__subcmd__help"
+                ;;
+            capictl__subcmd__alpha__subcmd__rollout__subcmd__help,pause)
+                cmd="capictl__subcmd__alpha__subcmd__rollout__subcmd__help__subcmd__pause"
+                ;;
+            capictl__subcmd__alpha__subcmd__rollout__subcmd__help,restart)
+                cmd="capictl__subcmd__alpha__subcmd__rollout__subcmd__help__subcmd__restart"
+                ;;
+            capictl__subcmd__alpha__subcmd__rollout__subcmd__help,resume)
+                cmd="capictl__subcmd__alpha__subcmd__rollout__subcmd__help__subcmd__resume"
+                ;;
+            capictl__subcmd__alpha__subcmd__rollout__subcmd__help,undo)
+                cmd="capictl__subcmd__alpha__subcmd__rollout__subcmd__help__subcmd__undo"
                 ;;
             capictl__subcmd__delete,cluster)
                 cmd="capictl__subcmd__delete__subcmd__cluster"
@@ -121,6 +178,9 @@ _capictl() {
             capictl__subcmd__get__subcmd__help,kubeconfig)
                 cmd="capictl__subcmd__get__subcmd__help__subcmd__kubeconfig"
                 ;;
+            capictl__subcmd__help,alpha)
+                cmd="capictl__subcmd__help__subcmd__alpha"
+                ;;
             capictl__subcmd__help,completion)
                 cmd="capictl__subcmd__help__subcmd__completion"
                 ;;
@@ -165,6 +225,21 @@ _capictl() {
                 ;;
             capictl__subcmd__help,version)
                 cmd="capictl__subcmd__help__subcmd__version"
+                ;;
+            capictl__subcmd__help__subcmd__alpha,rollout)
+                cmd="capictl__subcmd__help__subcmd__alpha__subcmd__rollout"
+                ;;
+            capictl__subcmd__help__subcmd__alpha__subcmd__rollout,pause)
+                cmd="capictl__subcmd__help__subcmd__alpha__subcmd__rollout__subcmd__pause"
+                ;;
+            capictl__subcmd__help__subcmd__alpha__subcmd__rollout,restart)
+                cmd="capictl__subcmd__help__subcmd__alpha__subcmd__rollout__subcmd__restart"
+                ;;
+            capictl__subcmd__help__subcmd__alpha__subcmd__rollout,resume)
+                cmd="capictl__subcmd__help__subcmd__alpha__subcmd__rollout__subcmd__resume"
+                ;;
+            capictl__subcmd__help__subcmd__alpha__subcmd__rollout,undo)
+                cmd="capictl__subcmd__help__subcmd__alpha__subcmd__rollout__subcmd__undo"
                 ;;
             capictl__subcmd__help__subcmd__delete,cluster)
                 cmd="capictl__subcmd__help__subcmd__delete__subcmd__cluster"
@@ -287,12 +362,346 @@ _capictl() {
 
     case "${cmd}" in
         capictl)
-            opts="-v -h -V --verbose --help --version quickstart init generate describe get move topology upgrade images delete management manager version completion help"
+            opts="-v -h -V --verbose --help --version quickstart init generate describe get move topology upgrade images alpha delete management manager version completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha)
+            opts="-v -h -V --verbose --help --version rollout help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__help)
+            opts="rollout help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__help__subcmd__rollout)
+            opts="restart pause resume undo"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__help__subcmd__rollout__subcmd__pause)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__help__subcmd__rollout__subcmd__restart)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__help__subcmd__rollout__subcmd__resume)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__help__subcmd__rollout__subcmd__undo)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__rollout)
+            opts="-v -h -V --verbose --help --version restart pause resume undo help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__rollout__subcmd__help)
+            opts="restart pause resume undo help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__rollout__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__rollout__subcmd__help__subcmd__pause)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__rollout__subcmd__help__subcmd__restart)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__rollout__subcmd__help__subcmd__resume)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__rollout__subcmd__help__subcmd__undo)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__rollout__subcmd__pause)
+            opts="-n -v -h -V --namespace --kubeconfig --kubeconfig-context --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig-context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__rollout__subcmd__restart)
+            opts="-n -v -h -V --namespace --kubeconfig --kubeconfig-context --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig-context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__rollout__subcmd__resume)
+            opts="-n -v -h -V --namespace --kubeconfig --kubeconfig-context --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig-context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__alpha__subcmd__rollout__subcmd__undo)
+            opts="-n -v -h -V --namespace --kubeconfig --kubeconfig-context --to-revision --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig-context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --to-revision)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -867,8 +1276,92 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help)
-            opts="quickstart init generate describe get move topology upgrade images delete management manager version completion help"
+            opts="quickstart init generate describe get move topology upgrade images alpha delete management manager version completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__alpha)
+            opts="rollout"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__alpha__subcmd__rollout)
+            opts="restart pause resume undo"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__alpha__subcmd__rollout__subcmd__pause)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__alpha__subcmd__rollout__subcmd__restart)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__alpha__subcmd__rollout__subcmd__resume)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__alpha__subcmd__rollout__subcmd__undo)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+mod alpha;
 mod completion;
 mod connect;
 mod delete;
@@ -69,6 +70,9 @@ pub enum Command {
     /// Build the Docker provider's node and load-balancer images from Debian packages.
     #[command(subcommand)]
     Images(images::Images),
+    /// Commands that may change: `alpha rollout restart|pause|resume|undo`, as clusterctl's.
+    #[command(subcommand)]
+    Alpha(alpha::Alpha),
     /// Remove providers from the management cluster, or a workload Cluster (`delete cluster NAME`).
     Delete(delete::Args),
     /// Run the embedded management cluster: up, serve, down, status.
@@ -136,6 +140,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Move(args) => r#move::run(args),
         Command::Upgrade(cmd) => cmd.run(),
         Command::Topology(cmd) => cmd.run(),
+        Command::Alpha(cmd) => cmd.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1004,6 +1004,58 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
     );
     assert!(nodes.contains("control-plane"), "{nodes}");
 
+    // clusterctl's rollout commands: pause, a refused restart while paused, resume, restart.
+    let md = "machinedeployment/sim-md-0";
+    let paused = with_kubeconfig(&["alpha", "rollout", "pause", md]);
+    assert!(paused.status.success(), "{}", text(&paused.stderr));
+    assert_eq!(
+        text(&paused.stdout),
+        "machinedeployment.cluster.x-k8s.io/sim-md-0 paused\n"
+    );
+    assert_eq!(
+        m.kubectl(&["get", "md", "sim-md-0", "-o", "jsonpath={.spec.paused}"]),
+        "true"
+    );
+    let refused = with_kubeconfig(&["alpha", "rollout", "restart", md]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(text(&refused.stderr).contains("can't restart paused machinedeployment.cluster.x-k8s.io/sim-md-0 (run `capictl alpha rollout resume machinedeployment/sim-md-0` first)"), "{}", text(&refused.stderr));
+    let resumed = with_kubeconfig(&["alpha", "rollout", "resume", md]);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    let workers = || {
+        m.kubectl(&[
+            "get",
+            "machines",
+            "-l",
+            "cluster.x-k8s.io/deployment-name=sim-md-0",
+            "-o",
+            "name",
+        ])
+    };
+    let before = workers();
+    assert_eq!(before.lines().count(), 2, "{before}");
+    let restarted = with_kubeconfig(&["alpha", "rollout", "restart", md]);
+    assert!(restarted.status.success(), "{}", text(&restarted.stderr));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let now = workers();
+        if now.lines().count() == 2 && now.lines().all(|l| !before.contains(l)) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restart replaced the workers:\nbefore {before}\nnow {now}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let undone = with_kubeconfig(&["alpha", "rollout", "undo", md]);
+    assert!(undone.status.success(), "{}", text(&undone.stderr));
+    assert_eq!(
+        text(&undone.stdout),
+        "machinedeployment.cluster.x-k8s.io/sim-md-0 rolled back to revision 1\n"
+    );
+    let no_undo = with_kubeconfig(&["alpha", "rollout", "undo", "kcp/sim-control-plane"]);
+    assert_eq!(no_undo.status.code(), Some(2), "{}", text(&no_undo.stderr));
+
     // The providers' CRDs cannot go while a Cluster still uses them.
     let refused = with_kubeconfig(&["delete", "--all", "--include-crd"]);
     assert_eq!(refused.status.code(), Some(1));
