@@ -263,7 +263,7 @@ pub async fn run(client: Client) {
                     .collect();
                 let plan = plan(&ds, &node_refs, &mine, now);
                 if let Err(e) = sync(&client, &ds, &plan).await {
-                    tracing::debug!(daemonset = %ds.name_any(), error = %e, "sync failed; retried");
+                    super::report_failure(COMPONENT, &ds.name_any(), &e);
                 }
             }
         }

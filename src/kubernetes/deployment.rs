@@ -404,7 +404,7 @@ pub async fn run(client: Client) {
                     .collect();
                 let plan = plan(&d, &mine);
                 if let Err(e) = sync(&client, &d, &plan).await {
-                    tracing::debug!(deployment = %d.name_any(), error = %e, "sync failed; retried");
+                    super::report_failure(COMPONENT, &d.name_any(), &e);
                 }
             }
         }

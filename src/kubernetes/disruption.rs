@@ -240,7 +240,7 @@ pub async fn run(client: Client) {
                     }
                 }
                 if let Err(e) = super::write_status(&client, &*budget, patch).await {
-                    tracing::debug!(budget = %budget.name_any(), error = %e, "status failed; retried");
+                    super::report_failure("disruption-controller", &budget.name_any(), &e);
                 }
             }
         }

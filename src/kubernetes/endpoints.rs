@@ -165,7 +165,7 @@ pub async fn run(client: Client) {
                 if let Err(e) =
                     sync(&client, service, &mine, &endpoints.state(), &slices.state()).await
                 {
-                    tracing::debug!(service = %service.name_any(), error = %e, "sync failed; retried");
+                    super::report_failure("endpoint-controller", &service.name_any(), &e);
                 }
             }
             // Endpoints this controller wrote for Services that are gone.

@@ -39,6 +39,18 @@ pub async fn run_controllers(client: Client) {
     );
 }
 
+/// Reports a failed write of a pass, to be retried by the next: a conflict or a vanished object
+/// is the ordinary race with other writers (debug); anything else, such as a write the API
+/// server refuses, is worth an operator's eye (warn).
+pub fn report_failure(controller: &str, object: &str, e: &kube::Error) {
+    match e {
+        kube::Error::Api(s) if s.code == 409 || s.code == 404 => {
+            tracing::debug!(controller, object, error = %e, "write lost a race; retried")
+        }
+        _ => tracing::warn!(controller, object, error = %e, "write failed; retried"),
+    }
+}
+
 /// A cache of every object of a kind in the cluster, and the future that keeps it current and
 /// wakes `wake` at each change (poll it beside the loop that reads the cache).
 pub fn cache<K>(

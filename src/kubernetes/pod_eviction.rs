@@ -190,9 +190,7 @@ pub async fn run(client: Client) {
                         )
                         .await
                     }
-                    Err(e) => {
-                        tracing::debug!(pod = %pod.name_any(), error = %e, "eviction failed; retried")
-                    }
+                    Err(e) => super::report_failure(COMPONENT, &pod.name_any(), &e),
                 }
             }
         }

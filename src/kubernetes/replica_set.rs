@@ -245,9 +245,7 @@ pub async fn run(client: Client) {
                         expecting.insert(uid, (created, deleted, Instant::now()));
                     }
                     Ok(_) => {}
-                    Err(e) => {
-                        tracing::debug!(replicaset = %rs.name_any(), error = %e, "sync failed; retried")
-                    }
+                    Err(e) => super::report_failure(COMPONENT, &rs.name_any(), &e),
                 }
             }
             let live: BTreeSet<String> = sets.state().iter().filter_map(|r| r.uid()).collect();

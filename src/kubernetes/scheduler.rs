@@ -473,7 +473,7 @@ async fn schedule_pending(
                         .await;
                         bound.push(((**pod).clone(), node));
                     }
-                    Err(e) => tracing::debug!(pod = %key, error = %e, "binding failed; retried"),
+                    Err(e) => super::report_failure(DEFAULT_SCHEDULER, &key, &e),
                 }
             }
             Err(fit) => {
@@ -498,7 +498,7 @@ async fn schedule_pending(
                     )
                     .await
                 {
-                    tracing::debug!(pod = %key, error = %e, "recording PodScheduled failed");
+                    super::report_failure(DEFAULT_SCHEDULER, &key, &e);
                     continue;
                 }
                 record_event(client, pod, "Warning", "FailedScheduling", &message).await;

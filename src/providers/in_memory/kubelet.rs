@@ -143,7 +143,7 @@ pub async fn run(client: Client) {
                     )
                     .await
                 {
-                    tracing::debug!(pod = %pod.name_any(), error = %e, "reporting the Pod failed; retried");
+                    kubernetes::report_failure("kubelet", &pod.name_any(), &e);
                 }
             }
         }
