@@ -76,6 +76,30 @@ fn parse_target(text: &str) -> Result<(Kind, String), UsageError> {
     Ok((kind, name.to_string()))
 }
 
+/// The revision `undo` goes back to, among the MachineSets' (sorted): `to` when one has it,
+/// else the one before the newest; why not, when there is none.
+fn pick_revision(revisions: &[i64], to: Option<i64>) -> Result<i64, String> {
+    let listed = || {
+        revisions
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match to {
+        Some(r) if revisions.contains(&r) => Ok(r),
+        Some(r) => Err(format!("has no revision {r}; it has {}", listed())),
+        None => {
+            let current = revisions.last().copied().unwrap_or(0);
+            revisions.iter().rev().copied().find(|r| *r < current).ok_or_else(|| {
+                format!(
+                    "has no revision before {current} to go back to (old MachineSets are deleted once a rollout completes)"
+                )
+            })
+        }
+    }
+}
+
 impl Alpha {
     pub fn run(self) -> anyhow::Result<()> {
         let Alpha::Rollout(rollout) = self;
@@ -191,28 +215,13 @@ impl Rollout {
                     .filter_map(|ms| Some((revision_of(ms)?, ms)))
                     .collect();
                 owned.sort_by_key(|(r, _)| *r);
-                let current = owned.last().map(|(r, _)| *r).unwrap_or(0);
-                let wanted = match undo.to_revision {
-                    Some(r) => r,
-                    None => owned
-                        .iter()
-                        .rev()
-                        .map(|(r, _)| *r)
-                        .find(|r| *r < current)
-                        .ok_or_else(|| {
-                            anyhow::anyhow!("{what} has no revision before {current} to go back to")
-                        })?,
-                };
-                let (_, ms) = owned.iter().find(|(r, _)| *r == wanted).ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "{what} has no revision {wanted}; it has {}",
-                        owned
-                            .iter()
-                            .map(|(r, _)| r.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                })?;
+                let revisions: Vec<i64> = owned.iter().map(|(r, _)| *r).collect();
+                let wanted = pick_revision(&revisions, undo.to_revision)
+                    .map_err(|why| anyhow::anyhow!("{what} {why}"))?;
+                let (_, ms) = owned
+                    .iter()
+                    .find(|(r, _)| *r == wanted)
+                    .expect("pick_revision picks one of them");
                 let mut template = serde_json::to_value(&ms.spec.template)?;
                 if let Some(labels) = template["metadata"]["labels"].as_object_mut() {
                     labels.remove(crate::api::TEMPLATE_HASH_LABEL);
@@ -230,6 +239,21 @@ impl Rollout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn undo_goes_to_the_previous_revision_or_the_one_asked() {
+        assert_eq!(pick_revision(&[1, 2, 3], None), Ok(2));
+        assert_eq!(pick_revision(&[1, 2, 3], Some(1)), Ok(1));
+        assert_eq!(
+            pick_revision(&[2, 3], Some(1)),
+            Err("has no revision 1; it has 2, 3".into())
+        );
+        assert!(
+            pick_revision(&[3], None)
+                .unwrap_err()
+                .starts_with("has no revision before 3")
+        );
+    }
 
     #[test]
     fn targets_are_named_as_clusterctl_names_them() {

@@ -1047,11 +1047,36 @@ fn an_in_memory_cluster_on_the_embedded_management_cluster() {
         );
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
+    // Once the rollout is complete its old MachineSet is gone (as upstream deletes them), and
+    // undo says there is nothing to go back to.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while m
+        .kubectl(&[
+            "get",
+            "machinesets",
+            "-l",
+            "cluster.x-k8s.io/deployment-name=sim-md-0",
+            "-o",
+            "name",
+        ])
+        .lines()
+        .count()
+        > 1
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old MachineSet went"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
     let undone = with_kubeconfig(&["alpha", "rollout", "undo", md]);
-    assert!(undone.status.success(), "{}", text(&undone.stderr));
-    assert_eq!(
-        text(&undone.stdout),
-        "machinedeployment.cluster.x-k8s.io/sim-md-0 rolled back to revision 1\n"
+    assert_eq!(undone.status.code(), Some(1), "{}", text(&undone.stderr));
+    assert!(
+        text(&undone.stderr).contains(
+            "machinedeployment.cluster.x-k8s.io/sim-md-0 has no revision before 2 to go back to"
+        ),
+        "{}",
+        text(&undone.stderr)
     );
     let no_undo = with_kubeconfig(&["alpha", "rollout", "undo", "kcp/sim-control-plane"]);
     assert_eq!(no_undo.status.code(), Some(2), "{}", text(&no_undo.stderr));
