@@ -58,17 +58,25 @@ impl Resolver {
 
     /// The API resource of a kind in a group, at the newest version implementing the contract.
     pub async fn resource(&self, group: &str, kind: &str) -> Result<ApiResource> {
+        self.installed(group, kind).await?.ok_or_else(|| {
+            Error::Invalid(format!(
+                "{kind}.{group} is not installed (no CRD {}.{group}); install its provider",
+                plural(kind)
+            ))
+        })
+    }
+
+    /// [`Resolver::resource`], or None when the kind is not installed (no CRD).
+    pub async fn installed(&self, group: &str, kind: &str) -> Result<Option<ApiResource>> {
         let key = (group.to_string(), kind.to_string());
         if let Some(r) = self.cache.lock().unwrap().get(&key) {
-            return Ok(r.clone());
+            return Ok(Some(r.clone()));
         }
         let crd_name = format!("{}.{group}", plural(kind));
         let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        let crd = crds.get_opt(&crd_name).await?.ok_or_else(|| {
-            Error::Invalid(format!(
-                "{kind}.{group} is not installed (no CRD {crd_name}); install its provider"
-            ))
-        })?;
+        let Some(crd) = crds.get_opt(&crd_name).await? else {
+            return Ok(None);
+        };
         let versions = crd
             .labels()
             .get(CONTRACT_LABEL)
@@ -89,7 +97,7 @@ impl Resolver {
             &crd.spec.names.plural,
         );
         self.cache.lock().unwrap().insert(key, resource.clone());
-        Ok(resource)
+        Ok(Some(resource))
     }
 
     /// The API for the objects of a reference, in a namespace.
@@ -157,29 +165,27 @@ impl Resolver {
         namespace: &str,
         reference: &ContractVersionedObjectReference,
     ) -> Result<Deletion> {
-        let crd_name = format!("{}.{}", plural(&reference.kind), reference.api_group);
-        let installed = self
-            .cache
-            .lock()
-            .unwrap()
-            .contains_key(&(reference.api_group.clone(), reference.kind.clone()))
-            || Api::<CustomResourceDefinition>::all(self.client.clone())
-                .get_opt(&crd_name)
-                .await?
-                .is_some();
-        if !installed {
+        let Some(resource) = self
+            .installed(&reference.api_group, &reference.kind)
+            .await?
+        else {
             return Ok(Deletion::NotInstalled(format!(
-                "{} {:?} was not deleted: {}.{} is not installed (no CRD {crd_name}), so no such object exists",
-                reference.kind, reference.name, reference.kind, reference.api_group
+                "{} {:?} was not deleted: {}.{} is not installed (no CRD {}.{}), so no such object exists",
+                reference.kind,
+                reference.name,
+                reference.kind,
+                reference.api_group,
+                plural(&reference.kind),
+                reference.api_group
             )));
-        }
-        let Some(object) = self.get(namespace, reference).await? else {
+        };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &resource);
+        let Some(object) = api.get_opt(&reference.name).await? else {
             return Ok(Deletion::Gone);
         };
         if object.metadata.deletion_timestamp.is_none() {
-            self.api(namespace, reference)
-                .await?
-                .delete(&reference.name, &kube::api::DeleteParams::background())
+            api.delete(&reference.name, &kube::api::DeleteParams::background())
                 .await?;
         }
         Ok(Deletion::Waiting)
