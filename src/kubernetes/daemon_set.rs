@@ -234,12 +234,13 @@ pub fn plan(ds: &DaemonSet, nodes: &[&Node], pods: &[&Pod], now: i64) -> Plan {
 }
 
 fn status_differs(ds: &DaemonSet, status: &Value) -> bool {
-    let current = serde_json::to_value(ds.status.clone().unwrap_or_default()).unwrap_or_default();
-    status
+    let keys: Vec<&str> = status
         .as_object()
         .into_iter()
         .flatten()
-        .any(|(k, v)| current[k].as_i64().unwrap_or(0) != v.as_i64().unwrap_or(0))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    super::counters_differ(&ds.status, status, &keys)
 }
 
 /// Runs the controller until the future is dropped.

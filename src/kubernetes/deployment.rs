@@ -329,9 +329,7 @@ fn status_differs(d: &Deployment, status: &Value) -> bool {
         "availableReplicas",
         "unavailableReplicas",
     ];
-    numbers
-        .iter()
-        .any(|k| current[k].as_i64().unwrap_or(0) != status[k].as_i64().unwrap_or(0))
+    super::counters_differ(&d.status, status, &numbers)
         || status["conditions"]
             .as_array()
             .into_iter()

@@ -39,6 +39,19 @@ pub async fn run_controllers(client: Client) {
     );
 }
 
+/// Whether any of these counters of a status differ between what is stored and what a pass
+/// computed (absent counts as 0, as the API omits zeros), so that unchanged status is not
+/// written again.
+pub fn counters_differ(
+    current: &impl serde::Serialize,
+    wanted: &serde_json::Value,
+    keys: &[&str],
+) -> bool {
+    let current = serde_json::to_value(current).unwrap_or_default();
+    keys.iter()
+        .any(|k| current[k].as_i64().unwrap_or(0) != wanted[k].as_i64().unwrap_or(0))
+}
+
 /// Reports a failed write of a pass, to be retried by the next: a conflict or a vanished object
 /// is the ordinary race with other writers (debug); anything else, such as a write the API
 /// server refuses, is worth an operator's eye (warn).

@@ -175,16 +175,17 @@ pub fn plan(rs: &ReplicaSet, pods: &[&Pod], now: i64) -> Plan {
 }
 
 fn status_differs(rs: &ReplicaSet, status: &serde_json::Value) -> bool {
-    let current = serde_json::to_value(rs.status.clone().unwrap_or_default()).unwrap_or_default();
-    [
-        "replicas",
-        "fullyLabeledReplicas",
-        "readyReplicas",
-        "availableReplicas",
-        "observedGeneration",
-    ]
-    .iter()
-    .any(|k| current[k].as_i64().unwrap_or(0) != status[k].as_i64().unwrap_or(0))
+    super::counters_differ(
+        &rs.status,
+        status,
+        &[
+            "replicas",
+            "fullyLabeledReplicas",
+            "readyReplicas",
+            "availableReplicas",
+            "observedGeneration",
+        ],
+    )
 }
 
 /// A Pod of the ReplicaSet's template, owned by it.
