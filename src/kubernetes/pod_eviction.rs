@@ -155,9 +155,10 @@ pub async fn run(client: Client) {
             for (pod, why) in to_evict(&pod_refs, &node_refs, &missing_since, now) {
                 let api: Api<Pod> =
                     Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
-                let (component, message) = match &why {
+                let (component, reason, message) = match &why {
                     Eviction::Taint(taint) => (
                         COMPONENT,
+                        "TaintManagerEviction",
                         format!(
                             "Marking for deletion Pod {}/{}: taint {taint}",
                             pod.namespace().unwrap_or_default(),
@@ -166,6 +167,7 @@ pub async fn run(client: Client) {
                     ),
                     Eviction::Orphaned => (
                         "pod-garbage-collector",
+                        "DeletingOrphanedPod",
                         format!(
                             "Deleting orphaned Pod {}/{}: its Node is gone",
                             pod.namespace().unwrap_or_default(),
@@ -180,17 +182,10 @@ pub async fn run(client: Client) {
                 };
                 match api.delete(&pod.name_any(), &params).await {
                     Ok(_) => {
-                        super::record_event(
-                            &client,
-                            pod,
-                            component,
-                            "Normal",
-                            "TaintManagerEviction",
-                            &message,
-                        )
-                        .await
+                        super::record_event(&client, pod, component, "Normal", reason, &message)
+                            .await
                     }
-                    Err(e) => super::report_failure(COMPONENT, &pod.name_any(), &e),
+                    Err(e) => super::report_failure(component, &pod.name_any(), &e),
                 }
             }
         }
