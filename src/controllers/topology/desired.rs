@@ -338,88 +338,142 @@ fn deployment_class<'a>(class: &'a ClusterClass, name: &str) -> Option<&'a Machi
         .and_then(|list| list.iter().find(|c| c.class == name))
 }
 
-/// Computes the desired state.
-pub fn generate(
-    cluster: &Cluster,
+/// What every object of a Cluster's desired state is named and labelled from.
+struct Scope<'a> {
+    cluster: &'a Cluster,
+    class: &'a ClusterClass,
+    topology: &'a api::cluster::Topology,
+    namespace: String,
+    cluster_name: String,
+    /// The labels of every object the topology owns.
+    owned_labels: Map<String, Value>,
+}
+
+impl<'a> Scope<'a> {
+    fn new(cluster: &'a Cluster, class: &'a ClusterClass) -> Result<Self, String> {
+        let topology = cluster
+            .spec
+            .topology
+            .as_ref()
+            .ok_or("the Cluster has no spec.topology")?;
+        let cluster_name = cluster.name_any();
+        let owned_labels = [
+            (api::CLUSTER_NAME_LABEL.to_string(), json!(cluster_name)),
+            (TOPOLOGY_OWNED_LABEL.to_string(), json!("")),
+        ]
+        .into_iter()
+        .collect();
+        Ok(Scope {
+            cluster,
+            class,
+            topology,
+            namespace: cluster.namespace().unwrap_or_default(),
+            cluster_name,
+            owned_labels,
+        })
+    }
+
+    /// The seed of the generated names of the object playing `role`: stable per Cluster.
+    fn seed(&self, role: &str) -> String {
+        format!("{}/{}/{role}", self.namespace, self.cluster_name)
+    }
+
+    /// The control plane's part of the topology, if it has one.
+    fn control_plane(&self) -> Option<&'a api::cluster::ControlPlaneTopology> {
+        self.topology.control_plane.as_ref()
+    }
+
+    fn deployments(&self) -> impl Iterator<Item = &'a api::cluster::MachineDeploymentTopology> {
+        self.topology
+            .workers
+            .as_ref()
+            .and_then(|w| w.machine_deployments.as_ref())
+            .into_iter()
+            .flatten()
+    }
+}
+
+/// The names of the infrastructure cluster and the control plane's objects: those they have,
+/// or new ones.
+struct ControlPlaneNames {
+    infrastructure: String,
+    control_plane: String,
+    /// The copy of the control plane's machine template, when the class has one.
+    machines: Option<String>,
+}
+
+fn control_plane_names(
+    scope: &Scope,
     blueprint: &Blueprint,
     current: &Current,
-    variables: &Variables,
-) -> Result<Desired, String> {
-    let class = &blueprint.class;
-    let topology = cluster
-        .spec
-        .topology
-        .as_ref()
-        .ok_or("the Cluster has no spec.topology")?;
-    let namespace = cluster.namespace().unwrap_or_default();
-    let cluster_name = cluster.name_any();
-    let owned_labels: Map<String, Value> = [
-        (api::CLUSTER_NAME_LABEL.to_string(), json!(cluster_name)),
-        (TOPOLOGY_OWNED_LABEL.to_string(), json!("")),
-    ]
-    .into_iter()
-    .collect();
-    let naming_data = json!({"cluster": {"name": cluster_name}});
-    let seed = |role: &str| format!("{namespace}/{cluster_name}/{role}");
-
-    // Names: the current ones, or new ones.
-    let infrastructure_name = match current.infrastructure_cluster.as_ref().and_then(name_of) {
+) -> Result<ControlPlaneNames, String> {
+    let naming_data = json!({"cluster": {"name": scope.cluster_name}});
+    let spec = &scope.class.spec;
+    let infrastructure = match current.infrastructure_cluster.as_ref().and_then(name_of) {
         Some(n) => n,
         None => new_name(
-            class
-                .spec
-                .infrastructure
+            spec.infrastructure
                 .naming
                 .as_ref()
                 .and_then(|n| n.template.as_deref()),
             "{{ .cluster.name }}-{{ .random }}",
             naming_data.clone(),
-            &seed("infrastructure"),
+            &scope.seed("infrastructure"),
         )?,
     };
-    let control_plane_name = match current
+    let control_plane = match current
         .control_plane
         .as_ref()
         .and_then(|c| name_of(&c.object))
     {
         Some(n) => n,
         None => new_name(
-            class
-                .spec
-                .control_plane
+            spec.control_plane
                 .naming
                 .as_ref()
                 .and_then(|n| n.template.as_deref()),
             "{{ .cluster.name }}-{{ .random }}",
-            naming_data.clone(),
-            &seed("control-plane"),
+            naming_data,
+            &scope.seed("control-plane"),
         )?,
     };
-    let control_plane_machines_name = blueprint.control_plane_machines.as_ref().map(|_| {
+    let machines = blueprint.control_plane_machines.as_ref().map(|_| {
         current
             .control_plane_machines
             .as_ref()
             .and_then(name_of)
             .unwrap_or_else(|| {
-                format!("{cluster_name}-{}", suffix(&seed("control-plane-machines")))
+                let suffix = suffix(&scope.seed("control-plane-machines"));
+                format!("{}-{suffix}", scope.cluster_name)
             })
     });
+    Ok(ControlPlaneNames {
+        infrastructure,
+        control_plane,
+        machines,
+    })
+}
 
-    // Versions: the control plane first, then the MachineDeployments in order.
-    let plan = versions::plan(cluster, current)?;
-    let control_plane_version = plan.control_plane_version.clone();
-
-    // The patch request: every template as a template, with its variables.
-    let cluster_builtin = cluster_builtins(cluster, class);
-    let cp_topology = topology.control_plane.as_ref();
+/// The patch request's items for the infrastructure cluster and the control plane (and its
+/// machine template), in that order, each with its variables.
+fn control_plane_items(
+    scope: &Scope,
+    blueprint: &Blueprint,
+    names: &ControlPlaneNames,
+    version: &str,
+    variables: &Variables,
+    cluster_builtin: &Value,
+) -> Vec<Item> {
+    let cp_topology = scope.control_plane();
+    let cp_metadata = cp_topology.and_then(|c| c.metadata.as_ref());
     let cp_builtin = json!({
         "cluster": cluster_builtin,
         "controlPlane": {
-            "version": control_plane_version,
-            "name": control_plane_name,
+            "version": version,
+            "name": names.control_plane,
             "replicas": cp_topology.and_then(|c| c.replicas),
-            "metadata": {"labels": labels_of(cp_topology.and_then(|c| c.metadata.as_ref())), "annotations": annotations_of(cp_topology.and_then(|c| c.metadata.as_ref()))},
-            "machineTemplate": {"infrastructureRef": {"name": control_plane_machines_name}},
+            "metadata": {"labels": labels_of(cp_metadata), "annotations": annotations_of(cp_metadata)},
+            "machineTemplate": {"infrastructureRef": {"name": names.machines}},
         },
     });
     let cp_variables = variables_for(&variables.cluster, &variables.control_plane, cp_builtin);
@@ -458,145 +512,140 @@ pub fn generate(
             variables: cp_variables,
         });
     }
-    // MachineDeployments: those that exist and those that may be created now.
-    struct Planned<'a> {
-        topology: &'a api::cluster::MachineDeploymentTopology,
-        class: &'a MachineDeploymentClass,
-        name: String,
-        bootstrap_name: String,
-        infrastructure_name: String,
-        version: String,
-    }
-    let mut planned = Vec::new();
-    for (i, md) in topology
-        .workers
-        .as_ref()
-        .and_then(|w| w.machine_deployments.as_ref())
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let md_class = deployment_class(class, &md.class).ok_or_else(|| {
+    items
+}
+
+/// A MachineDeployment of the topology, named, whose templates are being patched.
+struct PlannedDeployment<'a> {
+    topology: &'a api::cluster::MachineDeploymentTopology,
+    class: &'a MachineDeploymentClass,
+    name: String,
+    bootstrap_name: String,
+    infrastructure_name: String,
+    version: String,
+}
+
+/// The `index`th MachineDeployment of the topology, named, with the patch request's items
+/// for its bootstrap and infrastructure templates; `None` while its creation is deferred.
+#[allow(clippy::too_many_arguments)]
+fn plan_deployment<'a>(
+    scope: &Scope<'a>,
+    blueprint: &Blueprint,
+    current: &Current,
+    plan: &versions::Plan,
+    names: &ControlPlaneNames,
+    variables: &Variables,
+    cluster_builtin: &Value,
+    (index, md): (usize, &'a api::cluster::MachineDeploymentTopology),
+) -> Result<Option<(PlannedDeployment<'a>, [Item; 2])>, String> {
+    let cluster_name = &scope.cluster_name;
+    let md_class = deployment_class(scope.class, &md.class).ok_or_else(|| {
+        format!(
+            "spec.topology.workers.machineDeployments[{index}].class: MachineDeployment class {:?} is not defined in ClusterClass {}",
+            md.class,
+            scope.class.name_any()
+        )
+    })?;
+    let Some(version) = plan.deployment_versions.get(&md.name).cloned() else {
+        return Ok(None);
+    };
+    let now = current.deployments.get(&md.name);
+    let name = match now.and_then(|d| name_of(&d.object)) {
+        Some(n) => n,
+        None => new_name(
+            md_class.naming.as_ref().and_then(|n| n.template.as_deref()),
+            "{{ .cluster.name }}-{{ .machineDeployment.topologyName }}-{{ .random }}",
+            json!({"cluster": {"name": cluster_name}, "machineDeployment": {"topologyName": md.name}}),
+            &scope.seed(&format!("machine-deployment/{}", md.name)),
+        )?,
+    };
+    let template_name = |t: Option<&Value>, part: &str| {
+        t.and_then(name_of).unwrap_or_else(|| {
+            let seed = scope.seed(&format!("machine-deployment/{}/{part}", md.name));
+            format!("{cluster_name}-{}-{}", md.name, suffix(&seed))
+        })
+    };
+    let bootstrap_name = template_name(now.and_then(|d| d.bootstrap.as_ref()), "bootstrap");
+    let infrastructure_name = template_name(
+        now.and_then(|d| d.infrastructure.as_ref()),
+        "infrastructure",
+    );
+    let (bootstrap, infrastructure) =
+        blueprint.deployment_classes.get(&md.class).ok_or_else(|| {
             format!(
-                "spec.topology.workers.machineDeployments[{i}].class: MachineDeployment class {:?} is not defined in ClusterClass {}",
-                md.class,
-                class.name_any()
+                "the templates of MachineDeployment class {:?} were not read",
+                md.class
             )
         })?;
-        let Some(version) = plan.deployment_versions.get(&md.name).cloned() else {
-            continue; // creation deferred
-        };
-        let now = current.deployments.get(&md.name);
-        let name = match now.and_then(|d| name_of(&d.object)) {
-            Some(n) => n,
-            None => new_name(
-                md_class.naming.as_ref().and_then(|n| n.template.as_deref()),
-                "{{ .cluster.name }}-{{ .machineDeployment.topologyName }}-{{ .random }}",
-                json!({"cluster": {"name": cluster_name}, "machineDeployment": {"topologyName": md.name}}),
-                &seed(&format!("machine-deployment/{}", md.name)),
-            )?,
-        };
-        let template_name = |t: Option<&Value>, part: &str| {
-            t.and_then(name_of).unwrap_or_else(|| {
-                let seed = seed(&format!("machine-deployment/{}/{part}", md.name));
-                format!("{cluster_name}-{}-{}", md.name, suffix(&seed))
-            })
-        };
-        let bootstrap_name = template_name(now.and_then(|d| d.bootstrap.as_ref()), "bootstrap");
-        let infrastructure_name = template_name(
-            now.and_then(|d| d.infrastructure.as_ref()),
-            "infrastructure",
-        );
-        let (bootstrap, infrastructure) =
-            blueprint.deployment_classes.get(&md.class).ok_or_else(|| {
-                format!(
-                    "the templates of MachineDeployment class {:?} were not read",
-                    md.class
-                )
-            })?;
-        let builtin = json!({
-            "cluster": cluster_builtin,
-            "controlPlane": {"version": control_plane_version, "name": control_plane_name},
-            "machineDeployment": {
-                "version": version,
-                "class": md.class,
-                "name": name,
-                "topologyName": md.name,
-                "replicas": md.replicas,
-                "metadata": {"labels": labels_of(md.metadata.as_ref()), "annotations": annotations_of(md.metadata.as_ref())},
-                "bootstrap": {"configRef": {"name": bootstrap_name}},
-                "infrastructureRef": {"name": infrastructure_name},
-            },
-        });
-        let md_variables = variables_for(
-            &variables.cluster,
-            variables.deployments.get(&md.name).unwrap_or(&Map::new()),
-            builtin,
-        );
-        for (template, part) in [(bootstrap, "bootstrap"), (infrastructure, "infrastructure")] {
-            items.push(Item {
-                role: Role::MachineDeployment {
-                    class: md.class.clone(),
-                },
-                what: format!(
-                    "MachineDeployment {}'s {part} template {}",
-                    md.name, template["metadata"]["name"]
-                ),
-                template: template.clone(),
-                variables: md_variables.clone(),
-            });
-        }
-        planned.push(Planned {
-            topology: md,
-            class: md_class,
-            name,
-            bootstrap_name,
-            infrastructure_name,
-            version,
-        });
-    }
-    patches::apply(
-        class.spec.patches.as_deref().unwrap_or_default(),
-        &mut items,
-    )?;
-    let mut items = items.into_iter();
-    let infrastructure_template = items.next().expect("the infrastructure item").template;
-    let control_plane_template = items.next().expect("the control plane item").template;
-    let control_plane_machines_template = blueprint
-        .control_plane_machines
-        .as_ref()
-        .map(|_| items.next().expect("the machines item").template);
-
-    // The infrastructure cluster.
-    let infrastructure_cluster = from_template(
-        &infrastructure_template,
-        &infrastructure_name,
-        &namespace,
-        &owned_labels,
+    let builtin = json!({
+        "cluster": cluster_builtin,
+        "controlPlane": {"version": plan.control_plane_version, "name": names.control_plane},
+        "machineDeployment": {
+            "version": version,
+            "class": md.class,
+            "name": name,
+            "topologyName": md.name,
+            "replicas": md.replicas,
+            "metadata": {"labels": labels_of(md.metadata.as_ref()), "annotations": annotations_of(md.metadata.as_ref())},
+            "bootstrap": {"configRef": {"name": bootstrap_name}},
+            "infrastructureRef": {"name": infrastructure_name},
+        },
+    });
+    let md_variables = variables_for(
+        &variables.cluster,
+        variables.deployments.get(&md.name).unwrap_or(&Map::new()),
+        builtin,
     );
+    let item = |template: &Value, part: &str| Item {
+        role: Role::MachineDeployment {
+            class: md.class.clone(),
+        },
+        what: format!(
+            "MachineDeployment {}'s {part} template {}",
+            md.name, template["metadata"]["name"]
+        ),
+        template: template.clone(),
+        variables: md_variables.clone(),
+    };
+    let items = [
+        item(bootstrap, "bootstrap"),
+        item(infrastructure, "infrastructure"),
+    ];
+    let planned = PlannedDeployment {
+        topology: md,
+        class: md_class,
+        name,
+        bootstrap_name,
+        infrastructure_name,
+        version,
+    };
+    Ok(Some((planned, items)))
+}
 
-    // The control plane's machine template and the control plane.
-    let control_plane_machines = control_plane_machines_template
-        .zip(control_plane_machines_name)
-        .map(|(t, name)| template_copy(&t, &name, &namespace, &owned_labels, cluster));
-    let mut control_plane = from_template(
-        &control_plane_template,
-        &control_plane_name,
-        &namespace,
-        &owned_labels,
-    );
-    let cp_class = &class.spec.control_plane;
+/// The control plane made from its patched template: the topology's version and replicas,
+/// and a machine template with the topology's and the class's metadata, taints, readiness
+/// gates and deletion settings, pointing at `machines`.
+fn desired_control_plane(
+    scope: &Scope,
+    template: &Value,
+    name: &str,
+    version: &str,
+    machines: Option<&Value>,
+) -> Value {
+    let mut control_plane = from_template(template, name, &scope.namespace, &scope.owned_labels);
+    let cp_topology = scope.control_plane();
+    let cp_class = &scope.class.spec.control_plane;
     let mut machine_labels = merged(
         labels_of(cp_topology.and_then(|c| c.metadata.as_ref())),
         labels_of(cp_class.metadata.as_ref()),
     );
-    machine_labels.extend(owned_labels.clone());
+    machine_labels.extend(scope.owned_labels.clone());
     let machine_annotations = merged(
         annotations_of(cp_topology.and_then(|c| c.metadata.as_ref())),
         annotations_of(cp_class.metadata.as_ref()),
     );
     let spec = &mut control_plane["spec"];
-    spec["version"] = json!(control_plane_version);
+    spec["version"] = json!(version);
     if let Some(replicas) = cp_topology.and_then(|c| c.replicas) {
         spec["replicas"] = json!(replicas);
     }
@@ -611,28 +660,32 @@ pub fn generate(
     if !machine_template["spec"].is_object() {
         machine_template["spec"] = json!({});
     }
-    if let Some(m) = &control_plane_machines {
+    if let Some(m) = machines {
         machine_template["spec"]["infrastructureRef"] = reference(m);
     }
-    if let Some(v) = choose(
-        cp_topology
-            .and_then(|c| c.readiness_gates.as_ref())
-            .map(to_value),
-        cp_class.readiness_gates.as_ref().map(to_value),
-    ) {
-        machine_template["spec"]["readinessGates"] = v;
-    }
-    if let Some(v) = choose(
-        cp_topology.and_then(|c| c.taints.as_ref()).map(to_value),
-        cp_class.taints.as_ref().map(to_value),
-    ) {
-        machine_template["spec"]["taints"] = v;
-    }
-    if let Some(v) = choose(
-        cp_topology.and_then(|c| c.deletion.as_ref()).map(to_value),
-        cp_class.deletion.as_ref().map(to_value),
-    ) {
-        machine_template["spec"]["deletion"] = v;
+    let settings = [
+        (
+            "readinessGates",
+            cp_topology
+                .and_then(|c| c.readiness_gates.as_ref())
+                .map(to_value),
+            cp_class.readiness_gates.as_ref().map(to_value),
+        ),
+        (
+            "taints",
+            cp_topology.and_then(|c| c.taints.as_ref()).map(to_value),
+            cp_class.taints.as_ref().map(to_value),
+        ),
+        (
+            "deletion",
+            cp_topology.and_then(|c| c.deletion.as_ref()).map(to_value),
+            cp_class.deletion.as_ref().map(to_value),
+        ),
+    ];
+    for (field, topology, class) in settings {
+        if let Some(v) = choose(topology, class) {
+            machine_template["spec"][field] = v;
+        }
     }
     spec["machineTemplate"] = machine_template;
     if let Some(after) = cp_topology
@@ -641,152 +694,256 @@ pub fn generate(
     {
         spec["rollout"]["after"] = json!(after);
     }
-    let control_plane_health_check = health_check(
-        &control_plane_name,
-        &namespace,
-        cluster,
-        json!({(TOPOLOGY_OWNED_LABEL): "", (api::CONTROL_PLANE_LABEL): ""}),
-        cp_class.health_check.as_ref(),
-        cp_topology.and_then(|c| c.health_check.as_ref()),
-    );
+    control_plane
+}
 
-    // The MachineDeployments.
-    let mut deployments = Vec::new();
-    for p in planned {
-        let bootstrap = items.next().expect("a bootstrap item").template;
-        let infrastructure = items.next().expect("an infrastructure item").template;
-        let mut labels = owned_labels.clone();
-        labels.insert(
-            TOPOLOGY_DEPLOYMENT_NAME_LABEL.into(),
-            json!(p.topology.name),
-        );
-        let bootstrap = template_copy(&bootstrap, &p.bootstrap_name, &namespace, &labels, cluster);
-        let infrastructure = template_copy(
-            &infrastructure,
-            &p.infrastructure_name,
-            &namespace,
-            &labels,
-            cluster,
-        );
-        let mut md_labels = merged(
-            labels_of(p.topology.metadata.as_ref()),
-            labels_of(p.class.metadata.as_ref()),
-        );
-        md_labels.extend(labels.clone());
-        let mut md_annotations = merged(
-            annotations_of(p.topology.metadata.as_ref()),
-            annotations_of(p.class.metadata.as_ref()),
-        );
-        md_annotations.remove(api::cluster_class::DEFER_UPGRADE_ANNOTATION);
-        md_annotations.remove(api::cluster_class::HOLD_UPGRADE_SEQUENCE_ANNOTATION);
-        let mut template_metadata = json!({"labels": md_labels});
-        if !md_annotations.is_empty() {
-            template_metadata["annotations"] = Value::Object(md_annotations.clone());
-        }
-        let mut machine_spec = json!({
-            "clusterName": cluster_name,
-            "version": p.version,
-            "bootstrap": {"configRef": reference(&bootstrap)},
-            "infrastructureRef": reference(&infrastructure),
-        });
-        if let Some(fd) = p
-            .topology
-            .failure_domain
-            .as_ref()
-            .or(p.class.failure_domain.as_ref())
-        {
-            machine_spec["failureDomain"] = json!(fd);
-        }
-        if let Some(v) = p.topology.min_ready_seconds.or(p.class.min_ready_seconds) {
-            machine_spec["minReadySeconds"] = json!(v);
-        }
-        if let Some(v) = choose(
-            p.topology.readiness_gates.as_ref().map(to_value),
-            p.class.readiness_gates.as_ref().map(to_value),
-        ) {
-            machine_spec["readinessGates"] = v;
-        }
-        if let Some(v) = choose(
-            p.topology.taints.as_ref().map(to_value),
-            p.class.taints.as_ref().map(to_value),
-        ) {
-            machine_spec["taints"] = v;
-        }
-        let deletion = p.topology.deletion.as_ref().or(p.class.deletion.as_ref());
-        let mut timeouts = Map::new();
-        for (field, value) in [
-            (
-                "nodeDrainTimeoutSeconds",
-                deletion.and_then(|d| d.node_drain_timeout_seconds),
-            ),
-            (
-                "nodeVolumeDetachTimeoutSeconds",
-                deletion.and_then(|d| d.node_volume_detach_timeout_seconds),
-            ),
-            (
-                "nodeDeletionTimeoutSeconds",
-                deletion.and_then(|d| d.node_deletion_timeout_seconds),
-            ),
-        ] {
-            if let Some(v) = value {
-                timeouts.insert(field.into(), json!(v));
-            }
-        }
-        if !timeouts.is_empty() {
-            machine_spec["deletion"] = Value::Object(timeouts);
-        }
-        let mut md_spec = json!({
-            "clusterName": cluster_name,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": template_metadata, "spec": machine_spec},
-        });
-        if let Some(r) = p.topology.replicas {
-            md_spec["replicas"] = json!(r);
-        }
-        if let Some(order) = deletion.and_then(|d| d.order.as_ref()) {
-            md_spec["deletion"] = json!({"order": to_value(order)});
-        }
-        if let Some(rollout) = p.topology.rollout.as_ref().or(p.class.rollout.as_ref()) {
-            md_spec["rollout"] = to_value(rollout);
-        }
-        let mut metadata = json!({"name": p.name, "namespace": namespace, "labels": md_labels});
-        if !md_annotations.is_empty() {
-            metadata["annotations"] = Value::Object(md_annotations);
-        }
-        let object = json!({
+/// A MachineDeployment, its template copies and its health check, from its patched
+/// templates: the topology's settings over its class's.
+fn desired_deployment(
+    scope: &Scope,
+    p: PlannedDeployment,
+    bootstrap: &Value,
+    infrastructure: &Value,
+) -> DesiredDeployment {
+    let (namespace, cluster) = (&scope.namespace, scope.cluster);
+    let mut labels = scope.owned_labels.clone();
+    labels.insert(
+        TOPOLOGY_DEPLOYMENT_NAME_LABEL.into(),
+        json!(p.topology.name),
+    );
+    let bootstrap = template_copy(bootstrap, &p.bootstrap_name, namespace, &labels, cluster);
+    let infrastructure = template_copy(
+        infrastructure,
+        &p.infrastructure_name,
+        namespace,
+        &labels,
+        cluster,
+    );
+    let mut md_labels = merged(
+        labels_of(p.topology.metadata.as_ref()),
+        labels_of(p.class.metadata.as_ref()),
+    );
+    md_labels.extend(labels.clone());
+    let mut md_annotations = merged(
+        annotations_of(p.topology.metadata.as_ref()),
+        annotations_of(p.class.metadata.as_ref()),
+    );
+    md_annotations.remove(api::cluster_class::DEFER_UPGRADE_ANNOTATION);
+    md_annotations.remove(api::cluster_class::HOLD_UPGRADE_SEQUENCE_ANNOTATION);
+    let mut template_metadata = json!({"labels": md_labels});
+    if !md_annotations.is_empty() {
+        template_metadata["annotations"] = Value::Object(md_annotations.clone());
+    }
+    let deletion = p.topology.deletion.as_ref().or(p.class.deletion.as_ref());
+    let machine_spec = machine_spec(&scope.cluster_name, &p, &bootstrap, &infrastructure);
+    let mut md_spec = json!({
+        "clusterName": scope.cluster_name,
+        "selector": {"matchLabels": labels},
+        "template": {"metadata": template_metadata, "spec": machine_spec},
+    });
+    if let Some(r) = p.topology.replicas {
+        md_spec["replicas"] = json!(r);
+    }
+    if let Some(order) = deletion.and_then(|d| d.order.as_ref()) {
+        md_spec["deletion"] = json!({"order": to_value(order)});
+    }
+    if let Some(rollout) = p.topology.rollout.as_ref().or(p.class.rollout.as_ref()) {
+        md_spec["rollout"] = to_value(rollout);
+    }
+    let mut metadata = json!({"name": p.name, "namespace": namespace, "labels": md_labels});
+    if !md_annotations.is_empty() {
+        metadata["annotations"] = Value::Object(md_annotations);
+    }
+    let health_check = health_check(
+        &p.name,
+        namespace,
+        cluster,
+        json!({(TOPOLOGY_OWNED_LABEL): "", (TOPOLOGY_DEPLOYMENT_NAME_LABEL): p.topology.name}),
+        p.class.health_check.as_ref(),
+        p.topology.health_check.as_ref(),
+    );
+    DesiredDeployment {
+        topology_name: p.topology.name.clone(),
+        object: json!({
             "apiVersion": "cluster.x-k8s.io/v1beta2",
             "kind": "MachineDeployment",
             "metadata": metadata,
             "spec": md_spec,
-        });
-        let health_check = health_check(
-            &p.name,
-            &namespace,
-            cluster,
-            json!({(TOPOLOGY_OWNED_LABEL): "", (TOPOLOGY_DEPLOYMENT_NAME_LABEL): p.topology.name}),
-            p.class.health_check.as_ref(),
-            p.topology.health_check.as_ref(),
-        );
-        deployments.push(DesiredDeployment {
-            topology_name: p.topology.name.clone(),
-            object,
-            bootstrap,
-            infrastructure,
-            health_check,
-        });
+        }),
+        bootstrap,
+        infrastructure,
+        health_check,
     }
+}
 
-    let desired_cluster = json!({
+/// The Machines' spec in a MachineDeployment's template: its version, template copies,
+/// failure domain, and the topology's settings over its class's.
+fn machine_spec(
+    cluster_name: &str,
+    p: &PlannedDeployment,
+    bootstrap: &Value,
+    infrastructure: &Value,
+) -> Value {
+    let mut spec = json!({
+        "clusterName": cluster_name,
+        "version": p.version,
+        "bootstrap": {"configRef": reference(bootstrap)},
+        "infrastructureRef": reference(infrastructure),
+    });
+    if let Some(fd) = p
+        .topology
+        .failure_domain
+        .as_ref()
+        .or(p.class.failure_domain.as_ref())
+    {
+        spec["failureDomain"] = json!(fd);
+    }
+    if let Some(v) = p.topology.min_ready_seconds.or(p.class.min_ready_seconds) {
+        spec["minReadySeconds"] = json!(v);
+    }
+    for (field, topology, class) in [
+        (
+            "readinessGates",
+            p.topology.readiness_gates.as_ref().map(to_value),
+            p.class.readiness_gates.as_ref().map(to_value),
+        ),
+        (
+            "taints",
+            p.topology.taints.as_ref().map(to_value),
+            p.class.taints.as_ref().map(to_value),
+        ),
+    ] {
+        if let Some(v) = choose(topology, class) {
+            spec[field] = v;
+        }
+    }
+    let deletion = p.topology.deletion.as_ref().or(p.class.deletion.as_ref());
+    let timeouts: Map<String, Value> = [
+        (
+            "nodeDrainTimeoutSeconds",
+            deletion.and_then(|d| d.node_drain_timeout_seconds),
+        ),
+        (
+            "nodeVolumeDetachTimeoutSeconds",
+            deletion.and_then(|d| d.node_volume_detach_timeout_seconds),
+        ),
+        (
+            "nodeDeletionTimeoutSeconds",
+            deletion.and_then(|d| d.node_deletion_timeout_seconds),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(field, value)| Some((field.to_string(), json!(value?))))
+    .collect();
+    if !timeouts.is_empty() {
+        spec["deletion"] = Value::Object(timeouts);
+    }
+    spec
+}
+
+/// What the topology controller sets on the Cluster: its labels and references.
+fn desired_cluster(scope: &Scope, infrastructure_cluster: &Value, control_plane: &Value) -> Value {
+    json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2",
         "kind": "Cluster",
-        "metadata": {"name": cluster_name, "namespace": namespace, "labels": owned_labels},
+        "metadata": {"name": scope.cluster_name, "namespace": scope.namespace, "labels": scope.owned_labels},
         "spec": {
-            "infrastructureRef": reference(&infrastructure_cluster),
-            "controlPlaneRef": reference(&control_plane),
+            "infrastructureRef": reference(infrastructure_cluster),
+            "controlPlaneRef": reference(control_plane),
         },
+    })
+}
+
+/// Computes the desired state: names first, then every template patched in one request
+/// (as upstream's patch engine sees them), then the objects made from the patched templates.
+pub fn generate(
+    cluster: &Cluster,
+    blueprint: &Blueprint,
+    current: &Current,
+    variables: &Variables,
+) -> Result<Desired, String> {
+    let scope = Scope::new(cluster, &blueprint.class)?;
+    let names = control_plane_names(&scope, blueprint, current)?;
+    // Versions: the control plane first, then the MachineDeployments in order.
+    let plan = versions::plan(cluster, current)?;
+    let cluster_builtin = cluster_builtins(cluster, &blueprint.class);
+
+    let mut items = control_plane_items(
+        &scope,
+        blueprint,
+        &names,
+        &plan.control_plane_version,
+        variables,
+        &cluster_builtin,
+    );
+    let mut planned = Vec::new();
+    for md in scope.deployments().enumerate() {
+        let deployment = plan_deployment(
+            &scope,
+            blueprint,
+            current,
+            &plan,
+            &names,
+            variables,
+            &cluster_builtin,
+            md,
+        )?;
+        if let Some((deployment, templates)) = deployment {
+            items.extend(templates);
+            planned.push(deployment);
+        }
+    }
+    patches::apply(
+        blueprint.class.spec.patches.as_deref().unwrap_or_default(),
+        &mut items,
+    )?;
+
+    // The patched templates, in the order of the items.
+    let mut templates = items.into_iter().map(|item| item.template);
+    let mut next = |what: &str| templates.next().unwrap_or_else(|| panic!("{what} item"));
+    let infrastructure_cluster = from_template(
+        &next("the infrastructure"),
+        &names.infrastructure,
+        &scope.namespace,
+        &scope.owned_labels,
+    );
+    let control_plane_template = next("the control plane");
+    let control_plane_machines = names.machines.as_ref().map(|name| {
+        template_copy(
+            &next("the machines"),
+            name,
+            &scope.namespace,
+            &scope.owned_labels,
+            cluster,
+        )
     });
+    let control_plane = desired_control_plane(
+        &scope,
+        &control_plane_template,
+        &names.control_plane,
+        &plan.control_plane_version,
+        control_plane_machines.as_ref(),
+    );
+    let cp_topology = scope.control_plane();
+    let control_plane_health_check = health_check(
+        &names.control_plane,
+        &scope.namespace,
+        cluster,
+        json!({(TOPOLOGY_OWNED_LABEL): "", (api::CONTROL_PLANE_LABEL): ""}),
+        scope.class.spec.control_plane.health_check.as_ref(),
+        cp_topology.and_then(|c| c.health_check.as_ref()),
+    );
+    let deployments = planned
+        .into_iter()
+        .map(|p| {
+            let bootstrap = next("a bootstrap");
+            let infrastructure = next("an infrastructure");
+            desired_deployment(&scope, p, &bootstrap, &infrastructure)
+        })
+        .collect();
+
     Ok(Desired {
-        cluster: desired_cluster,
+        cluster: desired_cluster(&scope, &infrastructure_cluster, &control_plane),
         infrastructure_cluster,
         control_plane,
         control_plane_machines,
