@@ -30,7 +30,8 @@ const REF: &str = "#/components/schemas/";
 
 /// The schemas of every built-in kind the server serves, by definition name.
 pub struct Schemas {
-    definitions: Map<String, Value>,
+    /// Hashed, not ordered: every node with a `$ref` is looked up here on every write.
+    definitions: HashMap<String, Value>,
     /// The definition of each kind, by kind, then group.
     kinds: HashMap<&'static str, Vec<(&'static str, String)>>,
 }
@@ -303,20 +304,42 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
-/// `outer.field`, or `field` at the root.
-fn field_path(outer: &str, field: &str) -> String {
-    if outer.is_empty() {
-        field.to_string()
-    } else {
-        format!("{outer}.{field}")
+/// Where a value sits in the object being checked. Written out only when a cause names it:
+/// every field of every write is walked, and almost none has anything wrong.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root,
+    /// `outer.field`, or `field` at the root.
+    Field(&'a Path<'a>, &'a str),
+    /// `outer[i]`.
+    Index(&'a Path<'a>, usize),
+    /// `outer[key]`: an entry of a map.
+    Key(&'a Path<'a>, &'a str),
+}
+
+impl Path<'_> {
+    fn is_root(&self) -> bool {
+        matches!(self, Path::Root)
+    }
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root => Ok(()),
+            Path::Field(Path::Root, field) => f.write_str(field),
+            Path::Field(outer, field) => write!(f, "{outer}.{field}"),
+            Path::Index(outer, i) => write!(f, "{outer}[{i}]"),
+            Path::Key(outer, key) => write!(f, "{outer}[{key}]"),
+        }
     }
 }
 
 /// A value of the wrong type, as kube-apiserver's schema validation words it: the field, the
 /// type it takes, and the type it was given.
-fn wrong_type(path: &str, want: &str, given: &str) -> FieldCause {
+fn wrong_type(path: &Path, want: &str, given: &str) -> FieldCause {
     FieldCause::invalid(
-        path,
+        path.to_string(),
         format!("Invalid value: {given:?}: {path} in body must be of type {want}: {given:?}"),
     )
 }
@@ -376,7 +399,9 @@ impl Schemas {
             api::storage::v1::StorageClass,
             api::authentication::v1::TokenRequest,
         );
-        let mut definitions = std::mem::take(generator.definitions_mut());
+        let mut definitions: HashMap<String, Value> = std::mem::take(generator.definitions_mut())
+            .into_iter()
+            .collect();
         for definition in definitions.values_mut() {
             forget_descriptions(definition);
         }
@@ -489,12 +514,12 @@ impl Schemas {
     pub fn decode(&self, definition: &str, object: &mut Value) -> Decoded {
         let mut decoded = Decoded::default();
         if let Some(schema) = self.definitions.get(definition) {
-            self.decode_at(schema, object, "", &mut decoded);
+            self.decode_at(schema, object, &Path::Root, &mut decoded);
         }
         decoded
     }
 
-    fn decode_at(&self, schema: &Value, value: &mut Value, path: &str, out: &mut Decoded) {
+    fn decode_at(&self, schema: &Value, value: &mut Value, path: &Path, out: &mut Decoded) {
         if value.is_null() {
             return;
         }
@@ -516,7 +541,7 @@ impl Schemas {
                         base64::engine::general_purpose::STANDARD.decode(text.as_bytes())
                 {
                     out.errors.push(FieldCause::invalid(
-                        path,
+                        path.to_string(),
                         format!("Invalid value: \"<secret contents redacted>\": must be base64-encoded ({e})"),
                     ));
                 } else if format == Some("date-time")
@@ -542,7 +567,7 @@ impl Schemas {
             (Some("number"), Value::Number(_)) | (Some("boolean"), Value::Bool(_)) => {}
             (Some("array"), Value::Array(items)) => {
                 for (i, item) in items.iter_mut().enumerate() {
-                    self.decode_at(&schema["items"], item, &format!("{path}[{i}]"), out);
+                    self.decode_at(&schema["items"], item, &Path::Index(path, i), out);
                 }
             }
             (Some("object") | None, Value::Object(map)) => {
@@ -558,7 +583,7 @@ impl Schemas {
         &self,
         schema: &Value,
         map: &mut Map<String, Value>,
-        path: &str,
+        path: &Path,
         out: &mut Decoded,
     ) {
         if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
@@ -567,18 +592,18 @@ impl Schemas {
             map.retain(|key, _| {
                 let known = properties.contains_key(key) || preserve;
                 if !known {
-                    out.unknown.push(field_path(path, key));
+                    out.unknown.push(Path::Field(path, key).to_string());
                 }
                 known
             });
             for (key, v) in map.iter_mut() {
                 if let Some(property) = properties.get(key) {
-                    self.decode_at(property, v, &field_path(path, key), out);
+                    self.decode_at(property, v, &Path::Field(path, key), out);
                 }
             }
         } else if let Some(values) = schema.get("additionalProperties").filter(|a| a.is_object()) {
             for (key, v) in map.iter_mut() {
-                self.decode_at(values, v, &format!("{path}[{key}]"), out);
+                self.decode_at(values, v, &Path::Key(path, key), out);
             }
         }
     }
@@ -588,12 +613,18 @@ impl Schemas {
     pub fn validate(&self, definition: &str, object: &Value) -> Vec<FieldCause> {
         let mut causes = Vec::new();
         if let Some(schema) = self.definitions.get(definition) {
-            self.validate_at(schema, object, "", &mut causes);
+            self.validate_at(schema, object, &Path::Root, &mut causes);
         }
         causes
     }
 
-    fn validate_at(&self, schema: &Value, value: &Value, path: &str, causes: &mut Vec<FieldCause>) {
+    fn validate_at(
+        &self,
+        schema: &Value,
+        value: &Value,
+        path: &Path,
+        causes: &mut Vec<FieldCause>,
+    ) {
         let (schema, _) = self.resolve(schema);
         if let Some(options) = schema.get("enum").and_then(Value::as_array)
             && let Some(text) = value.as_str()
@@ -601,7 +632,7 @@ impl Schemas {
             && !options.contains(value)
         {
             causes.push(FieldCause::not_supported(
-                path,
+                path.to_string(),
                 format!("{text:?}"),
                 options.iter().map(|o| o.to_string()),
             ));
@@ -610,40 +641,33 @@ impl Schemas {
             Value::Array(items) => {
                 if let Some(item) = schema.get("items") {
                     for (i, v) in items.iter().enumerate() {
-                        self.validate_at(item, v, &format!("{path}[{i}]"), causes);
+                        self.validate_at(item, v, &Path::Index(path, i), causes);
                     }
                 }
             }
             Value::Object(map) => {
-                let field = |key: &str| {
-                    if path.is_empty() {
-                        key.to_string()
-                    } else {
-                        format!("{path}.{key}")
-                    }
-                };
                 if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
                     for required in schema["required"].as_array().into_iter().flatten() {
                         let Some(key) = required.as_str() else {
                             continue;
                         };
                         if map.get(key).is_none_or(Value::is_null) {
-                            causes.push(FieldCause::required(field(key)));
+                            causes.push(FieldCause::required(Path::Field(path, key).to_string()));
                         }
                     }
                     for (key, v) in map {
-                        if path.is_empty() && key == "status" {
+                        if path.is_root() && key == "status" {
                             continue;
                         }
                         if let Some(property) = properties.get(key) {
-                            self.validate_at(property, v, &field(key), causes);
+                            self.validate_at(property, v, &Path::Field(path, key), causes);
                         }
                     }
                 } else if let Some(values) =
                     schema.get("additionalProperties").filter(|a| a.is_object())
                 {
                     for (key, v) in map {
-                        self.validate_at(values, v, &format!("{path}[{key}]"), causes);
+                        self.validate_at(values, v, &Path::Key(path, key), causes);
                     }
                 }
             }
@@ -664,7 +688,7 @@ pub fn resolve(node: &Value) -> &Value {
 /// The definition a .proto message stands for: `api.core.v1.PodSpec` is
 /// `io.k8s.api.core.v1.PodSpec` (k8s-pb spells initialisms as words: `HttpGetAction`).
 fn definition_of<'d>(
-    definitions: &'d mut Map<String, Value>,
+    definitions: &'d mut HashMap<String, Value>,
     message: &str,
 ) -> Option<&'d mut Value> {
     let wanted = format!("io.k8s.{}", message.replace('_', "-")).to_lowercase();
