@@ -14,9 +14,13 @@ use serde_json::{Value, json};
 /// The service range of a management cluster (kubeadm's default).
 pub const SERVICE_CIDR: (Ipv4Addr, u8) = (Ipv4Addr::new(10, 96, 0, 0), 12);
 
-/// Sets `object[key]` when it is absent or null.
+/// Sets `object[key]` when it is absent, null or an empty string (Go's defaulters see a
+/// non-pointer string's "" as unset).
 fn default_to(object: &mut Value, key: &str, value: Value) {
-    if object.get(key).is_none_or(Value::is_null) {
+    if object
+        .get(key)
+        .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+    {
         object[key] = value;
     }
 }
@@ -47,7 +51,8 @@ fn default_container(container: &mut Value) {
     let image = container["image"].as_str().unwrap_or_default().to_string();
     default_to(container, "imagePullPolicy", json!(pull_policy(&image)));
     default_to(container, "resources", json!({}));
-    if let Some(ports) = container["ports"].as_array_mut() {
+    // `get_mut`, not indexing: indexing would add the missing list as a null.
+    if let Some(ports) = container.get_mut("ports").and_then(Value::as_array_mut) {
         for port in ports.iter_mut().filter(|p| p.is_object()) {
             default_to(port, "protocol", json!("TCP"));
         }
@@ -66,7 +71,7 @@ pub fn default_pod_spec(spec: &mut Value) {
     default_to(spec, "schedulerName", json!("default-scheduler"));
     default_to(spec, "enableServiceLinks", json!(true));
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        if let Some(containers) = spec[list].as_array_mut() {
+        if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
             containers.iter_mut().for_each(default_container);
         }
     }
@@ -130,7 +135,7 @@ fn default_service(service: &mut Value, allocate: impl FnOnce() -> Option<String
     default_to(spec, "type", json!("ClusterIP"));
     default_to(spec, "sessionAffinity", json!("None"));
     let kind = spec["type"].as_str().unwrap_or_default().to_string();
-    if let Some(ports) = spec["ports"].as_array_mut() {
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for port in ports.iter_mut().filter(|p| p.is_object()) {
             default_to(port, "protocol", json!("TCP"));
             let number = port["port"].clone();
@@ -293,6 +298,17 @@ mod tests {
         assert_eq!(pod["spec"]["restartPolicy"], "Never");
         assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Never");
         assert_eq!(pod["status"]["phase"], "Running");
+        // An empty string is unset, as Go's defaulters read it; no list appears as a null.
+        let mut pod = json!({"spec": {"restartPolicy": "", "containers": [
+            {"name": "a", "image": "x:1", "imagePullPolicy": ""}]}});
+        apply("", "pods", &mut pod, || None);
+        assert_eq!(pod["spec"]["restartPolicy"], "Always");
+        assert_eq!(
+            pod["spec"]["containers"][0]["imagePullPolicy"],
+            "IfNotPresent"
+        );
+        assert_eq!(pod["spec"]["containers"][0].get("ports"), None);
+        assert_eq!(pod["spec"].get("initContainers"), None);
     }
 
     #[test]

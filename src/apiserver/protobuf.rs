@@ -372,6 +372,10 @@ fn decode_into(
         if field.repeated {
             let list = out.entry(field.json).or_insert_with(|| json!([]));
             list.as_array_mut().expect("a list").push(value);
+        } else if value.as_str() == Some("") {
+            // Go writes every non-pointer string, set or not, and its JSON leaves the empty
+            // ones out (`omitempty`): "" is unset, as kube-apiserver's defaulting reads it.
+            continue;
         } else {
             out.insert(field.json.to_string(), value);
         }
@@ -478,6 +482,9 @@ mod tests {
             field(6, &number(3, 80)),
             // resources.requests: {cpu: 100m}
             field(8, &field(2, &entry(b"cpu", &field(1, b"100m")))),
+            // Go writes its unset strings (workingDir, imagePullPolicy) as empty ones.
+            field(5, b""),
+            field(14, b""),
         ]
         .concat();
         let template = [field(1, &labels), field(2, &field(2, &container))].concat();
