@@ -11,16 +11,17 @@ use serde_json::json;
 /// there to go.
 pub async fn drain(client: &Client, node: &str) -> Result<Remaining, kube::Error> {
     let nodes = Api::<Node>::all(client.clone());
-    match nodes.get_opt(node).await? {
-        None => return Ok(Remaining::default()),
-        Some(n) if n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true) => {
-            let cordon = json!({"spec": {"unschedulable": true}});
-            nodes
-                .patch(node, &PatchParams::default(), &Patch::Merge(cordon))
-                .await?;
-        }
-        Some(_) => {}
+    let Some(found) = nodes.get_opt(node).await? else {
+        return Ok(Remaining::default());
+    };
+    if found.spec.as_ref().and_then(|s| s.unschedulable) != Some(true) {
+        let cordon = json!({"spec": {"unschedulable": true}});
+        nodes
+            .patch(node, &PatchParams::default(), &Patch::Merge(cordon))
+            .await?;
     }
+    let unreachable = unreachable(&found);
+    let now = k8s_openapi::jiff::Timestamp::now();
     let pods = Api::<Pod>::all(client.clone())
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .await?;
@@ -34,7 +35,15 @@ pub async fn drain(client: &Client, node: &str) -> Result<Remaining, kube::Error
             pod.status.as_ref().and_then(|s| s.phase.as_deref()),
             Some("Succeeded" | "Failed")
         );
-        if daemon || mirror || finished {
+        // No kubelet confirms a deletion on an unreachable Node: a Pod being deleted there for
+        // more than a second is as good as gone (upstream's SkipWaitForDeleteTimeoutSeconds).
+        let given_up = unreachable
+            && pod
+                .meta()
+                .deletion_timestamp
+                .as_ref()
+                .is_some_and(|t| now.duration_since(t.0).as_secs() >= 1);
+        if daemon || mirror || finished || given_up {
             continue;
         }
         remaining.pods += 1;
@@ -60,6 +69,14 @@ pub async fn drain(client: &Client, node: &str) -> Result<Remaining, kube::Error
         }
     }
     Ok(remaining)
+}
+
+/// Whether the Node's kubelet stopped reporting: Ready is Unknown.
+fn unreachable(node: &Node) -> bool {
+    node.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| c.type_ == "Ready" && c.status == "Unknown")
 }
 
 /// What is left of a drain: the Pods still on the Node, and why evictions were refused.
