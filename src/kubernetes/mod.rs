@@ -79,16 +79,31 @@ where
         + Sync
         + 'static,
 {
+    cache_selected(client, watcher::Config::default(), wake)
+}
+
+/// [`cache`] of the objects a watch selects (a kubelet's Pods: `spec.nodeName=<node>`).
+pub fn cache_selected<K>(
+    client: &Client,
+    selection: watcher::Config,
+    wake: Arc<tokio::sync::Notify>,
+) -> (Store<K>, impl Future<Output = ()> + use<K>)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
     let (store, writer) = kube::runtime::reflector::store::<K>();
-    let watch = reflector(
-        writer,
-        watcher(Api::<K>::all(client.clone()), Default::default()),
-    )
-    .default_backoff()
-    .for_each(move |_| {
-        wake.notify_one();
-        std::future::ready(())
-    });
+    let watch = reflector(writer, watcher(Api::<K>::all(client.clone()), selection))
+        .default_backoff()
+        .for_each(move |_| {
+            wake.notify_one();
+            std::future::ready(())
+        });
     (store, watch)
 }
 

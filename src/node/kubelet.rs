@@ -4,8 +4,9 @@
 //! no pressure, addresses, kubeletVersion = the image's version, capacity), and keeps a mirror
 //! Pod per static pod with the process's phase, readiness and restarts.
 //!
-//! The offline node is Ready without a CNI plugin (upstream's kubelet waits for one); nothing
-//! here runs Pods other than the static ones.
+//! The offline node is Ready without a CNI plugin (upstream's kubelet waits for one). Where the
+//! Docker Engine is reachable (a Docker node), the Pods the scheduler binds to the Node run as
+//! containers ([`containers`](super::containers)).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -338,31 +339,59 @@ struct Loop {
     last_lease: Option<Instant>,
     /// The mirror Pod statuses last written, by Pod name.
     mirrors: BTreeMap<String, Value>,
+    /// The Pods bound to this Node and the runtime that runs them; None without an Engine.
+    pods: Option<(PodWatch, super::containers::Runtime)>,
+}
+
+/// The cache of the Pods bound to this Node, kept current by a task that ends with it.
+struct PodWatch {
+    store: kube::runtime::reflector::Store<Pod>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PodWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// Runs until the agent stops: waits for kubeadm's kubelet.conf, then keeps the Node, its
 /// Lease and the mirror Pods.
 pub async fn run(layout: Layout, mut states: tokio::sync::watch::Receiver<Option<Vec<PodState>>>) {
     let kubeconfig = layout.kubernetes().join("kubelet.conf");
+    let pods_changed = std::sync::Arc::new(tokio::sync::Notify::new());
     let mut looped: Option<Loop> = None;
     loop {
         if looped.is_none() && kubeconfig.exists() {
-            match start(&layout, &kubeconfig).await {
+            match start(&layout, &kubeconfig, &pods_changed).await {
                 Ok(l) => looped = Some(l),
                 Err(e) => tracing::warn!(error = %e, "kubelet: not started yet"),
             }
         }
+        let mut wait = Duration::from_secs(2);
         if let Some(l) = looped.as_mut() {
             let current = states.borrow_and_update().clone();
             if let Err(e) = l.sync(current.as_deref()).await {
                 tracing::warn!(error = %e, "kubelet: syncing with the API server failed; retrying");
             }
+            if let Some(at) = l.run_pods().await {
+                let until = (at - time::OffsetDateTime::now_utc()).max(time::Duration::ZERO);
+                wait = wait.min(Duration::from_millis(until.whole_milliseconds() as u64));
+            }
         }
-        let _ = tokio::time::timeout(Duration::from_secs(2), states.changed()).await;
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = states.changed() => {}
+            _ = pods_changed.notified() => {}
+        }
     }
 }
 
-async fn start(layout: &Layout, kubeconfig: &std::path::Path) -> Result<Loop> {
+async fn start(
+    layout: &Layout,
+    kubeconfig: &std::path::Path,
+    pods_changed: &std::sync::Arc<tokio::sync::Notify>,
+) -> Result<Loop> {
     let flags = std::fs::read_to_string(KubeletFlags::file(layout))
         .map(|t| KubeletFlags::parse(&t))
         .unwrap_or_default();
@@ -376,6 +405,17 @@ async fn start(layout: &Layout, kubeconfig: &std::path::Path) -> Result<Loop> {
         .or_else(|| super::node_ip().map(|i| i.to_string()))
         .unwrap_or_default();
     let client = client_from(kubeconfig).await?;
+    let pods = match super::containers::Runtime::connect(&name, kubeconfig).await {
+        Some(runtime) => {
+            let bound =
+                kube::runtime::watcher::Config::default().fields(&format!("spec.nodeName={name}"));
+            let (store, watch) =
+                crate::kubernetes::cache_selected::<Pod>(&client, bound, pods_changed.clone());
+            let task = tokio::spawn(watch);
+            Some((PodWatch { store, task }, runtime))
+        }
+        None => None,
+    };
     Ok(Loop {
         layout: layout.clone(),
         facts: Facts::gather(ip, super::kubernetes_version()),
@@ -389,6 +429,7 @@ async fn start(layout: &Layout, kubeconfig: &std::path::Path) -> Result<Loop> {
         last_status: None,
         last_lease: None,
         mirrors: BTreeMap::new(),
+        pods,
     })
 }
 
@@ -397,6 +438,15 @@ fn due(last: Option<Instant>, every: Duration) -> bool {
 }
 
 impl Loop {
+    /// One pass of the runtime over the Pods bound to this Node; when to look again.
+    async fn run_pods(&mut self) -> Option<time::OffsetDateTime> {
+        // Pods run once the Node is registered.
+        self.node_uid.as_ref()?;
+        let (watch, runtime) = self.pods.as_mut()?;
+        let pods: Vec<Pod> = watch.store.state().iter().map(|p| (**p).clone()).collect();
+        runtime.sync(&self.client, &pods, &self.facts.ip).await
+    }
+
     async fn sync(&mut self, pods: Option<&[PodState]>) -> Result<()> {
         if self.node_uid.is_none() {
             self.register().await?;

@@ -11,11 +11,13 @@
 //! Nothing here needs privileges: etcd, the API server and the agent are ordinary processes.
 
 pub mod agent;
+pub mod containers;
 pub mod controller_manager;
 pub mod image;
 pub mod kube_apiserver;
 pub mod kubeadm;
 pub mod kubelet;
+pub mod pods;
 pub mod probe;
 pub mod static_pods;
 pub mod tools;

@@ -17,6 +17,7 @@ use bollard::query_parameters::{
 };
 
 use super::DockerError;
+use crate::node::image::POD_NODE_LABEL;
 
 /// The network every node and load balancer joins (kind's; CAPD never creates it, capictl
 /// does when it is missing).
@@ -24,9 +25,7 @@ pub const NETWORK: &str = "kind";
 /// kind's labels, which CAPD finds containers by.
 pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 pub const ROLE_LABEL: &str = "io.x-k8s.kind.role";
-/// capictl's own: `<namespace>/<cluster>`, so that clusters of one name in two namespaces (or
-/// a kind cluster) never share containers.
-pub const OWNER_LABEL: &str = "io.x-k8s.capictl.cluster";
+pub use crate::node::image::OWNER_LABEL;
 /// The API server port in node and load-balancer containers.
 pub const API_SERVER_PORT: &str = "6443/tcp";
 
@@ -455,8 +454,49 @@ pub async fn create_and_start(docker: &Docker, spec: &Spec) -> Result<(), Docker
     }
 }
 
-/// Removes a container and its volumes; one that is not there is fine.
+/// Removes a container and its volumes, and the containers and volumes of the Pods a node
+/// container ran; one that is not there is fine.
 pub async fn remove(docker: &Docker, name: &str) -> Result<(), DockerError> {
+    use bollard::query_parameters::{ListContainersOptions, ListVolumesOptions};
+    let pods = HashMap::from([(
+        "label".to_string(),
+        vec![format!("{POD_NODE_LABEL}={name}")],
+    )]);
+    let pod_containers = docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(pods.clone()),
+            ..Default::default()
+        }))
+        .await?;
+    for id in pod_containers.into_iter().filter_map(|c| c.id) {
+        remove_one(docker, &id).await?;
+    }
+    remove_one(docker, name).await?;
+    let volumes = docker
+        .list_volumes(Some(ListVolumesOptions {
+            filters: Some(pods),
+        }))
+        .await?;
+    for volume in volumes.volumes.into_iter().flatten() {
+        match docker
+            .remove_volume(
+                &volume.name,
+                None::<bollard::query_parameters::RemoveVolumeOptions>,
+            )
+            .await
+        {
+            Ok(())
+            | Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+async fn remove_one(docker: &Docker, name: &str) -> Result<(), DockerError> {
     match docker
         .remove_container(
             name,
@@ -474,6 +514,17 @@ pub async fn remove(docker: &Docker, name: &str) -> Result<(), DockerError> {
         }) => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The host's Engine socket, to mount into capictl's node containers for their kubelet: the
+/// one `DOCKER_HOST` names, or the default; None when the Engine is not reached through a
+/// socket of this host.
+pub fn host_engine_socket() -> Option<String> {
+    let path = match std::env::var("DOCKER_HOST") {
+        Ok(host) => host.strip_prefix("unix://")?.to_string(),
+        Err(_) => "/var/run/docker.sock".to_string(),
+    };
+    std::path::Path::new(&path).exists().then_some(path)
 }
 
 /// A container's inspection; None when there is no such container.

@@ -43,14 +43,21 @@ use crate::node::image::{NODE_BINARY, VERSION_ENV};
 /// provider writes to).
 pub const HAPROXY_CONFIG: &str = "/usr/local/etc/haproxy/haproxy.cfg";
 
-/// The Debian packages in every image beyond minbase.
+/// The Debian packages in every image beyond minbase (busybox-static for the workload image).
 const PACKAGES: &[&str] = &[
     "etcd-server",
     "haproxy",
     "iproute2",
     "ca-certificates",
     "procps",
+    "busybox-static",
 ];
+/// On the root filesystem: the packages it was made with, so that a change to [`PACKAGES`]
+/// makes it again.
+const PACKAGES_LABEL: &str = "io.x-k8s.capictl.packages";
+/// A small image to try workloads with where no registry can be reached: busybox (a shell,
+/// `httpd`, `wget`, `nslookup`, ...) and nothing else, tagged by Debian release.
+pub const BUSYBOX_REPOSITORY: &str = "capictl/busybox";
 
 /// The names under which a node runs capictl as another program (dispatched on argv[0]).
 pub const NODE_ALIASES: &[&str] = &["kubeadm", "crictl", "ctr"];
@@ -108,6 +115,11 @@ pub struct Built {
 /// The load balancer image's tag on this host.
 pub fn load_balancer_image(release: &str) -> String {
     format!("{LOAD_BALANCER_REPOSITORY}:{release}")
+}
+
+/// The workload image's tag on this host.
+pub fn busybox_image(release: &str) -> String {
+    format!("{BUSYBOX_REPOSITORY}:{release}")
 }
 
 /// The node image's tag for a Kubernetes version.
@@ -262,7 +274,10 @@ pub async fn build(
         .collect::<Result<Vec<_>, _>>()?;
     let rootfs = format!("{ROOTFS_REPOSITORY}:{release}");
     let mut built = Vec::new();
-    let rootfs_fresh = options.force || !exists(docker, &rootfs).await?;
+    let made_with = labels_of(docker, &rootfs)
+        .await?
+        .and_then(|l| l.get(PACKAGES_LABEL).cloned());
+    let rootfs_fresh = options.force || made_with != Some(PACKAGES.join(","));
     if rootfs_fresh {
         let mirror = match &options.mirror {
             Some(m) => m.clone(),
@@ -312,6 +327,29 @@ pub async fn build(
     built.push(Built {
         image: lb,
         reused: !lb_fresh,
+    });
+
+    let busybox = busybox_image(&release);
+    let busybox_fresh = rootfs_fresh || !exists(docker, &busybox).await?;
+    if busybox_fresh {
+        progress(&format!("building {busybox}"));
+        // busybox alone: its applets linked in /bin, from the root filesystem's package.
+        let dockerfile = format!(
+            "FROM {rootfs} AS debian\n\
+             FROM scratch\n\
+             COPY --from=debian /bin/busybox /bin/busybox\n\
+             RUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n\
+             RUN [\"/bin/busybox\", \"mkdir\", \"-p\", \"/tmp\", \"/var/www\", \"/root\"]\n\
+             ENV PATH=/bin\n\
+             LABEL {ROLE_LABEL}=busybox\n\
+             CMD [\"/bin/sh\"]\n"
+        );
+        let context = context_tar(&[("Dockerfile", dockerfile.into_bytes(), 0o644)])?;
+        build_from_context(docker, &busybox, context).await?;
+    }
+    built.push(Built {
+        image: busybox,
+        reused: !busybox_fresh,
     });
 
     let digest = file_digest(&options.binary)?;
@@ -569,7 +607,10 @@ async fn import(docker: &Docker, tag: &str, root: &Path) -> Result<(), ImageErro
         from_src: Some("-".into()),
         repo: Some(repo.into()),
         tag: Some(tag_name.into()),
-        changes: vec![format!("LABEL {ROLE_LABEL}=rootfs")],
+        changes: vec![format!(
+            "LABEL {ROLE_LABEL}=rootfs {PACKAGES_LABEL}={}",
+            PACKAGES.join(",")
+        )],
         ..Default::default()
     };
     let mut stream = docker.create_image(Some(options), Some(bollard::body_stream(chunks)), None);

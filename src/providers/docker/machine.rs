@@ -484,7 +484,7 @@ async fn ensure_container<M: DockerBackedMachine>(
     if let Some(fd) = &scope.machine.spec.failure_domain {
         labels.insert("io.x-k8s.cluster.failureDomain".to_string(), fd.clone());
     }
-    let mounts = dm
+    let mut mounts: Vec<String> = dm
         .docker()
         .extra_mounts
         .iter()
@@ -502,6 +502,10 @@ async fn ensure_container<M: DockerBackedMachine>(
             })
         })
         .collect();
+    // capictl's nodes run their Pods on the host's Engine (kindest/node runs containerd).
+    if !privileged && let Some(socket) = container::host_engine_socket() {
+        mounts.push(format!("{socket}:{}", crate::node::image::ENGINE_SOCKET));
+    }
     container::ensure_network(&docker)
         .await
         .map_err(docker_error)?;

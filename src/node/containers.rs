@@ -1,0 +1,957 @@
+//! The node's container runtime: the Pods bound to this Node run as containers on the Docker
+//! Engine whose socket the Docker provider mounts at [`ENGINE_SOCKET`] (never into a Pod).
+//! [`pods`](super::pods) decides; this does what it decides.
+//!
+//! Each Pod has a sandbox container (this node's own image, sleeping) that holds its network
+//! namespace: on the node's Docker network with an address of its own, so Pods reach each other
+//! across nodes without a CNI plugin (in the node's namespace for `hostNetwork` Pods). Its
+//! containers join that namespace, each start a new container named as kubelet's Docker
+//! runtime named them (`k8s_<container>_<pod>_<namespace>_<uid>_<attempt>`); the previous
+//! attempt is kept for `kubectl logs --previous`. Volumes are Docker volumes (tmpfs for what
+//! holds configuration and secrets), filled through the sandbox. Every container and volume
+//! carries [`POD_NODE_LABEL`], the Pod's labels as kubelet sets them, and the cluster's owner
+//! label, so that removing the node removes them.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig, VolumeCreateOptions};
+use bollard::query_parameters::{
+    CreateContainerOptions, CreateImageOptions, ListContainersOptions, ListVolumesOptions,
+    RemoveContainerOptions, StopContainerOptions, UploadToContainerOptions,
+};
+use futures::StreamExt;
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret, ServiceAccount};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use super::image::{ENGINE_SOCKET, OWNER_LABEL, POD_NODE_LABEL};
+use super::pods::{self, SANDBOX, Seen, Sources, StartFailure, State, Step};
+
+const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
+const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
+const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+const ATTEMPT_LABEL: &str = "io.x-k8s.capictl.attempt";
+/// Where the sandbox mounts each volume, to fill it.
+const VOLUMES_IN_SANDBOX: &str = "/volumes";
+/// The component the kubelet's Events name.
+const COMPONENT: &str = "kubelet";
+
+/// What this node's own container is: Pods' sandboxes run its image, on its network (or in
+/// its namespace), labelled with its owner.
+struct Own {
+    name: String,
+    network: String,
+    image: String,
+    owner: Option<String>,
+}
+
+/// The container runtime of one node.
+pub struct Runtime {
+    docker: Docker,
+    node: String,
+    own: Own,
+    /// The API server as Pods reach it: `KUBERNETES_SERVICE_HOST` and `_PORT`.
+    api_server: Option<(String, String)>,
+    /// Start failures, by Pod uid and container name.
+    failures: HashMap<String, BTreeMap<String, StartFailure>>,
+    /// The statuses last written, by Pod uid.
+    written: HashMap<String, Value>,
+    /// Pods whose containers are being stopped.
+    terminating: Arc<Mutex<HashSet<String>>>,
+    /// Images being pulled in the background (None) or whose pull failed, by reference: a
+    /// pull that cannot reach a registry must not hold up the other Pods.
+    pulls: Arc<Mutex<HashMap<String, Option<String>>>>,
+}
+
+/// The docker-style name of a Pod's container.
+fn container_name(pod: &Pod, container: &str, attempt: u32) -> String {
+    format!(
+        "k8s_{container}_{}_{}_{}_{attempt}",
+        pod.name_any(),
+        pod.namespace().unwrap_or_default(),
+        pod.uid().unwrap_or_default()
+    )
+}
+
+fn volume_name(pod: &Pod, volume: &str) -> String {
+    format!("k8s_{}_{volume}", pod.uid().unwrap_or_default())
+}
+
+fn docker_time(text: Option<&str>) -> OffsetDateTime {
+    text.and_then(|t| OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+fn is_mirror(pod: &Pod) -> bool {
+    pod.annotations()
+        .contains_key(super::kubelet::CONFIG_MIRROR_ANNOTATION)
+}
+
+impl Runtime {
+    /// The runtime of node `node`, when the Engine's socket is mounted and this is one of its
+    /// containers; None otherwise (the node then runs its static pods only).
+    pub async fn connect(node: &str, kubeconfig: &std::path::Path) -> Option<Runtime> {
+        if !std::path::Path::new(ENGINE_SOCKET).exists() {
+            return None;
+        }
+        let docker = Docker::connect_with_unix(ENGINE_SOCKET, 120, bollard::API_DEFAULT_VERSION)
+            .ok()?
+            .negotiate_version()
+            .await
+            .map_err(|e| tracing::warn!(error = %e, "kubelet: the Docker Engine does not answer; only static pods run"))
+            .ok()?;
+        let me = docker
+            .inspect_container(&super::hostname(), None::<bollard::query_parameters::InspectContainerOptions>)
+            .await
+            .map_err(|e| tracing::warn!(error = %e, "kubelet: this node's container is not found on the Engine; only static pods run"))
+            .ok()?;
+        let config = me.config.unwrap_or_default();
+        let own = Own {
+            name: me
+                .name
+                .unwrap_or_default()
+                .trim_start_matches('/')
+                .to_string(),
+            network: me
+                .host_config
+                .and_then(|h| h.network_mode)
+                .unwrap_or_else(|| "bridge".into()),
+            image: config.image.unwrap_or_default(),
+            owner: config.labels.and_then(|l| l.get(OWNER_LABEL).cloned()),
+        };
+        let api_server = kube::config::Kubeconfig::read_from(kubeconfig)
+            .ok()
+            .and_then(|k| k.clusters.first()?.cluster.as_ref()?.server.clone())
+            .and_then(|server| {
+                let url: http::Uri = server.parse().ok()?;
+                Some((
+                    url.host()?.to_string(),
+                    url.port_u16().unwrap_or(443).to_string(),
+                ))
+            });
+        Some(Runtime {
+            docker,
+            node: node.to_string(),
+            own,
+            api_server,
+            failures: HashMap::new(),
+            written: HashMap::new(),
+            terminating: Arc::default(),
+            pulls: Arc::default(),
+        })
+    }
+
+    /// One pass over the Pods bound to this node: start what is due, stop what is deleted,
+    /// remove what belongs to no Pod, report statuses. Returns when to look again at the
+    /// latest, for back-offs that end.
+    pub async fn sync(
+        &mut self,
+        client: &Client,
+        pods: &[Pod],
+        host_ip: &str,
+    ) -> Option<OffsetDateTime> {
+        let seen = match self.seen().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "kubelet: listing the Pods' containers failed");
+                return None;
+            }
+        };
+        let ours: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(self.node.as_str())
+            })
+            .filter(|p| !is_mirror(p))
+            .collect();
+        let known: HashSet<String> = ours.iter().filter_map(|p| p.uid()).collect();
+        // Containers of Pods that are gone (deleted at once, or bound elsewhere).
+        for (uid, containers) in &seen {
+            if !known.contains(uid) && !self.terminating.lock().unwrap().contains(uid) {
+                self.remove_pod(uid, containers).await;
+                self.failures.remove(uid);
+                self.written.remove(uid);
+            }
+        }
+        let mut recheck: Option<OffsetDateTime> = None;
+        for pod in ours {
+            let uid = pod.uid().unwrap_or_default();
+            let containers = seen.get(&uid).cloned().unwrap_or_default();
+            if pod.metadata.deletion_timestamp.is_some() {
+                self.terminate(client, pod, containers);
+                continue;
+            }
+            if let Some(at) = self.sync_pod(client, pod, containers, host_ip).await {
+                recheck = Some(recheck.map_or(at, |r| r.min(at)));
+            }
+        }
+        recheck
+    }
+
+    /// The Pods' containers on this node, by Pod uid.
+    async fn seen(&self) -> Result<HashMap<String, Vec<Seen>>, bollard::errors::Error> {
+        let listed = self
+            .docker
+            .list_containers(Some(ListContainersOptions {
+                all: true,
+                filters: Some(HashMap::from([(
+                    "label".to_string(),
+                    vec![format!("{POD_NODE_LABEL}={}", self.own.name)],
+                )])),
+                ..Default::default()
+            }))
+            .await?;
+        let mut by_pod: HashMap<String, Vec<Seen>> = HashMap::new();
+        for summary in listed {
+            let Some(id) = summary.id else { continue };
+            let labels = summary.labels.unwrap_or_default();
+            let (Some(uid), Some(container)) =
+                (labels.get(POD_UID_LABEL), labels.get(CONTAINER_NAME_LABEL))
+            else {
+                continue;
+            };
+            let inspected = match self
+                .docker
+                .inspect_container(
+                    &id,
+                    None::<bollard::query_parameters::InspectContainerOptions>,
+                )
+                .await
+            {
+                Ok(i) => i,
+                Err(_) => continue, // removed meanwhile
+            };
+            let state = inspected.state.unwrap_or_default();
+            let started_at = docker_time(state.started_at.as_deref());
+            let seen_state = match state.status.map(|s| s.to_string()).as_deref() {
+                Some("running") | Some("paused") | Some("restarting") => {
+                    State::Running { started_at }
+                }
+                Some("exited") | Some("dead") => State::Exited {
+                    exit_code: state.exit_code.unwrap_or(0),
+                    oom_killed: state.oom_killed == Some(true),
+                    started_at,
+                    finished_at: docker_time(state.finished_at.as_deref()),
+                },
+                _ => State::Created,
+            };
+            by_pod.entry(uid.clone()).or_default().push(Seen {
+                id,
+                container: container.clone(),
+                attempt: labels
+                    .get(ATTEMPT_LABEL)
+                    .and_then(|a| a.parse().ok())
+                    .unwrap_or(0),
+                image_id: format!("docker://{}", inspected.image.unwrap_or_default()),
+                state: seen_state,
+            });
+        }
+        Ok(by_pod)
+    }
+
+    async fn sync_pod(
+        &mut self,
+        client: &Client,
+        pod: &Pod,
+        mut containers: Vec<Seen>,
+        host_ip: &str,
+    ) -> Option<OffsetDateTime> {
+        let uid = pod.uid().unwrap_or_default();
+        let now = OffsetDateTime::now_utc();
+        let failures = self.failures.get(&uid).cloned().unwrap_or_default();
+        let plan = pods::plan(pod, &containers, &failures, now);
+        for step in &plan.steps {
+            let (key, result) = match step {
+                Step::Sandbox => (
+                    SANDBOX.to_string(),
+                    self.start_sandbox(client, pod, &containers).await,
+                ),
+                Step::Start { container, attempt } => (
+                    container.clone(),
+                    self.start_container(client, pod, &containers, container, *attempt)
+                        .await,
+                ),
+            };
+            let failures = self.failures.entry(uid.clone()).or_default();
+            match result {
+                // A new sandbox starts every container afresh.
+                Ok(()) if key == SANDBOX => failures.clear(),
+                Ok(()) => {
+                    failures.remove(&key);
+                }
+                Err((reason, message)) => {
+                    let count = failures.get(&key).map_or(0, |f| f.count) + 1;
+                    tracing::info!(pod = %pod.name_any(), container = %key, %reason, %message, "kubelet: a start failed");
+                    crate::kubernetes::record_event(
+                        client,
+                        pod,
+                        COMPONENT,
+                        "Warning",
+                        "Failed",
+                        &format!("{reason}: {message}"),
+                    )
+                    .await;
+                    let failure = StartFailure {
+                        reason,
+                        message,
+                        at: now,
+                        count,
+                        fresh: true,
+                    };
+                    if key == SANDBOX {
+                        // Nothing can start without the sandbox: every container shows why.
+                        for c in pod.spec.iter().flat_map(|s| {
+                            s.containers
+                                .iter()
+                                .chain(s.init_containers.iter().flatten())
+                        }) {
+                            failures.insert(c.name.clone(), failure.clone());
+                        }
+                    }
+                    failures.insert(key, failure);
+                    break;
+                }
+            }
+        }
+        if !plan.steps.is_empty() {
+            containers = self.seen().await.ok()?.remove(&uid).unwrap_or_default();
+        }
+        let failures = self.failures.get(&uid).cloned().unwrap_or_default();
+        let pod_ip = self.pod_ip(pod, &containers, host_ip).await;
+        let status = pods::status(pod, &containers, &failures, (&pod_ip, host_ip), now);
+        // A failure is shown as itself once; later passes show the back-off.
+        if let Some(f) = self.failures.get_mut(&uid) {
+            f.values_mut().for_each(|f| f.fresh = false);
+        }
+        if self.written.get(&uid) != Some(&status) {
+            let api: Api<Pod> =
+                Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+            match api
+                .patch_status(
+                    &pod.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": status})),
+                )
+                .await
+            {
+                Ok(_) => {
+                    self.written.insert(uid, status);
+                }
+                Err(e) => crate::kubernetes::report_failure(COMPONENT, &pod.name_any(), &e),
+            }
+        }
+        plan.recheck
+    }
+
+    /// The Pod's address: its sandbox's on the node's network, or the node's.
+    async fn pod_ip(&self, pod: &Pod, containers: &[Seen], host_ip: &str) -> String {
+        if host_network(pod) {
+            return host_ip.to_string();
+        }
+        let Some(sandbox) = containers
+            .iter()
+            .filter(|c| c.container == SANDBOX)
+            .max_by_key(|c| c.attempt)
+        else {
+            return String::new();
+        };
+        self.docker
+            .inspect_container(
+                &sandbox.id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .ok()
+            .and_then(|i| {
+                i.network_settings?
+                    .networks?
+                    .get(&self.own.network)?
+                    .ip_address
+                    .clone()
+            })
+            .unwrap_or_default()
+    }
+
+    fn labels(&self, pod: &Pod, container: &str, attempt: u32) -> HashMap<String, String> {
+        let mut labels = HashMap::from([
+            (POD_NODE_LABEL.to_string(), self.own.name.clone()),
+            (POD_NAME_LABEL.to_string(), pod.name_any()),
+            (
+                POD_NAMESPACE_LABEL.to_string(),
+                pod.namespace().unwrap_or_default(),
+            ),
+            (POD_UID_LABEL.to_string(), pod.uid().unwrap_or_default()),
+            (CONTAINER_NAME_LABEL.to_string(), container.to_string()),
+            (ATTEMPT_LABEL.to_string(), attempt.to_string()),
+        ]);
+        if let Some(owner) = &self.own.owner {
+            labels.insert(OWNER_LABEL.to_string(), owner.clone());
+        }
+        labels
+    }
+
+    /// Makes the sandbox (after removing what is left of an earlier one and its containers),
+    /// the Pod's volumes, and fills them.
+    async fn start_sandbox(
+        &self,
+        client: &Client,
+        pod: &Pod,
+        containers: &[Seen],
+    ) -> Result<(), (String, String)> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        for c in spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(spec.containers.iter())
+        {
+            if let Some(why) = pods::refused(pod, c) {
+                return Err(("CreateContainerConfigError".into(), why));
+            }
+        }
+        let attempt = containers
+            .iter()
+            .filter(|c| c.container == SANDBOX)
+            .map(|c| c.attempt + 1)
+            .max()
+            .unwrap_or(0);
+        for c in containers {
+            self.remove_container(&c.id).await;
+        }
+        let sources = self
+            .sources(client, pod)
+            .await
+            .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
+        let volumes = spec.volumes.clone().unwrap_or_default();
+        let mut files = Vec::new();
+        for volume in &volumes {
+            files.push((
+                volume.name.clone(),
+                pods::volume_files(pod, volume, &sources)
+                    .map_err(|m| ("CreateContainerConfigError".to_string(), m))?,
+            ));
+        }
+        let mut binds = Vec::new();
+        for volume in &volumes {
+            let in_memory = volume
+                .empty_dir
+                .as_ref()
+                .is_none_or(|e| e.medium.as_deref() == Some("Memory"));
+            let name = volume_name(pod, &volume.name);
+            let options = VolumeCreateOptions {
+                name: Some(name.clone()),
+                labels: Some(self.labels(pod, &volume.name, 0)),
+                driver_opts: in_memory.then(|| {
+                    HashMap::from([
+                        ("type".to_string(), "tmpfs".to_string()),
+                        ("device".to_string(), "tmpfs".to_string()),
+                    ])
+                }),
+                ..Default::default()
+            };
+            self.docker.create_volume(options).await.map_err(|e| {
+                (
+                    "CreateContainerError".to_string(),
+                    format!("volume {:?}: {e}", volume.name),
+                )
+            })?;
+            binds.push(format!("{name}:{VOLUMES_IN_SANDBOX}/{}", volume.name));
+        }
+        let name = container_name(pod, SANDBOX, attempt);
+        let network_mode = if host_network(pod) {
+            format!("container:{}", self.own.name)
+        } else {
+            self.own.network.clone()
+        };
+        let hostname = (!host_network(pod)).then(|| {
+            let h = spec
+                .hostname
+                .clone()
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| pod.name_any());
+            h.chars().take(63).collect::<String>()
+        });
+        let body = ContainerCreateBody {
+            image: Some(self.own.image.clone()),
+            entrypoint: Some(vec!["sleep".into(), "infinity".into()]),
+            hostname,
+            labels: Some(self.labels(pod, SANDBOX, attempt)),
+            host_config: Some(HostConfig {
+                network_mode: Some(network_mode),
+                // The Pod's containers join its IPC namespace, as they join its network.
+                ipc_mode: Some("shareable".into()),
+                binds: Some(binds),
+                init: Some(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        self.create_and_start(&name, body).await?;
+        for (volume, files) in files {
+            if files.is_empty() {
+                continue;
+            }
+            let tar =
+                tar_of(&files).map_err(|e| ("CreateContainerError".to_string(), e.to_string()))?;
+            self.docker
+                .upload_to_container(
+                    &name,
+                    Some(UploadToContainerOptions {
+                        path: format!("{VOLUMES_IN_SANDBOX}/{volume}"),
+                        ..Default::default()
+                    }),
+                    bollard::body_full(tar.into()),
+                )
+                .await
+                .map_err(|e| {
+                    (
+                        "CreateContainerError".to_string(),
+                        format!("filling volume {volume:?}: {e}"),
+                    )
+                })?;
+        }
+        Ok(())
+    }
+
+    async fn create_and_start(
+        &self,
+        name: &str,
+        body: ContainerCreateBody,
+    ) -> Result<(), (String, String)> {
+        self.docker
+            .create_container(
+                Some(CreateContainerOptions {
+                    name: Some(name.to_string()),
+                    ..Default::default()
+                }),
+                body,
+            )
+            .await
+            .map_err(|e| ("CreateContainerError".to_string(), engine_message(&e)))?;
+        self.docker
+            .start_container(
+                name,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
+            .await
+            .map_err(|e| ("RunContainerError".to_string(), engine_message(&e)))
+    }
+
+    /// What the Pod's volumes and environment read, from the API: its ConfigMaps and Secrets,
+    /// and a token of its ServiceAccount per projected token source.
+    async fn sources(&self, client: &Client, pod: &Pod) -> Result<Sources, String> {
+        let namespace = pod.namespace().unwrap_or_default();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let mut config_maps = HashSet::new();
+        let mut secrets = HashSet::new();
+        let mut tokens = Vec::new();
+        for v in spec.volumes.iter().flatten() {
+            if let Some(cm) = &v.config_map {
+                config_maps.insert(cm.name.clone());
+            }
+            if let Some(s) = v.secret.as_ref().and_then(|s| s.secret_name.clone()) {
+                secrets.insert(s);
+            }
+            for source in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+                if let Some(cm) = &source.config_map {
+                    config_maps.insert(cm.name.clone());
+                }
+                if let Some(s) = &source.secret {
+                    secrets.insert(s.name.clone());
+                }
+                if let Some(t) = &source.service_account_token {
+                    tokens.push((t.audience.clone(), t.expiration_seconds));
+                }
+            }
+        }
+        for c in spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+        {
+            for from in c.env_from.iter().flatten() {
+                config_maps.extend(from.config_map_ref.as_ref().map(|r| r.name.clone()));
+                secrets.extend(from.secret_ref.as_ref().map(|r| r.name.clone()));
+            }
+            for var in c.env.iter().flatten().filter_map(|e| e.value_from.as_ref()) {
+                config_maps.extend(var.config_map_key_ref.as_ref().map(|r| r.name.clone()));
+                secrets.extend(var.secret_key_ref.as_ref().map(|r| r.name.clone()));
+            }
+        }
+        let mut sources = Sources::default();
+        let config_map_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+        for name in config_maps {
+            if let Some(cm) = config_map_api
+                .get_opt(&name)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                let mut data: BTreeMap<String, Vec<u8>> = cm
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_bytes()))
+                    .collect();
+                data.extend(
+                    cm.binary_data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.0)),
+                );
+                sources.config_maps.insert(name, data);
+            }
+        }
+        let secret_api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+        for name in secrets {
+            if let Some(s) = secret_api.get_opt(&name).await.map_err(|e| e.to_string())? {
+                let mut data: BTreeMap<String, Vec<u8>> = s
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect();
+                data.extend(
+                    s.string_data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.into_bytes())),
+                );
+                sources.secrets.insert(name, data);
+            }
+        }
+        let account = spec
+            .service_account_name
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
+        for (audience, expiration) in tokens {
+            let request: TokenRequest = serde_json::from_value(json!({
+                "spec": {
+                    "audiences": audience.iter().collect::<Vec<_>>(),
+                    "expirationSeconds": expiration.unwrap_or(3600),
+                    "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod.name_any(), "uid": pod.uid()},
+                },
+            }))
+            .expect("a TokenRequest");
+            let issued: TokenRequest = accounts
+                .create_subresource("token", &account, &PostParams::default(), &request)
+                .await
+                .map_err(|e| format!("requesting a token of ServiceAccount {account:?}: {e}"))?;
+            let token = issued.status.and_then(|s| s.token).unwrap_or_default();
+            sources
+                .tokens
+                .insert(pods::token_key(audience.as_deref(), expiration), token);
+        }
+        Ok(sources)
+    }
+
+    /// Whether the image is present as the pull policy asks; when it is not, a pull starts in
+    /// the background, and its failure is the next call's error.
+    async fn ensure_image(&self, container: &Container) -> Result<bool, (String, String)> {
+        let image = container.image.clone().unwrap_or_default();
+        let present = self.docker.inspect_image(&image).await.is_ok();
+        let tagged = image
+            .rsplit('/')
+            .next()
+            .is_some_and(|last| last.contains(':') || last.contains('@'));
+        let latest = !tagged || image.ends_with(":latest");
+        let policy = container
+            .image_pull_policy
+            .clone()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| if latest { "Always" } else { "IfNotPresent" }.to_string());
+        match policy.as_str() {
+            "Never" if present => return Ok(true),
+            "Never" => {
+                return Err((
+                    "ErrImageNeverPull".into(),
+                    format!("Container image {image:?} is not present with pull policy of Never"),
+                ));
+            }
+            "IfNotPresent" if present => return Ok(true),
+            _ => {}
+        }
+        let mut pulls = self.pulls.lock().unwrap();
+        match pulls.get(&image).cloned() {
+            // Pulling.
+            Some(None) => Ok(false),
+            Some(Some(failure)) => {
+                pulls.remove(&image);
+                Err(("ErrImagePull".into(), failure))
+            }
+            None => {
+                pulls.insert(image.clone(), None);
+                let docker = self.docker.clone();
+                let results = self.pulls.clone();
+                tokio::spawn(async move {
+                    let options = CreateImageOptions {
+                        from_image: Some(image.clone()),
+                        ..Default::default()
+                    };
+                    let mut pull = docker.create_image(Some(options), None, None);
+                    let mut failure = None;
+                    while let Some(progress) = pull.next().await {
+                        if let Err(e) = progress {
+                            failure = Some(format!(
+                                "failed to pull image {image:?}: {}",
+                                engine_message(&e)
+                            ));
+                            break;
+                        }
+                    }
+                    let mut results = results.lock().unwrap();
+                    match failure {
+                        Some(f) => results.insert(image, Some(f)),
+                        None => results.remove(&image),
+                    };
+                });
+                Ok(false)
+            }
+        }
+    }
+
+    async fn start_container(
+        &self,
+        client: &Client,
+        pod: &Pod,
+        containers: &[Seen],
+        name: &str,
+        attempt: u32,
+    ) -> Result<(), (String, String)> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let Some(container) = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(spec.containers.iter())
+            .find(|c| c.name == name)
+        else {
+            return Ok(());
+        };
+        if let Some(why) = pods::refused(pod, container) {
+            return Err(("CreateContainerConfigError".into(), why));
+        }
+        let Some(sandbox) = containers
+            .iter()
+            .filter(|c| c.container == SANDBOX)
+            .max_by_key(|c| c.attempt)
+        else {
+            return Ok(());
+        };
+        if !self.ensure_image(container).await? {
+            return Ok(()); // pulling
+        }
+        let sources = self
+            .sources(client, pod)
+            .await
+            .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
+        let api_server = self
+            .api_server
+            .as_ref()
+            .map(|(h, p)| (h.as_str(), p.as_str()));
+        let env = pods::environment(pod, container, &sources, api_server)
+            .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
+        // Attempts older than the one before are gone, as kubelet keeps one dead container.
+        for old in containers
+            .iter()
+            .filter(|c| c.container == name && c.attempt + 1 < attempt)
+        {
+            self.remove_container(&old.id).await;
+        }
+        if let Some(same) = containers
+            .iter()
+            .find(|c| c.container == name && c.attempt == attempt)
+        {
+            // A start that failed before left the container made.
+            self.remove_container(&same.id).await;
+        }
+        let binds: Vec<String> = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| {
+                let ro = if m.read_only == Some(true) { ":ro" } else { "" };
+                format!("{}:{}{ro}", volume_name(pod, &m.name), m.mount_path)
+            })
+            .collect();
+        let limits = container
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.clone())
+            .unwrap_or_default();
+        let quantity = |name: &str| {
+            limits
+                .get(name)
+                .and_then(|q| crate::kubernetes::resources::parse_quantity(&q.0))
+        };
+        let sandbox_mode = format!("container:{}", sandbox.id);
+        let body = ContainerCreateBody {
+            image: container.image.clone(),
+            entrypoint: container.command.clone(),
+            cmd: container.args.clone(),
+            env: Some(env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            working_dir: container.working_dir.clone(),
+            tty: container.tty,
+            open_stdin: container.stdin,
+            user: container
+                .security_context
+                .as_ref()
+                .and_then(|s| s.run_as_user)
+                .map(|u| u.to_string()),
+            labels: Some(self.labels(pod, name, attempt)),
+            host_config: Some(HostConfig {
+                network_mode: Some(sandbox_mode.clone()),
+                ipc_mode: Some(sandbox_mode),
+                binds: Some(binds),
+                memory: quantity("memory").map(|m| m as i64),
+                nano_cpus: quantity("cpu").map(|c| (c * 1e9) as i64),
+                init: Some(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        self.create_and_start(&container_name(pod, name, attempt), body)
+            .await?;
+        crate::kubernetes::record_event(
+            client,
+            pod,
+            COMPONENT,
+            "Normal",
+            "Started",
+            &format!("Started container {name}"),
+        )
+        .await;
+        Ok(())
+    }
+
+    /// Stops a deleted Pod's containers within its grace period, removes them and its
+    /// volumes, then confirms the deletion, in the background.
+    fn terminate(&self, client: &Client, pod: &Pod, containers: Vec<Seen>) {
+        let uid = pod.uid().unwrap_or_default();
+        if !self.terminating.lock().unwrap().insert(uid.clone()) {
+            return;
+        }
+        let grace = pod
+            .metadata
+            .deletion_grace_period_seconds
+            .or(pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds))
+            .unwrap_or(30);
+        let docker = self.docker.clone();
+        let terminating = self.terminating.clone();
+        let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+        let name = pod.name_any();
+        tokio::spawn(async move {
+            let stops = containers
+                .iter()
+                .filter(|c| c.container != SANDBOX && matches!(c.state, State::Running { .. }))
+                .map(|c| {
+                    docker.stop_container(
+                        &c.id,
+                        Some(StopContainerOptions {
+                            t: Some(grace as i32),
+                            ..Default::default()
+                        }),
+                    )
+                });
+            futures::future::join_all(stops).await;
+            remove_all(&docker, &uid, &containers).await;
+            let params = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            if let Err(e) = api.delete(&name, &params).await {
+                crate::kubernetes::report_failure(COMPONENT, &name, &e);
+            }
+            terminating.lock().unwrap().remove(&uid);
+        });
+    }
+
+    async fn remove_pod(&self, uid: &str, containers: &[Seen]) {
+        remove_all(&self.docker, uid, containers).await;
+    }
+
+    async fn remove_container(&self, id: &str) {
+        let _ = self
+            .docker
+            .remove_container(
+                id,
+                Some(RemoveContainerOptions {
+                    force: true,
+                    ..Default::default()
+                }),
+            )
+            .await;
+    }
+}
+
+/// Removes a Pod's containers and volumes.
+async fn remove_all(docker: &Docker, uid: &str, containers: &[Seen]) {
+    for c in containers {
+        let _ = docker
+            .remove_container(
+                &c.id,
+                Some(RemoveContainerOptions {
+                    force: true,
+                    ..Default::default()
+                }),
+            )
+            .await;
+    }
+    let volumes = docker
+        .list_volumes(Some(ListVolumesOptions {
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![format!("{POD_UID_LABEL}={uid}")],
+            )])),
+        }))
+        .await
+        .map(|v| v.volumes.unwrap_or_default())
+        .unwrap_or_default();
+    for v in volumes {
+        let _ = docker
+            .remove_volume(
+                &v.name,
+                None::<bollard::query_parameters::RemoveVolumeOptions>,
+            )
+            .await;
+    }
+}
+
+fn host_network(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.host_network) == Some(true)
+}
+
+/// The Engine's own words for a failure (its message, without bollard's wrapping).
+fn engine_message(e: &bollard::errors::Error) -> String {
+    match e {
+        bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A tar archive of a volume's files.
+fn tar_of(files: &[pods::VolumeFile]) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for file in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(file.content.len() as u64);
+        header.set_mode(file.mode);
+        header.set_mtime(0);
+        header.set_cksum();
+        builder.append_data(&mut header, &file.path, file.content.as_slice())?;
+    }
+    builder.into_inner()
+}
