@@ -214,7 +214,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen
 complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -f -a "build" -d 'Build the load-balancer image and a node image per Kubernetes version; what exists and is up to date is kept'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -f -a "build" -d 'Build the load-balancer image, a node image per Kubernetes version and capictl/busybox (to try workloads offline); what exists and is up to date is kept'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -l kubernetes-version -d 'The Kubernetes versions to build node images for' -r
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -l mirror -d 'The Debian mirror to debootstrap from [default: the one this host\'s apt sources name]' -r
@@ -222,7 +222,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from help" -f -a "build" -d 'Build the load-balancer image and a node image per Kubernetes version; what exists and is up to date is kept'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from help" -f -a "build" -d 'Build the load-balancer image, a node image per Kubernetes version and capictl/busybox (to try workloads offline); what exists and is up to date is kept'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand alpha; and not __fish_seen_subcommand_from rollout help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand alpha; and not __fish_seen_subcommand_from rollout help" -s h -l help -d 'Print help'
@@ -371,7 +371,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_su
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from topology" -f -a "plan" -d 'Show what the topology controller would create, change and delete for the Clusters in FILEs (with diffs), checked by the management cluster without writing anything'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from upgrade" -f -a "plan" -d 'Which provider versions the management cluster can move to, and where each workload cluster\'s Kubernetes version can go next'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from upgrade" -f -a "apply" -d 'Upgrade the providers to the versions this capictl carries'
-complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from images" -f -a "build" -d 'Build the load-balancer image and a node image per Kubernetes version; what exists and is up to date is kept'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from images" -f -a "build" -d 'Build the load-balancer image, a node image per Kubernetes version and capictl/busybox (to try workloads offline); what exists and is up to date is kept'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from alpha" -f -a "rollout" -d 'Manage the rollout of a MachineDeployment or KubeadmControlPlane'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from delete" -f -a "cluster" -d 'Delete a workload Cluster and everything it made (Machines, their infrastructure, the control plane), after showing what will go and asking'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'

@@ -1,5 +1,5 @@
-//! `capictl images build`: the Docker provider's node and load-balancer images, built here
-//! from Debian packages (no registry needed).
+//! `capictl images build`: the Docker provider's node and load-balancer images and a small
+//! workload image, built here from Debian packages (no registry needed).
 
 use anyhow::Context as _;
 
@@ -7,8 +7,8 @@ use crate::providers::docker::{self, images};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Images {
-    /// Build the load-balancer image and a node image per Kubernetes version; what exists and
-    /// is up to date is kept.
+    /// Build the load-balancer image, a node image per Kubernetes version and capictl/busybox
+    /// (to try workloads offline); what exists and is up to date is kept.
     Build(BuildArgs),
 }
 

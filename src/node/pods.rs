@@ -692,43 +692,52 @@ pub fn volume_files(
     volume: &k8s_openapi::api::core::v1::Volume,
     sources: &Sources,
 ) -> Result<Vec<VolumeFile>, String> {
-    if let Some(cm) = &volume.config_map {
-        let mode = cm.default_mode.unwrap_or(0o644) as u32;
-        return projected_keys(
-            "configmap",
-            &cm.name,
-            sources.config_maps.get(&cm.name),
-            cm.items.as_ref(),
-            cm.optional == Some(true),
-            mode,
-        );
-    }
-    if let Some(secret) = &volume.secret {
-        let name = secret.secret_name.clone().unwrap_or_default();
-        let mode = secret.default_mode.unwrap_or(0o644) as u32;
-        return projected_keys(
-            "secret",
-            &name,
-            sources.secrets.get(&name),
-            secret.items.as_ref(),
-            secret.optional == Some(true),
-            mode,
-        );
-    }
-    if let Some(downward) = &volume.downward_api {
-        let mode = downward.default_mode.unwrap_or(0o644) as u32;
-        return Ok(downward_files(
-            pod,
-            downward.items.as_deref().unwrap_or_default(),
-            mode,
-        ));
-    }
-    let Some(projected) = &volume.projected else {
+    use k8s_openapi::api::core::v1::{
+        ConfigMapProjection, DownwardAPIProjection, SecretProjection, VolumeProjection,
+    };
+    // A configMap, secret or downwardAPI volume is a projected volume of one source.
+    let (projections, mode) = if let Some(cm) = &volume.config_map {
+        let source = ConfigMapProjection {
+            name: cm.name.clone(),
+            items: cm.items.clone(),
+            optional: cm.optional,
+        };
+        let projection = VolumeProjection {
+            config_map: Some(source),
+            ..Default::default()
+        };
+        (vec![projection], cm.default_mode)
+    } else if let Some(secret) = &volume.secret {
+        let source = SecretProjection {
+            name: secret.secret_name.clone().unwrap_or_default(),
+            items: secret.items.clone(),
+            optional: secret.optional,
+        };
+        let projection = VolumeProjection {
+            secret: Some(source),
+            ..Default::default()
+        };
+        (vec![projection], secret.default_mode)
+    } else if let Some(downward) = &volume.downward_api {
+        let source = DownwardAPIProjection {
+            items: downward.items.clone(),
+        };
+        let projection = VolumeProjection {
+            downward_api: Some(source),
+            ..Default::default()
+        };
+        (vec![projection], downward.default_mode)
+    } else if let Some(projected) = &volume.projected {
+        (
+            projected.sources.clone().unwrap_or_default(),
+            projected.default_mode,
+        )
+    } else {
         return Ok(vec![]);
     };
-    let mode = projected.default_mode.unwrap_or(0o644) as u32;
+    let mode = mode.unwrap_or(0o644) as u32;
     let mut files = Vec::new();
-    for source in projected.sources.iter().flatten() {
+    for source in &projections {
         if let Some(cm) = &source.config_map {
             files.extend(projected_keys(
                 "configmap",

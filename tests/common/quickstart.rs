@@ -137,19 +137,28 @@ impl Session {
         format!("label=io.x-k8s.capictl.cluster=default/{}", self.cluster)
     }
 
+    /// The cluster's node and load-balancer containers (not its Pods' containers).
+    pub fn node_containers(&self) -> Vec<String> {
+        self.container_names(&["label=io.x-k8s.kind.role"])
+    }
+
+    /// Every container of the cluster: nodes, load balancer, and the Pods the nodes run.
     pub fn containers(&self) -> Vec<String> {
-        let out = Command::new("docker")
-            .args([
-                "ps",
-                "-a",
-                "--filter",
-                &self.owner_filter(),
-                "--format",
-                "{{.Names}}",
-            ])
-            .output()
-            .unwrap();
-        text(&out.stdout).lines().map(String::from).collect()
+        self.container_names(&[])
+    }
+
+    /// The names of the cluster's containers that pass these `docker ps` filters, sorted.
+    fn container_names(&self, filters: &[&str]) -> Vec<String> {
+        let owner = self.owner_filter();
+        let mut args = vec!["ps", "-a", "--filter", owner.as_str()];
+        for f in filters {
+            args.extend(["--filter", f]);
+        }
+        args.extend(["--format", "{{.Names}}"]);
+        let out = Command::new("docker").args(&args).output().unwrap();
+        let mut names: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+        names.sort();
+        names
     }
 }
 
@@ -342,5 +351,99 @@ impl Session {
             }
         })
         .await;
+    }
+}
+
+/// capictl's workload image on this host (`capictl images build` makes it).
+pub fn busybox_image() -> String {
+    let os_release = std::fs::read_to_string("/etc/os-release").unwrap();
+    let release = capictl::providers::docker::images::host_release(&os_release).unwrap();
+    capictl::providers::docker::images::busybox_image(&release)
+}
+
+/// A workload cluster reached through its kubeconfig, with kubectl.
+pub struct Workload<'a> {
+    pub session: &'a Session,
+    pub kubeconfig: String,
+}
+
+impl Workload<'_> {
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let mut all = vec!["--kubeconfig", self.kubeconfig.as_str()];
+        all.extend(args);
+        self.session.ok(&kubectl_binary(), &all)
+    }
+
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.kubectl(&all)).unwrap()
+    }
+
+    /// The Pods of a selector that run and are Ready: (name, node, Pod IP).
+    pub fn running(&self, selector: &str) -> Vec<(String, String, String)> {
+        let pods = self.json(&["get", "pods", "-l", selector]);
+        pods["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .filter(|p| {
+                p["status"]["phase"] == "Running"
+                    && condition(p, "Ready").as_deref() == Some("True")
+            })
+            .map(|p| {
+                let field = |v: &Value| v.as_str().unwrap_or_default().to_string();
+                (
+                    field(&p["metadata"]["name"]),
+                    field(&p["spec"]["nodeName"]),
+                    field(&p["status"]["podIP"]),
+                )
+            })
+            .collect()
+    }
+
+    /// The first container state of a Pod as kubelet reports it: (state, reason).
+    pub fn state(&self, pod: &str) -> (String, String) {
+        let p = self.json(&["get", "pod", pod]);
+        let state = &p["status"]["containerStatuses"][0]["state"];
+        match state.as_object().and_then(|o| o.iter().next()) {
+            Some((kind, detail)) => (
+                kind.clone(),
+                detail["reason"].as_str().unwrap_or_default().to_string(),
+            ),
+            None => (String::new(), String::new()),
+        }
+    }
+}
+
+/// What `wget` in the named container of a Pod fetches from a URL (its Docker container, found
+/// by the labels kubelet puts on it).
+pub fn fetch_from_pod(pod: &str, container: &str, url: &str) -> Result<String, String> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=io.kubernetes.pod.name={pod}"),
+            "--filter",
+            &format!("label=io.kubernetes.container.name={container}"),
+        ])
+        .output()
+        .unwrap();
+    let id = text(&out.stdout);
+    let id = id
+        .lines()
+        .next()
+        .ok_or(format!("no running container of {pod}"))?;
+    // busybox wget's -T (timeout) crashes Debian's static build; the Pods answer at once.
+    let out = Command::new("docker")
+        .args(["exec", id, "wget", "-qO-", url])
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(text(&out.stdout).trim().to_string())
+    } else {
+        Err(format!("wget {url} from {pod}: {}", text(&out.stderr)))
     }
 }

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::quickstart::{
-    Session, all_nodes_ready, condition, kubectl_binary, machines, rolled_out, text, wait,
+    Session, Workload, all_nodes_ready, busybox_image, condition, fetch_from_pod, kubectl_binary,
+    machines, rolled_out, text, wait,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,6 +71,132 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     let cp = s.control_plane_selector();
     let workers = format!("cluster.x-k8s.io/deployment-name={}-md-0", s.cluster);
     all_nodes_ready(&s, &workload, 6).await;
+
+    // Workloads run on the workers: a Deployment's Pods spread over them, each with an address
+    // of its own on the Docker network, reaching each other across nodes; kubelet's failure
+    // states are reported in kubelet's words.
+    let cluster = Workload {
+        session: &s,
+        kubeconfig: workload.clone(),
+    };
+    let busybox = busybox_image();
+    cluster.kubectl(&[
+        "create",
+        "deployment",
+        "web",
+        "--image",
+        &busybox,
+        "--replicas",
+        "3",
+        "--",
+        "httpd",
+        "-f",
+        "-p",
+        "8080",
+        "-h",
+        "/etc",
+    ]);
+    cluster.kubectl(&[
+        "run", "crash", "--image", &busybox, "--", "sh", "-c", "exit 3",
+    ]);
+    cluster.kubectl(&["run", "unpullable", "--image", "example.invalid/nothing:1"]);
+    let oom = r#"{"spec":{"restartPolicy":"Never","containers":[{"name":"oom","image":"IMAGE","command":["sh","-c","x=a; while true; do x=$x$x; done"],"resources":{"limits":{"memory":"16Mi"}}}]}}"#
+        .replace("IMAGE", &busybox);
+    cluster.kubectl(&["run", "oom", "--image", &busybox, "--overrides", &oom]);
+    let worker_nodes = |s: &Session| -> Vec<String> {
+        machines(s, &workers)
+            .iter()
+            .map(|m| {
+                m["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    // Three web Pods Running with addresses on the workers, over at least `spread` of them.
+    let web_on_workers = |spread: usize| {
+        let (cluster, s) = (&cluster, &s);
+        move || {
+            let running = cluster.running("app=web");
+            let nodes: std::collections::BTreeSet<&String> =
+                running.iter().map(|(_, n, _)| n).collect();
+            let workers = worker_nodes(s);
+            if running.len() == 3
+                && nodes.len() >= spread
+                && nodes.iter().all(|n| workers.contains(n))
+                && running.iter().all(|(_, _, ip)| !ip.is_empty())
+            {
+                Ok(())
+            } else {
+                Err(format!(
+                    "web Pods Running: {running:?}; workers {workers:?}"
+                ))
+            }
+        }
+    };
+    wait(
+        &s,
+        "3 web Pods run, one on each worker",
+        120,
+        web_on_workers(3),
+    )
+    .await;
+    let web = cluster.running("app=web");
+    for (from, _, _) in &web {
+        for (to, _, ip) in &web {
+            let answer = fetch_from_pod(from, "busybox", &format!("http://{ip}:8080/hostname"));
+            assert_eq!(
+                answer.as_deref(),
+                Ok(to.as_str()),
+                "{from} asks {to} at {ip}"
+            );
+        }
+    }
+    wait(&s, "kubelet reports the failing Pods", 90, || {
+        let states = [
+            ("crash", cluster.state("crash")),
+            ("unpullable", cluster.state("unpullable")),
+            ("oom", cluster.state("oom")),
+        ];
+        let restarts = cluster.json(&["get", "pod", "crash"])["status"]["containerStatuses"][0]
+            ["restartCount"]
+            .as_i64()
+            .unwrap_or(0);
+        let expected = [
+            (
+                "crash",
+                ("waiting".to_string(), "CrashLoopBackOff".to_string()),
+            ),
+            ("unpullable", ("waiting".into(), "ImagePullBackOff".into())),
+            ("oom", ("terminated".into(), "OOMKilled".into())),
+        ];
+        if states == expected && restarts >= 1 {
+            Ok(())
+        } else {
+            Err(format!("{states:?}, crash restarted {restarts} times"))
+        }
+    })
+    .await;
+    // Deleted Pods take their containers with them.
+    cluster.kubectl(&["delete", "pod", "crash", "unpullable", "oom", "--wait=true"]);
+    wait(&s, "the deleted Pods' containers are gone", 60, || {
+        let out = Command::new("docker")
+            .args([
+                "ps",
+                "-aq",
+                "--filter",
+                "label=io.kubernetes.pod.namespace=default",
+            ])
+            .output()
+            .unwrap();
+        // The web Pods' sandboxes and containers are all that is left.
+        match text(&out.stdout).lines().count() {
+            6 => Ok(()),
+            n => Err(format!("{n} containers of Pods in namespace default")),
+        }
+    })
+    .await;
 
     // The control plane upgrade, one container at a time, while /healthz through the load
     // balancer keeps answering.
@@ -194,6 +321,14 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         rolled_out(&s, &workers, "v1.29.10", 3)
     })
     .await;
+    // The drains moved the web Pods onto the new workers.
+    wait(
+        &s,
+        "the web Pods run on the new workers",
+        120,
+        web_on_workers(3),
+    )
+    .await;
 
     // A stopped worker is replaced by its MachineHealthCheck.
     let mhc = format!(
@@ -225,7 +360,7 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
 
     // The cluster moves to a second management cluster with its containers untouched and the
     // same Machines, and is Available there; it is deleted from there.
-    let containers = s.containers();
+    let containers = s.node_containers();
     let names = |s: &Session| -> Vec<String> {
         let mut names: Vec<String> =
             machines(s, &format!("cluster.x-k8s.io/cluster-name={}", s.cluster))
@@ -255,16 +390,16 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         ""
     );
     assert_eq!(
-        target.containers(),
+        target.node_containers(),
         containers,
-        "the containers are untouched"
+        "the node containers are untouched"
     );
     assert_eq!(names(&target), before, "no rollout");
     let s = target;
 
     // Deleting the Cluster leaves no container, volume or load balancer.
     let volumes: Vec<String> = s
-        .containers()
+        .node_containers()
         .iter()
         .flat_map(|c| {
             let out = Command::new("docker")
