@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::patches::{self, Item, Role};
-pub use super::versions::ControlPlaneNow;
+pub use super::versions::{ControlPlaneNow, Current, DeploymentNow};
 use super::versions::{self, Progress};
 use crate::api;
 use crate::api::Cluster;
@@ -40,26 +40,6 @@ pub struct Blueprint {
     pub control_plane_machines: Option<Value>,
     /// By MachineDeployment class: its bootstrap and infrastructure templates.
     pub deployment_classes: BTreeMap<String, (Value, Value)>,
-}
-
-/// What exists of a Cluster's topology now.
-#[derive(Clone, Debug, Default)]
-pub struct Current {
-    pub infrastructure_cluster: Option<Value>,
-    pub control_plane: Option<super::versions::ControlPlaneNow>,
-    /// The machine template the control plane uses.
-    pub control_plane_machines: Option<Value>,
-    /// By name in the topology.
-    pub deployments: BTreeMap<String, DeploymentNow>,
-}
-
-#[derive(Clone, Debug)]
-pub struct DeploymentNow {
-    pub object: Value,
-    /// Some of its Machines are not at its version yet.
-    pub upgrading: bool,
-    pub bootstrap: Option<Value>,
-    pub infrastructure: Option<Value>,
 }
 
 /// The desired objects. Each is a whole object as the topology controller applies it.

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::desired::Current;
 use crate::api::Cluster;
 use crate::api::cluster_class::{
     DEFER_UPGRADE_ANNOTATION, HOLD_UPGRADE_SEQUENCE_ANNOTATION, UPGRADE_CONCURRENCY_ANNOTATION,
@@ -39,6 +38,28 @@ pub struct Progress {
     pub upgrading: bool,
 }
 
+/// What exists of a Cluster's topology now.
+#[derive(Clone, Debug, Default)]
+pub struct Current {
+    pub infrastructure_cluster: Option<Value>,
+    pub control_plane: Option<ControlPlaneNow>,
+    /// The machine template the control plane uses.
+    pub control_plane_machines: Option<Value>,
+    /// By name in the topology.
+    pub deployments: BTreeMap<String, DeploymentNow>,
+}
+
+/// A MachineDeployment of the topology as it is, with its template copies.
+#[derive(Clone, Debug)]
+pub struct DeploymentNow {
+    pub object: Value,
+    /// Some of its Machines are not at its version yet.
+    pub upgrading: bool,
+    pub bootstrap: Option<Value>,
+    pub infrastructure: Option<Value>,
+}
+
+/// The versions the parts of the topology are to run now.
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub control_plane_version: String,
@@ -236,7 +257,6 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::topology::desired::DeploymentNow;
     use serde_json::json;
 
     fn cluster(version: &str, annotations: Value, deployments: Value) -> Cluster {
