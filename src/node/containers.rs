@@ -90,7 +90,7 @@ fn docker_time(text: Option<&str>) -> OffsetDateTime {
 
 fn is_mirror(pod: &Pod) -> bool {
     pod.annotations()
-        .contains_key(super::kubelet::CONFIG_MIRROR_ANNOTATION)
+        .contains_key(pods::CONFIG_MIRROR_ANNOTATION)
 }
 
 impl Runtime {

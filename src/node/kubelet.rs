@@ -18,6 +18,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::agent::PodState;
+use super::pods::{CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 use super::{Layout, NodeError, Result};
 
 /// kubelet's defaults: the Lease lasts 40 s and is renewed every 10 s.
@@ -26,11 +27,6 @@ const LEASE_RENEW: Duration = Duration::from_secs(10);
 /// Node status is written this often even when nothing changed (kubelet's report frequency,
 /// shortened: the Ready heartbeat is what people look at).
 const STATUS_REPORT: Duration = Duration::from_secs(60);
-
-/// The annotations kubelet puts on mirror Pods.
-pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
-pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
-pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
 
 /// What kubeadm tells kubelet through `kubeadm-flags.env`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -14,6 +14,11 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+/// The annotations kubelet puts on mirror Pods (the static pods' stand-ins in the API).
+pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
+pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
+
 /// The sandbox's name among a Pod's containers, as kubelet's Docker runtime named it.
 pub const SANDBOX: &str = "POD";
 /// kubelet's restart back-off: the first restart is at once, then 10 s doubling up to 5 min.

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::patches::{self, Item, Role};
-pub use super::versions::{ControlPlaneNow, Current, DeploymentNow};
 use super::versions::{self, Progress};
+pub use super::versions::{ControlPlaneNow, Current, DeploymentNow};
 use crate::api;
 use crate::api::Cluster;
 use crate::api::cluster_class::{
