@@ -24,6 +24,7 @@ pub mod handlers;
 pub mod impersonation;
 pub mod lifecycle;
 pub mod listener;
+pub mod logs;
 pub mod managed;
 pub mod metrics;
 mod namespaces;
@@ -117,6 +118,8 @@ pub struct ApiServer {
     audit: std::sync::OnceLock<audit::AuditLog>,
     /// How long a request may take to send its body ([`DEFAULT_REQUEST_TIMEOUT`] unless set).
     request_timeout: std::sync::OnceLock<Duration>,
+    /// Where `pods/log` reads the containers' output, when something here runs them.
+    log_source: std::sync::OnceLock<Arc<dyn logs::LogSource>>,
 }
 
 impl ApiServer {
@@ -134,6 +137,7 @@ impl ApiServer {
             requests,
             audit: Default::default(),
             request_timeout: Default::default(),
+            log_source: Default::default(),
             store,
             registry: builtin::registry(),
             admission: Default::default(),
@@ -187,6 +191,11 @@ impl ApiServer {
         ));
         tokio::spawn(gc::run(Arc::downgrade(&server), server.store.removals()));
         Ok(server)
+    }
+
+    /// Serves `pods/log` from `source` (what runs this cluster's Pods); the first one set stays.
+    pub fn set_log_source(&self, source: Arc<dyn logs::LogSource>) {
+        let _ = self.log_source.set(source);
     }
 
     /// How much of a request the audit log records (nothing without one).
@@ -829,6 +838,19 @@ async fn route(
             &resource_path.resource,
         )
         .ok_or_else(|| ApiError::no_route(&path))?;
+    if resource.group.is_empty()
+        && resource.plural == "pods"
+        && resource_path.subresource.as_deref() == Some("log")
+        && req.method() == Method::GET
+        && let Some(name) = &resource_path.name
+    {
+        let pod = server
+            .store
+            .get(&resource.key(resource_path.namespace.as_deref(), name))
+            .ok_or_else(|| ApiError::not_found("", "pods", name))?;
+        let options = logs::LogOptions::parse(&handlers::parse_query(req.uri().query()))?;
+        return logs::serve(server.log_source.get(), &pod.value(), options).await;
+    }
     if resource.group.is_empty()
         && resource.plural == "pods"
         && resource_path.subresource.as_deref() == Some("portforward")

@@ -955,3 +955,127 @@ fn tar_of(files: &[pods::VolumeFile]) -> std::io::Result<Vec<u8>> {
     }
     builder.into_inner()
 }
+
+/// `kubectl logs` for the Pods this node's kubelet runs: the node's API server reads their
+/// containers' output from the Engine, as kube-apiserver reads it from a kubelet.
+pub struct EngineLogs {
+    docker: Docker,
+}
+
+impl EngineLogs {
+    /// The Engine's logs, when its socket is mounted here.
+    pub async fn connect() -> Option<EngineLogs> {
+        if !std::path::Path::new(ENGINE_SOCKET).exists() {
+            return None;
+        }
+        let docker = Docker::connect_with_unix(ENGINE_SOCKET, 120, bollard::API_DEFAULT_VERSION)
+            .ok()?
+            .negotiate_version()
+            .await
+            .ok()?;
+        Some(EngineLogs { docker })
+    }
+}
+
+impl crate::apiserver::logs::LogSource for EngineLogs {
+    fn logs(
+        &self,
+        pod: &Value,
+        container: &str,
+        options: &crate::apiserver::logs::LogOptions,
+    ) -> futures::future::BoxFuture<'static, Result<crate::apiserver::logs::LogStream, String>>
+    {
+        let docker = self.docker.clone();
+        let uid = pod["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = pod["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let namespace = pod["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let container = container.to_string();
+        let options = options.clone();
+        Box::pin(async move {
+            let listed = docker
+                .list_containers(Some(ListContainersOptions {
+                    all: true,
+                    filters: Some(HashMap::from([(
+                        "label".to_string(),
+                        vec![
+                            format!("{POD_UID_LABEL}={uid}"),
+                            format!("{CONTAINER_NAME_LABEL}={container}"),
+                        ],
+                    )])),
+                    ..Default::default()
+                }))
+                .await
+                .map_err(|e| engine_message(&e))?;
+            let mut attempts: Vec<(u32, String)> = listed
+                .into_iter()
+                .filter_map(|c| {
+                    let attempt = c.labels?.get(ATTEMPT_LABEL)?.parse().ok()?;
+                    Some((attempt, c.id?))
+                })
+                .collect();
+            attempts.sort();
+            let pick = if options.previous {
+                attempts.iter().rev().nth(1)
+            } else {
+                attempts.last()
+            };
+            let Some((_, id)) = pick else {
+                return Err(if options.previous {
+                    format!("previous terminated container {container:?} in pod {name:?} not found")
+                } else {
+                    format!(
+                        "container {container:?} in pod {name:?} is waiting to start: ContainerCreating"
+                    )
+                });
+            };
+            let since = options.since_seconds.map_or(0, |s| {
+                (OffsetDateTime::now_utc().unix_timestamp() - s).max(0) as i32
+            });
+            let logs = docker.logs(
+                id,
+                Some(bollard::query_parameters::LogsOptions {
+                    follow: options.follow,
+                    stdout: true,
+                    stderr: true,
+                    since,
+                    timestamps: options.timestamps,
+                    tail: options
+                        .tail_lines
+                        .map_or_else(|| "all".to_string(), |n| n.max(0).to_string()),
+                    ..Default::default()
+                }),
+            );
+            // `limitBytes`: the output up to that many bytes, cut mid-line if need be.
+            let limit = options.limit_bytes.map(|l| l.max(0) as usize);
+            let stream = logs
+                .map(|chunk| {
+                    chunk
+                        .map(|output| output.into_bytes())
+                        .map_err(|e| std::io::Error::other(engine_message(&e)))
+                })
+                .scan(limit, |left, chunk| {
+                    let out = match (left.as_mut(), chunk) {
+                        (Some(0), _) => None,
+                        (Some(l), Ok(mut bytes)) => {
+                            bytes.truncate(*l);
+                            *l -= bytes.len();
+                            Some(Ok(bytes))
+                        }
+                        (_, chunk) => Some(chunk),
+                    };
+                    std::future::ready(out)
+                });
+            tracing::debug!(pod = %format!("{namespace}/{name}"), %container, "kubelet: serving logs");
+            Ok(Box::pin(stream) as crate::apiserver::logs::LogStream)
+        })
+    }
+}

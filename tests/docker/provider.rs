@@ -178,6 +178,28 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         }
     })
     .await;
+    // `kubectl logs` through the workload API server, with both kubectls: the output of the
+    // last run and of the one before it.
+    for kubectl in crate::common::management::all_kubectls() {
+        for args in [vec!["logs", "crash"], vec!["logs", "crash", "--previous"]] {
+            let mut all = vec!["--kubeconfig", workload.as_str()];
+            all.extend(args);
+            // The current run may have just started and not written yet.
+            wait(
+                &s,
+                &format!("{kubectl} {all:?} shows the output"),
+                30,
+                || {
+                    let out = s.run(&kubectl, &all);
+                    match text(&out.stdout).trim() {
+                        "crashed" => Ok(()),
+                        other => Err(format!("{other:?} {}", text(&out.stderr))),
+                    }
+                },
+            )
+            .await;
+        }
+    }
     // Deleted Pods take their containers with them.
     cluster.kubectl(&["delete", "pod", "crash", "unpullable", "oom", "--wait=true"]);
     wait(&s, "the deleted Pods' containers are gone", 60, || {
