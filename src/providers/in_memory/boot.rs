@@ -2,6 +2,7 @@
 //! and jitter), where its boot is, and the Node it registers in the workload cluster.
 
 use super::*;
+use crate::node::pods::{CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 
 /// Seconds from creation until a machine is up: VM, then Node, then (control plane) the API
 /// server and etcd member.
@@ -164,7 +165,13 @@ pub(super) async fn ensure_node(
             "etcd",
         ] {
             let pod: Pod = serde_json::from_value(json!({
-                "metadata": {"name": format!("{component}-{name}"), "labels": {"component": component, "tier": "control-plane"}},
+                // A mirror Pod, as kubelet marks it: not a workload (drains skip it, and it
+                // does not wake the cluster's scheduler and controllers).
+                "metadata": {
+                    "name": format!("{component}-{name}"),
+                    "labels": {"component": component, "tier": "control-plane"},
+                    "annotations": {(CONFIG_MIRROR_ANNOTATION): crate::node::static_pods::hash(&format!("{component}:{version}")), (CONFIG_SOURCE_ANNOTATION): "file"},
+                },
                 "spec": {"nodeName": name, "containers": [{"name": component, "image": format!("registry.k8s.io/{component}:{version}")}]},
                 "status": {
                     "phase": "Running",

@@ -113,6 +113,13 @@ pub async fn run(client: Client) {
                 let Some(node_name) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
                     continue;
                 };
+                // Mirror Pods are the simulated control plane's own, reported by its boot.
+                if pod
+                    .annotations()
+                    .contains_key(crate::node::pods::CONFIG_MIRROR_ANNOTATION)
+                {
+                    continue;
+                }
                 let Some(node) = nodes.iter().find(|n| n.name_any() == node_name) else {
                     continue;
                 };

@@ -57,7 +57,8 @@ async fn run_control_plane(server: Arc<ApiServer>, client: Client) {
         .filter_map(|(group, plural)| Some(server.registry.get(group, "v1", plural)?.prefix()))
         .collect();
     let workload = |record: &crate::apiserver::store::Record| {
-        record.value()["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_null()
+        record.value()["metadata"]["annotations"][crate::node::pods::CONFIG_MIRROR_ANNOTATION]
+            .is_null()
     };
     // A resource is looked at again only when it changed: every commit wakes this (a thousand
     // Nodes' heartbeats among them), and decoding the mirror Pods each time cost the whole
