@@ -8,6 +8,7 @@ pub mod daemon_set;
 pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
+pub mod job;
 pub mod pod_eviction;
 pub mod replica_set;
 pub mod resources;
@@ -25,7 +26,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 /// kube-controller-manager's controllers for workloads, until the future is dropped: ReplicaSets,
-/// Deployments, DaemonSets, disruption budgets, endpoints, and the taint eviction and Pod
+/// Deployments, DaemonSets, Jobs, disruption budgets, endpoints, and the taint eviction and Pod
 /// garbage collection that take Pods off Nodes that cannot run them.
 pub async fn run_controllers(client: Client) {
     // Each on the heap: together they are too large a future for a worker thread's stack.
@@ -35,6 +36,7 @@ pub async fn run_controllers(client: Client) {
         Box::pin(daemon_set::run(client.clone())),
         Box::pin(disruption::run(client.clone())),
         Box::pin(endpoints::run(client.clone())),
+        Box::pin(job::run(client.clone())),
         Box::pin(pod_eviction::run(client)),
     );
 }

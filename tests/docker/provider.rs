@@ -200,6 +200,27 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
             .await;
         }
     }
+    // A Job runs its Pod to completion, and `kubectl wait` sees it Complete.
+    cluster.kubectl(&[
+        "create",
+        "job",
+        "once",
+        "--image",
+        &busybox,
+        "--",
+        "sh",
+        "-c",
+        "echo done",
+    ]);
+    cluster.kubectl(&[
+        "wait",
+        "--for=condition=complete",
+        "job/once",
+        "--timeout=90s",
+    ]);
+    let job = cluster.json(&["get", "job", "once"]);
+    assert_eq!(job["status"]["succeeded"], 1, "{job}");
+    cluster.kubectl(&["delete", "job", "once", "--wait=true"]);
     // Deleted Pods take their containers with them.
     cluster.kubectl(&["delete", "pod", "crash", "unpullable", "oom", "--wait=true"]);
     wait(&s, "the deleted Pods' containers are gone", 60, || {
