@@ -164,7 +164,8 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        for c in self.containers() {
+        // The nodes first: a node's kubelet would make its Pods' containers again.
+        for c in self.node_containers().into_iter().chain(self.containers()) {
             let _ = Command::new("docker").args(["rm", "-f", "-v", &c]).output();
         }
         let _ = Command::new(capictl_binary())

@@ -97,7 +97,14 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         "/etc",
     ]);
     cluster.kubectl(&[
-        "run", "crash", "--image", &busybox, "--", "sh", "-c", "exit 3",
+        "run",
+        "crash",
+        "--image",
+        &busybox,
+        "--",
+        "sh",
+        "-c",
+        "echo crashed; exit 3",
     ]);
     cluster.kubectl(&["run", "unpullable", "--image", "example.invalid/nothing:1"]);
     let oom = r#"{"spec":{"restartPolicy":"Never","containers":[{"name":"oom","image":"IMAGE","command":["sh","-c","x=a; while true; do x=$x$x; done"],"resources":{"limits":{"memory":"16Mi"}}}]}}"#
