@@ -178,24 +178,17 @@ fn pod_from_template(job: &Job) -> Pod {
         .as_ref()
         .map(|s| s.template.clone())
         .unwrap_or_default();
-    let meta = template.metadata.unwrap_or_default();
-    let mut labels = meta.labels.unwrap_or_default();
-    labels.insert(JOB_NAME_LABEL.into(), job.name_any());
-    labels.insert("job-name".into(), job.name_any());
-    labels.insert(CONTROLLER_UID_LABEL.into(), job.uid().unwrap_or_default());
-    labels.insert("controller-uid".into(), job.uid().unwrap_or_default());
-    Pod {
-        metadata: kube::api::ObjectMeta {
-            generate_name: Some(format!("{}-", job.name_any())),
-            namespace: job.namespace(),
-            labels: Some(labels),
-            annotations: meta.annotations,
-            owner_references: Some(vec![super::controller_reference(job)]),
-            ..Default::default()
-        },
-        spec: template.spec,
-        status: None,
-    }
+    let (name, uid) = (job.name_any(), job.uid().unwrap_or_default());
+    let labels = [
+        (JOB_NAME_LABEL, &name),
+        ("job-name", &name),
+        (CONTROLLER_UID_LABEL, &uid),
+        ("controller-uid", &uid),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.clone()))
+    .collect();
+    super::pod_from_template(job, template, labels)
 }
 
 /// Runs the controller until the future is dropped.

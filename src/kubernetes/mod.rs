@@ -109,6 +109,34 @@ where
     (store, watch)
 }
 
+/// A Pod of a controller's template, owned by it, named after it, with `labels` beside the
+/// template's.
+pub fn pod_from_template<K>(
+    owner: &K,
+    template: k8s_openapi::api::core::v1::PodTemplateSpec,
+    labels: std::collections::BTreeMap<String, String>,
+) -> k8s_openapi::api::core::v1::Pod
+where
+    K: Resource<DynamicType = ()>,
+{
+    let meta = template.metadata.unwrap_or_default();
+    let mut all = meta.labels.unwrap_or_default();
+    all.extend(labels);
+    k8s_openapi::api::core::v1::Pod {
+        metadata: kube::api::ObjectMeta {
+            generate_name: Some(format!("{}-", owner.name_any())),
+            namespace: owner.namespace(),
+            labels: Some(all),
+            annotations: meta.annotations,
+            finalizers: meta.finalizers,
+            owner_references: Some(vec![controller_reference(owner)]),
+            ..Default::default()
+        },
+        spec: template.spec,
+        status: None,
+    }
+}
+
 /// Waits for a change (or `period`, for what time alone changes), then a moment more so that a
 /// burst of changes becomes one pass.
 pub async fn next_pass(wake: &tokio::sync::Notify, period: std::time::Duration) {

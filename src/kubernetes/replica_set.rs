@@ -190,21 +190,8 @@ fn status_differs(rs: &ReplicaSet, status: &serde_json::Value) -> bool {
 
 /// A Pod of the ReplicaSet's template, owned by it.
 pub fn pod_from_template(rs: &ReplicaSet) -> Pod {
-    let template = rs.spec.template.clone().unwrap_or_default();
-    let meta = template.metadata.unwrap_or_default();
-    Pod {
-        metadata: kube::api::ObjectMeta {
-            generate_name: Some(format!("{}-", rs.name_any())),
-            namespace: rs.namespace(),
-            labels: meta.labels,
-            annotations: meta.annotations,
-            finalizers: meta.finalizers,
-            owner_references: Some(vec![super::controller_reference(rs)]),
-            ..Default::default()
-        },
-        spec: template.spec,
-        status: None,
-    }
+    let template = rs.spec.template.clone();
+    super::pod_from_template(rs, template.unwrap_or_default(), Default::default())
 }
 
 /// Runs the controller until the future is dropped.

@@ -69,6 +69,20 @@ pub struct Runtime {
     pulls: Arc<Mutex<HashMap<String, Option<String>>>>,
 }
 
+/// The host's Docker Engine, through the socket the Docker provider mounts; None when it is
+/// not mounted or does not answer (the node then runs its static pods only).
+async fn engine() -> Option<Docker> {
+    if !std::path::Path::new(ENGINE_SOCKET).exists() {
+        return None;
+    }
+    Docker::connect_with_unix(ENGINE_SOCKET, 120, bollard::API_DEFAULT_VERSION)
+        .ok()?
+        .negotiate_version()
+        .await
+        .map_err(|e| tracing::warn!(error = %e, "the Docker Engine does not answer; this node runs its static pods only"))
+        .ok()
+}
+
 /// The docker-style name of a Pod's container.
 fn container_name(pod: &Pod, container: &str, attempt: u32) -> String {
     format!(
@@ -97,15 +111,7 @@ impl Runtime {
     /// The runtime of node `node`, when the Engine's socket is mounted and this is one of its
     /// containers; None otherwise (the node then runs its static pods only).
     pub async fn connect(node: &str, kubeconfig: &std::path::Path) -> Option<Runtime> {
-        if !std::path::Path::new(ENGINE_SOCKET).exists() {
-            return None;
-        }
-        let docker = Docker::connect_with_unix(ENGINE_SOCKET, 120, bollard::API_DEFAULT_VERSION)
-            .ok()?
-            .negotiate_version()
-            .await
-            .map_err(|e| tracing::warn!(error = %e, "kubelet: the Docker Engine does not answer; only static pods run"))
-            .ok()?;
+        let docker = engine().await?;
         let me = docker
             .inspect_container(&super::hostname(), None::<bollard::query_parameters::InspectContainerOptions>)
             .await
@@ -965,15 +971,9 @@ pub struct EngineLogs {
 impl EngineLogs {
     /// The Engine's logs, when its socket is mounted here.
     pub async fn connect() -> Option<EngineLogs> {
-        if !std::path::Path::new(ENGINE_SOCKET).exists() {
-            return None;
-        }
-        let docker = Docker::connect_with_unix(ENGINE_SOCKET, 120, bollard::API_DEFAULT_VERSION)
-            .ok()?
-            .negotiate_version()
-            .await
-            .ok()?;
-        Some(EngineLogs { docker })
+        Some(EngineLogs {
+            docker: engine().await?,
+        })
     }
 }
 
