@@ -66,6 +66,23 @@ pub fn report_failure(controller: &str, object: &str, e: &kube::Error) {
     }
 }
 
+/// What a cache holds: a kind of the Kubernetes API, as kube-rs's reflector keeps it.
+pub trait Cached:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Cached for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// A cache of every object of a kind in the cluster, and the future that keeps it current and
 /// wakes `wake` at each change (poll it beside the loop that reads the cache).
 pub fn cache<K>(
@@ -73,13 +90,7 @@ pub fn cache<K>(
     wake: Arc<tokio::sync::Notify>,
 ) -> (Store<K>, impl Future<Output = ()> + use<K>)
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Cached,
 {
     cache_selected(client, watcher::Config::default(), wake)
 }
@@ -91,13 +102,7 @@ pub fn cache_selected<K>(
     wake: Arc<tokio::sync::Notify>,
 ) -> (Store<K>, impl Future<Output = ()> + use<K>)
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Cached,
 {
     let (store, writer) = kube::runtime::reflector::store::<K>();
     let watch = reflector(writer, watcher(Api::<K>::all(client.clone()), selection))
