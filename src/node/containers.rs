@@ -51,6 +51,14 @@ struct Own {
     owner: Option<String>,
 }
 
+/// A container as last inspected, and the state the Engine's list showed it in then.
+struct Inspected {
+    listed_state: String,
+    seen: Seen,
+    /// Its address on the node's network (a sandbox's is its Pod's).
+    address: Option<String>,
+}
+
 /// The container runtime of one node.
 pub struct Runtime {
     docker: Docker,
@@ -64,6 +72,8 @@ pub struct Runtime {
     written: HashMap<String, Value>,
     /// Pods whose containers are being stopped.
     terminating: Arc<Mutex<HashSet<String>>>,
+    /// What the Engine showed of each Pod container, by id.
+    inspected: HashMap<String, Inspected>,
     /// Images being pulled in the background (None) or whose pull failed, by reference: a
     /// pull that cannot reach a registry must not hold up the other Pods.
     pulls: Arc<Mutex<HashMap<String, Option<String>>>>,
@@ -149,6 +159,7 @@ impl Runtime {
             failures: HashMap::new(),
             written: HashMap::new(),
             terminating: Arc::default(),
+            inspected: HashMap::new(),
             pulls: Arc::default(),
         })
     }
@@ -180,7 +191,7 @@ impl Runtime {
         // Containers of Pods that are gone (deleted at once, or bound elsewhere).
         for (uid, containers) in &seen {
             if !known.contains(uid) && !self.terminating.lock().unwrap().contains(uid) {
-                self.remove_pod(uid, containers).await;
+                remove_all(&self.docker, uid, containers).await;
                 self.failures.remove(uid);
                 self.written.remove(uid);
             }
@@ -200,8 +211,9 @@ impl Runtime {
         recheck
     }
 
-    /// The Pods' containers on this node, by Pod uid.
-    async fn seen(&self) -> Result<HashMap<String, Vec<Seen>>, bollard::errors::Error> {
+    /// The Pods' containers on this node, by Pod uid. A container is inspected when it is new
+    /// or the Engine's list shows it in another state; otherwise what was read stands.
+    async fn seen(&mut self) -> Result<HashMap<String, Vec<Seen>>, bollard::errors::Error> {
         let listed = self
             .docker
             .list_containers(Some(ListContainersOptions {
@@ -213,6 +225,8 @@ impl Runtime {
                 ..Default::default()
             }))
             .await?;
+        let listed_ids: HashSet<String> = listed.iter().filter_map(|c| c.id.clone()).collect();
+        self.inspected.retain(|id, _| listed_ids.contains(id));
         let mut by_pod: HashMap<String, Vec<Seen>> = HashMap::new();
         for summary in listed {
             let Some(id) = summary.id else { continue };
@@ -222,16 +236,27 @@ impl Runtime {
             else {
                 continue;
             };
-            let inspected = match self
+            let listed_state = format!("{:?}", summary.state);
+            let known = self
+                .inspected
+                .get(&id)
+                .filter(|i| i.listed_state == listed_state);
+            if let Some(known) = known {
+                by_pod
+                    .entry(uid.clone())
+                    .or_default()
+                    .push(known.seen.clone());
+                continue;
+            }
+            let Ok(inspected) = self
                 .docker
                 .inspect_container(
                     &id,
                     None::<bollard::query_parameters::InspectContainerOptions>,
                 )
                 .await
-            {
-                Ok(i) => i,
-                Err(_) => continue, // removed meanwhile
+            else {
+                continue; // removed meanwhile
             };
             let state = inspected.state.unwrap_or_default();
             let started_at = docker_time(state.started_at.as_deref());
@@ -247,8 +272,8 @@ impl Runtime {
                 },
                 _ => State::Created,
             };
-            by_pod.entry(uid.clone()).or_default().push(Seen {
-                id,
+            let seen = Seen {
+                id: id.clone(),
                 container: container.clone(),
                 attempt: labels
                     .get(ATTEMPT_LABEL)
@@ -256,7 +281,19 @@ impl Runtime {
                     .unwrap_or(0),
                 image_id: format!("docker://{}", inspected.image.unwrap_or_default()),
                 state: seen_state,
-            });
+            };
+            let address = inspected
+                .network_settings
+                .and_then(|n| n.networks?.get(&self.own.network)?.ip_address.clone());
+            by_pod.entry(uid.clone()).or_default().push(seen.clone());
+            self.inspected.insert(
+                id,
+                Inspected {
+                    listed_state,
+                    seen,
+                    address,
+                },
+            );
         }
         Ok(by_pod)
     }
@@ -329,7 +366,7 @@ impl Runtime {
             containers = self.seen().await.ok()?.remove(&uid).unwrap_or_default();
         }
         let failures = self.failures.get(&uid).cloned().unwrap_or_default();
-        let pod_ip = self.pod_ip(pod, &containers, host_ip).await;
+        let pod_ip = self.pod_ip(pod, &containers, host_ip);
         let status = pods::status(pod, &containers, &failures, (&pod_ip, host_ip), now);
         // A failure is shown as itself once; later passes show the back-off.
         if let Some(f) = self.failures.get_mut(&uid) {
@@ -355,32 +392,17 @@ impl Runtime {
         plan.recheck
     }
 
-    /// The Pod's address: its sandbox's on the node's network, or the node's.
-    async fn pod_ip(&self, pod: &Pod, containers: &[Seen], host_ip: &str) -> String {
+    /// The Pod's address: its sandbox's on the node's network (as last inspected), or the
+    /// node's.
+    fn pod_ip(&self, pod: &Pod, containers: &[Seen], host_ip: &str) -> String {
         if host_network(pod) {
             return host_ip.to_string();
         }
-        let Some(sandbox) = containers
+        containers
             .iter()
             .filter(|c| c.container == SANDBOX)
             .max_by_key(|c| c.attempt)
-        else {
-            return String::new();
-        };
-        self.docker
-            .inspect_container(
-                &sandbox.id,
-                None::<bollard::query_parameters::InspectContainerOptions>,
-            )
-            .await
-            .ok()
-            .and_then(|i| {
-                i.network_settings?
-                    .networks?
-                    .get(&self.own.network)?
-                    .ip_address
-                    .clone()
-            })
+            .and_then(|sandbox| self.inspected.get(&sandbox.id)?.address.clone())
             .unwrap_or_default()
     }
 
@@ -430,11 +452,11 @@ impl Runtime {
         for c in containers {
             self.remove_container(&c.id).await;
         }
+        let volumes = spec.volumes.clone().unwrap_or_default();
         let sources = self
-            .sources(client, pod)
+            .sources(client, pod, &volumes, &[])
             .await
             .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
-        let volumes = spec.volumes.clone().unwrap_or_default();
         let mut files = Vec::new();
         for volume in &volumes {
             files.push((
@@ -549,15 +571,22 @@ impl Runtime {
             .map_err(|e| ("RunContainerError".to_string(), engine_message(&e)))
     }
 
-    /// What the Pod's volumes and environment read, from the API: its ConfigMaps and Secrets,
-    /// and a token of its ServiceAccount per projected token source.
-    async fn sources(&self, client: &Client, pod: &Pod) -> Result<Sources, String> {
+    /// What these volumes and these containers' environments read, from the API: ConfigMaps
+    /// and Secrets of the Pod's namespace, and a token of its ServiceAccount per projected
+    /// token source. The sandbox asks for the volumes, each container start for its own
+    /// environment alone, so that tokens are requested once per sandbox.
+    async fn sources(
+        &self,
+        client: &Client,
+        pod: &Pod,
+        volumes: &[k8s_openapi::api::core::v1::Volume],
+        containers: &[&Container],
+    ) -> Result<Sources, String> {
         let namespace = pod.namespace().unwrap_or_default();
-        let spec = pod.spec.clone().unwrap_or_default();
         let mut config_maps = HashSet::new();
         let mut secrets = HashSet::new();
         let mut tokens = Vec::new();
-        for v in spec.volumes.iter().flatten() {
+        for v in volumes {
             if let Some(cm) = &v.config_map {
                 config_maps.insert(cm.name.clone());
             }
@@ -576,11 +605,7 @@ impl Runtime {
                 }
             }
         }
-        for c in spec
-            .containers
-            .iter()
-            .chain(spec.init_containers.iter().flatten())
-        {
+        for c in containers {
             for from in c.env_from.iter().flatten() {
                 config_maps.extend(from.config_map_ref.as_ref().map(|r| r.name.clone()));
                 secrets.extend(from.secret_ref.as_ref().map(|r| r.name.clone()));
@@ -631,9 +656,11 @@ impl Runtime {
                 sources.secrets.insert(name, data);
             }
         }
-        let account = spec
-            .service_account_name
-            .clone()
+        let account = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.service_account_name.clone())
+            .filter(|a| !a.is_empty())
             .unwrap_or_else(|| "default".into());
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
         for (audience, expiration) in tokens {
@@ -754,7 +781,7 @@ impl Runtime {
             return Ok(()); // pulling
         }
         let sources = self
-            .sources(client, pod)
+            .sources(client, pod, &[], &[container])
             .await
             .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
         let api_server = self
@@ -883,10 +910,6 @@ impl Runtime {
             }
             terminating.lock().unwrap().remove(&uid);
         });
-    }
-
-    async fn remove_pod(&self, uid: &str, containers: &[Seen]) {
-        remove_all(&self.docker, uid, containers).await;
     }
 
     async fn remove_container(&self, id: &str) {
