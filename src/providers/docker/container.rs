@@ -456,23 +456,35 @@ pub async fn create_and_start(docker: &Docker, spec: &Spec) -> Result<(), Docker
 
 /// Removes a container and its volumes, and the containers and volumes of the Pods a node
 /// container ran; one that is not there is fine.
+///
+/// The node goes first, so its kubelet cannot start a Pod container behind the sweep; a
+/// create the kubelet had in flight when it stopped can still land at the Engine, so the
+/// sweep repeats until a listing made after a pause finds nothing.
 pub async fn remove(docker: &Docker, name: &str) -> Result<(), DockerError> {
     use bollard::query_parameters::{ListContainersOptions, ListVolumesOptions};
     let pods = HashMap::from([(
         "label".to_string(),
         vec![format!("{POD_NODE_LABEL}={name}")],
     )]);
-    let pod_containers = docker
-        .list_containers(Some(ListContainersOptions {
-            all: true,
-            filters: Some(pods.clone()),
-            ..Default::default()
-        }))
-        .await?;
-    for id in pod_containers.into_iter().filter_map(|c| c.id) {
-        remove_one(docker, &id).await?;
-    }
     remove_one(docker, name).await?;
+    let mut swept_empty = false;
+    for _ in 0..10 {
+        let pod_containers = docker
+            .list_containers(Some(ListContainersOptions {
+                all: true,
+                filters: Some(pods.clone()),
+                ..Default::default()
+            }))
+            .await?;
+        if pod_containers.is_empty() && swept_empty {
+            break;
+        }
+        swept_empty = pod_containers.is_empty();
+        for id in pod_containers.into_iter().filter_map(|c| c.id) {
+            remove_one(docker, &id).await?;
+        }
+        tokio::time::sleep(IN_FLIGHT_CREATE).await;
+    }
     let volumes = docker
         .list_volumes(Some(ListVolumesOptions {
             filters: Some(pods),
@@ -495,6 +507,9 @@ pub async fn remove(docker: &Docker, name: &str) -> Result<(), DockerError> {
     }
     Ok(())
 }
+
+/// How long a create the stopped kubelet sent may take to land at the Engine.
+const IN_FLIGHT_CREATE: std::time::Duration = std::time::Duration::from_millis(300);
 
 async fn remove_one(docker: &Docker, name: &str) -> Result<(), DockerError> {
     match docker
