@@ -31,6 +31,7 @@ use time::OffsetDateTime;
 
 use super::image::{ENGINE_SOCKET, OWNER_LABEL, POD_NODE_LABEL};
 use super::pods::{self, SANDBOX, Seen, Sources, StartFailure, State, Step};
+use super::service_proxy::{self, ClusterDns};
 
 const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
 const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
@@ -77,6 +78,12 @@ pub struct Runtime {
     /// Images being pulled in the background (None) or whose pull failed, by reference: a
     /// pull that cannot reach a registry must not hold up the other Pods.
     pulls: Arc<Mutex<HashMap<String, Option<String>>>>,
+    /// The cluster DNS Pods ask, from the kubelet's configuration.
+    cluster_dns: Option<ClusterDns>,
+    /// The Services' rules every Pod's namespace should hold ([`service_proxy::rules`]).
+    rules: String,
+    /// The rules each sandbox holds, by container id (a hash of their text).
+    programmed: HashMap<String, u64>,
 }
 
 /// The host's Docker Engine, through the socket the Docker provider mounts; None when it is
@@ -161,18 +168,28 @@ impl Runtime {
             terminating: Arc::default(),
             inspected: HashMap::new(),
             pulls: Arc::default(),
+            cluster_dns: None,
+            rules: String::new(),
+            programmed: HashMap::new(),
         })
     }
 
+    /// The cluster DNS the Pods started from now on ask.
+    pub fn set_cluster_dns(&mut self, dns: ClusterDns) {
+        self.cluster_dns = Some(dns);
+    }
+
     /// One pass over the Pods bound to this node: start what is due, stop what is deleted,
-    /// remove what belongs to no Pod, report statuses. Returns when to look again at the
-    /// latest, for back-offs that end.
+    /// remove what belongs to no Pod, bring every sandbox's Service rules to `rules`, report
+    /// statuses. Returns when to look again at the latest, for back-offs that end.
     pub async fn sync(
         &mut self,
         client: &Client,
         pods: &[Pod],
         host_ip: &str,
+        rules: String,
     ) -> Option<OffsetDateTime> {
+        self.rules = rules;
         let seen = match self.seen().await {
             Ok(s) => s,
             Err(e) => {
@@ -208,7 +225,71 @@ impl Runtime {
                 recheck = Some(recheck.map_or(at, |r| r.min(at)));
             }
         }
+        self.program_sandboxes(&seen, pods).await;
         recheck
+    }
+
+    /// Brings the Service rules of every running sandbox (but those in the node's namespace)
+    /// to the current ones; a sandbox that refuses is tried again on the next pass.
+    async fn program_sandboxes(&mut self, seen: &HashMap<String, Vec<Seen>>, pods: &[Pod]) {
+        let own_namespace: HashSet<String> = pods
+            .iter()
+            .filter(|p| host_network(p))
+            .filter_map(|p| p.uid())
+            .collect();
+        let sandboxes: Vec<String> = seen
+            .iter()
+            .filter(|(uid, _)| !own_namespace.contains(*uid))
+            .flat_map(|(_, containers)| containers)
+            .filter(|c| c.container == SANDBOX && matches!(c.state, State::Running { .. }))
+            .map(|c| c.id.clone())
+            .collect();
+        self.programmed.retain(|id, _| sandboxes.contains(id));
+        let hash = text_hash(&self.rules);
+        for id in sandboxes {
+            if self.programmed.get(&id) == Some(&hash) {
+                continue;
+            }
+            match self.program(&id).await {
+                Ok(()) => {
+                    self.programmed.insert(id, hash);
+                }
+                Err(e) => {
+                    tracing::warn!(sandbox = %id, error = %e, "kubelet: the Services' rules were not applied")
+                }
+            }
+        }
+    }
+
+    /// Applies the current Service rules in a sandbox's network namespace, through the
+    /// sandbox (which holds `NET_ADMIN`; the Pod's containers do not).
+    async fn program(&self, sandbox: &str) -> Result<(), String> {
+        let chain = service_proxy::CHAIN;
+        let script = format!(
+            "printf '%s' \"$1\" | iptables-restore --noflush && {{ iptables -t nat -C OUTPUT -j {chain} 2>/dev/null || iptables -t nat -I OUTPUT -j {chain}; }}"
+        );
+        let out = exec(
+            &self.docker,
+            sandbox,
+            &[
+                "sh".into(),
+                "-c".into(),
+                script,
+                "service-rules".into(),
+                self.rules.clone(),
+            ],
+            None,
+        )
+        .await
+        .map_err(|e| engine_message(&e))?;
+        if out.code != 0 {
+            return Err(format!(
+                "iptables-restore exited with {}: {}",
+                out.code,
+                out.stderr.trim()
+            ));
+        }
+        Ok(())
     }
 
     /// The Pods' containers on this node, by Pod uid. A container is inspected when it is new
@@ -427,7 +508,7 @@ impl Runtime {
     /// Makes the sandbox (after removing what is left of an earlier one and its containers),
     /// the Pod's volumes, and fills them.
     async fn start_sandbox(
-        &self,
+        &mut self,
         client: &Client,
         pod: &Pod,
         containers: &[Seen],
@@ -505,6 +586,7 @@ impl Runtime {
                 .unwrap_or_else(|| pod.name_any());
             h.chars().take(63).collect::<String>()
         });
+        let dns = pods::dns_settings(pod, self.cluster_dns.as_ref());
         let body = ContainerCreateBody {
             image: Some(self.own.image.clone()),
             entrypoint: Some(vec!["sleep".into(), "infinity".into()]),
@@ -512,6 +594,11 @@ impl Runtime {
             labels: Some(self.labels(pod, SANDBOX, attempt)),
             host_config: Some(HostConfig {
                 network_mode: Some(network_mode),
+                // For the Services' rules in the Pod's namespace: the sandbox alone holds it.
+                cap_add: (!host_network(pod)).then(|| vec!["NET_ADMIN".into()]),
+                dns: dns.as_ref().map(|d| d.servers.clone()),
+                dns_search: dns.as_ref().map(|d| d.searches.clone()),
+                dns_options: dns.as_ref().map(|d| d.options.clone()),
                 // The Pod's containers join its IPC namespace, as they join its network.
                 ipc_mode: Some("shareable".into()),
                 binds: Some(binds),
@@ -520,7 +607,14 @@ impl Runtime {
             }),
             ..Default::default()
         };
-        self.create_and_start(&name, body).await?;
+        let id = self.create_and_start(&name, body).await?;
+        if !host_network(pod) {
+            // Before any container starts, so that its first request finds the Services.
+            self.program(&id)
+                .await
+                .map_err(|m| ("CreatePodSandboxError".to_string(), m))?;
+            self.programmed.insert(id, text_hash(&self.rules));
+        }
         for (volume, files) in files {
             if files.is_empty() {
                 continue;
@@ -547,12 +641,14 @@ impl Runtime {
         Ok(())
     }
 
+    /// Creates and starts a container; its id.
     async fn create_and_start(
         &self,
         name: &str,
         body: ContainerCreateBody,
-    ) -> Result<(), (String, String)> {
-        self.docker
+    ) -> Result<String, (String, String)> {
+        let created = self
+            .docker
             .create_container(
                 Some(CreateContainerOptions {
                     name: Some(name.to_string()),
@@ -568,7 +664,8 @@ impl Runtime {
                 None::<bollard::query_parameters::StartContainerOptions>,
             )
             .await
-            .map_err(|e| ("RunContainerError".to_string(), engine_message(&e)))
+            .map_err(|e| ("RunContainerError".to_string(), engine_message(&e)))?;
+        Ok(created.id)
     }
 
     /// What these volumes and these containers' environments read, from the API: ConfigMaps
@@ -957,6 +1054,79 @@ async fn remove_all(docker: &Docker, uid: &str, containers: &[Seen]) {
             )
             .await;
     }
+}
+
+/// What a command run in a container printed, and its exit code.
+#[derive(Clone, Debug, Default)]
+pub struct ExecOutput {
+    pub code: i64,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `argv` in `container` (as `docker exec -i`), feeding it `stdin`, and waits for it.
+pub async fn exec(
+    docker: &Docker,
+    container: &str,
+    argv: &[String],
+    stdin: Option<&[u8]>,
+) -> Result<ExecOutput, bollard::errors::Error> {
+    use bollard::exec::{CreateExecOptions, StartExecResults};
+    use futures::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    let created = docker
+        .create_exec(
+            container,
+            CreateExecOptions {
+                attach_stdin: Some(stdin.is_some()),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                cmd: Some(argv.to_vec()),
+                ..Default::default()
+            },
+        )
+        .await?;
+    let mut out = ExecOutput::default();
+    if let StartExecResults::Attached {
+        mut output,
+        mut input,
+    } = docker.start_exec(&created.id, None).await?
+    {
+        if let Some(data) = stdin {
+            input
+                .write_all(data)
+                .await
+                .map_err(|err| bollard::errors::Error::IOError { err })?;
+        }
+        let _ = input.shutdown().await;
+        drop(input);
+        while let Some(chunk) = output.next().await {
+            match chunk? {
+                bollard::container::LogOutput::StdOut { message } => {
+                    out.stdout.push_str(&String::from_utf8_lossy(&message))
+                }
+                bollard::container::LogOutput::StdErr { message } => {
+                    out.stderr.push_str(&String::from_utf8_lossy(&message))
+                }
+                _ => {}
+            }
+        }
+    }
+    loop {
+        let inspected = docker.inspect_exec(&created.id).await?;
+        if inspected.running != Some(true) {
+            out.code = inspected.exit_code.unwrap_or(-1);
+            return Ok(out);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+fn text_hash(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
 }
 
 fn host_network(pod: &Pod) -> bool {

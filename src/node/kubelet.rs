@@ -12,13 +12,15 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::agent::PodState;
 use super::pods::{CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
+use super::service_proxy::ClusterDns;
 use super::{Layout, NodeError, Result};
 
 /// kubelet's defaults: the Lease lasts 40 s and is renewed every 10 s.
@@ -339,16 +341,38 @@ struct Loop {
     pods: Option<(PodWatch, super::containers::Runtime)>,
 }
 
-/// The cache of the Pods bound to this Node, kept current by a task that ends with it.
+/// The caches of the Pods bound to this Node and of the cluster's Services and
+/// EndpointSlices, kept current by tasks that end with it, as the cluster DNS server does.
 struct PodWatch {
     store: kube::runtime::reflector::Store<Pod>,
-    task: tokio::task::JoinHandle<()>,
+    services: kube::runtime::reflector::Store<Service>,
+    slices: kube::runtime::reflector::Store<EndpointSlice>,
+    cluster_dns: Option<ClusterDns>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for PodWatch {
     fn drop(&mut self) {
-        self.task.abort();
+        self.tasks.iter().for_each(|t| t.abort());
     }
+}
+
+/// The cluster DNS of the kubelet's configuration (`clusterDNS`, `clusterDomain` of kubeadm's
+/// `kubelet-config` ConfigMap); None when it names none.
+async fn cluster_dns(client: &Client) -> Option<ClusterDns> {
+    let config = Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+        .get_opt("kubelet-config")
+        .await
+        .ok()??;
+    let text = config.data?.get("kubelet")?.clone();
+    let parsed: Value = crate::yaml::from_str(&text).ok()?;
+    Some(ClusterDns {
+        address: parsed["clusterDNS"][0].as_str()?.to_string(),
+        domain: parsed["clusterDomain"]
+            .as_str()
+            .unwrap_or("cluster.local")
+            .to_string(),
+    })
 }
 
 /// Runs until the agent stops: waits for kubeadm's kubelet.conf, then keeps the Node, its
@@ -407,8 +431,25 @@ async fn start(
                 kube::runtime::watcher::Config::default().fields(&format!("spec.nodeName={name}"));
             let (store, watch) =
                 crate::kubernetes::cache_selected::<Pod>(&client, bound, pods_changed.clone());
-            let task = tokio::spawn(watch);
-            Some((PodWatch { store, task }, runtime))
+            let (services, watch_services) =
+                crate::kubernetes::cache::<Service>(&client, pods_changed.clone());
+            let (slices, watch_slices) =
+                crate::kubernetes::cache::<EndpointSlice>(&client, pods_changed.clone());
+            let tasks = vec![
+                tokio::spawn(watch),
+                tokio::spawn(watch_services),
+                tokio::spawn(watch_slices),
+            ];
+            Some((
+                PodWatch {
+                    store,
+                    services,
+                    slices,
+                    cluster_dns: None,
+                    tasks,
+                },
+                runtime,
+            ))
         }
         None => None,
     };
@@ -439,8 +480,36 @@ impl Loop {
         // Pods run once the Node is registered.
         self.node_uid.as_ref()?;
         let (watch, runtime) = self.pods.as_mut()?;
+        if watch.cluster_dns.is_none() {
+            // kubeadm uploads the kubelet's configuration after the first kubelet starts.
+            watch.cluster_dns = cluster_dns(&self.client).await;
+            if let Some(dns) = &watch.cluster_dns {
+                runtime.set_cluster_dns(dns.clone());
+                if let Ok(address) = self.facts.ip.parse() {
+                    let records = super::dns::Records {
+                        services: watch.services.clone(),
+                        slices: watch.slices.clone(),
+                        domain: dns.domain.clone(),
+                    };
+                    watch.tasks.push(tokio::spawn(async move {
+                        if let Err(e) = super::dns::serve(address, records).await {
+                            tracing::warn!(error = %e, "kubelet: the cluster DNS server could not start; Pods resolve no cluster names");
+                        }
+                    }));
+                }
+            }
+        }
         let pods: Vec<Pod> = watch.store.state().iter().map(|p| (**p).clone()).collect();
-        runtime.sync(&self.client, &pods, &self.facts.ip).await
+        let (services, slices) = (watch.services.state(), watch.slices.state());
+        let rules = super::service_proxy::rules(
+            &services.iter().map(|s| s.as_ref()).collect::<Vec<_>>(),
+            &slices.iter().map(|s| s.as_ref()).collect::<Vec<_>>(),
+            watch.cluster_dns.as_ref(),
+            &self.facts.ip,
+        );
+        runtime
+            .sync(&self.client, &pods, &self.facts.ip, rules)
+            .await
     }
 
     async fn sync(&mut self, pods: Option<&[PodState]>) -> Result<()> {

@@ -13,12 +13,14 @@
 pub mod agent;
 pub mod containers;
 pub mod controller_manager;
+pub mod dns;
 pub mod image;
 pub mod kube_apiserver;
 pub mod kubeadm;
 pub mod kubelet;
 pub mod pods;
 pub mod probe;
+pub mod service_proxy;
 pub mod static_pods;
 pub mod tools;
 

@@ -891,6 +891,71 @@ pub fn environment(
     Ok(env)
 }
 
+/// A Pod's resolver settings, as kubelet writes its `resolv.conf`: name servers, search
+/// domains and options.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DnsSettings {
+    pub servers: Vec<String>,
+    pub searches: Vec<String>,
+    pub options: Vec<String>,
+}
+
+/// The resolver settings of a Pod by its `dnsPolicy` and `dnsConfig`: `ClusterFirst` (the
+/// default) asks the cluster DNS with the namespace's search path and `ndots:5`; `Default`
+/// takes the node's (None: the runtime's own); `None` takes `dnsConfig` alone. Pods in the
+/// node's network namespace share the node's resolver, which a runtime cannot change for one
+/// container there, so they get None whatever they ask.
+pub fn dns_settings(
+    pod: &Pod,
+    cluster: Option<&super::service_proxy::ClusterDns>,
+) -> Option<DnsSettings> {
+    let spec = pod.spec.as_ref()?;
+    if spec.host_network == Some(true) {
+        return None;
+    }
+    let mut settings = match (
+        spec.dns_policy.as_deref().unwrap_or("ClusterFirst"),
+        cluster,
+    ) {
+        ("None", _) => DnsSettings::default(),
+        ("ClusterFirst" | "ClusterFirstWithHostNet", Some(cluster)) => {
+            let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+            DnsSettings {
+                servers: vec![cluster.address.clone()],
+                searches: vec![
+                    format!("{namespace}.svc.{}", cluster.domain),
+                    format!("svc.{}", cluster.domain),
+                    cluster.domain.clone(),
+                ],
+                options: vec!["ndots:5".into()],
+            }
+        }
+        // `Default`, or no cluster DNS configured: kubelet falls back to the node's.
+        _ if spec.dns_config.is_none() => return None,
+        _ => DnsSettings::default(),
+    };
+    if let Some(config) = &spec.dns_config {
+        settings
+            .servers
+            .extend(config.nameservers.iter().flatten().cloned());
+        settings
+            .searches
+            .extend(config.searches.iter().flatten().cloned());
+        for option in config.options.iter().flatten() {
+            let text = match &option.value {
+                Some(v) => format!("{}:{v}", option.name.clone().unwrap_or_default()),
+                None => option.name.clone().unwrap_or_default(),
+            };
+            let name = text.split(':').next().unwrap_or_default().to_string();
+            settings
+                .options
+                .retain(|o| o.split(':').next() != Some(name.as_str()));
+            settings.options.push(text);
+        }
+    }
+    Some(settings)
+}
+
 /// `$(VAR)` in a value, from the variables set before it (`$$` escapes a `$`).
 fn expand(value: &str, env: &[(String, String)]) -> String {
     let mut out = String::new();
@@ -1262,6 +1327,58 @@ mod tests {
             environment(&p, container, &sources, None).unwrap_err(),
             "secret \"db\" not found"
         );
+    }
+
+    #[test]
+    fn resolver_settings_by_dns_policy_as_kubelet_writes_them() {
+        let cluster = super::super::service_proxy::ClusterDns {
+            address: "10.96.0.10".into(),
+            domain: "cluster.local".into(),
+        };
+        let settings = |spec: Value| {
+            let mut pod = pod(spec);
+            pod.metadata.namespace = Some("shop".into());
+            dns_settings(&pod, Some(&cluster))
+        };
+        let first = DnsSettings {
+            servers: vec!["10.96.0.10".into()],
+            searches: vec![
+                "shop.svc.cluster.local".into(),
+                "svc.cluster.local".into(),
+                "cluster.local".into(),
+            ],
+            options: vec!["ndots:5".into()],
+        };
+        assert_eq!(settings(json!({"containers": []})), Some(first.clone()));
+        assert_eq!(
+            settings(
+                json!({"containers": [], "dnsConfig": {"options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}], "searches": ["corp.example"]}})
+            ),
+            Some(DnsSettings {
+                searches: [first.searches.clone(), vec!["corp.example".into()]].concat(),
+                options: vec!["ndots:2".into(), "edns0".into()],
+                ..first.clone()
+            })
+        );
+        assert_eq!(
+            settings(json!({"containers": [], "dnsPolicy": "Default"})),
+            None
+        );
+        assert_eq!(
+            settings(json!({"containers": [], "hostNetwork": true})),
+            None
+        );
+        assert_eq!(
+            settings(
+                json!({"containers": [], "dnsPolicy": "None", "dnsConfig": {"nameservers": ["1.1.1.1"]}})
+            ),
+            Some(DnsSettings {
+                servers: vec!["1.1.1.1".into()],
+                ..Default::default()
+            })
+        );
+        let no_cluster_dns = dns_settings(&pod(json!({"containers": []})), None);
+        assert_eq!(no_cluster_dns, None);
     }
 
     #[test]

@@ -160,6 +160,54 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
             );
         }
     }
+    // A Service answers from any Pod by its cluster IP and by its DNS names, spreading the
+    // requests over its endpoints.
+    cluster.kubectl(&[
+        "expose",
+        "deployment",
+        "web",
+        "--port",
+        "80",
+        "--target-port",
+        "8080",
+    ]);
+    let cluster_ip = cluster.json(&["get", "service", "web"])["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let names: Vec<&String> = web.iter().map(|(name, _, _)| name).collect();
+    let asker = web[0].0.clone();
+    wait(
+        &s,
+        "the web Service answers by name and cluster IP",
+        60,
+        || {
+            let mut answered = std::collections::BTreeSet::new();
+            for host in [
+                "web.default.svc.cluster.local",
+                "web",
+                "web.default",
+                cluster_ip.as_str(),
+            ] {
+                for _ in 0..4 {
+                    let answer =
+                        fetch_from_pod(&asker, "busybox", &format!("http://{host}/hostname"))?;
+                    if !names.contains(&&answer) {
+                        return Err(format!("{host} answered {answer:?}, not a web Pod"));
+                    }
+                    answered.insert(answer);
+                }
+            }
+            if answered.len() < 2 {
+                return Err(format!("16 requests reached only {answered:?}"));
+            }
+            Ok(())
+        },
+    )
+    .await;
+    let lookup = fetch_from_pod(&asker, "busybox", "http://kubernetes-no-such-service/")
+        .expect_err("an unknown Service name does not resolve");
+    assert!(lookup.contains("bad address"), "{lookup}");
     wait(&s, "kubelet reports the failing Pods", 90, || {
         let states = [
             ("crash", cluster.state("crash")),
@@ -357,7 +405,18 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     )
     .await;
 
-    // The workers roll to the new version.
+    // The workers roll to the new version; the PodDisruptionBudget keeps the drains from
+    // taking more than one web Pod at a time, so the Service always has an endpoint.
+    cluster.kubectl(&[
+        "create",
+        "poddisruptionbudget",
+        "web",
+        "--selector",
+        "app=web",
+        "--max-unavailable",
+        "1",
+    ]);
+    let endpoints = EndpointWatch::start(&workload, "web");
     s.kubectl(&[
         "patch",
         "md",
@@ -379,6 +438,11 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         web_on_workers(3),
     )
     .await;
+    let fewest = endpoints.stop();
+    assert!(
+        fewest >= 1,
+        "the web Service had {fewest} ready endpoints during the rollout"
+    );
 
     // A stopped worker is replaced by its MachineHealthCheck.
     let mhc = format!(
@@ -548,4 +612,47 @@ async fn cluster_class_quick_starts_come_up_on_docker() {
         2
     );
     up_and_gone(&s).await;
+}
+
+/// The fewest ready endpoints a Service had, read every half second until stopped.
+struct EndpointWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<usize>,
+}
+
+impl EndpointWatch {
+    fn start(kubeconfig: &str, service: &str) -> EndpointWatch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (kubeconfig, service, stopped) =
+            (kubeconfig.to_string(), service.to_string(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut fewest = usize::MAX;
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                let out = Command::new(kubectl_binary())
+                    .args(["--kubeconfig", &kubeconfig, "get", "endpointslices", "-l"])
+                    .arg(format!("kubernetes.io/service-name={service}"))
+                    .args(["-o", "json"])
+                    .output()
+                    .unwrap();
+                if let Ok(slices) = serde_json::from_slice::<Value>(&out.stdout) {
+                    let ready = slices["items"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+                        .filter(|e| e["conditions"]["ready"] == json!(true))
+                        .count();
+                    fewest = fewest.min(ready);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            fewest
+        });
+        EndpointWatch { stop, thread }
+    }
+
+    fn stop(self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
 }

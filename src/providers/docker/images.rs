@@ -43,11 +43,13 @@ use crate::node::image::{NODE_BINARY, VERSION_ENV};
 /// provider writes to).
 pub const HAPROXY_CONFIG: &str = "/usr/local/etc/haproxy/haproxy.cfg";
 
-/// The Debian packages in every image beyond minbase (busybox-static for the workload image).
+/// The Debian packages in every image beyond minbase (busybox-static for the workload image,
+/// iptables for the Services' rules the kubelet writes in each Pod's namespace).
 const PACKAGES: &[&str] = &[
     "etcd-server",
     "haproxy",
     "iproute2",
+    "iptables",
     "ca-certificates",
     "procps",
     "busybox-static",

@@ -583,7 +583,7 @@ async fn run_bootstrap<M: DockerBackedMachine>(
         None,
     )
     .await
-    .map_err(docker_error)?;
+    .map_err(|e| docker_error(e.into()))?;
     if started.code == 0 {
         let succeeded = super::exec(
             &docker,
@@ -592,7 +592,7 @@ async fn run_bootstrap<M: DockerBackedMachine>(
             None,
         )
         .await
-        .map_err(docker_error)?;
+        .map_err(|e| docker_error(e.into()))?;
         return Ok(if succeeded.code == 0 {
             BootstrapState::Completed
         } else {
