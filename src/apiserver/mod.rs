@@ -19,6 +19,7 @@ pub mod discovery;
 pub mod escalation;
 pub mod events;
 pub mod eviction;
+pub mod exec;
 pub mod gc;
 pub mod handlers;
 pub mod impersonation;
@@ -120,6 +121,7 @@ pub struct ApiServer {
     request_timeout: std::sync::OnceLock<Duration>,
     /// Where `pods/log` reads the containers' output, when something here runs them.
     log_source: std::sync::OnceLock<Arc<dyn logs::LogSource>>,
+    exec_source: std::sync::OnceLock<Arc<dyn exec::ExecSource>>,
 }
 
 impl ApiServer {
@@ -138,6 +140,7 @@ impl ApiServer {
             audit: Default::default(),
             request_timeout: Default::default(),
             log_source: Default::default(),
+            exec_source: Default::default(),
             store,
             registry: builtin::registry(),
             admission: Default::default(),
@@ -196,6 +199,12 @@ impl ApiServer {
     /// Serves `pods/log` from `source` (what runs this cluster's Pods); the first one set stays.
     pub fn set_log_source(&self, source: Arc<dyn logs::LogSource>) {
         let _ = self.log_source.set(source);
+    }
+
+    /// Where `pods/exec` runs commands (a node's container runtime); without one, the
+    /// answer says there is nothing to exec in.
+    pub fn set_exec_source(&self, source: Arc<dyn exec::ExecSource>) {
+        let _ = self.exec_source.set(source);
     }
 
     /// How much of a request the audit log records (nothing without one).
@@ -850,6 +859,23 @@ async fn route(
             .ok_or_else(|| ApiError::not_found("", "pods", name))?;
         let options = logs::LogOptions::parse(&handlers::parse_query(req.uri().query()))?;
         return logs::serve(server.log_source.get(), &pod.value(), options).await;
+    }
+    if resource.group.is_empty()
+        && resource.plural == "pods"
+        && resource_path.subresource.as_deref() == Some("exec")
+        && let Some(name) = &resource_path.name
+    {
+        let pod = server
+            .store
+            .get(&resource.key(resource_path.namespace.as_deref(), name))
+            .ok_or_else(|| ApiError::not_found("", "pods", name))?;
+        let options = exec::ExecOptions::parse(req.uri().query())?;
+        // kubectl before 1.30 speaks SPDY; current kubectl and kube-rs speak WebSocket.
+        let session = exec::start(server.exec_source.get(), &pod.value(), &options).await?;
+        if spdy::is_upgrade(req.headers()) {
+            return Ok(spdy::serve_exec(req, session, options));
+        }
+        return exec::serve_websocket(req, session, options);
     }
     if resource.group.is_empty()
         && resource.plural == "pods"

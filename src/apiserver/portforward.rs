@@ -80,8 +80,14 @@ pub fn pod_address(pod: &Value) -> Result<IpAddr, ApiError> {
         })
 }
 
-/// The WebSocket handshake's answer, or why the request is not one this server takes.
-fn handshake(headers: &HeaderMap) -> Result<HeaderMap, ApiError> {
+/// The WebSocket handshake's answer and the subprotocol chosen — the first of `protocols`
+/// (in this server's order of preference) that the client offers — or why the request is not
+/// one this server takes. `what` names the subresource and its other transport in the error.
+pub fn handshake(
+    headers: &HeaderMap,
+    protocols: &[&'static str],
+    what: &str,
+) -> Result<(HeaderMap, &'static str), ApiError> {
     let has = |name: header::HeaderName, token: &str| {
         headers
             .get_all(name)
@@ -92,14 +98,19 @@ fn handshake(headers: &HeaderMap) -> Result<HeaderMap, ApiError> {
     };
     if !has(header::UPGRADE, "websocket") || !has(header::CONNECTION, "upgrade") {
         return Err(ApiError::bad_request(format!(
-            "pods/portforward is served over WebSocket with the {PROTOCOL} protocol (as kube-rs speaks it) or over SPDY/3.1 (as kubectl does)"
+            "{what} is served over WebSocket with the {} protocol or over SPDY/3.1",
+            protocols.join(" or ")
         )));
     }
-    if !has(header::SEC_WEBSOCKET_PROTOCOL, PROTOCOL) {
+    let Some(protocol) = protocols
+        .iter()
+        .find(|p| has(header::SEC_WEBSOCKET_PROTOCOL, p))
+    else {
         return Err(ApiError::bad_request(format!(
-            "no WebSocket subprotocol this server speaks was offered: offer {PROTOCOL}"
+            "no WebSocket subprotocol this server speaks was offered: offer {}",
+            protocols.join(" or ")
         )));
-    }
+    };
     let key = headers
         .get(header::SEC_WEBSOCKET_KEY)
         .ok_or_else(|| ApiError::bad_request("the WebSocket handshake has no Sec-WebSocket-Key"))?;
@@ -113,14 +124,41 @@ fn handshake(headers: &HeaderMap) -> Result<HeaderMap, ApiError> {
     );
     answer.insert(
         header::SEC_WEBSOCKET_PROTOCOL,
-        HeaderValue::from_static(PROTOCOL),
+        HeaderValue::from_static(protocol),
     );
-    Ok(answer)
+    Ok((answer, protocol))
 }
 
 /// Answers the handshake and, once the connection is upgraded, forwards `ports` of `address`.
-pub fn serve(mut req: Request, address: IpAddr, ports: Vec<u16>) -> Result<Response, ApiError> {
-    let answer = handshake(req.headers())?;
+pub fn serve(req: Request, address: IpAddr, ports: Vec<u16>) -> Result<Response, ApiError> {
+    let (answer, _) = handshake(
+        req.headers(),
+        &[PROTOCOL],
+        "pods/portforward (kube-rs speaks WebSocket, kubectl SPDY)",
+    )?;
+    Ok(upgrade(
+        req,
+        answer,
+        "pods/portforward",
+        move |ws| async move { forward(ws, address, &ports).await },
+    ))
+}
+
+/// The connection after a WebSocket handshake.
+pub type Upgraded = WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
+
+/// Answers a request with the handshake's `answer`, and runs `session` on the upgraded
+/// connection.
+pub fn upgrade<F, Fut>(
+    mut req: Request,
+    answer: HeaderMap,
+    what: &'static str,
+    session: F,
+) -> Response
+where
+    F: FnOnce(Upgraded) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
     let upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         match upgrade.await {
@@ -131,17 +169,17 @@ pub fn serve(mut req: Request, address: IpAddr, ports: Vec<u16>) -> Result<Respo
                     None,
                 )
                 .await;
-                forward(ws, address, &ports).await;
+                session(ws).await;
             }
-            Err(e) => tracing::debug!(error = %e, "pods/portforward: the upgrade did not happen"),
+            Err(e) => tracing::debug!(error = %e, "{what}: the upgrade did not happen"),
         }
     });
     let mut response = (StatusCode::SWITCHING_PROTOCOLS, Body::empty()).into_response();
     response.headers_mut().extend(answer);
-    Ok(response)
+    response
 }
 
-fn frame(channel: u8, bytes: &[u8]) -> Message {
+pub fn frame(channel: u8, bytes: &[u8]) -> Message {
     let mut data = Vec::with_capacity(bytes.len() + 1);
     data.push(channel);
     data.extend_from_slice(bytes);

@@ -20,6 +20,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -143,17 +144,33 @@ pub fn is_upgrade(headers: &HeaderMap) -> bool {
 
 /// Answers the upgrade and, once the connection is SPDY, forwards the ports the client asks
 /// for on `address`.
-pub fn serve_port_forward(mut req: Request, address: IpAddr) -> Response {
+pub fn serve_port_forward(req: Request, address: IpAddr) -> Response {
+    upgrade(req, PORT_FORWARD_PROTOCOL, "pods/portforward", move |io| {
+        forward(io, address)
+    })
+}
+
+/// Answers a request's upgrade to SPDY with `protocol`, and runs `session` on the upgraded
+/// connection; `what` names it in the debug log when it ends.
+fn upgrade<F, Fut>(
+    mut req: Request,
+    protocol: &'static str,
+    what: &'static str,
+    session: F,
+) -> Response
+where
+    F: FnOnce(hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), String>> + Send,
+{
     let upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         match upgrade.await {
             Ok(upgraded) => {
-                let io = hyper_util::rt::TokioIo::new(upgraded);
-                if let Err(e) = forward(io, address).await {
-                    tracing::debug!(error = %e, "pods/portforward over SPDY ended");
+                if let Err(e) = session(hyper_util::rt::TokioIo::new(upgraded)).await {
+                    tracing::debug!(error = %e, "{what} over SPDY ended");
                 }
             }
-            Err(e) => tracing::debug!(error = %e, "pods/portforward: the upgrade did not happen"),
+            Err(e) => tracing::debug!(error = %e, "{what}: the upgrade did not happen"),
         }
     });
     let mut response = (StatusCode::SWITCHING_PROTOCOLS, Body::empty()).into_response();
@@ -162,9 +179,240 @@ pub fn serve_port_forward(mut req: Request, address: IpAddr) -> Response {
     headers.insert(header::UPGRADE, HeaderValue::from_static(UPGRADE));
     headers.insert(
         "X-Stream-Protocol-Version",
-        HeaderValue::from_static(PORT_FORWARD_PROTOCOL),
+        HeaderValue::from_static(protocol),
     );
     response
+}
+
+/// The exec stream protocol served: kubelet's v4, whose error stream carries a `Status`.
+pub const EXEC_PROTOCOL: &str = "v4.channel.k8s.io";
+
+/// Answers the upgrade and runs an exec session over the SPDY connection: the client opens a
+/// stream per channel (`streamtype: error|stdin|stdout|stderr|resize`); once every stream the
+/// options ask for is open, the command's output goes to stdout and stderr, the stdin
+/// stream's bytes to the command, and the final status to the error stream.
+pub fn serve_exec(
+    req: Request,
+    session: super::exec::ExecSession,
+    options: super::exec::ExecOptions,
+) -> Response {
+    upgrade(req, EXEC_PROTOCOL, "pods/exec", move |io| {
+        run_exec(io, session, options)
+    })
+}
+
+/// What the connection's reader tells the exec session.
+enum ExecEvent {
+    Opened(String, u32),
+    Data(u32, Vec<u8>, bool),
+    Reset(u32),
+}
+
+/// Writes what `outgoing` asks onto the connection until every sender is gone.
+fn spawn_writer<W>(mut writer: W, mut outgoing: mpsc::Receiver<Out>) -> tokio::task::JoinHandle<()>
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut headers = HeaderWriter::new();
+        while let Some(message) = outgoing.recv().await {
+            let frame = match message {
+                Out::Reply(stream) => {
+                    let mut payload = stream.to_be_bytes().to_vec();
+                    payload.extend(headers.block(&[]));
+                    control(SYN_REPLY, 0, &payload)
+                }
+                Out::Data(stream, bytes, fin) => {
+                    data(stream, if fin { FLAG_FIN } else { 0 }, &bytes)
+                }
+                Out::Reset(stream) => {
+                    // CANCEL: this side will not use the stream.
+                    let payload = [stream.to_be_bytes(), 5u32.to_be_bytes()].concat();
+                    control(RST_STREAM, 0, &payload)
+                }
+                Out::Frame(frame) => frame,
+            };
+            if writer.write_all(&frame).await.is_err() {
+                break;
+            }
+        }
+        let _ = writer.shutdown().await;
+    })
+}
+
+async fn run_exec<IO>(
+    io: IO,
+    session: super::exec::ExecSession,
+    options: super::exec::ExecOptions,
+) -> Result<(), String>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    use super::exec::STDERR;
+    let (mut reader, writer) = tokio::io::split(io);
+    let (out, outgoing) = mpsc::channel::<Out>(64);
+    let writing = spawn_writer(writer, outgoing);
+    let (events, mut event) = mpsc::channel::<ExecEvent>(64);
+    let replies = out.clone();
+    // Frames are read by a task of their own: a read cut short by the output's turn would
+    // lose bytes.
+    let reading = tokio::spawn(async move {
+        let mut headers = HeaderReader::new();
+        let mut streams = 0usize;
+        while let Ok(Some(frame)) = read_frame(&mut reader).await {
+            let told = match frame {
+                Frame::Control {
+                    kind: SYN_STREAM,
+                    payload,
+                    ..
+                } => {
+                    let Some(stream) = stream_id(&payload) else {
+                        break;
+                    };
+                    let Ok(pairs) = headers.headers(payload.get(10..).unwrap_or_default()) else {
+                        break;
+                    };
+                    streams += 1;
+                    if streams > MAX_STREAMS {
+                        break;
+                    }
+                    let _ = replies.send(Out::Reply(stream)).await;
+                    let kind = pairs
+                        .into_iter()
+                        .find(|(n, _)| n == "streamtype")
+                        .map(|(_, v)| v)
+                        .unwrap_or_default();
+                    ExecEvent::Opened(kind, stream)
+                }
+                Frame::Control {
+                    kind: PING,
+                    payload,
+                    ..
+                } => {
+                    let _ = replies.send(Out::Frame(control(PING, 0, &payload))).await;
+                    continue;
+                }
+                Frame::Control {
+                    kind: RST_STREAM,
+                    payload,
+                    ..
+                } => match stream_id(&payload) {
+                    Some(stream) => ExecEvent::Reset(stream),
+                    None => continue,
+                },
+                Frame::Control { kind: GOAWAY, .. } => break,
+                Frame::Control { .. } => continue,
+                Frame::Data {
+                    stream,
+                    flags,
+                    payload,
+                } => {
+                    if !payload.is_empty() {
+                        let _ = replies.send(window_update(stream, payload.len())).await;
+                    }
+                    ExecEvent::Data(stream, payload, flags & FLAG_FIN != 0)
+                }
+            };
+            if events.send(told).await.is_err() {
+                break;
+            }
+        }
+    });
+    // Every stream the options ask for, before anything runs, as kubelet waits for them.
+    let expected = 1
+        + usize::from(options.stdin)
+        + usize::from(options.stdout)
+        + usize::from(options.stderr)
+        + usize::from(options.tty);
+    let mut by_kind: HashMap<String, u32> = HashMap::new();
+    let opening = async {
+        while by_kind.len() < expected {
+            match event.recv().await {
+                Some(ExecEvent::Opened(kind, stream)) => {
+                    by_kind.insert(kind, stream);
+                }
+                Some(_) => {}
+                None => return false,
+            }
+        }
+        true
+    };
+    if !tokio::time::timeout(Duration::from_secs(30), opening)
+        .await
+        .unwrap_or(false)
+    {
+        reading.abort();
+        return Err("the client did not open the streams it asked for".into());
+    }
+    let stream_of = |kind: &str| by_kind.get(kind).copied();
+    let super::exec::ExecSession {
+        mut stdin,
+        mut output,
+        resize,
+        exit_code,
+    } = session;
+    let (stdin_stream, resize_stream) = (stream_of("stdin"), stream_of("resize"));
+    loop {
+        tokio::select! {
+            chunk = output.next() => match chunk {
+                Some(Ok((channel, bytes))) => {
+                    let kind = if channel == STDERR { "stderr" } else { "stdout" };
+                    if let Some(stream) = stream_of(kind) {
+                        let _ = out.send(Out::Data(stream, bytes.to_vec(), false)).await;
+                    }
+                }
+                Some(Err(_)) | None => break,
+            },
+            told = event.recv() => match told {
+                Some(ExecEvent::Data(stream, bytes, fin)) if Some(stream) == stdin_stream => {
+                    if let Some(input) = stdin.as_mut()
+                        && !bytes.is_empty()
+                        && input.write_all(&bytes).await.is_err()
+                    {
+                        stdin = None;
+                    }
+                    if fin && let Some(mut input) = stdin.take() {
+                        let _ = input.shutdown().await;
+                    }
+                }
+                Some(ExecEvent::Reset(stream)) if Some(stream) == stdin_stream => {
+                    if let Some(mut input) = stdin.take() {
+                        let _ = input.shutdown().await;
+                    }
+                }
+                Some(ExecEvent::Data(stream, bytes, _)) if Some(stream) == resize_stream => {
+                    for line in bytes.split(|b| *b == b'\n') {
+                        if let Some((width, height)) = super::exec::terminal_size(line) {
+                            resize(width, height).await;
+                        }
+                    }
+                }
+                Some(_) => {}
+                // The client is gone: nothing more to tell it.
+                None => {
+                    drop(out);
+                    let _ = writing.await;
+                    return Ok(());
+                }
+            },
+        }
+    }
+    drop(stdin);
+    let status = super::exec::final_status(&options.command, &exit_code.await);
+    for kind in ["stdout", "stderr"] {
+        if let Some(stream) = stream_of(kind) {
+            let _ = out.send(Out::Data(stream, Vec::new(), true)).await;
+        }
+    }
+    if let Some(stream) = stream_of("error") {
+        let _ = out
+            .send(Out::Data(stream, status.to_string().into_bytes(), true))
+            .await;
+    }
+    reading.abort();
+    drop(out);
+    let _ = writing.await;
+    Ok(())
 }
 
 /// A frame as read off the connection.
@@ -224,6 +472,12 @@ fn data(stream: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&(((flags as u32) << 24) | payload.len() as u32).to_be_bytes());
     out.extend_from_slice(payload);
     out
+}
+
+/// Grants the client's window back for `read` bytes of `stream`.
+fn window_update(stream: u32, read: usize) -> Out {
+    let grant = [stream.to_be_bytes(), (read as u32).to_be_bytes()].concat();
+    Out::Frame(control(WINDOW_UPDATE, 0, &grant))
 }
 
 fn stream_id(payload: &[u8]) -> Option<u32> {
@@ -354,33 +608,9 @@ async fn forward<IO>(io: IO, address: IpAddr) -> Result<(), String>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut reader, mut writer) = tokio::io::split(io);
-    let (out, mut outgoing) = mpsc::channel::<Out>(64);
-    let writing = tokio::spawn(async move {
-        let mut headers = HeaderWriter::new();
-        while let Some(message) = outgoing.recv().await {
-            let frame = match message {
-                Out::Reply(stream) => {
-                    let mut payload = stream.to_be_bytes().to_vec();
-                    payload.extend(headers.block(&[]));
-                    control(SYN_REPLY, 0, &payload)
-                }
-                Out::Data(stream, bytes, fin) => {
-                    data(stream, if fin { FLAG_FIN } else { 0 }, &bytes)
-                }
-                Out::Reset(stream) => {
-                    // CANCEL: this side will not use the stream.
-                    let payload = [stream.to_be_bytes(), 5u32.to_be_bytes()].concat();
-                    control(RST_STREAM, 0, &payload)
-                }
-                Out::Frame(frame) => frame,
-            };
-            if writer.write_all(&frame).await.is_err() {
-                break;
-            }
-        }
-        let _ = writer.shutdown().await;
-    });
+    let (mut reader, writer) = tokio::io::split(io);
+    let (out, outgoing) = mpsc::channel::<Out>(64);
+    let writing = spawn_writer(writer, outgoing);
     let mut headers = HeaderReader::new();
     let mut requests: HashMap<String, PortRequest> = HashMap::new();
     // Where the bytes of each data stream go: its port's TCP connection.
@@ -468,11 +698,7 @@ where
                 payload,
             } => {
                 if !payload.is_empty() {
-                    let grant =
-                        [stream.to_be_bytes(), (payload.len() as u32).to_be_bytes()].concat();
-                    let _ = out
-                        .send(Out::Frame(control(WINDOW_UPDATE, 0, &grant)))
-                        .await;
+                    let _ = out.send(window_update(stream, payload.len())).await;
                 }
                 if let Some(sink) = sinks.get(&stream) {
                     if !payload.is_empty() && sink.send(Some(payload)).await.is_err() {

@@ -1155,22 +1155,148 @@ fn tar_of(files: &[pods::VolumeFile]) -> std::io::Result<Vec<u8>> {
     builder.into_inner()
 }
 
-/// `kubectl logs` for the Pods this node's kubelet runs: the node's API server reads their
-/// containers' output from the Engine, as kube-apiserver reads it from a kubelet.
-pub struct EngineLogs {
+/// The runtime containers of one of a Pod's containers: every attempt (`all`), or the
+/// running one.
+async fn pod_containers(
+    docker: &Docker,
+    uid: &str,
+    container: &str,
+    all: bool,
+) -> Result<Vec<bollard::models::ContainerSummary>, bollard::errors::Error> {
+    docker
+        .list_containers(Some(ListContainersOptions {
+            all,
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![
+                    format!("{POD_UID_LABEL}={uid}"),
+                    format!("{CONTAINER_NAME_LABEL}={container}"),
+                ],
+            )])),
+            ..Default::default()
+        }))
+        .await
+}
+
+/// `kubectl logs` and `kubectl exec` for the Pods the nodes' kubelets run: the node's API
+/// server reads their containers' output from the Engine and runs commands in them there, as
+/// kube-apiserver asks a kubelet.
+pub struct EngineStreams {
     docker: Docker,
 }
 
-impl EngineLogs {
+impl EngineStreams {
     /// The Engine's logs, when its socket is mounted here.
-    pub async fn connect() -> Option<EngineLogs> {
-        Some(EngineLogs {
+    pub async fn connect() -> Option<EngineStreams> {
+        Some(EngineStreams {
             docker: engine().await?,
         })
     }
 }
 
-impl crate::apiserver::logs::LogSource for EngineLogs {
+impl crate::apiserver::exec::ExecSource for EngineStreams {
+    fn exec(
+        &self,
+        pod: &Value,
+        container: &str,
+        options: &crate::apiserver::exec::ExecOptions,
+    ) -> futures::future::BoxFuture<'static, Result<crate::apiserver::exec::ExecSession, String>>
+    {
+        use crate::apiserver::exec::{ExecSession, STDERR, STDOUT};
+        use bollard::exec::{
+            CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults,
+        };
+        let docker = self.docker.clone();
+        let uid = pod["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let container = container.to_string();
+        let options = options.clone();
+        Box::pin(async move {
+            let running = pod_containers(&docker, &uid, &container, false)
+                .await
+                .map_err(|e| engine_message(&e))?;
+            let Some(id) = running.into_iter().find_map(|c| c.id) else {
+                return Err(format!("container {container:?} is not running"));
+            };
+            let created = docker
+                .create_exec(
+                    &id,
+                    CreateExecOptions {
+                        attach_stdin: Some(options.stdin),
+                        attach_stdout: Some(options.stdout),
+                        attach_stderr: Some(options.stderr),
+                        tty: Some(options.tty),
+                        cmd: Some(options.command.clone()),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map_err(|e| engine_message(&e))?;
+            let started = docker
+                .start_exec(
+                    &created.id,
+                    Some(StartExecOptions {
+                        detach: false,
+                        tty: options.tty,
+                        output_capacity: None,
+                    }),
+                )
+                .await
+                .map_err(|e| engine_message(&e))?;
+            let StartExecResults::Attached { output, input } = started else {
+                return Err("the Engine started the command detached".into());
+            };
+            let output = output
+                .filter_map(|chunk| async move {
+                    match chunk {
+                        Ok(bollard::container::LogOutput::StdErr { message }) => {
+                            Some(Ok((STDERR, message)))
+                        }
+                        Ok(
+                            bollard::container::LogOutput::StdOut { message }
+                            | bollard::container::LogOutput::Console { message },
+                        ) => Some(Ok((STDOUT, message))),
+                        Ok(bollard::container::LogOutput::StdIn { .. }) => None,
+                        Err(e) => Some(Err(std::io::Error::other(e))),
+                    }
+                })
+                .boxed();
+            let exec_id = created.id.clone();
+            let resizer = docker.clone();
+            let resize = Box::new(move |width: u16, height: u16| {
+                let (docker, id) = (resizer.clone(), exec_id.clone());
+                Box::pin(async move {
+                    let _ = docker
+                        .resize_exec(&id, ResizeExecOptions { height, width })
+                        .await;
+                }) as futures::future::BoxFuture<'static, ()>
+            });
+            let exec_id = created.id;
+            let exit_code = Box::pin(async move {
+                loop {
+                    let inspected = docker
+                        .inspect_exec(&exec_id)
+                        .await
+                        .map_err(|e| engine_message(&e))?;
+                    if inspected.running != Some(true) {
+                        return Ok(inspected.exit_code.unwrap_or(-1));
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            });
+            Ok(ExecSession {
+                stdin: options.stdin.then_some(input),
+                output,
+                resize,
+                exit_code,
+            })
+        })
+    }
+}
+
+impl crate::apiserver::logs::LogSource for EngineStreams {
     fn logs(
         &self,
         pod: &Value,
@@ -1194,18 +1320,7 @@ impl crate::apiserver::logs::LogSource for EngineLogs {
         let container = container.to_string();
         let options = options.clone();
         Box::pin(async move {
-            let listed = docker
-                .list_containers(Some(ListContainersOptions {
-                    all: true,
-                    filters: Some(HashMap::from([(
-                        "label".to_string(),
-                        vec![
-                            format!("{POD_UID_LABEL}={uid}"),
-                            format!("{CONTAINER_NAME_LABEL}={container}"),
-                        ],
-                    )])),
-                    ..Default::default()
-                }))
+            let listed = pod_containers(&docker, &uid, &container, true)
                 .await
                 .map_err(|e| engine_message(&e))?;
             let mut attempts: Vec<(u32, String)> = listed

@@ -100,9 +100,11 @@ pub async fn run(args: &[String]) -> Result<()> {
         .and_then(|range| super::kubeadm::config::service_ip(range, 1))
         .map(|ip| ip.to_string());
     apiserver::ensure_kubernetes_service(&server, cluster_ip).await;
-    // `kubectl logs` reads what the nodes' kubelets run on the Docker Engine.
-    if let Some(logs) = super::containers::EngineLogs::connect().await {
-        server.set_log_source(std::sync::Arc::new(logs));
+    // `kubectl logs` and `kubectl exec` reach what the nodes' kubelets run on the Docker Engine.
+    if let Some(engine) = super::containers::EngineStreams::connect().await {
+        let engine = std::sync::Arc::new(engine);
+        server.set_log_source(engine.clone());
+        server.set_exec_source(engine);
     }
     // Lives as long as this process, which serves this store alone.
     drop(server.start_system_controllers().await);

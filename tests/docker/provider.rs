@@ -255,6 +255,68 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
             .await;
         }
     }
+    // `kubectl exec` with both kubectls (SPDY for 1.20, WebSocket for the current one): the
+    // command's output, its standard input, its exit code; `kubectl cp` (tar through exec).
+    let pod = &web[0].0;
+    for kubectl in crate::common::management::all_kubectls() {
+        let exec = |args: &[&str], stdin: &str| {
+            let mut child = Command::new(&kubectl)
+                .args(["--kubeconfig", workload.as_str(), "exec"])
+                .args(args)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(stdin.as_bytes())
+                .unwrap();
+            child.wait_with_output().unwrap()
+        };
+        let out = exec(&[pod, "--", "hostname"], "");
+        assert_eq!(
+            (text(&out.stdout).trim(), out.status.code()),
+            (pod.as_str(), Some(0)),
+            "{kubectl} exec: {}",
+            text(&out.stderr)
+        );
+        let out = exec(
+            &["-i", pod, "--", "sh", "-c", "cat; echo err >&2"],
+            "from stdin\n",
+        );
+        assert_eq!(
+            (text(&out.stdout).trim(), text(&out.stderr).trim()),
+            ("from stdin", "err"),
+            "{kubectl} exec -i"
+        );
+        let out = exec(&[pod, "--", "sh", "-c", "exit 3"], "");
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{kubectl}: {}",
+            text(&out.stderr)
+        );
+        let missing = exec(&[pod, "-c", "nope", "--", "true"], "");
+        assert!(
+            text(&missing.stderr).contains("container nope is not valid"),
+            "{kubectl}: {}",
+            text(&missing.stderr)
+        );
+    }
+    let copied = s.dir.join("hostname-copy");
+    cluster.kubectl(&[
+        "cp",
+        &format!("{pod}:/etc/hostname"),
+        &copied.display().to_string(),
+    ]);
+    assert_eq!(
+        std::fs::read_to_string(&copied).unwrap().trim(),
+        pod.as_str()
+    );
     // A Job runs its Pod to completion, and `kubectl wait` sees it Complete.
     cluster.kubectl(&[
         "create",
