@@ -321,7 +321,7 @@ impl Runtime {
             let known = self
                 .inspected
                 .get(&id)
-                .filter(|i| i.listed_state == listed_state);
+                .filter(|i| i.listed_state == listed_state && !oom_may_follow(&i.seen.state));
             if let Some(known) = known {
                 by_pod
                     .entry(uid.clone())
@@ -1120,6 +1120,14 @@ pub async fn exec(
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+}
+
+/// Whether a container killed by SIGKILL may yet be marked OOMKilled: the Engine records the
+/// kernel's OOM event apart from the exit, sometimes after it, so such a container is read
+/// again for a few seconds rather than reported `Error` for good.
+fn oom_may_follow(state: &State) -> bool {
+    matches!(state, State::Exited { exit_code: 137, oom_killed: false, finished_at, .. }
+        if OffsetDateTime::now_utc() - *finished_at < time::Duration::seconds(10))
 }
 
 fn text_hash(text: &str) -> u64 {
