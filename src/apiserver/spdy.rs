@@ -746,35 +746,36 @@ async fn pump(
         }
     };
     let (mut read, mut write) = tcp.into_split();
-    let to_client = out.clone();
-    let upstream = tokio::spawn(async move {
-        let mut buffer = vec![0u8; 32 * 1024];
-        loop {
-            match read.read(&mut buffer).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if to_client
-                        .send(Out::Data(data_stream, buffer[..n].to_vec(), false))
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
+    // The client's bytes go to the Pod until the client closes its side...
+    let from_client = tokio::spawn(async move {
+        while let Some(Some(bytes)) = from_client.recv().await {
+            if write.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+        let _ = write.shutdown().await;
+    });
+    // ...and the Pod's to the client until the Pod closes its side, which ends the request
+    // for both, as kubelet closes the streams when the Pod's side is done (a client that
+    // waits for the end of the answer must not wait on itself).
+    let mut buffer = vec![0u8; 32 * 1024];
+    loop {
+        match read.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if out
+                    .send(Out::Data(data_stream, buffer[..n].to_vec(), false))
+                    .await
+                    .is_err()
+                {
+                    break;
                 }
             }
         }
-        let _ = to_client
-            .send(Out::Data(data_stream, Vec::new(), true))
-            .await;
-    });
-    while let Some(Some(bytes)) = from_client.recv().await {
-        if write.write_all(&bytes).await.is_err() {
-            break;
-        }
     }
-    let _ = write.shutdown().await;
-    let _ = upstream.await;
+    let _ = out.send(Out::Data(data_stream, Vec::new(), true)).await;
     let _ = out.send(Out::Data(error_stream, Vec::new(), true)).await;
+    from_client.abort();
 }
 
 #[cfg(test)]

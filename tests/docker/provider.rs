@@ -208,6 +208,50 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     let lookup = fetch_from_pod(&asker, "busybox", "http://kubernetes-no-such-service/")
         .expect_err("an unknown Service name does not resolve");
     assert!(lookup.contains("bad address"), "{lookup}");
+    // A DaemonSet that tolerates the control plane's taint runs a Pod on every node.
+    let agent = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "agents"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {
+                    "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [{"name": "agent", "image": busybox, "command": ["sleep", "3600"]}],
+                },
+            },
+        },
+    });
+    let path = s.dir.join("agent.json");
+    std::fs::write(&path, agent.to_string()).unwrap();
+    // In a namespace of its own: the checks below count the default namespace's containers.
+    cluster.kubectl(&["create", "namespace", "agents"]);
+    cluster.kubectl(&["apply", "-f", &path.display().to_string()]);
+    wait(
+        &s,
+        "the DaemonSet runs a Pod on each of the 6 nodes",
+        90,
+        || {
+            let pods = cluster.json(&["get", "pods", "-n", "agents", "-l", "app=agent"]);
+            let running: Vec<&Value> = pods["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["status"]["phase"] == "Running")
+                .collect();
+            let nodes: std::collections::BTreeSet<&str> = running
+                .iter()
+                .filter_map(|p| p["spec"]["nodeName"].as_str())
+                .collect();
+            if running.len() == 6 && nodes.len() == 6 {
+                Ok(())
+            } else {
+                Err(format!("{nodes:?}"))
+            }
+        },
+    )
+    .await;
     wait(&s, "kubelet reports the failing Pods", 90, || {
         let states = [
             ("crash", cluster.state("crash")),
@@ -467,17 +511,64 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     )
     .await;
 
-    // The workers roll to the new version; the PodDisruptionBudget keeps the drains from
-    // taking more than one web Pod at a time, so the Service always has an endpoint.
+    // A PodDisruptionBudget that allows no disruption holds a worker's drain, and the
+    // Machine's Deleting condition says so; relaxed, it lets the drain finish.
     cluster.kubectl(&[
         "create",
         "poddisruptionbudget",
         "web",
         "--selector",
         "app=web",
-        "--max-unavailable",
-        "1",
+        "--min-available",
+        "3",
     ]);
+    let held = machines(&s, &workers)[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.kubectl(&["delete", "machine", &held, "--wait=false"]);
+    wait(&s, "the budget holds the drain", 60, || {
+        let machine = s.json(&["get", "machine", &held]);
+        let deleting = machine["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Deleting")
+            .cloned()
+            .unwrap_or_default();
+        let message = deleting["message"].as_str().unwrap_or_default();
+        if message.contains("disruption budget web") {
+            Ok(())
+        } else {
+            Err(format!("Deleting: {deleting}"))
+        }
+    })
+    .await;
+    // The workers roll to the new version; the budget, now allowing one web Pod down at a
+    // time, keeps the Service an endpoint through every drain.
+    cluster.kubectl(&[
+        "patch",
+        "poddisruptionbudget",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"minAvailable":null,"maxUnavailable":1}}"#,
+    ]);
+    wait(
+        &s,
+        "the held Machine is gone once the budget allows",
+        120,
+        || {
+            let out = s.run(&kubectl_binary(), &["get", "machine", &held]);
+            if out.status.success() {
+                Err("still there".into())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
     let endpoints = EndpointWatch::start(&workload, "web");
     s.kubectl(&[
         "patch",
