@@ -208,6 +208,15 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     let lookup = fetch_from_pod(&asker, "busybox", "http://kubernetes-no-such-service/")
         .expect_err("an unknown Service name does not resolve");
     assert!(lookup.contains("bad address"), "{lookup}");
+    // `kubectl port-forward` to a web Pod, with both kubectls.
+    for kubectl in crate::common::management::all_kubectls() {
+        let answer = through_port_forward(&kubectl, &workload, &web[0].0, 8080, "/hostname");
+        assert_eq!(
+            answer.as_deref(),
+            Ok(web[0].0.as_str()),
+            "{kubectl} port-forward"
+        );
+    }
     // A DaemonSet that tolerates the control plane's taint runs a Pod on every node.
     let agent = serde_json::json!({
         "apiVersion": "apps/v1", "kind": "DaemonSet",
@@ -808,4 +817,51 @@ impl EndpointWatch {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread.join().unwrap()
     }
+}
+
+/// What `kubectl port-forward` to `port` of `pod` fetches from `path`, over HTTP/1.0.
+fn through_port_forward(
+    kubectl: &str,
+    kubeconfig: &str,
+    pod: &str,
+    port: u16,
+    path: &str,
+) -> Result<String, String> {
+    use std::io::{BufRead, Read, Write};
+    let mut forward = Command::new(kubectl)
+        .args(["--kubeconfig", kubeconfig, "port-forward"])
+        .arg(format!("pod/{pod}"))
+        .arg(format!(":{port}"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // "Forwarding from 127.0.0.1:40123 -> 8080". The pipe stays open while kubectl runs: it
+    // writes a second line, and a closed pipe would end it.
+    let mut stdout = std::io::BufReader::new(forward.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let local = line
+        .split_whitespace()
+        .nth(2)
+        .map(str::to_string)
+        .ok_or(format!("kubectl port-forward said {line:?}"));
+    let answer = local.and_then(|local| {
+        let mut stream = std::net::TcpStream::connect(&local).map_err(|e| e.to_string())?;
+        write!(stream, "GET {path} HTTP/1.0\r\n\r\n").map_err(|e| e.to_string())?;
+        let mut response = Vec::new();
+        stream
+            .read_to_end(&mut response)
+            .map_err(|e| format!("{e} after {:?}", text(&response)))?;
+        Ok(text(&response)
+            .split("\r\n\r\n")
+            .nth(1)
+            .unwrap_or_default()
+            .trim()
+            .to_string())
+    });
+    let _ = forward.kill();
+    drop(stdout);
+    let output = forward.wait_with_output().unwrap();
+    answer.map_err(|e| format!("{e}; kubectl said: {}", text(&output.stderr)))
 }
