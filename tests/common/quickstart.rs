@@ -164,14 +164,16 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        // The nodes first: a node's kubelet would make its Pods' containers again.
-        for c in self.node_containers().into_iter().chain(self.containers()) {
-            let _ = Command::new("docker").args(["rm", "-f", "-v", &c]).output();
-        }
+        // The management cluster first, whose Docker provider would make a removed load
+        // balancer again; then the nodes, whose kubelets would make their Pods' containers
+        // again; then the rest.
         let _ = Command::new(capictl_binary())
             .args(["management", "down", "--dir"])
             .arg(self.dir.join("management"))
             .output();
+        for c in self.node_containers().into_iter().chain(self.containers()) {
+            let _ = Command::new("docker").args(["rm", "-f", "-v", &c]).output();
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
