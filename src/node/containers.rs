@@ -1163,6 +1163,14 @@ fn tar_of(files: &[pods::VolumeFile]) -> std::io::Result<Vec<u8>> {
     builder.into_inner()
 }
 
+/// A field of a Pod's metadata as text ("" when missing).
+fn metadata(pod: &Value, field: &str) -> String {
+    pod["metadata"][field]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// The runtime containers of one of a Pod's containers: every attempt (`all`), or the
 /// running one.
 async fn pod_containers(
@@ -1215,10 +1223,7 @@ impl crate::apiserver::exec::ExecSource for EngineStreams {
             CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults,
         };
         let docker = self.docker.clone();
-        let uid = pod["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let uid = metadata(pod, "uid");
         let container = container.to_string();
         let options = options.clone();
         Box::pin(async move {
@@ -1313,18 +1318,9 @@ impl crate::apiserver::logs::LogSource for EngineStreams {
     ) -> futures::future::BoxFuture<'static, Result<crate::apiserver::logs::LogStream, String>>
     {
         let docker = self.docker.clone();
-        let uid = pod["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let name = pod["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let namespace = pod["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let uid = metadata(pod, "uid");
+        let name = metadata(pod, "name");
+        let namespace = metadata(pod, "namespace");
         let container = container.to_string();
         let options = options.clone();
         Box::pin(async move {
