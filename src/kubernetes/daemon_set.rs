@@ -7,7 +7,6 @@
 //! [`plan`] decides for one DaemonSet, purely; [`run`] keeps every DaemonSet of a cluster.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -245,13 +244,13 @@ fn status_differs(ds: &DaemonSet, status: &Value) -> bool {
 
 /// Runs the controller until the future is dropped.
 pub async fn run(client: Client) {
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let (sets, watch_sets) = super::cache::<DaemonSet>(&client, wake.clone());
-    let (nodes, watch_nodes) = super::cache::<Node>(&client, wake.clone());
-    let (pods, watch_pods) = super::cache::<Pod>(&client, wake.clone());
+    let watches = super::Watches::default();
+    let (sets, watch_sets) = watches.cache::<DaemonSet>(&client);
+    let (nodes, watch_nodes) = watches.cache::<Node>(&client);
+    let (pods, watch_pods) = watches.cache::<Pod>(&client);
     let work = async {
         loop {
-            super::next_pass(&wake, Duration::from_secs(5)).await;
+            watches.next_pass(Duration::from_secs(5)).await;
             let nodes = nodes.state();
             let node_refs: Vec<&Node> = nodes.iter().map(|n| &**n).collect();
             let pods = pods.state();

@@ -7,7 +7,6 @@
 //!
 //! [`plan`] decides for one Deployment, purely; [`run`] keeps every Deployment of a cluster.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -387,12 +386,12 @@ fn new_replica_set(d: &Deployment, hash: &str, replicas: i32, revision: i64) -> 
 
 /// Runs the controller until the future is dropped.
 pub async fn run(client: Client) {
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let (deployments, watch_deployments) = super::cache::<Deployment>(&client, wake.clone());
-    let (sets, watch_sets) = super::cache::<ReplicaSet>(&client, wake.clone());
+    let watches = super::Watches::default();
+    let (deployments, watch_deployments) = watches.cache::<Deployment>(&client);
+    let (sets, watch_sets) = watches.cache::<ReplicaSet>(&client);
     let work = async {
         loop {
-            super::next_pass(&wake, Duration::from_secs(10)).await;
+            watches.next_pass(Duration::from_secs(10)).await;
             let sets = sets.state();
             for d in deployments.state() {
                 let mine: Vec<&ReplicaSet> = sets

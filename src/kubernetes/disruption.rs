@@ -6,7 +6,6 @@
 //! [`status`] computes one budget's status, purely; [`run`] keeps every budget of a cluster.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
@@ -165,15 +164,15 @@ fn differs(budget: &PodDisruptionBudget, wanted: &Value) -> bool {
 
 /// Runs the controller until the future is dropped.
 pub async fn run(client: Client) {
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let (budgets, watch_budgets) = super::cache::<PodDisruptionBudget>(&client, wake.clone());
-    let (pods, watch_pods) = super::cache::<Pod>(&client, wake.clone());
-    let (sets, watch_sets) = super::cache::<ReplicaSet>(&client, wake.clone());
-    let (deployments, watch_deployments) = super::cache::<Deployment>(&client, wake.clone());
-    let (stateful, watch_stateful) = super::cache::<StatefulSet>(&client, wake.clone());
+    let watches = super::Watches::default();
+    let (budgets, watch_budgets) = watches.cache::<PodDisruptionBudget>(&client);
+    let (pods, watch_pods) = watches.cache::<Pod>(&client);
+    let (sets, watch_sets) = watches.cache::<ReplicaSet>(&client);
+    let (deployments, watch_deployments) = watches.cache::<Deployment>(&client);
+    let (stateful, watch_stateful) = watches.cache::<StatefulSet>(&client);
     let work = async {
         loop {
-            super::next_pass(&wake, Duration::from_secs(10)).await;
+            watches.next_pass(Duration::from_secs(10)).await;
             let mut scales = Scales::default();
             let mut owners = BTreeMap::new();
             for d in deployments.state() {

@@ -146,14 +146,14 @@ pub fn compute(service: &Service, pods: &[&Pod]) -> (Value, Value, Value) {
 
 /// Runs the controllers until the future is dropped.
 pub async fn run(client: Client) {
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let (services, watch_services) = super::cache::<Service>(&client, wake.clone());
-    let (pods, watch_pods) = super::cache::<Pod>(&client, wake.clone());
-    let (endpoints, watch_endpoints) = super::cache::<Endpoints>(&client, wake.clone());
-    let (slices, watch_slices) = super::cache::<EndpointSlice>(&client, wake.clone());
+    let watches = super::Watches::default();
+    let (services, watch_services) = watches.cache::<Service>(&client);
+    let (pods, watch_pods) = watches.cache::<Pod>(&client);
+    let (endpoints, watch_endpoints) = watches.cache::<Endpoints>(&client);
+    let (slices, watch_slices) = watches.cache::<EndpointSlice>(&client);
     let work = async {
         loop {
-            super::next_pass(&wake, Duration::from_secs(10)).await;
+            watches.next_pass(Duration::from_secs(10)).await;
             let pods = pods.state();
             let services = services.state();
             for service in &services {

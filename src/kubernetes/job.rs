@@ -8,7 +8,6 @@
 //! [`plan`] decides for one Job, purely; [`run`] keeps every Job of a cluster.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
@@ -193,15 +192,15 @@ fn pod_from_template(job: &Job) -> Pod {
 
 /// Runs the controller until the future is dropped.
 pub async fn run(client: Client) {
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let (jobs, watch_jobs) = super::cache::<Job>(&client, wake.clone());
-    let (pods, watch_pods) = super::cache::<Pod>(&client, wake.clone());
+    let watches = super::Watches::default();
+    let (jobs, watch_jobs) = watches.cache::<Job>(&client);
+    let (pods, watch_pods) = watches.cache::<Pod>(&client);
     let work = async {
         // Jobs whose created Pods the cache has not shown yet, and since when.
         let mut expecting: std::collections::BTreeMap<String, (BTreeSet<String>, Instant)> =
             Default::default();
         loop {
-            super::next_pass(&wake, Duration::from_secs(5)).await;
+            watches.next_pass(Duration::from_secs(5)).await;
             let pods = pods.state();
             let names: BTreeSet<String> = pods
                 .iter()

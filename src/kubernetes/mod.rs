@@ -16,6 +16,7 @@ pub mod scheduler;
 pub mod selectors;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::{Future, StreamExt};
 use k8s_openapi::api::core::v1::{Event, ObjectReference};
@@ -83,35 +84,77 @@ impl<K> Cached for K where
 {
 }
 
-/// A cache of every object of a kind in the cluster, and the future that keeps it current and
-/// wakes `wake` at each change (poll it beside the loop that reads the cache).
-pub fn cache<K>(
-    client: &Client,
+/// The caches one loop reads, and what wakes it: a change to any of them. A pass waits until
+/// every cache has listed its kind in full, so that a loop that has just started (a new leader,
+/// a restarted kubelet) never takes "not listed yet" for "there are none": an endpoint
+/// controller would empty every Service's endpoints, a kubelet stop its Pods.
+#[derive(Clone, Default)]
+pub struct Watches {
     wake: Arc<tokio::sync::Notify>,
-) -> (Store<K>, impl Future<Output = ()> + use<K>)
-where
-    K: Cached,
-{
-    cache_selected(client, watcher::Config::default(), wake)
+    unlisted: Arc<AtomicUsize>,
 }
 
-/// [`cache`] of the objects a watch selects (a kubelet's Pods: `spec.nodeName=<node>`).
-pub fn cache_selected<K>(
-    client: &Client,
-    selection: watcher::Config,
-    wake: Arc<tokio::sync::Notify>,
-) -> (Store<K>, impl Future<Output = ()> + use<K>)
-where
-    K: Cached,
-{
-    let (store, writer) = kube::runtime::reflector::store::<K>();
-    let watch = reflector(writer, watcher(Api::<K>::all(client.clone()), selection))
-        .default_backoff()
-        .for_each(move |_| {
-            wake.notify_one();
-            std::future::ready(())
-        });
-    (store, watch)
+impl Watches {
+    /// Watches whose changes wake `wake`, which the loop may also be woken by for other reasons.
+    pub fn waking(wake: Arc<tokio::sync::Notify>) -> Watches {
+        Watches {
+            wake,
+            unlisted: Arc::default(),
+        }
+    }
+
+    /// A cache of every object of a kind in the cluster, and the future that keeps it current
+    /// (poll it beside the loop that reads the cache).
+    pub fn cache<K>(&self, client: &Client) -> (Store<K>, impl Future<Output = ()> + use<K>)
+    where
+        K: Cached,
+    {
+        self.cache_selected(client, watcher::Config::default())
+    }
+
+    /// [`Watches::cache`] of the objects a watch selects (a kubelet's Pods:
+    /// `spec.nodeName=<node>`).
+    pub fn cache_selected<K>(
+        &self,
+        client: &Client,
+        selection: watcher::Config,
+    ) -> (Store<K>, impl Future<Output = ()> + use<K>)
+    where
+        K: Cached,
+    {
+        self.unlisted.fetch_add(1, Ordering::SeqCst);
+        let (wake, unlisted) = (self.wake.clone(), self.unlisted.clone());
+        let mut listed = false;
+        let (store, writer) = kube::runtime::reflector::store::<K>();
+        let watch = reflector(writer, watcher(Api::<K>::all(client.clone()), selection))
+            .default_backoff()
+            .for_each(move |event| {
+                if !listed && matches!(event, Ok(watcher::Event::InitDone)) {
+                    listed = true;
+                    unlisted.fetch_sub(1, Ordering::SeqCst);
+                }
+                wake.notify_one();
+                std::future::ready(())
+            });
+        (store, watch)
+    }
+
+    /// Whether every cache has listed its kind once.
+    pub fn listed(&self) -> bool {
+        self.unlisted.load(Ordering::SeqCst) == 0
+    }
+
+    /// Waits for a change (or `period`, for what time alone changes), then a moment more so
+    /// that a burst of changes becomes one pass, and for every cache to have listed its kind.
+    pub async fn next_pass(&self, period: std::time::Duration) {
+        loop {
+            let _ = tokio::time::timeout(period, self.wake.notified()).await;
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            if self.listed() {
+                return;
+            }
+        }
+    }
 }
 
 /// A Pod of a controller's template, owned by it, named after it, with `labels` beside the
@@ -140,13 +183,6 @@ where
         spec: template.spec,
         status: None,
     }
-}
-
-/// Waits for a change (or `period`, for what time alone changes), then a moment more so that a
-/// burst of changes becomes one pass.
-pub async fn next_pass(wake: &tokio::sync::Notify, period: std::time::Duration) {
-    let _ = tokio::time::timeout(period, wake.notified()).await;
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
 }
 
 /// Now, as the API writes times (RFC 3339, seconds).

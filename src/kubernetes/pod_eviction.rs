@@ -7,7 +7,6 @@
 //! [`to_evict`] decides, purely; [`run`] acts.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
@@ -131,13 +130,13 @@ pub fn to_evict<'a>(
 
 /// Runs both until the future is dropped.
 pub async fn run(client: Client) {
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let (pods, watch_pods) = super::cache::<Pod>(&client, wake.clone());
-    let (nodes, watch_nodes) = super::cache::<Node>(&client, wake.clone());
+    let watches = super::Watches::default();
+    let (pods, watch_pods) = watches.cache::<Pod>(&client);
+    let (nodes, watch_nodes) = watches.cache::<Node>(&client);
     let work = async {
         let mut missing_since: BTreeMap<String, i64> = BTreeMap::new();
         loop {
-            super::next_pass(&wake, Duration::from_secs(5)).await;
+            watches.next_pass(Duration::from_secs(5)).await;
             let now = k8s_openapi::jiff::Timestamp::now().as_second();
             let nodes = nodes.state();
             let node_refs: Vec<&Node> = nodes.iter().map(|n| &**n).collect();

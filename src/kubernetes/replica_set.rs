@@ -6,7 +6,6 @@
 //! [`plan`] decides for one ReplicaSet, purely; [`run`] keeps every ReplicaSet of a cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -196,15 +195,15 @@ pub fn pod_from_template(rs: &ReplicaSet) -> Pod {
 
 /// Runs the controller until the future is dropped.
 pub async fn run(client: Client) {
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let (sets, watch_sets) = super::cache::<ReplicaSet>(&client, wake.clone());
-    let (pods, watch_pods) = super::cache::<Pod>(&client, wake.clone());
+    let watches = super::Watches::default();
+    let (sets, watch_sets) = watches.cache::<ReplicaSet>(&client);
+    let (pods, watch_pods) = watches.cache::<Pod>(&client);
     let work = async {
         // Per ReplicaSet uid: Pods created and deleted and not seen so in the cache yet.
         let mut expecting: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>, Instant)> =
             BTreeMap::new();
         loop {
-            super::next_pass(&wake, Duration::from_secs(5)).await;
+            watches.next_pass(Duration::from_secs(5)).await;
             let pods = pods.state();
             let names: BTreeSet<String> = pods
                 .iter()

@@ -396,14 +396,14 @@ fn holds_resources(pod: &Pod) -> bool {
 /// Runs the scheduler on a workload cluster until the future is dropped: every pending Pod is
 /// placed whenever Pods or Nodes change (and every few seconds, for what time changes).
 pub async fn run(client: Client) {
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let (pods, watch_pods) = super::cache::<Pod>(&client, wake.clone());
-    let (nodes, watch_nodes) = super::cache::<Node>(&client, wake.clone());
+    let watches = super::Watches::default();
+    let (pods, watch_pods) = watches.cache::<Pod>(&client);
+    let (nodes, watch_nodes) = watches.cache::<Node>(&client);
     let schedule = async {
         // What was last said about each unschedulable Pod, so it is said once per change.
         let mut told: BTreeMap<String, String> = BTreeMap::new();
         loop {
-            super::next_pass(&wake, Duration::from_secs(5)).await;
+            watches.next_pass(Duration::from_secs(5)).await;
             schedule_pending(&client, &pods.state(), &nodes.state(), &mut told).await;
         }
     };

@@ -347,6 +347,9 @@ struct PodWatch {
     store: kube::runtime::reflector::Store<Pod>,
     services: kube::runtime::reflector::Store<Service>,
     slices: kube::runtime::reflector::Store<EndpointSlice>,
+    /// Whether the caches above have listed their kinds: until then an empty cache says
+    /// nothing, and the runtime would stop the Pods it runs.
+    watches: crate::kubernetes::Watches,
     cluster_dns: Option<ClusterDns>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -429,12 +432,10 @@ async fn start(
         Some(runtime) => {
             let bound =
                 kube::runtime::watcher::Config::default().fields(&format!("spec.nodeName={name}"));
-            let (store, watch) =
-                crate::kubernetes::cache_selected::<Pod>(&client, bound, pods_changed.clone());
-            let (services, watch_services) =
-                crate::kubernetes::cache::<Service>(&client, pods_changed.clone());
-            let (slices, watch_slices) =
-                crate::kubernetes::cache::<EndpointSlice>(&client, pods_changed.clone());
+            let watches = crate::kubernetes::Watches::waking(pods_changed.clone());
+            let (store, watch) = watches.cache_selected::<Pod>(&client, bound);
+            let (services, watch_services) = watches.cache::<Service>(&client);
+            let (slices, watch_slices) = watches.cache::<EndpointSlice>(&client);
             let tasks = vec![
                 tokio::spawn(watch),
                 tokio::spawn(watch_services),
@@ -445,6 +446,7 @@ async fn start(
                     store,
                     services,
                     slices,
+                    watches,
                     cluster_dns: None,
                     tasks,
                 },
@@ -480,6 +482,9 @@ impl Loop {
         // Pods run once the Node is registered.
         self.node_uid.as_ref()?;
         let (watch, runtime) = self.pods.as_mut()?;
+        if !watch.watches.listed() {
+            return None;
+        }
         if watch.cluster_dns.is_none() {
             // kubeadm uploads the kubelet's configuration after the first kubelet starts.
             watch.cluster_dns = cluster_dns(&self.client).await;

@@ -380,3 +380,57 @@ async fn a_deployment_spreads_rolls_and_is_drained_within_its_budget() {
     })
     .await;
 }
+
+/// A controller that has just started (a new leader of the control planes) must not act on
+/// caches that have not listed their kinds yet: an empty Pod cache would empty every Service's
+/// endpoints. Its passes wait for every cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_waits_for_every_cache_to_list() {
+    let client = api_server().await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    services
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "web"},
+                "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "web"}]}
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+
+    let watches = capictl::kubernetes::Watches::default();
+    let (service_cache, watch_services) = watches.cache::<Service>(&client);
+    let (pod_cache, watch_pods) = watches.cache::<Pod>(&client);
+    let services_task = tokio::spawn(watch_services);
+    // The Services are listed, the Pods not yet: no pass.
+    let early = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        watches.next_pass(std::time::Duration::from_millis(100)),
+    )
+    .await;
+    assert!(early.is_err(), "a pass ran before the Pods were listed");
+    assert_eq!(service_cache.state().len(), 1);
+    let pods_task = tokio::spawn(watch_pods);
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        watches.next_pass(std::time::Duration::from_millis(100)),
+    )
+    .await
+    .expect("a pass once both caches listed");
+    assert_eq!(pod_cache.state().len(), 1, "the pass sees the Pod");
+    services_task.abort();
+    pods_task.abort();
+}

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -96,12 +95,12 @@ fn internal_ip(node: &Node) -> String {
 
 /// Runs the kubelet of every Node of the cluster until the future is dropped.
 pub async fn run(client: Client) {
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let (pods, watch_pods) = kubernetes::cache::<Pod>(&client, wake.clone());
-    let (nodes, watch_nodes) = kubernetes::cache::<Node>(&client, wake.clone());
+    let watches = kubernetes::Watches::default();
+    let (pods, watch_pods) = watches.cache::<Pod>(&client);
+    let (nodes, watch_nodes) = watches.cache::<Node>(&client);
     let work = async {
         loop {
-            kubernetes::next_pass(&wake, Duration::from_secs(10)).await;
+            watches.next_pass(Duration::from_secs(10)).await;
             let nodes = nodes.state();
             let pods = pods.state();
             let mut used: BTreeSet<Ipv4Addr> = pods
