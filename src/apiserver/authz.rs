@@ -21,6 +21,16 @@ pub enum Authorization {
     AlwaysAllow,
     /// RBAC, as `--authorization-mode=RBAC`.
     Rbac,
+    /// The Node authorizer, then RBAC, as kubeadm's `--authorization-mode=Node,RBAC`
+    /// ([`super::node_authz`]).
+    NodeAndRbac,
+}
+
+impl Authorization {
+    /// Whether RBAC decides (its bootstrap policy is created, its escalation rules apply).
+    pub fn rbac(self) -> bool {
+        self != Authorization::AlwaysAllow
+    }
 }
 
 /// What a request asks to do.
@@ -321,6 +331,20 @@ pub fn forbidden_message(user: &User, verb: &str, target: &Target<'_>) -> String
 /// `admin`, `edit` and `view` roles, aggregated from the `aggregate-to-*` ClusterRoles; and
 /// what every user may ask about themselves (access and identity reviews).
 pub fn default_policy() -> Vec<Value> {
+    policy_for_users(&[
+        "cluster.x-k8s.io",
+        "bootstrap.cluster.x-k8s.io",
+        "controlplane.cluster.x-k8s.io",
+        "infrastructure.cluster.x-k8s.io",
+        "addons.cluster.x-k8s.io",
+        "ipam.cluster.x-k8s.io",
+        "runtime.cluster.x-k8s.io",
+    ])
+}
+
+/// The user-facing part of [`default_policy`], with `extra_groups` (every resource) in the
+/// aggregated `edit` and `view` roles.
+pub fn policy_for_users(extra_groups: &[&str]) -> Vec<Value> {
     let reads = json!(["get", "list", "watch"]);
     let writes = json!(["create", "delete", "deletecollection", "patch", "update"]);
     let workloads = json!([
@@ -347,15 +371,6 @@ pub fn default_policy() -> Vec<Value> {
         "daemonsets",
         "controllerrevisions"
     ]);
-    let cluster_api_groups = json!([
-        "cluster.x-k8s.io",
-        "bootstrap.cluster.x-k8s.io",
-        "controlplane.cluster.x-k8s.io",
-        "infrastructure.cluster.x-k8s.io",
-        "addons.cluster.x-k8s.io",
-        "ipam.cluster.x-k8s.io",
-        "runtime.cluster.x-k8s.io"
-    ]);
     let cluster_role = |name: &str, labels: Value, rules: Value| json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name, "labels": labels, "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}}, "rules": rules});
     let aggregated = |name: &str, from: &[&str], labels: Value| {
         let selectors: Vec<Value> = from
@@ -377,7 +392,7 @@ pub fn default_policy() -> Vec<Value> {
         labels[extra] = json!("true");
         labels
     };
-    vec![
+    let mut objects = vec![
         cluster_role(
             "cluster-admin",
             defaults.clone(),
@@ -445,7 +460,6 @@ pub fn default_policy() -> Vec<Value> {
                 {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": writes},
                 {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": writes},
                 {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": writes},
-                {"apiGroups": cluster_api_groups, "resources": ["*"], "verbs": writes},
             ]),
         ),
         cluster_role(
@@ -458,7 +472,6 @@ pub fn default_policy() -> Vec<Value> {
                 {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": reads},
                 {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": reads},
                 {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": reads},
-                {"apiGroups": cluster_api_groups, "resources": ["*"], "verbs": reads},
             ]),
         ),
         binding("cluster-admin", "cluster-admin", &[MASTERS]),
@@ -470,7 +483,21 @@ pub fn default_policy() -> Vec<Value> {
             "system:public-info-viewer",
             &[AUTHENTICATED, UNAUTHENTICATED],
         ),
-    ]
+    ];
+    if !extra_groups.is_empty() {
+        for (role, verbs) in [
+            ("system:aggregate-to-edit", &writes),
+            ("system:aggregate-to-view", &reads),
+        ] {
+            let rules = objects
+                .iter_mut()
+                .find(|o| o["metadata"]["name"] == role)
+                .and_then(|o| o["rules"].as_array_mut())
+                .expect("the aggregated roles are above");
+            rules.push(json!({"apiGroups": extra_groups, "resources": ["*"], "verbs": verbs}));
+        }
+    }
+    objects
 }
 
 /// The policy in `objects` (ClusterRoles, ClusterRoleBindings, Roles, RoleBindings mixed).

@@ -314,6 +314,30 @@ impl Call<'_> {
         )))
     }
 
+    /// NodeRestriction on a kubelet's write ([`super::node_authz::restrict`]).
+    fn check_node_write(
+        &self,
+        operation: &str,
+        target: Target,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let subresource = match target {
+            Target::Main => None,
+            Target::Status => Some("status"),
+            Target::Approval => Some("approval"),
+        };
+        let write = super::node_authz::Write {
+            group: &self.resource.group,
+            resource: &self.resource.plural,
+            subresource,
+            operation,
+            old,
+            new,
+        };
+        self.server.check_node_write(&self.user, &write)
+    }
+
     /// Refuses an RBAC object that grants more than its writer holds.
     fn check_rbac_write(&self, old: Option<&Value>, new: &Value) -> Result<(), ApiError> {
         let write = super::escalation::Write {
@@ -602,6 +626,7 @@ impl Call<'_> {
             .record_requester(&self.resource, &mut obj, &self.user);
         self.admit(Operation::Create, None, &mut obj, Target::Main)?;
         self.check_rbac_write(None, &obj)?;
+        self.check_node_write("create", Target::Main, None, Some(&obj))?;
         let name = object::name_of(&obj).to_string();
         if self.dry_run() {
             super::store::check_size(&obj)?;
@@ -711,6 +736,7 @@ impl Call<'_> {
                 .strategy_update(&self.resource, &old, &mut new)?;
             self.admit(Operation::Update, Some(&old), &mut new, target)?;
             self.check_rbac_write(Some(&old), &new)?;
+            self.check_node_write("update", target, Some(&old), Some(&new))?;
             self.check_signer(&old, &new)?;
             match self.store_update(&current, &old, new).await? {
                 Ok(answer) => return Ok(self.respond(StatusCode::OK, answer)),
@@ -803,6 +829,7 @@ impl Call<'_> {
                 .strategy_update(&self.resource, &old, &mut new)?;
             self.admit(Operation::Update, Some(&old), &mut new, target)?;
             self.check_rbac_write(Some(&old), &new)?;
+            self.check_node_write("update", target, Some(&old), Some(&new))?;
             self.check_signer(&old, &new)?;
             match self.store_update(&current, &old, new).await? {
                 Ok(answer) => return Ok(self.respond(StatusCode::OK, answer)),
@@ -1125,6 +1152,7 @@ impl Call<'_> {
             }
             let old = current.value();
             self.server.refuse_guarded_deletion(&self.resource, &old)?;
+            self.check_node_write("delete", Target::Main, Some(&old), None)?;
             self.admit(
                 Operation::Delete,
                 Some(&old),

@@ -12,6 +12,7 @@ pub mod authz;
 pub mod builtin;
 pub mod builtin_types;
 pub mod cel;
+pub mod component_policy;
 mod crds;
 pub mod csr;
 pub mod defaults;
@@ -29,6 +30,7 @@ pub mod logs;
 pub mod managed;
 pub mod metrics;
 mod namespaces;
+pub mod node_authz;
 pub mod object;
 pub mod patch;
 pub mod portforward;
@@ -167,9 +169,19 @@ impl ApiServer {
                     .await?;
             }
         }
-        if authorization == authz::Authorization::Rbac {
+        if authorization.rbac() {
             // The bootstrap policy, created where missing (a changed default role is kept).
-            for mut object in authz::default_policy() {
+            let policy = match authorization {
+                // A cluster that runs Kubernetes' own components: their roles too, and no
+                // Cluster API kinds in the aggregated user roles.
+                authz::Authorization::NodeAndRbac => {
+                    let mut objects = authz::policy_for_users(&[]);
+                    objects.extend(component_policy::component_policy());
+                    objects
+                }
+                _ => authz::default_policy(),
+            };
+            for mut object in policy {
                 let kind = object["kind"].as_str().unwrap_or_default().to_string();
                 let plural = format!("{}s", kind.to_lowercase());
                 let resource = server
@@ -184,7 +196,11 @@ impl ApiServer {
                 if server.store.get(&key).is_none() {
                     object::prepare_create(&resource, &mut object, None)?;
                     server.strategy_create(&resource, &mut object)?;
-                    server.create_object(&resource, key, object).await?;
+                    // Another API server on the same etcd may have made it first.
+                    match server.create_object(&resource, key, object).await {
+                        Ok(_) | Err(store::StoreError::AlreadyExists(_)) => {}
+                        Err(e) => return Err(e.into()),
+                    }
                 }
             }
         }
@@ -301,9 +317,42 @@ impl ApiServer {
         {
             return Ok(());
         }
+        if self.authorization == authz::Authorization::NodeAndRbac
+            && let Some(node) = node_authz::node_of(user)
+            && node_authz::authorize(node, verb, target, || self.node_graph(node))
+                == node_authz::Decision::Allow
+        {
+            return Ok(());
+        }
         self.policy()
             .authorize(user, verb, target)
             .map_err(ApiError::forbidden)
+    }
+
+    /// What the Pods bound to `node` use, for the Node authorizer.
+    fn node_graph(&self, node: &str) -> node_authz::Graph {
+        let Some(pods) = self.registry.get("", "v1", "pods") else {
+            return node_authz::Graph::default();
+        };
+        let (records, _, _) = self.store.list(&pods.prefix(), None, None, |_| true);
+        let values: Vec<Value> = records.into_iter().map(|r| r.value()).collect();
+        node_authz::Graph::of(node, &values)
+    }
+
+    /// NodeRestriction: a kubelet writes only its own Node, its own Pods' status and its
+    /// mirror Pods ([`node_authz::restrict`]). Other users pass.
+    pub fn check_node_write(
+        &self,
+        user: &User,
+        write: &node_authz::Write<'_>,
+    ) -> Result<(), ApiError> {
+        if self.authorization != authz::Authorization::NodeAndRbac {
+            return Ok(());
+        }
+        match node_authz::node_of(user) {
+            Some(node) => node_authz::restrict(node, write).map_err(ApiError::forbidden),
+            None => Ok(()),
+        }
     }
 
     /// Whether `user` may store an RBAC object: only what they could do themselves, unless
@@ -315,7 +364,7 @@ impl ApiServer {
         write: &escalation::Write<'_>,
     ) -> Result<(), ApiError> {
         if resource.group != "rbac.authorization.k8s.io"
-            || self.authorization == authz::Authorization::AlwaysAllow
+            || !self.authorization.rbac()
             || user.groups.iter().any(|g| g == authz::MASTERS)
         {
             return Ok(());
@@ -574,12 +623,17 @@ pub(super) fn report_background_write(who: &str, key: &str, error: StoreError) {
     }
 }
 
-/// Paths that answer without credentials.
-fn is_anonymous(path: &str) -> bool {
+/// Paths that answer without credentials (what RBAC then allows `system:anonymous`): health
+/// and version, and on a kubeadm cluster the `kube-public/cluster-info` ConfigMap that joining
+/// nodes read before they trust the server with their token (kube-apiserver's anonymous
+/// authentication restricted to these paths, as its documentation suggests for kubeadm).
+fn is_anonymous(path: &str, authorization: authz::Authorization) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/livez" | "/version")
         || path.starts_with("/healthz/")
         || path.starts_with("/readyz/")
         || path.starts_with("/livez/")
+        || (authorization == authz::Authorization::NodeAndRbac
+            && path == "/api/v1/namespaces/kube-public/configmaps/cluster-info")
 }
 
 /// The `default/kubernetes` Service every cluster has, at the service range's first address.
@@ -717,7 +771,7 @@ async fn route(
     {
         connection.authenticated();
     }
-    if user.is_none() && !is_anonymous(&path) {
+    if user.is_none() && !is_anonymous(&path, server.authorization) {
         return Err(ApiError::unauthorized());
     }
     // Every authenticated user is in system:authenticated; a request without credentials is
