@@ -144,13 +144,14 @@ pub fn compute(service: &Service, pods: &[&Pod]) -> (Value, Value, Value) {
     )
 }
 
-/// Runs the controllers until the future is dropped.
-pub async fn run(client: Client) {
+/// Runs the controllers until the future is dropped: the Endpoints one with `client`, the
+/// EndpointSlice one with `slices_client` (kube's two controllers, each its own identity).
+pub async fn run(client: Client, slices_client: Client) {
     let watches = super::Watches::default();
     let (services, watch_services) = watches.cache::<Service>(&client);
     let (pods, watch_pods) = watches.cache::<Pod>(&client);
     let (endpoints, watch_endpoints) = watches.cache::<Endpoints>(&client);
-    let (slices, watch_slices) = watches.cache::<EndpointSlice>(&client);
+    let (slices, watch_slices) = watches.cache::<EndpointSlice>(&slices_client);
     let work = async {
         loop {
             watches.next_pass(Duration::from_secs(10)).await;
@@ -162,8 +163,14 @@ pub async fn run(client: Client) {
                     .filter(|p| p.namespace() == service.namespace())
                     .map(|p| &**p)
                     .collect();
-                if let Err(e) =
-                    sync(&client, service, &mine, &endpoints.state(), &slices.state()).await
+                if let Err(e) = sync(
+                    [&client, &slices_client],
+                    service,
+                    &mine,
+                    &endpoints.state(),
+                    &slices.state(),
+                )
+                .await
                 {
                     super::report_failure("endpoint-controller", &service.name_any(), &e);
                 }
@@ -192,8 +199,9 @@ pub async fn run(client: Client) {
     );
 }
 
+/// `clients`: the Endpoints controller's, the EndpointSlice controller's.
 async fn sync(
-    client: &Client,
+    [client, slices_client]: [&Client; 2],
     service: &Service,
     pods: &[&Pod],
     endpoints: &[Arc<Endpoints>],
@@ -236,7 +244,7 @@ async fn sync(
         Some(_) => {}
     }
 
-    let slice_api: Api<EndpointSlice> = Api::namespaced(client.clone(), &namespace);
+    let slice_api: Api<EndpointSlice> = Api::namespaced(slices_client.clone(), &namespace);
     let mut wanted: Value = json!({
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",

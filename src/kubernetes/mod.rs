@@ -28,17 +28,22 @@ use serde::de::DeserializeOwned;
 
 /// kube-controller-manager's controllers for workloads, until the future is dropped: ReplicaSets,
 /// Deployments, DaemonSets, Jobs, disruption budgets, endpoints, and the taint eviction and Pod
-/// garbage collection that take Pods off Nodes that cannot run them.
-pub async fn run_controllers(client: Client) {
+/// garbage collection that take Pods off Nodes that cannot run them. Each acts with the client
+/// `client_for` gives for its ServiceAccount's name (kube's: `replicaset-controller`...), so
+/// that where RBAC decides, each may do its own work only.
+pub async fn run_controllers(client_for: impl Fn(&str) -> Client) {
     // Each on the heap: together they are too large a future for a worker thread's stack.
     tokio::join!(
-        Box::pin(replica_set::run(client.clone())),
-        Box::pin(deployment::run(client.clone())),
-        Box::pin(daemon_set::run(client.clone())),
-        Box::pin(disruption::run(client.clone())),
-        Box::pin(endpoints::run(client.clone())),
-        Box::pin(job::run(client.clone())),
-        Box::pin(pod_eviction::run(client)),
+        Box::pin(replica_set::run(client_for("replicaset-controller"))),
+        Box::pin(deployment::run(client_for("deployment-controller"))),
+        Box::pin(daemon_set::run(client_for("daemon-set-controller"))),
+        Box::pin(disruption::run(client_for("disruption-controller"))),
+        Box::pin(endpoints::run(
+            client_for("endpoint-controller"),
+            client_for("endpointslice-controller")
+        )),
+        Box::pin(job::run(client_for("job-controller"))),
+        Box::pin(pod_eviction::run(client_for("taint-eviction-controller"))),
     );
 }
 

@@ -7,8 +7,12 @@
 //! is back. It also approves and signs the kubelet client certificates joining workers ask for
 //! (CertificateSigningRequests for `kubernetes.io/kube-apiserver-client-kubelet` from a
 //! bootstrap token, or from the node itself when it renews), with the cluster CA
-//! (`--cluster-signing-cert-file`, `--cluster-signing-key-file`). The scheduler has nothing to
-//! schedule: no Pods run here but the static ones.
+//! (`--cluster-signing-cert-file`, `--cluster-signing-key-file`), and the workload controllers
+//! ([`crate::kubernetes::run_controllers`]). As kubeadm runs kube-controller-manager
+//! (`--use-service-account-credentials`), each controller acts as its own ServiceAccount of
+//! `kube-system`, which the API server's bootstrap policy binds to its
+//! `system:controller:<name>` role. The scheduler places Pods
+//! ([`crate::kubernetes::scheduler`]).
 
 use std::time::Duration;
 
@@ -275,6 +279,107 @@ fn election(client: &Client, lease: &str) -> (String, crate::reconcile::leader::
     (identity, election)
 }
 
+/// How long a controller's token lives, and how often each is renewed.
+const TOKEN_SECONDS: i64 = 3600;
+const TOKEN_RENEWAL: Duration = Duration::from_secs(20 * 60);
+
+/// The controllers' identities: a token per ServiceAccount, requested with the
+/// controller-manager's own credentials and kept in a file (0600) that each controller's client
+/// reads again as it is renewed.
+struct ServiceAccountCredentials {
+    client: Client,
+    config: kube::Config,
+    dir: std::path::PathBuf,
+}
+
+impl ServiceAccountCredentials {
+    fn new(client: Client, config: kube::Config) -> Result<ServiceAccountCredentials> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir =
+            std::env::temp_dir().join(format!("kube-controller-manager-{}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(super::io_error(&dir))?;
+        Ok(ServiceAccountCredentials {
+            client,
+            config,
+            dir,
+        })
+    }
+
+    fn token_file(&self, account: &str) -> std::path::PathBuf {
+        self.dir.join(format!("{account}.token"))
+    }
+
+    /// Makes the ServiceAccount where missing and writes a fresh token for it.
+    async fn renew(&self, account: &str) -> Result<()> {
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        use kube::api::PostParams;
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), "kube-system");
+        if accounts.get_opt(account).await?.is_none() {
+            let new = ServiceAccount {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(account.into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            match accounts.create(&PostParams::default(), &new).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let request = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                expiration_seconds: Some(TOKEN_SECONDS),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let issued = accounts
+            .create_token_request(account, &PostParams::default(), &request)
+            .await?;
+        let token = issued.status.and_then(|s| s.token).unwrap_or_default();
+        // Written beside, then renamed: a client never reads half a token.
+        let path = self.token_file(account);
+        crate::pki::write_private(&path, token.as_bytes()).map_err(super::io_error(&path))
+    }
+
+    /// Renews every account's token, then builds each one's client.
+    async fn clients(
+        &self,
+        accounts: &[&str],
+    ) -> Result<std::collections::BTreeMap<String, Client>> {
+        let mut clients = std::collections::BTreeMap::new();
+        for account in accounts {
+            self.renew(account).await?;
+            let mut config = self.config.clone();
+            config.auth_info = kube::config::AuthInfo {
+                token_file: Some(self.token_file(account).display().to_string()),
+                ..Default::default()
+            };
+            clients.insert(account.to_string(), Client::try_from(config)?);
+        }
+        Ok(clients)
+    }
+
+    /// Renews the tokens until the future is dropped.
+    async fn keep_renewed(&self, accounts: &[&str]) {
+        loop {
+            tokio::time::sleep(TOKEN_RENEWAL).await;
+            for account in accounts {
+                if let Err(e) = self.renew(account).await {
+                    tracing::warn!(account, error = %e, "controller-manager: renewing a controller's token failed; retried later");
+                }
+            }
+        }
+    }
+}
+
 /// Runs the controller-manager until SIGTERM.
 pub async fn run_controller_manager(args: &[String]) -> Result<()> {
     let flags = parse_flags(args);
@@ -282,7 +387,10 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
     let kubeconfig = flags
         .get("kubeconfig")
         .ok_or_else(|| NodeError::Config("--kubeconfig is required".into()))?;
-    let client = super::kubelet::client_from(kubeconfig.as_ref()).await?;
+    let config = super::kubelet::config_from(kubeconfig.as_ref()).await?;
+    let client = Client::try_from(config.clone())?;
+    let credentials = ServiceAccountCredentials::new(client.clone(), config)?;
+    let accounts = crate::apiserver::component_policy::controller_accounts();
     let signing = match (
         flags.get("cluster-signing-cert-file"),
         flags.get("cluster-signing-key-file"),
@@ -300,13 +408,32 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
         loop {
             election.acquire().await;
             println!("{identity} became the leader");
+            let clients = loop {
+                match credentials.clients(&accounts).await {
+                    Ok(clients) => break clients,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "controller-manager: the controllers' credentials are not ready; retrying");
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                    }
+                }
+            };
+            let client_for = |account: &str| {
+                clients
+                    .get(account)
+                    .cloned()
+                    .unwrap_or_else(|| panic!("{account} is one of the controllers' accounts"))
+            };
+            let (nodes_client, certificates_client) = (
+                client_for("node-controller"),
+                client_for("certificate-controller"),
+            );
             let lifecycle = async {
                 loop {
-                    if let Err(e) = monitor_nodes(&client).await {
+                    if let Err(e) = monitor_nodes(&nodes_client).await {
                         tracing::warn!(error = %e, "node lifecycle: a pass failed");
                     }
                     if let Some(ca) = &signing
-                        && let Err(e) = approve_and_sign(&client, ca).await
+                        && let Err(e) = approve_and_sign(&certificates_client, ca).await
                     {
                         tracing::warn!(error = %e, "CSR signer: a pass failed");
                     }
@@ -316,7 +443,8 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
             let lead = async {
                 tokio::join!(
                     lifecycle,
-                    crate::kubernetes::run_controllers(client.clone())
+                    credentials.keep_renewed(&accounts),
+                    crate::kubernetes::run_controllers(client_for)
                 )
             };
             tokio::select! {

@@ -50,6 +50,21 @@ fn required<'a>(flags: &'a BTreeMap<String, String>, name: &str) -> Result<&'a s
         .ok_or_else(|| NodeError::Config(format!("--{name} is required")))
 }
 
+/// `--authorization-mode`: kubeadm's `Node,RBAC`, or `RBAC`, or `AlwaysAllow`.
+fn authorization_mode(flag: Option<&str>) -> Result<apiserver::authz::Authorization> {
+    use apiserver::authz::Authorization;
+    let modes: Vec<&str> = flag.unwrap_or("AlwaysAllow").split(',').collect();
+    match modes.as_slice() {
+        ["Node", "RBAC"] => Ok(Authorization::NodeAndRbac),
+        ["RBAC"] => Ok(Authorization::Rbac),
+        ["AlwaysAllow"] => Ok(Authorization::AlwaysAllow),
+        _ => Err(NodeError::Config(format!(
+            "--authorization-mode={}: capictl's API server supports Node,RBAC, RBAC or AlwaysAllow",
+            flag.unwrap_or_default()
+        ))),
+    }
+}
+
 /// Runs the API server until SIGTERM.
 pub async fn run(args: &[String]) -> Result<()> {
     let flags = parse_flags(args);
@@ -90,9 +105,8 @@ pub async fn run(args: &[String]) -> Result<()> {
             }
         }
     };
-    // Not yet RBAC here: a workload cluster's kubelets, controller-manager and bootstrap
-    // tokens need the Node authorizer and kubeadm's whole bootstrap policy first.
-    let server = ApiServer::start(store, apiserver::authz::Authorization::AlwaysAllow)
+    let authorization = authorization_mode(flags.get("authorization-mode").map(String::as_str))?;
+    let server = ApiServer::start(store, authorization)
         .await
         .map_err(|e| NodeError::Failed(format!("starting the API server: {e:?}")))?;
     let cluster_ip = flags

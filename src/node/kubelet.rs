@@ -313,6 +313,11 @@ pub fn pod_status(state: &PodState, ip: &str) -> Value {
 
 /// A client from a kubeconfig file.
 pub async fn client_from(path: &std::path::Path) -> Result<Client> {
+    Ok(Client::try_from(config_from(path).await?)?)
+}
+
+/// The client configuration of a kubeconfig file, with a node component's timeouts.
+pub async fn config_from(path: &std::path::Path) -> Result<kube::Config> {
     let config = kube::config::Kubeconfig::read_from(path)
         .map_err(|e| NodeError::Config(format!("{}: {e}", path.display())))?;
     let mut config = kube::Config::from_custom_kubeconfig(config, &Default::default())
@@ -320,7 +325,7 @@ pub async fn client_from(path: &std::path::Path) -> Result<Client> {
         .map_err(|e| NodeError::Config(format!("{}: {e}", path.display())))?;
     config.connect_timeout = Some(Duration::from_secs(5));
     config.read_timeout = Some(Duration::from_secs(30));
-    Ok(Client::try_from(config)?)
+    Ok(config)
 }
 
 struct Loop {

@@ -370,6 +370,43 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         std::fs::read_to_string(&copied).unwrap().trim(),
         pod.as_str()
     );
+    // What runs is confined (Node,RBAC with kubeadm's policy): a token of the web Pod's
+    // ServiceAccount (`default`) is refused the cluster's Secrets and Pods and may discover.
+    let token = cluster.kubectl(&["create", "token", "default"]);
+    let server = cluster.kubectl(&[
+        "config",
+        "view",
+        "--minify",
+        "-o",
+        "jsonpath={.clusters[0].cluster.server}",
+    ]);
+    let as_pod = |args: &[&str]| {
+        let mut all = vec![
+            "--kubeconfig",
+            "/dev/null",
+            "--server",
+            server.trim(),
+            "--insecure-skip-tls-verify",
+            "--token",
+            token.trim(),
+        ];
+        all.extend(args);
+        s.run(&kubectl_binary(), &all)
+    };
+    let secrets = as_pod(&["get", "secrets", "-A"]);
+    assert!(
+        !secrets.status.success()
+            && text(&secrets.stderr).contains(
+                "User \"system:serviceaccount:default:default\" cannot list resource \"secrets\""
+            ),
+        "a Pod's token listed Secrets: {} {}",
+        text(&secrets.stdout),
+        text(&secrets.stderr)
+    );
+    let pods = as_pod(&["auth", "can-i", "list", "pods", "-A"]);
+    assert_eq!(text(&pods.stdout).trim(), "no", "{}", text(&pods.stderr));
+    let discovery = as_pod(&["get", "--raw", "/version"]);
+    assert!(discovery.status.success(), "{}", text(&discovery.stderr));
     // A Job runs its Pod to completion, and `kubectl wait` sees it Complete.
     cluster.kubectl(&[
         "create",

@@ -481,8 +481,9 @@ async fn join(layout: &Layout, invocation: &Invocation) -> Result<()> {
 /// How long a worker waits for its kubelet certificate to be signed.
 const CSR_WAIT: Duration = Duration::from_secs(120);
 
-/// A client of `endpoint` authenticated by the bootstrap token; trusting `ca` (PEM), or any
-/// server while the CA is not known yet.
+/// A client of `endpoint` trusting `ca` (PEM), authenticated by the bootstrap token; without
+/// the CA, an anonymous client of any server (as kubeadm's discovery, which never sends the
+/// token's secret before the server has proven to hold the pinned CA).
 fn token_client(endpoint: &str, token: &str, ca: Option<&str>) -> Result<kube::Client> {
     let url = format!("https://{endpoint}").parse().map_err(|e| {
         NodeError::Config(format!(
@@ -490,10 +491,10 @@ fn token_client(endpoint: &str, token: &str, ca: Option<&str>) -> Result<kube::C
         ))
     })?;
     let mut config = kube::Config::new(url);
-    config.auth_info.token = Some(token.to_string().into());
     config.connect_timeout = Some(Duration::from_secs(10));
     match ca {
         Some(pem) => {
+            config.auth_info.token = Some(token.to_string().into());
             use rustls::pki_types::pem::PemObject;
             let ders = rustls::pki_types::CertificateDer::pem_slice_iter(pem.as_bytes())
                 .map(|c| c.map(|c| c.to_vec()))

@@ -87,8 +87,8 @@ async fn run_control_plane(server: Arc<ApiServer>, client: Client) {
     }
     tokio::join!(
         Box::pin(crate::kubernetes::scheduler::run(client.clone())),
-        Box::pin(crate::kubernetes::run_controllers(client.clone())),
-        Box::pin(super::kubelet::run(client)),
+        Box::pin(crate::kubernetes::run_controllers(|_| client.clone())),
+        Box::pin(super::kubelet::run(client.clone())),
     );
 }
 
