@@ -84,6 +84,51 @@ pub struct Runtime {
     rules: String,
     /// The rules each sandbox holds, by container id (a hash of their text).
     programmed: HashMap<String, u64>,
+    /// This node's Pod containers the kernel killed for memory, as the Engine's `oom` events
+    /// name them: the Engine's inspection can lose the mark when the OOM event reaches it
+    /// before the exit (and then says exit 137 alone), the event stream does not.
+    oom_killed: Arc<Mutex<HashSet<String>>>,
+    oom_watch: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.oom_watch.abort();
+    }
+}
+
+/// Records the ids of this node's Pod containers in the Engine's `oom` events until aborted
+/// (the stream is opened again when it ends).
+async fn watch_oom_events(
+    docker: Docker,
+    node_container: String,
+    into: Arc<Mutex<HashSet<String>>>,
+) {
+    let filters = HashMap::from([
+        ("type", vec!["container".to_string()]),
+        ("event", vec!["oom".to_string()]),
+        ("label", vec![format!("{POD_NODE_LABEL}={node_container}")]),
+    ]);
+    loop {
+        let options = bollard::query_parameters::EventsOptionsBuilder::new()
+            .filters(&filters)
+            .build();
+        let mut events = docker.events(Some(options));
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => {
+                    if let Some(id) = event.actor.and_then(|a| a.id) {
+                        into.lock().unwrap().insert(id);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "kubelet: the Engine's event stream ended");
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
 }
 
 /// The host's Docker Engine, through the socket the Docker provider mounts; None when it is
@@ -158,7 +203,15 @@ impl Runtime {
                     url.port_u16().unwrap_or(443).to_string(),
                 ))
             });
+        let oom_killed: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let oom_watch = tokio::spawn(watch_oom_events(
+            docker.clone(),
+            own.name.clone(),
+            oom_killed.clone(),
+        ));
         Some(Runtime {
+            oom_killed,
+            oom_watch,
             docker,
             node: node.to_string(),
             own,
@@ -308,6 +361,10 @@ impl Runtime {
             .await?;
         let listed_ids: HashSet<String> = listed.iter().filter_map(|c| c.id.clone()).collect();
         self.inspected.retain(|id, _| listed_ids.contains(id));
+        self.oom_killed
+            .lock()
+            .unwrap()
+            .retain(|id| listed_ids.contains(id));
         let mut by_pod: HashMap<String, Vec<Seen>> = HashMap::new();
         for summary in listed {
             let Some(id) = summary.id else { continue };
@@ -347,7 +404,8 @@ impl Runtime {
                 }
                 Some("exited") | Some("dead") => State::Exited {
                     exit_code: state.exit_code.unwrap_or(0),
-                    oom_killed: state.oom_killed == Some(true),
+                    oom_killed: state.oom_killed == Some(true)
+                        || self.oom_killed.lock().unwrap().contains(&id),
                     started_at,
                     finished_at: docker_time(state.finished_at.as_deref()),
                 },
