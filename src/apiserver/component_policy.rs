@@ -5,8 +5,10 @@
 //! role per controller, bound to the `kube-system/<name>` ServiceAccount the controller-manager
 //! acts as (`--use-service-account-credentials`, as kubeadm runs it).
 //!
-//! The rules are kube's, with one difference: capictl's controllers write status with merge
-//! patches where kube's use updates, so their roles allow `patch` beside `update` there.
+//! The rules are kube's, with two differences: capictl's controllers write status with merge
+//! patches where kube's use updates, so their roles allow `patch` beside `update` there; and
+//! each controller watches what it reads with its own identity (kube's share the
+//! controller-manager's informers), so its role lists those reads.
 
 use serde_json::{Value, json};
 
@@ -215,6 +217,18 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
                 rule(&[""], &["pods/status"], status_write),
                 rule(&[""], &["pods"], &["list", "watch", "delete"]),
                 rule(&["coordination.k8s.io"], &["leases"], READ),
+                events(),
+            ],
+        ),
+        (
+            "root-ca-cert-publisher",
+            vec![
+                rule(
+                    &[""],
+                    &["configmaps"],
+                    &["create", "update", "list", "watch"],
+                ),
+                rule(&[""], &["namespaces"], &["list", "watch"]),
                 events(),
             ],
         ),

@@ -100,6 +100,61 @@ fn default_pod(pod: &mut Value) {
     }
 }
 
+/// Where kube-apiserver's ServiceAccount admission mounts a Pod's API credentials.
+pub const SERVICE_ACCOUNT_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// kube-apiserver's ServiceAccount admission for a Pod that automounts its token: a
+/// `kube-api-access-<suffix>` projected volume (a token of its ServiceAccount, the cluster CA
+/// from `kube-root-ca.crt`, the namespace) mounted read-only at [`SERVICE_ACCOUNT_MOUNT`] in
+/// every container that has nothing there yet.
+pub fn mount_service_account_token(pod: &mut Value, suffix: &str) {
+    let spec = &mut pod["spec"];
+    if !spec.is_object() {
+        return;
+    }
+    let name = format!("kube-api-access-{suffix}");
+    let volume = json!({
+        "name": name,
+        "projected": {
+            "defaultMode": 420,
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+            ],
+        },
+    });
+    let mut mounted = false;
+    for list in ["initContainers", "containers"] {
+        for container in spec[list].as_array_mut().into_iter().flatten() {
+            let taken = container["volumeMounts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|m| m["mountPath"] == SERVICE_ACCOUNT_MOUNT);
+            if taken {
+                continue;
+            }
+            if !container["volumeMounts"].is_array() {
+                container["volumeMounts"] = json!([]);
+            }
+            let mounts = container["volumeMounts"].as_array_mut().expect("an array");
+            mounts
+                .push(json!({"name": name, "readOnly": true, "mountPath": SERVICE_ACCOUNT_MOUNT}));
+            mounted = true;
+        }
+    }
+    if mounted {
+        if !spec["volumes"].is_array() {
+            spec["volumes"] = json!([]);
+        }
+        spec["volumes"]
+            .as_array_mut()
+            .expect("an array")
+            .push(volume);
+    }
+}
+
 /// BestEffort without requests or limits, Guaranteed when every container's limits equal
 /// its requests for CPU and memory, Burstable otherwise.
 fn qos_class(spec: &Value) -> &'static str {
@@ -309,6 +364,47 @@ mod tests {
         );
         assert_eq!(pod["spec"]["containers"][0].get("ports"), None);
         assert_eq!(pod["spec"].get("initContainers"), None);
+    }
+
+    #[test]
+    fn a_pod_mounts_its_service_account_token_where_nothing_else_is() {
+        let mut pod = json!({"spec": {
+            "containers": [
+                {"name": "app"},
+                {"name": "own", "volumeMounts": [{"name": "mine", "mountPath": SERVICE_ACCOUNT_MOUNT}]},
+            ],
+            "initContainers": [{"name": "init", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+        }});
+        mount_service_account_token(&mut pod, "x7k2p");
+        let spec = &pod["spec"];
+        assert_eq!(spec["volumes"][1]["name"], "kube-api-access-x7k2p");
+        assert_eq!(
+            spec["volumes"][1]["projected"]["sources"][1]["configMap"]["name"],
+            "kube-root-ca.crt"
+        );
+        assert_eq!(
+            spec["containers"][0]["volumeMounts"][0]["name"],
+            "kube-api-access-x7k2p"
+        );
+        assert_eq!(
+            spec["containers"][1]["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1,
+            "its own mount stays"
+        );
+        assert_eq!(
+            spec["initContainers"][0]["volumeMounts"][1]["mountPath"],
+            SERVICE_ACCOUNT_MOUNT
+        );
+        let mut all_taken = json!({"spec": {"containers": [{"name": "own", "volumeMounts": [{"name": "mine", "mountPath": SERVICE_ACCOUNT_MOUNT}]}]}});
+        mount_service_account_token(&mut all_taken, "x7k2p");
+        assert!(
+            all_taken["spec"].get("volumes").is_none(),
+            "no volume nobody mounts"
+        );
     }
 
     #[test]

@@ -512,8 +512,38 @@ impl ApiServer {
             defaults::apply(&resource.group, &resource.plural, object, || {
                 self.free_cluster_ip(resource)
             });
+            if resource.group.is_empty() && resource.plural == "pods" && self.automounts(object) {
+                defaults::mount_service_account_token(object, &object::random_suffix());
+            }
         }
         Self::validate(resource, object, None)
+    }
+
+    /// Whether a new Pod gets its ServiceAccount's token mounted: its own
+    /// `automountServiceAccountToken`, else its ServiceAccount's, else yes; never a mirror Pod
+    /// (a static Pod's, which kube-apiserver leaves as its kubelet wrote it).
+    fn automounts(&self, pod: &Value) -> bool {
+        if pod["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_string() {
+            return false;
+        }
+        if let Some(own) = pod["spec"]["automountServiceAccountToken"].as_bool() {
+            return own;
+        }
+        let account = self
+            .registry
+            .get("", "v1", "serviceaccounts")
+            .and_then(|accounts| {
+                let key = accounts.key(
+                    pod["metadata"]["namespace"].as_str(),
+                    pod["spec"]["serviceAccountName"]
+                        .as_str()
+                        .unwrap_or("default"),
+                );
+                self.store.get(&key)
+            });
+        account
+            .and_then(|a| a.value()["automountServiceAccountToken"].as_bool())
+            .unwrap_or(true)
     }
 
     /// A cluster IP no Service has, from the service range.

@@ -12,6 +12,7 @@ pub mod job;
 pub mod pod_eviction;
 pub mod replica_set;
 pub mod resources;
+pub mod root_ca;
 pub mod scheduler;
 pub mod selectors;
 

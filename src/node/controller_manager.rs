@@ -11,7 +11,8 @@
 //! ([`crate::kubernetes::run_controllers`]). As kubeadm runs kube-controller-manager
 //! (`--use-service-account-credentials`), each controller acts as its own ServiceAccount of
 //! `kube-system`, which the API server's bootstrap policy binds to its
-//! `system:controller:<name>` role. The scheduler places Pods
+//! `system:controller:<name>` role. It publishes the cluster CA (`--root-ca-file`) as every
+//! namespace's `kube-root-ca.crt`, which Pods' token volumes read. The scheduler places Pods
 //! ([`crate::kubernetes::scheduler`]).
 
 use std::time::Duration;
@@ -403,6 +404,11 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
         }),
         _ => None,
     };
+    // What every namespace's `kube-root-ca.crt` publishes (`--root-ca-file`).
+    let root_ca = match flags.get("root-ca-file") {
+        Some(path) => Some(super::read_file(path.as_ref())?),
+        None => None,
+    };
     let (identity, election) = election(&client, "kube-controller-manager");
     let work = async {
         loop {
@@ -427,6 +433,15 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
                 client_for("node-controller"),
                 client_for("certificate-controller"),
             );
+            let root_ca = async {
+                if let Some(ca) = &root_ca {
+                    crate::kubernetes::root_ca::run(
+                        client_for("root-ca-cert-publisher"),
+                        ca.clone(),
+                    )
+                    .await
+                }
+            };
             let lifecycle = async {
                 loop {
                     if let Err(e) = monitor_nodes(&nodes_client).await {
@@ -443,6 +458,7 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
             let lead = async {
                 tokio::join!(
                     lifecycle,
+                    root_ca,
                     credentials.keep_renewed(&accounts),
                     crate::kubernetes::run_controllers(client_for)
                 )

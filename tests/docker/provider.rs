@@ -370,9 +370,21 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         std::fs::read_to_string(&copied).unwrap().trim(),
         pod.as_str()
     );
-    // What runs is confined (Node,RBAC with kubeadm's policy): a token of the web Pod's
-    // ServiceAccount (`default`) is refused the cluster's Secrets and Pods and may discover.
-    let token = cluster.kubectl(&["create", "token", "default"]);
+    // What runs is confined (Node,RBAC with kubeadm's policy): the token mounted in the web
+    // Pod (its ServiceAccount, `default`) is refused the cluster's Secrets and Pods and may
+    // discover; the cluster CA and the namespace are mounted beside it.
+    let mounted = |file: &str| {
+        cluster.kubectl(&[
+            "exec",
+            pod,
+            "--",
+            "cat",
+            &format!("/var/run/secrets/kubernetes.io/serviceaccount/{file}"),
+        ])
+    };
+    assert_eq!(mounted("namespace").trim(), "default");
+    assert!(mounted("ca.crt").starts_with("-----BEGIN CERTIFICATE-----"));
+    let token = mounted("token");
     let server = cluster.kubectl(&[
         "config",
         "view",
