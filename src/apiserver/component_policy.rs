@@ -471,67 +471,18 @@ mod tests {
             namespace: Some("default"),
             name: Some("web"),
         };
+        #[rustfmt::skip]
         let cases = [
-            (
-                "replicaset-controller",
-                "create",
-                target("", "pods", None),
-                true,
-            ),
-            (
-                "replicaset-controller",
-                "patch",
-                target("apps", "replicasets", Some("status")),
-                true,
-            ),
-            (
-                "replicaset-controller",
-                "get",
-                target("", "secrets", None),
-                false,
-            ),
-            (
-                "endpoint-controller",
-                "update",
-                target("", "endpoints", None),
-                true,
-            ),
-            (
-                "endpoint-controller",
-                "create",
-                target("discovery.k8s.io", "endpointslices", None),
-                false,
-            ),
-            (
-                "endpointslice-controller",
-                "create",
-                target("discovery.k8s.io", "endpointslices", None),
-                true,
-            ),
-            (
-                "disruption-controller",
-                "patch",
-                target("policy", "poddisruptionbudgets", Some("status")),
-                true,
-            ),
-            (
-                "disruption-controller",
-                "delete",
-                target("", "pods", None),
-                false,
-            ),
-            (
-                "taint-eviction-controller",
-                "delete",
-                target("", "pods", None),
-                true,
-            ),
-            (
-                "job-controller",
-                "delete",
-                target("apps", "deployments", None),
-                false,
-            ),
+            ("replicaset-controller", "create", target("", "pods", None), true),
+            ("replicaset-controller", "patch", target("apps", "replicasets", Some("status")), true),
+            ("replicaset-controller", "get", target("", "secrets", None), false),
+            ("endpoint-controller", "update", target("", "endpoints", None), true),
+            ("endpoint-controller", "create", target("discovery.k8s.io", "endpointslices", None), false),
+            ("endpointslice-controller", "create", target("discovery.k8s.io", "endpointslices", None), true),
+            ("disruption-controller", "patch", target("policy", "poddisruptionbudgets", Some("status")), true),
+            ("disruption-controller", "delete", target("", "pods", None), false),
+            ("taint-eviction-controller", "delete", target("", "pods", None), true),
+            ("job-controller", "delete", target("apps", "deployments", None), false),
         ];
         for (controller, verb, target, allowed) in cases {
             assert_eq!(

@@ -309,139 +309,47 @@ mod tests {
         assert_eq!(Graph::of("n3", &pods), Graph::default());
     }
 
+    fn res<'a>(
+        group: &'a str,
+        resource: &'a str,
+        subresource: Option<&'a str>,
+        namespace: Option<&'a str>,
+        name: Option<&'a str>,
+    ) -> Target<'a> {
+        Target::Resource {
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
+        }
+    }
+
     #[test]
     fn a_node_reads_what_its_pods_use_and_what_node_rules_give() {
+        use Decision::{Allow, NoOpinion};
         let pods = [pod("web", "n1"), pod("other", "n2")];
         let graph = || Graph::of("n1", &pods);
+        let lease = |ns, name| res("coordination.k8s.io", "leases", None, Some(ns), Some(name));
+        let token = |ns, name| res("", "serviceaccounts", Some("token"), Some(ns), Some(name));
+        #[rustfmt::skip]
         let cases: &[(&str, Target<'_>, Decision)] = &[
-            ("get", get("secrets", "team", "tls"), Decision::Allow),
-            ("get", get("secrets", "other", "tls"), Decision::NoOpinion),
-            (
-                "get",
-                get("secrets", "team", "db-password"),
-                Decision::NoOpinion,
-            ),
-            (
-                "get",
-                get("configmaps", "team", "settings"),
-                Decision::Allow,
-            ),
-            (
-                "get",
-                get("persistentvolumeclaims", "team", "data"),
-                Decision::Allow,
-            ),
-            (
-                "list",
-                Target::Resource {
-                    group: "",
-                    resource: "secrets",
-                    subresource: None,
-                    namespace: None,
-                    name: None,
-                },
-                Decision::NoOpinion,
-            ),
-            (
-                "create",
-                Target::Resource {
-                    group: "",
-                    resource: "serviceaccounts",
-                    subresource: Some("token"),
-                    namespace: Some("team"),
-                    name: Some("runner"),
-                },
-                Decision::Allow,
-            ),
-            (
-                "create",
-                Target::Resource {
-                    group: "",
-                    resource: "serviceaccounts",
-                    subresource: Some("token"),
-                    namespace: Some("kube-system"),
-                    name: Some("generic-garbage-collector"),
-                },
-                Decision::NoOpinion,
-            ),
-            (
-                "update",
-                Target::Resource {
-                    group: "coordination.k8s.io",
-                    resource: "leases",
-                    subresource: None,
-                    namespace: Some("kube-node-lease"),
-                    name: Some("n1"),
-                },
-                Decision::Allow,
-            ),
-            (
-                "update",
-                Target::Resource {
-                    group: "coordination.k8s.io",
-                    resource: "leases",
-                    subresource: None,
-                    namespace: Some("kube-node-lease"),
-                    name: Some("n2"),
-                },
-                Decision::NoOpinion,
-            ),
-            (
-                "update",
-                Target::Resource {
-                    group: "coordination.k8s.io",
-                    resource: "leases",
-                    subresource: None,
-                    namespace: Some("kube-system"),
-                    name: Some("kube-controller-manager"),
-                },
-                Decision::NoOpinion,
-            ),
-            (
-                "list",
-                Target::Resource {
-                    group: "",
-                    resource: "pods",
-                    subresource: None,
-                    namespace: None,
-                    name: None,
-                },
-                Decision::Allow,
-            ),
-            (
-                "patch",
-                Target::Resource {
-                    group: "",
-                    resource: "nodes",
-                    subresource: Some("status"),
-                    namespace: None,
-                    name: Some("n1"),
-                },
-                Decision::Allow,
-            ),
-            (
-                "watch",
-                Target::Resource {
-                    group: "discovery.k8s.io",
-                    resource: "endpointslices",
-                    subresource: None,
-                    namespace: None,
-                    name: None,
-                },
-                Decision::Allow,
-            ),
-            (
-                "list",
-                Target::Resource {
-                    group: "apps",
-                    resource: "deployments",
-                    subresource: None,
-                    namespace: None,
-                    name: None,
-                },
-                Decision::NoOpinion,
-            ),
-            ("get", Target::Path("/version"), Decision::NoOpinion),
+            ("get", get("secrets", "team", "tls"), Allow),
+            ("get", get("secrets", "other", "tls"), NoOpinion),
+            ("get", get("secrets", "team", "db-password"), NoOpinion),
+            ("get", get("configmaps", "team", "settings"), Allow),
+            ("get", get("persistentvolumeclaims", "team", "data"), Allow),
+            ("list", res("", "secrets", None, None, None), NoOpinion),
+            ("create", token("team", "runner"), Allow),
+            ("create", token("kube-system", "generic-garbage-collector"), NoOpinion),
+            ("update", lease("kube-node-lease", "n1"), Allow),
+            ("update", lease("kube-node-lease", "n2"), NoOpinion),
+            ("update", lease("kube-system", "kube-controller-manager"), NoOpinion),
+            ("list", res("", "pods", None, None, None), Allow),
+            ("patch", res("", "nodes", Some("status"), None, Some("n1")), Allow),
+            ("watch", res("discovery.k8s.io", "endpointslices", None, None, None), Allow),
+            ("list", res("apps", "deployments", None, None, None), NoOpinion),
+            ("get", Target::Path("/version"), NoOpinion),
         ];
         for (verb, target, want) in cases {
             assert_eq!(
@@ -457,12 +365,12 @@ mod tests {
         let mine = json!({"metadata": {"name": "web"}, "spec": {"nodeName": "n1"}});
         let theirs = json!({"metadata": {"name": "web"}, "spec": {"nodeName": "n2"}});
         let mirror = json!({"metadata": {"name": "etcd-n1", "annotations": {MIRROR_ANNOTATION: "x"}}, "spec": {"nodeName": "n1"}});
-        let node = |name: &str| json!({"metadata": {"name": name}});
-        let write = |resource,
-                     subresource,
-                     operation,
-                     old: Option<&'static Value>,
-                     new: Option<&'static Value>| Write {
+        let (n1, n2, x) = (
+            json!({"metadata": {"name": "n1"}}),
+            json!({"metadata": {"name": "n2"}}),
+            json!({"metadata": {"name": "x"}}),
+        );
+        let write = |resource, subresource, operation, old, new| Write {
             group: "",
             resource,
             subresource,
@@ -470,78 +378,18 @@ mod tests {
             old,
             new,
         };
-        let leak = |v: Value| -> &'static Value { Box::leak(Box::new(v)) };
+        #[rustfmt::skip]
         let cases = [
-            (
-                write(
-                    "nodes",
-                    Some("status"),
-                    "update",
-                    Some(leak(node("n1"))),
-                    Some(leak(node("n1"))),
-                ),
-                true,
-            ),
-            (
-                write(
-                    "nodes",
-                    None,
-                    "update",
-                    Some(leak(node("n2"))),
-                    Some(leak(node("n2"))),
-                ),
-                false,
-            ),
-            (
-                write("pods", None, "create", None, Some(leak(mirror.clone()))),
-                true,
-            ),
-            (
-                write("pods", None, "create", None, Some(leak(mine.clone()))),
-                false,
-            ),
-            (
-                write(
-                    "pods",
-                    None,
-                    "update",
-                    Some(leak(mine.clone())),
-                    Some(leak(mine.clone())),
-                ),
-                false,
-            ),
-            (
-                write(
-                    "pods",
-                    Some("status"),
-                    "update",
-                    Some(leak(mine.clone())),
-                    Some(leak(mine.clone())),
-                ),
-                true,
-            ),
-            (
-                write(
-                    "pods",
-                    Some("status"),
-                    "update",
-                    Some(leak(theirs.clone())),
-                    Some(leak(theirs.clone())),
-                ),
-                false,
-            ),
-            (
-                write("pods", None, "delete", Some(leak(mine.clone())), None),
-                true,
-            ),
-            (
-                write("pods", None, "delete", Some(leak(theirs.clone())), None),
-                false,
-            ),
-            (
-                write("configmaps", None, "create", None, Some(leak(node("x")))),
-                true,
-            ),
+            (write("nodes", Some("status"), "update", Some(&n1), Some(&n1)), true),
+            (write("nodes", None, "update", Some(&n2), Some(&n2)), false),
+            (write("pods", None, "create", None, Some(&mirror)), true),
+            (write("pods", None, "create", None, Some(&mine)), false),
+            (write("pods", None, "update", Some(&mine), Some(&mine)), false),
+            (write("pods", Some("status"), "update", Some(&mine), Some(&mine)), true),
+            (write("pods", Some("status"), "update", Some(&theirs), Some(&theirs)), false),
+            (write("pods", None, "delete", Some(&mine), None), true),
+            (write("pods", None, "delete", Some(&theirs), None), false),
+            (write("configmaps", None, "create", None, Some(&x)), true),
         ];
         for (i, (w, allowed)) in cases.iter().enumerate() {
             assert_eq!(
