@@ -22,6 +22,21 @@ fn named(groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str]) ->
     json!({"apiGroups": groups, "resources": resources, "resourceNames": names, "verbs": verbs})
 }
 
+/// What a component electing its leader with the Lease `name` of kube-system needs (and the
+/// events every component records).
+fn leader_election(name: &str) -> Vec<Value> {
+    vec![
+        events(),
+        rule(&["coordination.k8s.io"], &["leases"], &["create"]),
+        named(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &[name],
+            &["get", "update"],
+        ),
+    ]
+}
+
 fn events() -> Value {
     rule(
         &["", "events.k8s.io"],
@@ -346,70 +361,62 @@ pub fn component_policy() -> Vec<Value> {
         ),
         cluster_role(
             "system:kube-scheduler",
-            vec![
-                events(),
-                rule(&["coordination.k8s.io"], &["leases"], &["create"]),
-                named(
-                    &["coordination.k8s.io"],
-                    &["leases"],
-                    &["kube-scheduler"],
-                    &["get", "update"],
-                ),
-                rule(&[""], &["nodes"], READ),
-                rule(&[""], &["pods"], &["get", "list", "watch", "delete"]),
-                rule(&[""], &["pods/binding", "bindings"], &["create"]),
-                rule(&[""], &["pods/status"], &["patch", "update"]),
-                rule(&[""], &["services", "replicationcontrollers"], READ),
-                rule(&["apps"], &["replicasets", "statefulsets"], READ),
-                rule(&["policy"], &["poddisruptionbudgets"], READ),
-                rule(
-                    &[""],
-                    &["persistentvolumeclaims", "persistentvolumes"],
-                    READ,
-                ),
-                rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
-                rule(
-                    &["authorization.k8s.io"],
-                    &["subjectaccessreviews"],
-                    &["create"],
-                ),
-                rule(
-                    &["storage.k8s.io"],
-                    &["csinodes", "csidrivers", "csistoragecapacities"],
-                    READ,
-                ),
-                rule(&[""], &["namespaces"], READ),
-            ],
+            [
+                leader_election("kube-scheduler").as_slice(),
+                &[
+                    rule(&[""], &["nodes"], READ),
+                    rule(&[""], &["pods"], &["get", "list", "watch", "delete"]),
+                    rule(&[""], &["pods/binding", "bindings"], &["create"]),
+                    rule(&[""], &["pods/status"], &["patch", "update"]),
+                    rule(&[""], &["services", "replicationcontrollers"], READ),
+                    rule(&["apps"], &["replicasets", "statefulsets"], READ),
+                    rule(&["policy"], &["poddisruptionbudgets"], READ),
+                    rule(
+                        &[""],
+                        &["persistentvolumeclaims", "persistentvolumes"],
+                        READ,
+                    ),
+                    rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+                    rule(
+                        &["authorization.k8s.io"],
+                        &["subjectaccessreviews"],
+                        &["create"],
+                    ),
+                    rule(
+                        &["storage.k8s.io"],
+                        &["csinodes", "csidrivers", "csistoragecapacities"],
+                        READ,
+                    ),
+                    rule(&[""], &["namespaces"], READ),
+                ],
+            ]
+            .concat(),
         ),
         binding("system:kube-scheduler", user("system:kube-scheduler")),
         cluster_role(
             "system:kube-controller-manager",
-            vec![
-                events(),
-                rule(&["coordination.k8s.io"], &["leases"], &["create"]),
-                named(
-                    &["coordination.k8s.io"],
-                    &["leases"],
-                    &["kube-controller-manager"],
-                    &["get", "update"],
-                ),
-                rule(&[""], &["secrets", "serviceaccounts"], &["create"]),
-                rule(&[""], &["secrets"], &["delete"]),
-                rule(
-                    &[""],
-                    &["namespaces", "secrets", "serviceaccounts", "configmaps"],
-                    &["get"],
-                ),
-                rule(&[""], &["secrets", "serviceaccounts"], &["update"]),
-                rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
-                rule(
-                    &["authorization.k8s.io"],
-                    &["subjectaccessreviews"],
-                    &["create"],
-                ),
-                rule(&["*"], &["*"], &["list", "watch"]),
-                rule(&[""], &["serviceaccounts/token"], &["create"]),
-            ],
+            [
+                leader_election("kube-controller-manager").as_slice(),
+                &[
+                    rule(&[""], &["secrets", "serviceaccounts"], &["create"]),
+                    rule(&[""], &["secrets"], &["delete"]),
+                    rule(
+                        &[""],
+                        &["namespaces", "secrets", "serviceaccounts", "configmaps"],
+                        &["get"],
+                    ),
+                    rule(&[""], &["secrets", "serviceaccounts"], &["update"]),
+                    rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+                    rule(
+                        &["authorization.k8s.io"],
+                        &["subjectaccessreviews"],
+                        &["create"],
+                    ),
+                    rule(&["*"], &["*"], &["list", "watch"]),
+                    rule(&[""], &["serviceaccounts/token"], &["create"]),
+                ],
+            ]
+            .concat(),
         ),
         binding(
             "system:kube-controller-manager",
