@@ -61,6 +61,13 @@ struct Inspected {
 }
 
 /// The container runtime of one node.
+/// How many Pods of a node start at once.
+const CONCURRENT_POD_STARTS: usize = 8;
+
+/// What one step of a Pod's start came to: its key (the sandbox or a container's name) and
+/// its failure, if it failed.
+type StepOutcome = (String, Result<(), StartFailure>);
+
 pub struct Runtime {
     docker: Docker,
     node: String,
@@ -82,8 +89,9 @@ pub struct Runtime {
     cluster_dns: Option<ClusterDns>,
     /// The Services' rules every Pod's namespace should hold ([`service_proxy::rules`]).
     rules: String,
-    /// The rules each sandbox holds, by container id (a hash of their text).
-    programmed: HashMap<String, u64>,
+    /// The rules each sandbox holds, by container id (a hash of their text); written by
+    /// sandbox starts, which run side by side.
+    programmed: Mutex<HashMap<String, u64>>,
     /// This node's Pod containers the kernel killed for memory, as the Engine's `oom` events
     /// name them: the Engine's inspection can lose the mark when the OOM event reaches it
     /// before the exit (and then says exit 137 alone), the event stream does not.
@@ -223,7 +231,7 @@ impl Runtime {
             pulls: Arc::default(),
             cluster_dns: None,
             rules: String::new(),
-            programmed: HashMap::new(),
+            programmed: Mutex::default(),
         })
     }
 
@@ -266,18 +274,17 @@ impl Runtime {
                 self.written.remove(uid);
             }
         }
-        let mut recheck: Option<OffsetDateTime> = None;
+        let mut running = Vec::new();
         for pod in ours {
             let uid = pod.uid().unwrap_or_default();
             let containers = seen.get(&uid).cloned().unwrap_or_default();
             if pod.metadata.deletion_timestamp.is_some() {
                 self.terminate(client, pod, containers);
-                continue;
-            }
-            if let Some(at) = self.sync_pod(client, pod, containers, host_ip).await {
-                recheck = Some(recheck.map_or(at, |r| r.min(at)));
+            } else {
+                running.push((pod, containers));
             }
         }
+        let recheck = self.sync_pods(client, running, host_ip).await;
         self.program_sandboxes(&seen, pods).await;
         recheck
     }
@@ -297,15 +304,18 @@ impl Runtime {
             .filter(|c| c.container == SANDBOX && matches!(c.state, State::Running { .. }))
             .map(|c| c.id.clone())
             .collect();
-        self.programmed.retain(|id, _| sandboxes.contains(id));
+        self.programmed
+            .lock()
+            .unwrap()
+            .retain(|id, _| sandboxes.contains(id));
         let hash = text_hash(&self.rules);
         for id in sandboxes {
-            if self.programmed.get(&id) == Some(&hash) {
+            if self.programmed.lock().unwrap().get(&id) == Some(&hash) {
                 continue;
             }
             match self.program(&id).await {
                 Ok(()) => {
-                    self.programmed.insert(id, hash);
+                    self.programmed.lock().unwrap().insert(id, hash);
                 }
                 Err(e) => {
                     tracing::warn!(sandbox = %id, error = %e, "kubelet: the Services' rules were not applied")
@@ -437,98 +447,184 @@ impl Runtime {
         Ok(by_pod)
     }
 
-    async fn sync_pod(
+    /// Starts what the Pods need, Pods side by side (as kubelet's pod workers; a Pod's own steps
+    /// in order, at most [`CONCURRENT_POD_STARTS`] Pods at once), then writes the statuses that
+    /// changed; when to look again.
+    async fn sync_pods(
         &mut self,
         client: &Client,
-        pod: &Pod,
-        mut containers: Vec<Seen>,
+        pods: Vec<(&Pod, Vec<Seen>)>,
         host_ip: &str,
     ) -> Option<OffsetDateTime> {
-        let uid = pod.uid().unwrap_or_default();
         let now = OffsetDateTime::now_utc();
-        let failures = self.failures.get(&uid).cloned().unwrap_or_default();
-        let plan = pods::plan(pod, &containers, &failures, now);
-        for step in &plan.steps {
+        let plans: Vec<(&Pod, pods::Plan, Vec<Seen>)> = pods
+            .into_iter()
+            .map(|(pod, containers)| {
+                let failures = self
+                    .failures
+                    .get(&pod.uid().unwrap_or_default())
+                    .cloned()
+                    .unwrap_or_default();
+                (
+                    pod,
+                    pods::plan(pod, &containers, &failures, now),
+                    containers,
+                )
+            })
+            .collect();
+        let this = &*self;
+        // Gathered first: a stream of closures would not be Send for the kubelet's task.
+        let mut starts = Vec::new();
+        for (pod, plan, containers) in plans.iter().filter(|(_, plan, _)| !plan.steps.is_empty()) {
+            starts.push(async move {
+                let outcome = this.run_steps(client, pod, &plan.steps, containers).await;
+                (pod.uid().unwrap_or_default(), outcome)
+            });
+        }
+        let outcomes: Vec<(String, Vec<StepOutcome>)> = futures::stream::iter(starts)
+            .buffer_unordered(CONCURRENT_POD_STARTS)
+            .collect()
+            .await;
+        let started_any = !outcomes.is_empty();
+        for (uid, outcome) in outcomes {
+            let failures = self.failures.entry(uid).or_default();
+            for (key, result) in outcome {
+                match result {
+                    // A new sandbox starts every container afresh.
+                    Ok(()) if key == SANDBOX => failures.clear(),
+                    Ok(()) => {
+                        failures.remove(&key);
+                    }
+                    Err(failure) => {
+                        failures.insert(key, failure);
+                    }
+                }
+            }
+        }
+        let mut seen = HashMap::new();
+        if started_any {
+            seen = self.seen().await.ok()?;
+        }
+        let mut recheck: Option<OffsetDateTime> = None;
+        let mut writes = Vec::new();
+        for (pod, plan, containers) in &plans {
+            let uid = pod.uid().unwrap_or_default();
+            let containers = if plan.steps.is_empty() {
+                containers.clone()
+            } else {
+                seen.remove(&uid).unwrap_or_default()
+            };
+            let failures = self.failures.get(&uid).cloned().unwrap_or_default();
+            let pod_ip = self.pod_ip(pod, &containers, host_ip);
+            let status = pods::status(pod, &containers, &failures, (&pod_ip, host_ip), now);
+            // A failure is shown as itself once; later passes show the back-off.
+            if let Some(f) = self.failures.get_mut(&uid) {
+                f.values_mut().for_each(|f| f.fresh = false);
+            }
+            if self.written.get(&uid) != Some(&status) {
+                writes.push((*pod, uid, status));
+            }
+            if let Some(at) = plan.recheck {
+                recheck = Some(recheck.map_or(at, |r| r.min(at)));
+            }
+        }
+        let mut patches = Vec::new();
+        for (pod, uid, status) in writes {
+            patches.push(async move {
+                let api: Api<Pod> =
+                    Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+                let patch = Patch::Merge(json!({"status": status}));
+                match api
+                    .patch_status(&pod.name_any(), &PatchParams::default(), &patch)
+                    .await
+                {
+                    Ok(_) => Some((uid, status)),
+                    Err(e) => {
+                        crate::kubernetes::report_failure(COMPONENT, &pod.name_any(), &e);
+                        None
+                    }
+                }
+            });
+        }
+        let written: Vec<Option<(String, Value)>> = futures::stream::iter(patches)
+            .buffer_unordered(CONCURRENT_POD_STARTS)
+            .collect()
+            .await;
+        self.written.extend(written.into_iter().flatten());
+        recheck
+    }
+
+    /// One Pod's steps in order, until one fails: each step's key (the sandbox or a container's
+    /// name) and outcome; a failed sandbox fails every container with it.
+    async fn run_steps(
+        &self,
+        client: &Client,
+        pod: &Pod,
+        steps: &[Step],
+        containers: &[Seen],
+    ) -> Vec<StepOutcome> {
+        let now = OffsetDateTime::now_utc();
+        let uid = pod.uid().unwrap_or_default();
+        let mut outcome = Vec::new();
+        // After a new sandbox, failures count afresh.
+        let mut new_sandbox = false;
+        for step in steps {
             let (key, result) = match step {
                 Step::Sandbox => (
                     SANDBOX.to_string(),
-                    self.start_sandbox(client, pod, &containers).await,
+                    self.start_sandbox(client, pod, containers).await,
                 ),
                 Step::Start { container, attempt } => (
                     container.clone(),
-                    self.start_container(client, pod, &containers, container, *attempt)
+                    self.start_container(client, pod, containers, container, *attempt)
                         .await,
                 ),
             };
-            let failures = self.failures.entry(uid.clone()).or_default();
-            match result {
-                // A new sandbox starts every container afresh.
-                Ok(()) if key == SANDBOX => failures.clear(),
-                Ok(()) => {
-                    failures.remove(&key);
-                }
-                Err((reason, message)) => {
-                    let count = failures.get(&key).map_or(0, |f| f.count) + 1;
-                    tracing::info!(pod = %pod.name_any(), container = %key, %reason, %message, "kubelet: a start failed");
-                    crate::kubernetes::record_event(
-                        client,
-                        pod,
-                        COMPONENT,
-                        "Warning",
-                        "Failed",
-                        &format!("{reason}: {message}"),
-                    )
-                    .await;
-                    let failure = StartFailure {
-                        reason,
-                        message,
-                        at: now,
-                        count,
-                        fresh: true,
-                    };
-                    if key == SANDBOX {
-                        // Nothing can start without the sandbox: every container shows why.
-                        for c in pod.spec.iter().flat_map(|s| {
-                            s.containers
-                                .iter()
-                                .chain(s.init_containers.iter().flatten())
-                        }) {
-                            failures.insert(c.name.clone(), failure.clone());
-                        }
-                    }
-                    failures.insert(key, failure);
-                    break;
+            let Err((reason, message)) = result else {
+                new_sandbox |= key == SANDBOX;
+                outcome.push((key, Ok(())));
+                continue;
+            };
+            let before = match new_sandbox {
+                true => 0,
+                false => self
+                    .failures
+                    .get(&uid)
+                    .and_then(|f| f.get(&key))
+                    .map_or(0, |f| f.count),
+            };
+            let count = before + 1;
+            tracing::info!(pod = %pod.name_any(), container = %key, %reason, %message, "kubelet: a start failed");
+            crate::kubernetes::record_event(
+                client,
+                pod,
+                COMPONENT,
+                "Warning",
+                "Failed",
+                &format!("{reason}: {message}"),
+            )
+            .await;
+            let failure = StartFailure {
+                reason,
+                message,
+                at: now,
+                count,
+                fresh: true,
+            };
+            if key == SANDBOX {
+                // Nothing can start without the sandbox: every container shows why.
+                for c in pod.spec.iter().flat_map(|s| {
+                    s.containers
+                        .iter()
+                        .chain(s.init_containers.iter().flatten())
+                }) {
+                    outcome.push((c.name.clone(), Err(failure.clone())));
                 }
             }
+            outcome.push((key, Err(failure)));
+            break;
         }
-        if !plan.steps.is_empty() {
-            containers = self.seen().await.ok()?.remove(&uid).unwrap_or_default();
-        }
-        let failures = self.failures.get(&uid).cloned().unwrap_or_default();
-        let pod_ip = self.pod_ip(pod, &containers, host_ip);
-        let status = pods::status(pod, &containers, &failures, (&pod_ip, host_ip), now);
-        // A failure is shown as itself once; later passes show the back-off.
-        if let Some(f) = self.failures.get_mut(&uid) {
-            f.values_mut().for_each(|f| f.fresh = false);
-        }
-        if self.written.get(&uid) != Some(&status) {
-            let api: Api<Pod> =
-                Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
-            match api
-                .patch_status(
-                    &pod.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"status": status})),
-                )
-                .await
-            {
-                Ok(_) => {
-                    self.written.insert(uid, status);
-                }
-                Err(e) => crate::kubernetes::report_failure(COMPONENT, &pod.name_any(), &e),
-            }
-        }
-        plan.recheck
+        outcome
     }
 
     /// The Pod's address: its sandbox's on the node's network (as last inspected), or the
@@ -566,7 +662,7 @@ impl Runtime {
     /// Makes the sandbox (after removing what is left of an earlier one and its containers),
     /// the Pod's volumes, and fills them.
     async fn start_sandbox(
-        &mut self,
+        &self,
         client: &Client,
         pod: &Pod,
         containers: &[Seen],
@@ -671,7 +767,10 @@ impl Runtime {
             self.program(&id)
                 .await
                 .map_err(|m| ("CreatePodSandboxError".to_string(), m))?;
-            self.programmed.insert(id, text_hash(&self.rules));
+            self.programmed
+                .lock()
+                .unwrap()
+                .insert(id, text_hash(&self.rules));
         }
         for (volume, files) in files {
             if files.is_empty() {
