@@ -60,7 +60,6 @@ struct Inspected {
     address: Option<String>,
 }
 
-/// The container runtime of one node.
 /// How many Pods of a node start at once.
 const CONCURRENT_POD_STARTS: usize = 8;
 
@@ -68,6 +67,7 @@ const CONCURRENT_POD_STARTS: usize = 8;
 /// its failure, if it failed.
 type StepOutcome = (String, Result<(), StartFailure>);
 
+/// The container runtime of one node.
 pub struct Runtime {
     docker: Docker,
     node: String,
