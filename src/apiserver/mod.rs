@@ -334,7 +334,9 @@ impl ApiServer {
         let Some(pods) = self.registry.get("", "v1", "pods") else {
             return node_authz::Graph::default();
         };
-        let (records, _, _) = self.store.list(&pods.prefix(), None, None, |_| true);
+        let (records, _, _) = self.store.list(&pods.prefix(), None, None, |r| {
+            node_authz::bound_to(r.json(), node)
+        });
         let values: Vec<Value> = records.into_iter().map(|r| r.value()).collect();
         node_authz::Graph::of(node, &values)
     }
@@ -523,7 +525,7 @@ impl ApiServer {
     /// `automountServiceAccountToken`, else its ServiceAccount's, else yes; never a mirror Pod
     /// (a static Pod's, which kube-apiserver leaves as its kubelet wrote it).
     fn automounts(&self, pod: &Value) -> bool {
-        if pod["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_string() {
+        if pod["metadata"]["annotations"][node_authz::MIRROR_ANNOTATION].is_string() {
             return false;
         }
         if let Some(own) = pod["spec"]["automountServiceAccountToken"].as_bool() {

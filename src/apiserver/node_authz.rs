@@ -25,7 +25,7 @@ pub const NODES_GROUP: &str = "system:nodes";
 const NODE_USER_PREFIX: &str = "system:node:";
 const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// The annotation a kubelet puts on the mirror Pod of a static Pod.
-const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// The Node whose kubelet `user` is, as the Node authorizer recognises one.
 pub fn node_of(user: &User) -> Option<&str> {
@@ -40,6 +40,23 @@ pub struct Graph {
     pub config_maps: BTreeSet<(String, String)>,
     pub claims: BTreeSet<(String, String)>,
     pub service_accounts: BTreeSet<(String, String)>,
+}
+
+/// Whether a stored Pod (its JSON) is bound to `node`, read without decoding the rest of it:
+/// the graph is asked on every kubelet read of a Secret or ConfigMap and every token request,
+/// and a node's Pods are a few of the store's.
+pub fn bound_to(pod_json: &[u8], node: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Pod {
+        #[serde(default)]
+        spec: Spec,
+    }
+    #[derive(serde::Deserialize, Default)]
+    struct Spec {
+        #[serde(rename = "nodeName", default)]
+        node_name: Option<String>,
+    }
+    serde_json::from_slice::<Pod>(pod_json).is_ok_and(|p| p.spec.node_name.as_deref() == Some(node))
 }
 
 impl Graph {
@@ -246,8 +263,8 @@ pub fn restrict(node: &str, write: &Write<'_>) -> Result<(), String> {
             "delete" => Ok(()),
             _ => Err(format!("node \"{node}\" can only update pod status")),
         },
-        ("", "pods", Some("status" | "eviction")) if !bound(write.old) => Err(format!(
-            "node \"{node}\" can only update pod status and evict pods bound to itself"
+        ("", "pods", Some("status")) if !bound(write.old) => Err(format!(
+            "node \"{node}\" can only update pod status for pods with spec.nodeName set to itself"
         )),
         ("coordination.k8s.io", "leases", None) if name != node => {
             Err(format!("node \"{node}\" can only access its own lease"))
@@ -290,6 +307,21 @@ mod tests {
             namespace: Some(namespace),
             name: Some(name),
         }
+    }
+
+    #[test]
+    fn a_stored_pod_is_bound_to_the_node_its_spec_names() {
+        let json = |v: Value| serde_json::to_vec(&v).unwrap();
+        assert!(bound_to(&json(pod("web", "n1")), "n1"));
+        assert!(!bound_to(&json(pod("web", "n2")), "n1"));
+        assert!(!bound_to(
+            &json(json!({"metadata": {"name": "pending"}, "spec": {}})),
+            "n1"
+        ));
+        assert!(!bound_to(
+            &json(json!({"metadata": {"name": "bare"}})),
+            "n1"
+        ));
     }
 
     #[test]

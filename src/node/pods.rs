@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 /// The annotations kubelet puts on mirror Pods (the static pods' stand-ins in the API).
-pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub const CONFIG_MIRROR_ANNOTATION: &str = crate::apiserver::node_authz::MIRROR_ANNOTATION;
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
 
