@@ -296,8 +296,9 @@ struct ServiceAccountCredentials {
 impl ServiceAccountCredentials {
     fn new(client: Client, config: kube::Config) -> Result<ServiceAccountCredentials> {
         use std::os::unix::fs::DirBuilderExt;
-        let dir =
-            std::env::temp_dir().join(format!("kube-controller-manager-{}", std::process::id()));
+        // One directory per node, not per process: a restarted controller-manager writes over
+        // the tokens it had, leaving none behind.
+        let dir = std::env::temp_dir().join("kube-controller-manager-tokens");
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
