@@ -190,7 +190,10 @@ async fn delete(server: &ApiServer, record: &Record, propagation: Propagation) {
     let Some(resource) = server.registry.of_key(&record.key) else {
         return;
     };
-    if let Err(e) = server.delete_object(&resource, record, propagation).await {
+    if let Err(e) = server
+        .delete_object(&resource, record, propagation, None)
+        .await
+    {
         super::report_background_write("garbage collector", &record.key, e);
     }
 }

@@ -1138,6 +1138,18 @@ impl Call<'_> {
                 .as_array()
                 .is_some_and(|a| a.iter().any(|v| v == "All"));
         let precondition_rv = options["preconditions"]["resourceVersion"].as_str();
+        // A Pod's grace period: the body's, else the query's, else the Pod's own.
+        let grace = match options["gracePeriodSeconds"].as_i64() {
+            Some(g) => Some(g),
+            None => match self.query.get("gracePeriodSeconds") {
+                Some(g) => Some(g.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "gracePeriodSeconds: {g:?} is not a number of seconds"
+                    ))
+                })?),
+                None => None,
+            },
+        };
         for _ in 0..MAX_RETRIES {
             let current = self
                 .get_record_for(name, precondition_rv.and_then(|rv| rv.parse().ok()))
@@ -1160,7 +1172,9 @@ impl Call<'_> {
                 Target::Main,
             )?;
             if dry_run {
-                let preview = match lifecycle::plan_delete(&self.resource, &old, propagation) {
+                let given = lifecycle::grace_period(&self.resource, &old, grace);
+                let preview = match lifecycle::plan_delete(&self.resource, &old, propagation, given)
+                {
                     DeletePlan::Mark(marked) => marked,
                     DeletePlan::Remove | DeletePlan::AlreadyDeleting => self.present(&current),
                 };
@@ -1168,7 +1182,7 @@ impl Call<'_> {
             }
             match self
                 .server
-                .delete_object(&self.resource, &current, propagation)
+                .delete_object(&self.resource, &current, propagation, grace)
                 .await
             {
                 Ok(Deleted::Marked(record)) => {

@@ -1,7 +1,8 @@
 //! The one write path of the store, as kube-apiserver's generic registry store is: creating,
 //! updating and deleting objects, and what follows each write (a CRD served or no longer
-//! served, the collectors woken). A DELETE marks an object deleting while finalizers hold it,
-//! else removes it; an update that takes the last finalizer off an object being deleted
+//! served, the collectors woken). A DELETE marks an object deleting while finalizers or a
+//! grace period hold it (a running Pod's, until its kubelet confirms), else removes it; an
+//! update that takes the last finalizer off an object being deleted without a grace period
 //! removes it (`BeforeDelete`, `updateForGracefulDeletionAndFinalizers`, `finalizeDelete`).
 //! The handlers, the garbage collector and the namespace deleter all write through here, so
 //! the generation bump, a namespace's `Terminating` phase, waking the collectors and a CRD's
@@ -60,8 +61,51 @@ fn finalizes_on_delete(resource: &Resource) -> bool {
     resource.group.is_empty() && resource.plural == "namespaces"
 }
 
-/// What a delete with `propagation` does to `current`.
-pub fn plan_delete(resource: &Resource, current: &Value, propagation: Propagation) -> DeletePlan {
+/// The grace period a DELETE gives `current`, as kube-apiserver's Pod strategy decides it: a
+/// Pod bound to a Node and not finished gets the one the request asks (`gracePeriodSeconds`),
+/// else its `terminationGracePeriodSeconds`, and stays until its kubelet has stopped it and
+/// confirms with a grace period of 0; everything else goes at once (finalizers aside). A
+/// mirror Pod goes at once too: deleting it stops nothing (its static Pod runs from the
+/// node's manifest), and one of a Node that is gone would otherwise linger, still announcing
+/// the member it was (kubeadm's join reads etcd's endpoints from them).
+pub fn grace_period(resource: &Resource, current: &Value, requested: Option<i64>) -> i64 {
+    if !(resource.group.is_empty() && resource.plural == "pods") {
+        return 0;
+    }
+    if current["metadata"]["annotations"][super::node_authz::MIRROR_ANNOTATION].is_string() {
+        return 0;
+    }
+    let bound = current["spec"]["nodeName"]
+        .as_str()
+        .is_some_and(|n| !n.is_empty());
+    let finished = matches!(
+        current["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    );
+    if !bound || finished {
+        return 0;
+    }
+    requested
+        .or_else(|| current["spec"]["terminationGracePeriodSeconds"].as_i64())
+        .unwrap_or(30)
+        .max(0)
+}
+
+/// The grace period a deleting object was given.
+fn deletion_grace(object: &Value) -> i64 {
+    object["metadata"]["deletionGracePeriodSeconds"]
+        .as_i64()
+        .unwrap_or(0)
+}
+
+/// What a delete with `propagation` and a grace period of `grace` seconds
+/// ([`grace_period`]) does to `current`.
+pub fn plan_delete(
+    resource: &Resource,
+    current: &Value,
+    propagation: Propagation,
+    grace: i64,
+) -> DeletePlan {
     let mut finalizers = object::finalizers(current);
     let added = match propagation.finalizer() {
         Some(f) if !finalizers.iter().any(|x| x == f) => {
@@ -70,27 +114,32 @@ pub fn plan_delete(resource: &Resource, current: &Value, propagation: Propagatio
         }
         _ => false,
     };
-    if finalizers.is_empty() && !finalizes_on_delete(resource) {
+    let held = !finalizers.is_empty() || finalizes_on_delete(resource);
+    if !held && grace == 0 {
         return DeletePlan::Remove;
     }
-    if object::is_deleting(current) && !added {
+    let deleting = object::is_deleting(current);
+    // A shorter grace period shortens a graceful deletion (a kubelet's confirmation is 0).
+    let shortened = deleting && grace < deletion_grace(current);
+    if deleting && !added && !shortened {
         return DeletePlan::AlreadyDeleting;
     }
     let mut marked = current.clone();
     if !finalizers.is_empty() {
         marked["metadata"]["finalizers"] = json!(finalizers);
     }
-    if !object::is_deleting(&marked) {
-        mark_deleting(resource, &mut marked);
+    if !deleting || shortened {
+        mark_deleting(resource, &mut marked, grace);
     }
     DeletePlan::Mark(marked)
 }
 
-/// Stamps the deletion: the time, a zero grace period, a new generation where the resource
-/// counts them (controllers see the change as spec-level), and a namespace's phase.
-fn mark_deleting(resource: &Resource, object: &mut Value) {
-    object["metadata"]["deletionTimestamp"] = json!(object::now());
-    object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+/// Stamps the deletion: when it is due (now, plus the grace period) and the grace period, a
+/// new generation where the resource counts them (controllers see the change as spec-level),
+/// and a namespace's phase.
+fn mark_deleting(resource: &Resource, object: &mut Value, grace: i64) {
+    object["metadata"]["deletionTimestamp"] = json!(object::seconds_from_now(grace));
+    object["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
     if resource.tracks_generation {
         let generation = object["metadata"]["generation"].as_i64().unwrap_or(1);
         object["metadata"]["generation"] = json!(generation + 1);
@@ -176,14 +225,18 @@ impl ApiServer {
         Ok(event.record.clone())
     }
 
-    /// Deletes `current` as a DELETE with `propagation` does.
+    /// Deletes `current` as a DELETE with `propagation` and the grace period it asks
+    /// (`gracePeriodSeconds`; None: the object's own) does.
     pub async fn delete_object(
         &self,
         resource: &Resource,
         current: &Record,
         propagation: Propagation,
+        requested_grace: Option<i64>,
     ) -> Result<Deleted, StoreError> {
-        match plan_delete(resource, &current.value(), propagation) {
+        let value = current.value();
+        let grace = grace_period(resource, &value, requested_grace);
+        match plan_delete(resource, &value, propagation, grace) {
             DeletePlan::Remove => self
                 .remove_object(resource, current)
                 .await
@@ -211,7 +264,10 @@ impl ApiServer {
         old: &Value,
         new: Value,
     ) -> Result<Updated, StoreError> {
-        if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
+        if object::is_deleting(&new)
+            && object::finalizers(&new).is_empty()
+            && deletion_grace(&new) == 0
+        {
             let revision = self.remove_object(resource, current).await?;
             return Ok(Updated::Removed(new, revision));
         }
@@ -318,7 +374,7 @@ mod tests {
             ),
         ];
         for (case, resource, current, propagation, expected) in cases {
-            let plan = plan_delete(resource, &current, propagation);
+            let plan = plan_delete(resource, &current, propagation, 0);
             match expected {
                 None => assert_eq!(plan, DeletePlan::Remove, "{case}"),
                 Some(finalizers) => {
@@ -334,28 +390,97 @@ mod tests {
             &deployments,
             &object(&["f"], false),
             Propagation::Background,
+            0,
         ));
         assert_eq!(v["metadata"]["generation"], 4);
         let v = marked(plan_delete(
             &configmaps,
             &object(&["f"], false),
             Propagation::Background,
+            0,
         ));
         assert_eq!(v["metadata"]["generation"], 3);
         let v = marked(plan_delete(
             &namespaces,
             &object(&[], false),
             Propagation::Background,
+            0,
         ));
         assert_eq!(v["status"]["phase"], "Terminating");
         // A second delete changes nothing unless it brings a new finalizer.
         let deleting = object(&["f"], true);
         assert_eq!(
-            plan_delete(&configmaps, &deleting, Propagation::Background),
+            plan_delete(&configmaps, &deleting, Propagation::Background, 0),
             DeletePlan::AlreadyDeleting
         );
-        let v = marked(plan_delete(&configmaps, &deleting, Propagation::Foreground));
+        let v = marked(plan_delete(
+            &configmaps,
+            &deleting,
+            Propagation::Foreground,
+            0,
+        ));
         assert_eq!(object::finalizers(&v), ["f", "foregroundDeletion"]);
         assert_eq!(v["metadata"]["deletionTimestamp"], "2026-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn a_running_pod_goes_gracefully_until_its_kubelet_confirms() {
+        let pods = resource("", "v1", "pods");
+        let configmaps = resource("", "v1", "configmaps");
+        let pod = |node: &str, phase: &str| {
+            json!({"metadata": {"name": "web", "finalizers": []},
+                "spec": {"nodeName": node, "terminationGracePeriodSeconds": 5},
+                "status": {"phase": phase}})
+        };
+        // (what, object, the request's grace period, the grace period given)
+        let cases = [
+            ("a running Pod gets its own", pod("w1", "Running"), None, 5),
+            ("or the one asked", pod("w1", "Running"), Some(1), 1),
+            ("an unscheduled Pod none", pod("", "Pending"), None, 0),
+            ("a finished Pod none", pod("w1", "Succeeded"), None, 0),
+            (
+                "a mirror Pod none",
+                {
+                    let mut p = pod("w1", "Running");
+                    p["metadata"]["annotations"] =
+                        json!({super::super::node_authz::MIRROR_ANNOTATION: "abc"});
+                    p
+                },
+                None,
+                0,
+            ),
+        ];
+        for (what, object, requested, expected) in cases {
+            assert_eq!(grace_period(&pods, &object, requested), expected, "{what}");
+        }
+        assert_eq!(grace_period(&configmaps, &object(&[], false), Some(30)), 0);
+        let running = pod("w1", "Running");
+        let marked = match plan_delete(&pods, &running, Propagation::Background, 5) {
+            DeletePlan::Mark(v) => v,
+            other => panic!("a graceful deletion marks the Pod, got {other:?}"),
+        };
+        assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 5);
+        let due = marked["metadata"]["deletionTimestamp"].as_str().unwrap();
+        let due = time::OffsetDateTime::parse(due, &time::format_description::well_known::Rfc3339)
+            .unwrap();
+        let ahead = due - time::OffsetDateTime::now_utc();
+        assert!(
+            ahead > time::Duration::seconds(3) && ahead <= time::Duration::seconds(5),
+            "{ahead}"
+        );
+        // Deleting it again with the same grace changes nothing; the kubelet's 0 removes it.
+        assert_eq!(
+            plan_delete(&pods, &marked, Propagation::Background, 5),
+            DeletePlan::AlreadyDeleting
+        );
+        assert_eq!(
+            plan_delete(&pods, &marked, Propagation::Background, 0),
+            DeletePlan::Remove
+        );
+        // A shorter one shortens it.
+        match plan_delete(&pods, &marked, Propagation::Background, 2) {
+            DeletePlan::Mark(v) => assert_eq!(v["metadata"]["deletionGracePeriodSeconds"], 2),
+            other => panic!("a shorter grace period marks the Pod again, got {other:?}"),
+        }
     }
 }

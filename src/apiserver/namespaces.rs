@@ -86,7 +86,7 @@ pub(super) async fn delete_namespaces(server: &ApiServer) -> bool {
                 }
                 // Objects without finalizers go at once; the others are marked and waited for.
                 if let Err(e) = server
-                    .delete_object(&resource, &record, Propagation::Background)
+                    .delete_object(&resource, &record, Propagation::Background, None)
                     .await
                 {
                     report_background_write("namespace deleter", &record.key, e);

@@ -12,8 +12,13 @@ use super::store::Record;
 
 /// Now, as Kubernetes writes timestamps (RFC 3339, whole seconds, UTC).
 pub fn now() -> String {
-    Timestamp::from_second(Timestamp::now().as_second())
-        .expect("now is a valid time")
+    seconds_from_now(0)
+}
+
+/// A time `seconds` from now, as the API writes times (RFC 3339, whole seconds).
+pub fn seconds_from_now(seconds: i64) -> String {
+    Timestamp::from_second(Timestamp::now().as_second().saturating_add(seconds))
+        .expect("a valid time")
         .to_string()
 }
 

@@ -71,9 +71,6 @@ pub fn to_evict<'a>(
 ) -> Vec<(&'a Pod, Eviction)> {
     let mut out = Vec::new();
     for pod in pods {
-        if pod.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
         let Some(node_name) = pod
             .spec
             .as_ref()
@@ -83,6 +80,8 @@ pub fn to_evict<'a>(
             continue;
         };
         let Some(node) = nodes.iter().find(|n| n.name_any() == node_name) else {
+            // No kubelet will confirm a Pod of a Node that is gone, terminating or not: it is
+            // collected at once (kube's podgc deletes orphans with no grace period).
             if missing_since
                 .get(&node_name)
                 .is_some_and(|since| now - since >= ORPHAN_QUARANTINE_SECONDS)
@@ -91,6 +90,9 @@ pub fn to_evict<'a>(
             }
             continue;
         };
+        if pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
         let tolerations = tolerations(pod);
         for taint in node
             .spec
@@ -226,7 +228,28 @@ mod tests {
         let forever = pod("forever", "w1", json!([{"operator": "Exists"}]));
         let maintained = pod("maintained", "w2", json!([]));
         let orphan = pod("orphan", "gone", json!([]));
-        let pods = [&plain, &short, &forever, &maintained, &orphan];
+        // Terminating: a kubelet that is there confirms it; one that is gone never will.
+        let terminating = |name: &str, node: &str| {
+            let mut p = pod(name, node, json!([]));
+            p.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    "2027-01-15T08:00:00Z".parse().unwrap(),
+                ));
+            p
+        };
+        let (leaving, stranded) = (
+            terminating("leaving", "w2"),
+            terminating("stranded", "gone"),
+        );
+        let pods = [
+            &plain,
+            &short,
+            &forever,
+            &maintained,
+            &orphan,
+            &leaving,
+            &stranded,
+        ];
         let nodes = [&unreachable, &drained];
         let missing = BTreeMap::from([("gone".to_string(), t0)]);
         let names = |now: i64| -> Vec<String> {
@@ -243,12 +266,12 @@ mod tests {
         assert_eq!(names(t0 + 30), ["short", "maintained"]);
         assert_eq!(
             names(t0 + 40),
-            ["short", "maintained", "orphan"],
-            "orphans after the quarantine"
+            ["short", "maintained", "orphan", "stranded"],
+            "orphans after the quarantine, terminating or not"
         );
         assert_eq!(
             names(t0 + 300),
-            ["plain", "short", "maintained", "orphan"],
+            ["plain", "short", "maintained", "orphan", "stranded"],
             "a bare toleration is forever"
         );
     }

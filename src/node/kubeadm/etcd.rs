@@ -81,8 +81,10 @@ async fn etcd_endpoints(client: &Client) -> Result<Vec<String>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
     let params = ListParams::default().labels("component=etcd,tier=control-plane");
     let listed = super::patiently("listing the etcd members' Pods", || pods.list(&params)).await?;
+    // A member whose Pod is going (its Node removed) is not one to check.
     let endpoints: Vec<String> = listed
         .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| p.annotations().get(ETCD_ADVERTISE_ANNOTATION).cloned())
         .collect();
     if endpoints.is_empty() {
