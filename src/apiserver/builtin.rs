@@ -526,15 +526,26 @@ const BUILTINS: &[Builtin] = &[
             true,
         )
     },
-    stored(
-        "apps",
-        "StatefulSet",
-        "statefulsets",
-        &["sts"],
-        true,
-        true,
-        true,
-    ),
+    Builtin {
+        columns: || {
+            use super::printers::*;
+            vec![
+                computed("Ready", stateful_ready),
+                Column::age(),
+                wide(computed("Containers", template_container_names)),
+                wide(computed("Images", template_images)),
+            ]
+        },
+        ..stored(
+            "apps",
+            "StatefulSet",
+            "statefulsets",
+            &["sts"],
+            true,
+            true,
+            true,
+        )
+    },
     stored(
         "apps",
         "ControllerRevision",
@@ -544,8 +555,37 @@ const BUILTINS: &[Builtin] = &[
         false,
         false,
     ),
-    stored("batch", "Job", "jobs", &[], true, true, true),
-    stored("batch", "CronJob", "cronjobs", &["cj"], true, true, true),
+    Builtin {
+        columns: || {
+            use super::printers::*;
+            vec![
+                computed("Status", job_status),
+                computed("Completions", job_completions),
+                computed("Duration", job_duration),
+                Column::age(),
+                wide(computed("Containers", template_container_names)),
+                wide(computed("Images", template_images)),
+                wide(computed("Selector", job_selector)),
+            ]
+        },
+        ..stored("batch", "Job", "jobs", &[], true, true, true)
+    },
+    Builtin {
+        columns: || {
+            use super::printers::*;
+            vec![
+                Column::new("Schedule", "string", Cell::Path(".spec.schedule".into())),
+                computed("Timezone", cron_time_zone),
+                computed("Suspend", cron_suspend),
+                integer("Active", cron_active),
+                computed("Last Schedule", cron_last_schedule),
+                Column::age(),
+                wide(computed("Containers", cron_container_names)),
+                wide(computed("Images", cron_images)),
+            ]
+        },
+        ..stored("batch", "CronJob", "cronjobs", &["cj"], true, true, true)
+    },
     stored(
         "networking.k8s.io",
         "Ingress",

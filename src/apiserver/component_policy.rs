@@ -211,6 +211,63 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         (
+            "statefulset-controller",
+            vec![
+                rule(
+                    &[""],
+                    &["pods"],
+                    &[
+                        "get", "list", "watch", "create", "delete", "update", "patch",
+                    ],
+                ),
+                rule(&["apps"], &["statefulsets"], &["list", "watch"]),
+                rule(
+                    &["apps"],
+                    &["statefulsets/status", "statefulsets/finalizers"],
+                    status_write,
+                ),
+                rule(
+                    &["apps"],
+                    &["controllerrevisions"],
+                    &[
+                        "get", "list", "watch", "create", "delete", "update", "patch",
+                    ],
+                ),
+                rule(
+                    &[""],
+                    &["persistentvolumeclaims"],
+                    &[
+                        "get", "list", "watch", "create", "update", "patch", "delete",
+                    ],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "cronjob-controller",
+            vec![
+                rule(
+                    &["batch"],
+                    &["cronjobs"],
+                    &["get", "list", "watch", "update", "patch"],
+                ),
+                rule(
+                    &["batch"],
+                    &["cronjobs/status", "cronjobs/finalizers"],
+                    status_write,
+                ),
+                rule(
+                    &["batch"],
+                    &["jobs"],
+                    &[
+                        "get", "list", "watch", "create", "update", "delete", "patch",
+                    ],
+                ),
+                rule(&[""], &["pods"], &["list", "delete"]),
+                events(),
+            ],
+        ),
+        (
             // Pod garbage collection runs in the same loop (kube's pod-garbage-collector).
             "taint-eviction-controller",
             vec![

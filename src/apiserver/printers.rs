@@ -248,6 +248,155 @@ pub fn endpoints(o: &Value) -> Value {
     }
 }
 
+/// `ready/desired` of a StatefulSet.
+pub fn stateful_ready(o: &Value) -> Value {
+    let desired = o
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    json!(format!("{}/{desired}", count(o, "/status/readyReplicas")))
+}
+
+/// The names or images of a Pod template's containers, comma-separated.
+fn template_containers(template: &Value, field: &str) -> Value {
+    let all: Vec<&str> = template["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c[field].as_str())
+        .collect();
+    json!(all.join(","))
+}
+
+pub fn template_container_names(o: &Value) -> Value {
+    template_containers(&o["spec"]["template"], "name")
+}
+pub fn template_images(o: &Value) -> Value {
+    template_containers(&o["spec"]["template"], "image")
+}
+pub fn cron_container_names(o: &Value) -> Value {
+    template_containers(&o["spec"]["jobTemplate"]["spec"]["template"], "name")
+}
+pub fn cron_images(o: &Value) -> Value {
+    template_containers(&o["spec"]["jobTemplate"]["spec"]["template"], "image")
+}
+
+/// A label selector as kubectl writes it (`matchLabels` as `k=v`, expressions as
+/// `k in (a,b)`).
+fn selector(s: &Value) -> Value {
+    let mut parts: Vec<String> = s["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    for e in s["matchExpressions"].as_array().into_iter().flatten() {
+        let key = e["key"].as_str().unwrap_or_default();
+        let values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        parts.push(match e["operator"].as_str().unwrap_or_default() {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            other => format!("{key} {other}"),
+        });
+    }
+    json!(if parts.is_empty() {
+        "<none>".to_string()
+    } else {
+        parts.join(",")
+    })
+}
+
+pub fn job_selector(o: &Value) -> Value {
+    selector(&o["spec"]["selector"])
+}
+
+fn has_condition(o: &Value, kind: &str) -> bool {
+    o["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == kind && c["status"] == "True")
+}
+
+/// A Job's status as kubectl prints it.
+pub fn job_status(o: &Value) -> Value {
+    let status = match () {
+        _ if has_condition(o, "Failed") => "Failed",
+        _ if has_condition(o, "Complete") => "Complete",
+        _ if o["metadata"]["deletionTimestamp"].is_string() => "Terminating",
+        _ if has_condition(o, "FailureTarget") => "FailureTarget",
+        _ if has_condition(o, "SuccessCriteriaMet") => "SuccessCriteriaMet",
+        _ if has_condition(o, "Suspended") || o["spec"]["suspend"] == true => "Suspended",
+        _ => "Running",
+    };
+    json!(status)
+}
+
+/// `succeeded/completions`, or for a work queue `succeeded/1 of parallelism`.
+pub fn job_completions(o: &Value) -> Value {
+    let succeeded = count(o, "/status/succeeded");
+    let text = match o.pointer("/spec/completions").and_then(Value::as_i64) {
+        Some(completions) => format!("{succeeded}/{completions}"),
+        None => match o
+            .pointer("/spec/parallelism")
+            .and_then(Value::as_i64)
+            .unwrap_or(1)
+        {
+            p if p > 1 => format!("{succeeded}/1 of {p}"),
+            _ => format!("{succeeded}/1"),
+        },
+    };
+    json!(text)
+}
+
+fn seconds_of(v: &Value) -> Option<i64> {
+    v.as_str()?
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_second())
+}
+
+/// How long a Job ran: from its start to its completion, or to now.
+pub fn job_duration(o: &Value) -> Value {
+    let Some(start) = seconds_of(&o["status"]["startTime"]) else {
+        return json!("");
+    };
+    let end = seconds_of(&o["status"]["completionTime"])
+        .unwrap_or_else(|| k8s_openapi::jiff::Timestamp::now().as_second());
+    json!(super::table::human_duration(end - start))
+}
+
+pub fn cron_time_zone(o: &Value) -> Value {
+    or_none(&o["spec"]["timeZone"])
+}
+pub fn cron_suspend(o: &Value) -> Value {
+    json!(if o["spec"]["suspend"] == true {
+        "True"
+    } else {
+        "False"
+    })
+}
+pub fn cron_active(o: &Value) -> Value {
+    json!(o["status"]["active"].as_array().map_or(0, Vec::len))
+}
+
+/// How long ago the CronJob last ran, `<none>` before its first run.
+pub fn cron_last_schedule(o: &Value) -> Value {
+    match seconds_of(&o["status"]["lastScheduleTime"]) {
+        Some(t) => json!(super::table::human_duration(
+            k8s_openapi::jiff::Timestamp::now().as_second() - t
+        )),
+        None => json!("<none>"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +444,43 @@ mod tests {
             assert_eq!(pod_status(&pod), json!(status), "{pod}");
             assert_eq!(pod_restarts(&pod), json!(restarts), "{pod}");
         }
+    }
+
+    #[test]
+    fn jobs_stateful_sets_and_cron_jobs_as_kubectl_prints_them() {
+        let complete = json!({
+            "spec": {"completions": 3, "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u1"}}},
+            "status": {"succeeded": 3, "startTime": "2026-12-05T10:00:00Z", "completionTime": "2026-12-05T10:00:42Z",
+                "conditions": [{"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}]},
+        });
+        assert_eq!(job_status(&complete), json!("Complete"));
+        assert_eq!(job_completions(&complete), json!("3/3"));
+        assert_eq!(job_duration(&complete), json!("42s"));
+        assert_eq!(
+            job_selector(&complete),
+            json!("batch.kubernetes.io/controller-uid=u1")
+        );
+        let queue = json!({"spec": {"parallelism": 2}, "status": {"succeeded": 1}});
+        assert_eq!(
+            (job_status(&queue), job_completions(&queue)),
+            (json!("Running"), json!("1/1 of 2"))
+        );
+        let set = json!({"spec": {"replicas": 3, "template": {"spec": {"containers": [
+            {"name": "db", "image": "postgres:16"}, {"name": "exporter", "image": "exporter:1"}]}}},
+            "status": {"readyReplicas": 2}});
+        assert_eq!(stateful_ready(&set), json!("2/3"));
+        assert_eq!(template_container_names(&set), json!("db,exporter"));
+        assert_eq!(template_images(&set), json!("postgres:16,exporter:1"));
+        let cron = json!({"spec": {"schedule": "*/5 * * * *"}, "status": {"active": [{"name": "tick-1"}]}});
+        assert_eq!(
+            (
+                cron_time_zone(&cron),
+                cron_suspend(&cron),
+                cron_active(&cron),
+                cron_last_schedule(&cron)
+            ),
+            (json!("<none>"), json!("False"), json!(1), json!("<none>"))
+        );
     }
 
     #[test]

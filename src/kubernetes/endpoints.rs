@@ -54,6 +54,8 @@ pub fn compute(service: &Service, pods: &[&Pod]) -> (Value, Value, Value) {
         return (json!([]), json!([]), json!([]));
     };
     let ports = spec.ports.unwrap_or_default();
+    // A headless Service for a StatefulSet's peers often wants them before they are ready.
+    let publish_not_ready = spec.publish_not_ready_addresses == Some(true);
     // Pods grouped by the ports they serve, as the endpoints controller packs subsets.
     let mut subsets: BTreeMap<Vec<Port>, Addresses> = BTreeMap::new();
     let mut slice_endpoints = Vec::new();
@@ -81,8 +83,15 @@ pub fn compute(service: &Service, pods: &[&Pod]) -> (Value, Value, Value) {
             .unwrap_or_default();
         let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
         let terminating = pod.metadata.deletion_timestamp.is_some();
-        let ready = ready_since(pod).is_some() && !terminating;
+        let ready = (publish_not_ready || ready_since(pod).is_some()) && !terminating;
         let target = json!({"kind": "Pod", "namespace": pod.namespace(), "name": pod.name_any(), "uid": pod.uid()});
+        // A Pod that names this Service as its subdomain is found by its hostname.
+        let hostname = pod
+            .spec
+            .as_ref()
+            .filter(|s| s.subdomain.is_some() && s.subdomain == service.metadata.name)
+            .and_then(|s| s.hostname.clone())
+            .filter(|h| !h.is_empty());
         let served: Vec<Port> = ports
             .iter()
             .filter_map(|p| {
@@ -94,19 +103,26 @@ pub fn compute(service: &Service, pods: &[&Pod]) -> (Value, Value, Value) {
             })
             .collect();
         slice_ports.extend(served.iter().cloned());
-        let address = json!({"ip": ip, "nodeName": node, "targetRef": target});
+        let mut address = json!({"ip": ip, "nodeName": node, "targetRef": target});
+        if let Some(h) = &hostname {
+            address["hostname"] = json!(h);
+        }
         let entry = subsets.entry(served).or_default();
         if ready {
             entry.0.push(address);
         } else if !terminating {
             entry.1.push(address);
         }
-        slice_endpoints.push(json!({
+        let mut endpoint = json!({
             "addresses": [ip],
-            "conditions": {"ready": ready, "serving": ready_since(pod).is_some(), "terminating": terminating},
+            "conditions": {"ready": ready, "serving": ready || ready_since(pod).is_some(), "terminating": terminating},
             "nodeName": node,
             "targetRef": target,
-        }));
+        });
+        if let Some(h) = hostname {
+            endpoint["hostname"] = json!(h);
+        }
+        slice_endpoints.push(endpoint);
     }
     let port_json = |ports: &[Port]| -> Vec<Value> {
         ports
@@ -345,5 +361,29 @@ mod tests {
             ports,
             json!([{"name": "http", "port": 8080, "protocol": "TCP"}])
         );
+    }
+
+    #[test]
+    fn a_headless_services_peers_are_named_and_may_be_published_unready() {
+        let service: Service = serde_json::from_value(json!({
+            "metadata": {"name": "db", "namespace": "default"},
+            "spec": {"clusterIP": "None", "selector": {"app": "web"}, "publishNotReadyAddresses": true,
+                "ports": [{"port": 5432}]},
+        }))
+        .unwrap();
+        let mut member = pod("db-0", Some("10.244.0.2"), false);
+        let spec = member.spec.as_mut().unwrap();
+        spec.hostname = Some("db-0".into());
+        spec.subdomain = Some("db".into());
+        let mut elsewhere = pod("other", Some("10.244.0.3"), true);
+        let spec = elsewhere.spec.as_mut().unwrap();
+        spec.hostname = Some("other".into());
+        spec.subdomain = Some("not-db".into());
+        let (subsets, endpoints, _) = compute(&service, &[&member, &elsewhere]);
+        assert_eq!(subsets[0]["addresses"][0]["hostname"], "db-0");
+        assert!(subsets[0]["addresses"][1].get("hostname").is_none());
+        assert!(subsets[0].get("notReadyAddresses").is_none());
+        assert_eq!(endpoints[0]["hostname"], "db-0");
+        assert_eq!(endpoints[0]["conditions"]["ready"], true);
     }
 }

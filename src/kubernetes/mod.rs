@@ -4,6 +4,8 @@
 //! `kube-scheduler` and `kube-controller-manager` processes and beside an in-memory workload
 //! cluster's API server. Cluster API is none of their business.
 
+pub mod cron;
+pub mod cron_job;
 pub mod daemon_set;
 pub mod deployment;
 pub mod disruption;
@@ -15,6 +17,7 @@ pub mod resources;
 pub mod root_ca;
 pub mod scheduler;
 pub mod selectors;
+pub mod stateful_set;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,24 +30,55 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+/// The ServiceAccounts (in kube-system) [`run_controllers`] asks clients for, kube's names.
+pub const CONTROLLER_ACCOUNTS: &[&str] = &[
+    "replicaset-controller",
+    "deployment-controller",
+    "daemon-set-controller",
+    "statefulset-controller",
+    "disruption-controller",
+    "endpoint-controller",
+    "endpointslice-controller",
+    "job-controller",
+    "cronjob-controller",
+    "taint-eviction-controller",
+];
+
 /// kube-controller-manager's controllers for workloads, until the future is dropped: ReplicaSets,
-/// Deployments, DaemonSets, Jobs, disruption budgets, endpoints, and the taint eviction and Pod
-/// garbage collection that take Pods off Nodes that cannot run them. Each acts with the client
-/// `client_for` gives for its ServiceAccount's name (kube's: `replicaset-controller`...), so
-/// that where RBAC decides, each may do its own work only.
+/// Deployments, DaemonSets, StatefulSets, Jobs, CronJobs, disruption budgets, endpoints, and the
+/// taint eviction and Pod garbage collection that take Pods off Nodes that cannot run them.
+/// Each acts with the client `client_for` gives for its ServiceAccount's name (one of
+/// [`CONTROLLER_ACCOUNTS`]), so that where RBAC decides, each may do its own work only.
 pub async fn run_controllers(client_for: impl Fn(&str) -> Client) {
+    let [
+        replica_sets,
+        deployments,
+        daemon_sets,
+        stateful_sets,
+        disruption,
+        endpoints,
+        endpoint_slices,
+        jobs,
+        cron_jobs,
+        taint_eviction,
+    ] = CONTROLLER_ACCOUNTS
+    else {
+        unreachable!("one account per controller")
+    };
     // Each on the heap: together they are too large a future for a worker thread's stack.
     tokio::join!(
-        Box::pin(replica_set::run(client_for("replicaset-controller"))),
-        Box::pin(deployment::run(client_for("deployment-controller"))),
-        Box::pin(daemon_set::run(client_for("daemon-set-controller"))),
-        Box::pin(disruption::run(client_for("disruption-controller"))),
+        Box::pin(replica_set::run(client_for(replica_sets))),
+        Box::pin(deployment::run(client_for(deployments))),
+        Box::pin(daemon_set::run(client_for(daemon_sets))),
+        Box::pin(stateful_set::run(client_for(stateful_sets))),
+        Box::pin(disruption::run(client_for(disruption))),
         Box::pin(endpoints::run(
-            client_for("endpoint-controller"),
-            client_for("endpointslice-controller")
+            client_for(endpoints),
+            client_for(endpoint_slices)
         )),
-        Box::pin(job::run(client_for("job-controller"))),
-        Box::pin(pod_eviction::run(client_for("taint-eviction-controller"))),
+        Box::pin(job::run(client_for(jobs))),
+        Box::pin(cron_job::run(client_for(cron_jobs))),
+        Box::pin(pod_eviction::run(client_for(taint_eviction))),
     );
 }
 
@@ -200,8 +234,23 @@ pub fn now() -> String {
         .expect("a time formats")
 }
 
-/// Records a core/v1 Event about an object, as `kubectl describe` shows them; a failure to
-/// record is only logged (an Event is never worth failing the work it reports).
+/// What makes two Events the same one, as client-go's correlator compares them: the object,
+/// the reporter, the type, the reason and the message.
+type EventKey = (String, String, String, String, String, String);
+
+/// The Events recorded by this process and still counting: their name and count by key.
+static RECORDED: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<EventKey, (String, i32)>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// The most Events [`RECORDED`] remembers; past it, it starts afresh (as client-go's LRU cache
+/// forgets), so a repeat then makes a new Event rather than counting on.
+const RECORDED_AT_MOST: usize = 4096;
+
+/// Records a core/v1 Event about an object, as `kubectl describe` shows them: a repeat of one
+/// this process recorded counts on the same Event (`count`, `lastTimestamp`), as client-go's
+/// recorder aggregates, so a probe failing every ten seconds makes one Event, not thousands.
+/// A failure to record is only logged (an Event is never worth failing the work it reports).
 pub async fn record_event<K>(
     client: &Client,
     object: &K,
@@ -214,6 +263,31 @@ pub async fn record_event<K>(
 {
     let namespace = object.namespace().unwrap_or_else(|| "default".into());
     let now = now();
+    let events = Api::<Event>::namespaced(client.clone(), &namespace);
+    let key: EventKey = (
+        namespace.clone(),
+        object.uid().unwrap_or_else(|| object.name_any()),
+        component.to_string(),
+        kind.to_string(),
+        reason.to_string(),
+        message.to_string(),
+    );
+    let earlier = RECORDED.lock().unwrap().get(&key).cloned();
+    if let Some((name, count)) = earlier {
+        let patch = serde_json::json!({"count": count + 1, "lastTimestamp": now});
+        let patched = events
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await;
+        if patched.is_ok() {
+            RECORDED.lock().unwrap().insert(key, (name, count + 1));
+            return;
+        }
+        // Gone (deleted, or expired): a new Event.
+    }
     let event = Event {
         metadata: kube::api::ObjectMeta {
             generate_name: Some(format!("{}.", object.name_any())),
@@ -246,11 +320,38 @@ pub async fn record_event<K>(
         )),
         ..Default::default()
     };
-    if let Err(e) = Api::<Event>::namespaced(client.clone(), &namespace)
-        .create(&PostParams::default(), &event)
-        .await
-    {
-        tracing::debug!(reason, error = %e, "recording an Event failed");
+    match events.create(&PostParams::default(), &event).await {
+        Ok(created) => {
+            let mut recorded = RECORDED.lock().unwrap();
+            if recorded.len() >= RECORDED_AT_MOST {
+                recorded.clear();
+            }
+            recorded.insert(key, (created.name_any(), 1));
+        }
+        Err(e) => tracing::debug!(reason, error = %e, "recording an Event failed"),
+    }
+}
+
+/// What a controller's create or delete came to, recorded: done (a Normal Event with `reason`
+/// and `message` about `owner`), or already so — created by an earlier pass whose object the
+/// cache had not shown yet (409), or gone before this delete (404) — which is as good.
+pub async fn record_write<K, T>(
+    client: &Client,
+    owner: &K,
+    component: &str,
+    (reason, message): (&str, String),
+    result: Result<T, kube::Error>,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()>,
+{
+    match result {
+        Ok(_) => {
+            record_event(client, owner, component, "Normal", reason, &message).await;
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

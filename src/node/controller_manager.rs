@@ -382,6 +382,12 @@ impl ServiceAccountCredentials {
     }
 }
 
+/// The ServiceAccounts of the controllers this process runs itself (the workload controllers'
+/// are [`crate::kubernetes::CONTROLLER_ACCOUNTS`]).
+const NODE_LIFECYCLE_ACCOUNT: &str = "node-controller";
+const CERTIFICATE_ACCOUNT: &str = "certificate-controller";
+const ROOT_CA_ACCOUNT: &str = "root-ca-cert-publisher";
+
 /// Runs the controller-manager until SIGTERM.
 pub async fn run_controller_manager(args: &[String]) -> Result<()> {
     let flags = parse_flags(args);
@@ -431,16 +437,12 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
                     .unwrap_or_else(|| panic!("{account} is one of the controllers' accounts"))
             };
             let (nodes_client, certificates_client) = (
-                client_for("node-controller"),
-                client_for("certificate-controller"),
+                client_for(NODE_LIFECYCLE_ACCOUNT),
+                client_for(CERTIFICATE_ACCOUNT),
             );
             let root_ca = async {
                 if let Some(ca) = &root_ca {
-                    crate::kubernetes::root_ca::run(
-                        client_for("root-ca-cert-publisher"),
-                        ca.clone(),
-                    )
-                    .await
+                    crate::kubernetes::root_ca::run(client_for(ROOT_CA_ACCOUNT), ca.clone()).await
                 }
             };
             let lifecycle = async {
@@ -506,6 +508,22 @@ pub async fn run_scheduler(args: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_controller_run_has_a_role_and_an_account() {
+        let policy = crate::apiserver::component_policy::controller_accounts();
+        let run = crate::kubernetes::CONTROLLER_ACCOUNTS.iter().chain(&[
+            NODE_LIFECYCLE_ACCOUNT,
+            CERTIFICATE_ACCOUNT,
+            ROOT_CA_ACCOUNT,
+        ]);
+        for account in run {
+            assert!(
+                policy.contains(account),
+                "{account} runs without a system:controller role"
+            );
+        }
+    }
 
     fn node(ready: &str, taints: Value) -> Value {
         json!({

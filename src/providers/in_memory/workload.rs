@@ -47,6 +47,9 @@ const WORKLOAD_RESOURCES: &[(&str, &str)] = &[
     ("apps", "replicasets"),
     ("apps", "deployments"),
     ("apps", "daemonsets"),
+    ("apps", "statefulsets"),
+    ("batch", "jobs"),
+    ("batch", "cronjobs"),
 ];
 
 /// Waits for the cluster's first workload, then runs what runs Pods: kube-scheduler,
