@@ -317,9 +317,68 @@ pub fn free_cluster_ip(cidr: (Ipv4Addr, u8), used: &[String], seed: u32) -> Opti
     })
 }
 
+/// The ports NodePort Services are given, kube-apiserver's default `--service-node-port-range`.
+pub const NODE_PORT_RANGE: std::ops::RangeInclusive<i64> = 30000..=32767;
+
+/// The node ports a Service holds.
+pub fn node_ports_of(service: &Value) -> Vec<i64> {
+    service["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["nodePort"].as_i64())
+        .filter(|p| *p != 0)
+        .collect()
+}
+
+/// The node port `old` gave the same port (by name, else by number and protocol).
+pub fn node_port_for(old: &Value, port: &Value) -> Option<i64> {
+    let protocol = |p: &Value| p["protocol"].as_str().unwrap_or("TCP").to_string();
+    old["spec"]["ports"].as_array()?.iter().find(|o| {
+        match port["name"].as_str().filter(|n| !n.is_empty()) {
+            Some(name) => o["name"].as_str() == Some(name),
+            None => o["port"] == port["port"] && protocol(o) == protocol(port),
+        }
+    })?["nodePort"]
+        .as_i64()
+        .filter(|p| *p != 0)
+}
+
+/// A node port of [`NODE_PORT_RANGE`] not in `used`, starting from `seed`.
+pub fn free_node_port(used: &[i64], seed: u32) -> Option<i64> {
+    let (low, high) = (*NODE_PORT_RANGE.start(), *NODE_PORT_RANGE.end());
+    let size = high - low + 1;
+    (0..size).find_map(|i| {
+        let port = low + (i64::from(seed) + i) % size;
+        (!used.contains(&port)).then_some(port)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_ports_are_free_ones_of_the_range_and_kept_by_port() {
+        let port = free_node_port(&[], 7).unwrap();
+        assert!(NODE_PORT_RANGE.contains(&port));
+        assert_eq!(free_node_port(&[30007], 7), Some(30008));
+        let all: Vec<i64> = NODE_PORT_RANGE.collect();
+        assert_eq!(free_node_port(&all, 0), None);
+        let old = json!({"spec": {"ports": [
+            {"name": "http", "port": 80, "nodePort": 30080},
+            {"port": 53, "protocol": "UDP", "nodePort": 30053}]}});
+        assert_eq!(
+            node_port_for(&old, &json!({"name": "http", "port": 8080})),
+            Some(30080)
+        );
+        assert_eq!(
+            node_port_for(&old, &json!({"port": 53, "protocol": "UDP"})),
+            Some(30053)
+        );
+        assert_eq!(node_port_for(&old, &json!({"port": 53})), None);
+        assert_eq!(node_ports_of(&old), [30080, 30053]);
+    }
 
     #[test]
     fn a_new_pod_is_pending_with_its_spec_defaults() {

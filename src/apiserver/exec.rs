@@ -1,6 +1,7 @@
-//! `pods/exec`: a command run in a Pod's container, its streams carried over the upgraded
-//! connection, as kube-apiserver serves `kubectl exec` (and `kubectl cp`, which is `tar`
-//! through exec): over WebSocket with the `v5.channel.k8s.io` or `v4.channel.k8s.io`
+//! `pods/exec` and `pods/attach`: a command run in a Pod's container, or the container's own
+//! process, its streams carried over the upgraded connection, as kube-apiserver serves
+//! `kubectl exec` (and `kubectl cp`, which is `tar` through exec) and `kubectl attach`: over
+//! WebSocket with the `v5.channel.k8s.io` or `v4.channel.k8s.io`
 //! protocols (current kubectl, kube-rs), or over SPDY/3.1 ([`super::spdy`], kubectl before
 //! 1.30 and later ones when WebSocket fails).
 //!
@@ -51,8 +52,25 @@ pub struct ExecOptions {
 }
 
 impl ExecOptions {
-    /// The options of a query (`command=sh&command=-c&command=...&stdin=true&tty=true`).
+    /// The options of an exec's query (`command=sh&command=-c&command=...&stdin=true&tty=true`).
     pub fn parse(query: Option<&str>) -> Result<ExecOptions, ApiError> {
+        let options = ExecOptions::parse_streams(query)?;
+        if options.command.is_empty() {
+            return Err(ApiError::bad_request(
+                "you must specify at least 1 command: say what to run in the container",
+            ));
+        }
+        Ok(options)
+    }
+
+    /// The options of an attach's query: the streams alone (an attach runs no command).
+    pub fn parse_attach(query: Option<&str>) -> Result<ExecOptions, ApiError> {
+        let mut options = ExecOptions::parse_streams(query)?;
+        options.command.clear();
+        Ok(options)
+    }
+
+    fn parse_streams(query: Option<&str>) -> Result<ExecOptions, ApiError> {
         let pairs: Vec<(String, String)> =
             serde_urlencoded::from_str(query.unwrap_or_default()).unwrap_or_default();
         let mut options = ExecOptions::default();
@@ -67,11 +85,6 @@ impl ExecOptions {
                 "tty" => options.tty = yes,
                 _ => {}
             }
-        }
-        if options.command.is_empty() {
-            return Err(ApiError::bad_request(
-                "you must specify at least 1 command: say what to run in the container",
-            ));
         }
         if !(options.stdin || options.stdout || options.stderr) {
             return Err(ApiError::bad_request(
@@ -109,6 +122,22 @@ pub trait ExecSource: Send + Sync {
         container: &str,
         options: &ExecOptions,
     ) -> BoxFuture<'static, Result<ExecSession, String>>;
+
+    /// Attaches to the process of `container` of `pod` (its streams as `options` asks); the
+    /// session's exit code is the container's, once it exits.
+    fn attach(
+        &self,
+        pod: &Value,
+        container: &str,
+        options: &ExecOptions,
+    ) -> BoxFuture<'static, Result<ExecSession, String>>;
+}
+
+/// Whether a request is an exec or an attach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    Exec,
+    Attach,
 }
 
 /// The final status kubelet writes on the error channel.
@@ -144,6 +173,7 @@ pub async fn start(
     source: Option<&std::sync::Arc<dyn ExecSource>>,
     pod: &Value,
     options: &ExecOptions,
+    stream: Stream,
 ) -> Result<ExecSession, ApiError> {
     let container = super::logs::container_of(pod, options.container.as_deref())?;
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
@@ -154,13 +184,14 @@ pub async fn start(
     }
     let Some(source) = source else {
         return Err(ApiError::bad_request(
-            "this API server runs no Pods' containers, so there is nothing to exec in",
+            "this API server runs no Pods' containers, so there is nothing to exec in or attach to",
         ));
     };
-    source
-        .exec(pod, &container, options)
-        .await
-        .map_err(|why| ApiError::bad_request(format!("unable to upgrade connection: {why}")))
+    let started = match stream {
+        Stream::Exec => source.exec(pod, &container, options).await,
+        Stream::Attach => source.attach(pod, &container, options).await,
+    };
+    started.map_err(|why| ApiError::bad_request(format!("unable to upgrade connection: {why}")))
 }
 
 /// Answers the WebSocket handshake and runs the session over the upgraded connection.

@@ -517,8 +517,90 @@ impl ApiServer {
             if resource.group.is_empty() && resource.plural == "pods" && self.automounts(object) {
                 defaults::mount_service_account_token(object, &object::random_suffix());
             }
+            if Self::is_service(resource) {
+                self.assign_node_ports(resource, object, None)?;
+            }
         }
         Self::validate(resource, object, None)
+    }
+
+    fn is_service(resource: &Resource) -> bool {
+        resource.group.is_empty() && resource.plural == "services"
+    }
+
+    /// A NodePort or LoadBalancer Service's node ports, as kube-apiserver's allocator gives
+    /// them: each port without one gets a free port of the range (an update keeps the ones the
+    /// Service had for the same port), and one asked for that another Service holds is refused.
+    /// Other types hold none: a Service changed to ClusterIP lets its ports go.
+    fn assign_node_ports(
+        &self,
+        services: &Resource,
+        object: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let kind = object["spec"]["type"]
+            .as_str()
+            .unwrap_or("ClusterIP")
+            .to_string();
+        if !matches!(kind.as_str(), "NodePort" | "LoadBalancer") {
+            if old.is_some()
+                && let Some(ports) = object["spec"]["ports"].as_array_mut()
+            {
+                for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    port.remove("nodePort");
+                }
+            }
+            return Ok(());
+        }
+        let (namespace, name) = (
+            object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            object::name_of(object).to_string(),
+        );
+        let (records, _, _) = self.store.list(&services.prefix(), None, None, |_| true);
+        let mut used: Vec<i64> = records
+            .iter()
+            .map(|r| r.value())
+            .filter(|s| {
+                s["metadata"]["namespace"] != json!(namespace) || object::name_of(s) != name
+            })
+            .flat_map(|s| defaults::node_ports_of(&s))
+            .collect();
+        let Some(ports) = object["spec"]["ports"].as_array_mut() else {
+            return Ok(());
+        };
+        let mut causes = Vec::new();
+        for (i, port) in ports.iter_mut().enumerate() {
+            let asked = port["nodePort"].as_i64().filter(|p| *p != 0);
+            let kept = old.and_then(|old| defaults::node_port_for(old, port));
+            match asked.or(kept) {
+                Some(p) if used.contains(&p) => causes.push(status::FieldCause::invalid(
+                    format!("spec.ports[{i}].nodePort"),
+                    format!("Invalid value: {p}: provided port is already allocated"),
+                )),
+                Some(p) => {
+                    port["nodePort"] = json!(p);
+                    used.push(p);
+                }
+                None => match defaults::free_node_port(&used, rand::random()) {
+                    Some(p) => {
+                        port["nodePort"] = json!(p);
+                        used.push(p);
+                    }
+                    None => {
+                        return Err(ApiError::internal(
+                            "failed to allocate a nodePort: range is full",
+                        ));
+                    }
+                },
+            }
+        }
+        if causes.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::invalid("Service", "", &name, causes))
     }
 
     /// Whether a new Pod gets its ServiceAccount's token mounted: its own
@@ -614,6 +696,9 @@ impl ApiServer {
                 }
             }
             defaults::apply(&resource.group, &resource.plural, object, || None);
+            if Self::is_service(resource) {
+                self.assign_node_ports(resource, object, Some(old))?;
+            }
         }
         Self::validate(resource, object, Some(old))
     }
@@ -946,18 +1031,26 @@ async fn route(
         let options = logs::LogOptions::parse(&handlers::parse_query(req.uri().query()))?;
         return logs::serve(server.log_source.get(), &pod.value(), options).await;
     }
+    let stream = match resource_path.subresource.as_deref() {
+        Some("exec") => Some(exec::Stream::Exec),
+        Some("attach") => Some(exec::Stream::Attach),
+        _ => None,
+    };
     if resource.group.is_empty()
         && resource.plural == "pods"
-        && resource_path.subresource.as_deref() == Some("exec")
+        && let Some(stream) = stream
         && let Some(name) = &resource_path.name
     {
         let pod = server
             .store
             .get(&resource.key(resource_path.namespace.as_deref(), name))
             .ok_or_else(|| ApiError::not_found("", "pods", name))?;
-        let options = exec::ExecOptions::parse(req.uri().query())?;
+        let options = match stream {
+            exec::Stream::Exec => exec::ExecOptions::parse(req.uri().query())?,
+            exec::Stream::Attach => exec::ExecOptions::parse_attach(req.uri().query())?,
+        };
         // kubectl before 1.30 speaks SPDY; current kubectl and kube-rs speak WebSocket.
-        let session = exec::start(server.exec_source.get(), &pod.value(), &options).await?;
+        let session = exec::start(server.exec_source.get(), &pod.value(), &options, stream).await?;
         if spdy::is_upgrade(req.headers()) {
             return Ok(spdy::serve_exec(req, session, options));
         }

@@ -348,6 +348,25 @@ fn service(object: &Value, causes: &mut Vec<FieldCause>) {
                 quoted(&["SCTP", "TCP", "UDP"]),
             ));
         }
+        match port["nodePort"].as_i64().filter(|p| *p != 0) {
+            Some(_) if !matches!(kind, "NodePort" | "LoadBalancer") => {
+                causes.push(FieldCause::forbidden(
+                    at("nodePort"),
+                    format!("may not be used when `type` is '{kind}'"),
+                ))
+            }
+            Some(p) if !super::defaults::NODE_PORT_RANGE.contains(&p) => {
+                causes.push(FieldCause::invalid(
+                    at("nodePort"),
+                    format!(
+                        "Invalid value: {p}: provided port is not in the valid range. The range of valid ports is {}-{}",
+                        super::defaults::NODE_PORT_RANGE.start(),
+                        super::defaults::NODE_PORT_RANGE.end()
+                    ),
+                ))
+            }
+            _ => {}
+        }
         let name = port["name"].as_str().unwrap_or_default();
         if ports.len() > 1 && name.is_empty() {
             causes.push(FieldCause::required(at("name")));

@@ -19,7 +19,7 @@ use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig, VolumeCreateOptions};
 use bollard::query_parameters::{
     CreateContainerOptions, CreateImageOptions, ListContainersOptions, ListVolumesOptions,
-    RemoveContainerOptions, StopContainerOptions, UploadToContainerOptions,
+    RemoveContainerOptions, UploadToContainerOptions,
 };
 use futures::StreamExt;
 use k8s_openapi::api::authentication::v1::TokenRequest;
@@ -31,6 +31,7 @@ use time::OffsetDateTime;
 
 use super::image::{ENGINE_SOCKET, OWNER_LABEL, POD_NODE_LABEL};
 use super::pods::{self, SANDBOX, Seen, Sources, StartFailure, State, Step};
+use super::prober::{self, Prober};
 use super::service_proxy::{self, ClusterDns};
 
 const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
@@ -97,6 +98,10 @@ pub struct Runtime {
     /// before the exit (and then says exit 137 alone), the event stream does not.
     oom_killed: Arc<Mutex<HashSet<String>>>,
     oom_watch: tokio::task::JoinHandle<()>,
+    /// The running containers' probes.
+    prober: Prober,
+    /// The node's address, as the last pass was given it (`hostNetwork` Pods' address).
+    host_ip: String,
 }
 
 impl Drop for Runtime {
@@ -179,8 +184,13 @@ fn is_mirror(pod: &Pod) -> bool {
 
 impl Runtime {
     /// The runtime of node `node`, when the Engine's socket is mounted and this is one of its
-    /// containers; None otherwise (the node then runs its static pods only).
-    pub async fn connect(node: &str, kubeconfig: &std::path::Path) -> Option<Runtime> {
+    /// containers; None otherwise (the node then runs its static pods only). `wake` is
+    /// notified when a probe changes a container's readiness or kills it.
+    pub async fn connect(
+        node: &str,
+        kubeconfig: &std::path::Path,
+        wake: Arc<tokio::sync::Notify>,
+    ) -> Option<Runtime> {
         let docker = engine().await?;
         let me = docker
             .inspect_container(&super::hostname(), None::<bollard::query_parameters::InspectContainerOptions>)
@@ -220,6 +230,8 @@ impl Runtime {
         Some(Runtime {
             oom_killed,
             oom_watch,
+            prober: Prober::new(wake),
+            host_ip: String::new(),
             docker,
             node: node.to_string(),
             own,
@@ -251,6 +263,7 @@ impl Runtime {
         rules: String,
     ) -> Option<OffsetDateTime> {
         self.rules = rules;
+        self.host_ip = host_ip.to_string();
         let seen = match self.seen().await {
             Ok(s) => s,
             Err(e) => {
@@ -284,9 +297,46 @@ impl Runtime {
                 running.push((pod, containers));
             }
         }
+        self.keep_probes(client, &running);
         let recheck = self.sync_pods(client, running, host_ip).await;
         self.program_sandboxes(&seen, pods).await;
         recheck
+    }
+
+    /// Probes every running app container of these Pods (and no other).
+    fn keep_probes(&mut self, client: &Client, pods: &[(&Pod, Vec<Seen>)]) {
+        let mut running = Vec::new();
+        for (pod, containers) in pods {
+            let pod_ip = self.pod_ip(pod, containers, &self.host_ip);
+            for spec in pod.spec.iter().flat_map(|s| &s.containers) {
+                let newest = containers
+                    .iter()
+                    .filter(|c| c.container == spec.name)
+                    .max_by_key(|c| c.attempt);
+                if let Some(Seen {
+                    id,
+                    state: State::Running { started_at },
+                    ..
+                }) = newest
+                {
+                    running.push(prober::Running {
+                        pod,
+                        container: spec,
+                        target: self.target(id, &pod_ip),
+                        started_at: *started_at,
+                    });
+                }
+            }
+        }
+        self.prober.keep(client, running);
+    }
+
+    fn target(&self, container_id: &str, pod_ip: &str) -> prober::Target {
+        prober::Target {
+            docker: self.docker.clone(),
+            container_id: container_id.to_string(),
+            pod_ip: pod_ip.to_string(),
+        }
     }
 
     /// Brings the Service rules of every running sandbox (but those in the node's namespace)
@@ -507,6 +557,7 @@ impl Runtime {
         }
         let mut recheck: Option<OffsetDateTime> = None;
         let mut writes = Vec::new();
+        let probed = self.prober.results();
         for (pod, plan, containers) in &plans {
             let uid = pod.uid().unwrap_or_default();
             let containers = if plan.steps.is_empty() {
@@ -516,7 +567,14 @@ impl Runtime {
             };
             let failures = self.failures.get(&uid).cloned().unwrap_or_default();
             let pod_ip = self.pod_ip(pod, &containers, host_ip);
-            let status = pods::status(pod, &containers, &failures, (&pod_ip, host_ip), now);
+            let status = pods::status(
+                pod,
+                &containers,
+                &failures,
+                &probed,
+                (&pod_ip, host_ip),
+                now,
+            );
             // A failure is shown as itself once; later passes show the back-off.
             if let Some(f) = self.failures.get_mut(&uid) {
                 f.values_mut().for_each(|f| f.fresh = false);
@@ -1103,7 +1161,8 @@ impl Runtime {
             }),
             ..Default::default()
         };
-        self.create_and_start(&container_name(pod, name, attempt), body)
+        let id = self
+            .create_and_start(&container_name(pod, name, attempt), body)
             .await?;
         crate::kubernetes::record_event(
             client,
@@ -1114,7 +1173,50 @@ impl Runtime {
             &format!("Started container {name}"),
         )
         .await;
-        Ok(())
+        self.post_start(client, pod, container, containers, &id)
+            .await
+    }
+
+    /// Runs a started container's postStart hook; when it fails, kills the container as
+    /// kubelet does (it then restarts by the Pod's policy).
+    async fn post_start(
+        &self,
+        client: &Client,
+        pod: &Pod,
+        container: &Container,
+        containers: &[Seen],
+        id: &str,
+    ) -> Result<(), (String, String)> {
+        let Some(handler) = container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.as_ref())
+        else {
+            return Ok(());
+        };
+        let target = self.target(id, &self.pod_ip(pod, containers, &self.host_ip));
+        let outcome = match prober::hook(container, handler) {
+            Ok(Some(action)) => {
+                let grace = std::time::Duration::from_secs(prober::grace_of(pod) as u64);
+                prober::run(&action, &target, grace).await
+            }
+            Ok(None) => return Ok(()),
+            Err(e) => Err(e),
+        };
+        let Err(message) = outcome else {
+            return Ok(());
+        };
+        crate::kubernetes::record_event(
+            client,
+            pod,
+            COMPONENT,
+            "Warning",
+            "FailedPostStartHook",
+            &format!("PostStartHook failed: {message}"),
+        )
+        .await;
+        prober::stop(client, pod, Some(container), &target, prober::grace_of(pod)).await;
+        Err(("PostStartHookError".into(), message))
     }
 
     /// Stops a deleted Pod's containers within its grace period, removes them and its
@@ -1127,28 +1229,35 @@ impl Runtime {
         let grace = pod
             .metadata
             .deletion_grace_period_seconds
-            .or(pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.termination_grace_period_seconds))
-            .unwrap_or(30);
+            .unwrap_or_else(|| prober::grace_of(pod));
         let docker = self.docker.clone();
         let terminating = self.terminating.clone();
         let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
         let name = pod.name_any();
+        let pod_ip = self.pod_ip(pod, &containers, &self.host_ip);
+        let targets: Vec<(Option<Container>, prober::Target)> = containers
+            .iter()
+            .filter(|c| c.container != SANDBOX && matches!(c.state, State::Running { .. }))
+            .map(|c| {
+                let spec = pod
+                    .spec
+                    .iter()
+                    .flat_map(|s| {
+                        s.containers
+                            .iter()
+                            .chain(s.init_containers.iter().flatten())
+                    })
+                    .find(|s| s.name == c.container)
+                    .cloned();
+                (spec, self.target(&c.id, &pod_ip))
+            })
+            .collect();
+        let (client, pod) = (client.clone(), pod.clone());
         tokio::spawn(async move {
-            let stops = containers
+            // Each container's preStop hook, then SIGTERM, SIGKILL when the grace period ends.
+            let stops = targets
                 .iter()
-                .filter(|c| c.container != SANDBOX && matches!(c.state, State::Running { .. }))
-                .map(|c| {
-                    docker.stop_container(
-                        &c.id,
-                        Some(StopContainerOptions {
-                            t: Some(grace as i32),
-                            ..Default::default()
-                        }),
-                    )
-                });
+                .map(|(spec, target)| prober::stop(&client, &pod, spec.as_ref(), target, grace));
             futures::future::join_all(stops).await;
             remove_all(&docker, &uid, &containers).await;
             let params = DeleteParams {
@@ -1367,7 +1476,140 @@ impl EngineStreams {
     }
 }
 
+/// The id of the running container `container` of the Pod `uid`, or why there is none.
+async fn running_container(docker: &Docker, uid: &str, container: &str) -> Result<String, String> {
+    let running = pod_containers(docker, uid, container, false)
+        .await
+        .map_err(|e| engine_message(&e))?;
+    running
+        .into_iter()
+        .find_map(|c| c.id)
+        .ok_or_else(|| format!("container {container:?} is not running"))
+}
+
+/// An attached container's stdin whose shutdown only flushes: the Engine's attach is one
+/// hijacked connection, and shutting its writing half ends the output too, so a client that
+/// closes its stdin (as `kubectl attach -i` does at the end of its input) would never see the
+/// process answer. The process keeps its stdin open, as the Engine keeps it for a container
+/// started without `StdinOnce`.
+struct KeepOpen(std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>);
+
+impl tokio::io::AsyncWrite for KeepOpen {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.0.as_mut().poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.0.as_mut().poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.0.as_mut().poll_flush(cx)
+    }
+}
+
+/// The Engine's output of an exec or an attach, by kubelet's channel.
+fn channels(
+    output: std::pin::Pin<
+        Box<
+            dyn futures::Stream<
+                    Item = Result<bollard::container::LogOutput, bollard::errors::Error>,
+                > + Send,
+        >,
+    >,
+) -> crate::apiserver::exec::ExecOutput {
+    use crate::apiserver::exec::{STDERR, STDOUT};
+    output
+        .filter_map(|chunk| async move {
+            match chunk {
+                Ok(bollard::container::LogOutput::StdErr { message }) => {
+                    Some(Ok((STDERR, message)))
+                }
+                Ok(
+                    bollard::container::LogOutput::StdOut { message }
+                    | bollard::container::LogOutput::Console { message },
+                ) => Some(Ok((STDOUT, message))),
+                Ok(bollard::container::LogOutput::StdIn { .. }) => None,
+                Err(e) => Some(Err(std::io::Error::other(e))),
+            }
+        })
+        .boxed()
+}
+
 impl crate::apiserver::exec::ExecSource for EngineStreams {
+    fn attach(
+        &self,
+        pod: &Value,
+        container: &str,
+        options: &crate::apiserver::exec::ExecOptions,
+    ) -> futures::future::BoxFuture<'static, Result<crate::apiserver::exec::ExecSession, String>>
+    {
+        use bollard::query_parameters::{AttachContainerOptions, ResizeContainerTTYOptions};
+        let docker = self.docker.clone();
+        let uid = metadata(pod, "uid");
+        let container = container.to_string();
+        let options = options.clone();
+        Box::pin(async move {
+            let id = running_container(&docker, &uid, &container).await?;
+            let attached = docker
+                .attach_container(
+                    &id,
+                    Some(AttachContainerOptions {
+                        stdin: options.stdin,
+                        stdout: options.stdout,
+                        stderr: options.stderr,
+                        stream: true,
+                        logs: false,
+                        detach_keys: None,
+                    }),
+                )
+                .await
+                .map_err(|e| engine_message(&e))?;
+            let (resizer, target) = (docker.clone(), id.clone());
+            let resize = Box::new(move |width: u16, height: u16| {
+                let (docker, id) = (resizer.clone(), target.clone());
+                Box::pin(async move {
+                    let size = ResizeContainerTTYOptions {
+                        h: i32::from(height),
+                        w: i32::from(width),
+                    };
+                    let _ = docker.resize_container_tty(&id, size).await;
+                }) as futures::future::BoxFuture<'static, ()>
+            });
+            // The session ends when the container's process does, with its exit code.
+            let exit_code = Box::pin(async move {
+                let mut waits = docker
+                    .wait_container(&id, None::<bollard::query_parameters::WaitContainerOptions>);
+                match waits.next().await {
+                    Some(Ok(exit)) => Ok(exit.status_code),
+                    Some(Err(bollard::errors::Error::DockerContainerWaitError {
+                        code, ..
+                    })) => Ok(code),
+                    Some(Err(e)) => Err(engine_message(&e)),
+                    None => Err("the Engine did not say how the container ended".into()),
+                }
+            });
+            let input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>> =
+                Box::pin(KeepOpen(attached.input));
+            Ok(crate::apiserver::exec::ExecSession {
+                stdin: options.stdin.then_some(input),
+                output: channels(attached.output),
+                resize,
+                exit_code,
+            })
+        })
+    }
+
     fn exec(
         &self,
         pod: &Value,
@@ -1375,7 +1617,7 @@ impl crate::apiserver::exec::ExecSource for EngineStreams {
         options: &crate::apiserver::exec::ExecOptions,
     ) -> futures::future::BoxFuture<'static, Result<crate::apiserver::exec::ExecSession, String>>
     {
-        use crate::apiserver::exec::{ExecSession, STDERR, STDOUT};
+        use crate::apiserver::exec::ExecSession;
         use bollard::exec::{
             CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults,
         };
@@ -1384,12 +1626,7 @@ impl crate::apiserver::exec::ExecSource for EngineStreams {
         let container = container.to_string();
         let options = options.clone();
         Box::pin(async move {
-            let running = pod_containers(&docker, &uid, &container, false)
-                .await
-                .map_err(|e| engine_message(&e))?;
-            let Some(id) = running.into_iter().find_map(|c| c.id) else {
-                return Err(format!("container {container:?} is not running"));
-            };
+            let id = running_container(&docker, &uid, &container).await?;
             let created = docker
                 .create_exec(
                     &id,
@@ -1418,21 +1655,7 @@ impl crate::apiserver::exec::ExecSource for EngineStreams {
             let StartExecResults::Attached { output, input } = started else {
                 return Err("the Engine started the command detached".into());
             };
-            let output = output
-                .filter_map(|chunk| async move {
-                    match chunk {
-                        Ok(bollard::container::LogOutput::StdErr { message }) => {
-                            Some(Ok((STDERR, message)))
-                        }
-                        Ok(
-                            bollard::container::LogOutput::StdOut { message }
-                            | bollard::container::LogOutput::Console { message },
-                        ) => Some(Ok((STDOUT, message))),
-                        Ok(bollard::container::LogOutput::StdIn { .. }) => None,
-                        Err(e) => Some(Err(std::io::Error::other(e))),
-                    }
-                })
-                .boxed();
+            let output = channels(output);
             let exec_id = created.id.clone();
             let resizer = docker.clone();
             let resize = Box::new(move |width: u16, height: u16| {

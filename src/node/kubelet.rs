@@ -356,6 +356,8 @@ struct PodWatch {
     /// nothing, and the runtime would stop the Pods it runs.
     watches: crate::kubernetes::Watches,
     cluster_dns: Option<ClusterDns>,
+    /// What kube-proxy serves on the node's own addresses: the Services' node ports.
+    node_ports: super::node_ports::NodePorts,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -433,33 +435,35 @@ async fn start(
         .or_else(|| super::node_ip().map(|i| i.to_string()))
         .unwrap_or_default();
     let client = client_from(kubeconfig).await?;
-    let pods = match super::containers::Runtime::connect(&name, kubeconfig).await {
-        Some(runtime) => {
-            let bound =
-                kube::runtime::watcher::Config::default().fields(&format!("spec.nodeName={name}"));
-            let watches = crate::kubernetes::Watches::waking(pods_changed.clone());
-            let (store, watch) = watches.cache_selected::<Pod>(&client, bound);
-            let (services, watch_services) = watches.cache::<Service>(&client);
-            let (slices, watch_slices) = watches.cache::<EndpointSlice>(&client);
-            let tasks = vec![
-                tokio::spawn(watch),
-                tokio::spawn(watch_services),
-                tokio::spawn(watch_slices),
-            ];
-            Some((
-                PodWatch {
-                    store,
-                    services,
-                    slices,
-                    watches,
-                    cluster_dns: None,
-                    tasks,
-                },
-                runtime,
-            ))
-        }
-        None => None,
-    };
+    let pods =
+        match super::containers::Runtime::connect(&name, kubeconfig, pods_changed.clone()).await {
+            Some(runtime) => {
+                let bound = kube::runtime::watcher::Config::default()
+                    .fields(&format!("spec.nodeName={name}"));
+                let watches = crate::kubernetes::Watches::waking(pods_changed.clone());
+                let (store, watch) = watches.cache_selected::<Pod>(&client, bound);
+                let (services, watch_services) = watches.cache::<Service>(&client);
+                let (slices, watch_slices) = watches.cache::<EndpointSlice>(&client);
+                let tasks = vec![
+                    tokio::spawn(watch),
+                    tokio::spawn(watch_services),
+                    tokio::spawn(watch_slices),
+                ];
+                Some((
+                    PodWatch {
+                        store,
+                        services,
+                        slices,
+                        watches,
+                        cluster_dns: None,
+                        node_ports: Default::default(),
+                        tasks,
+                    },
+                    runtime,
+                ))
+            }
+            None => None,
+        };
     Ok(Loop {
         layout: layout.clone(),
         facts: Facts::gather(ip, super::kubernetes_version()),
@@ -511,12 +515,20 @@ impl Loop {
         }
         let pods: Vec<Pod> = watch.store.state().iter().map(|p| (**p).clone()).collect();
         let (services, slices) = (watch.services.state(), watch.slices.state());
+        let (services, slices): (Vec<&Service>, Vec<&EndpointSlice>) = (
+            services.iter().map(|s| s.as_ref()).collect(),
+            slices.iter().map(|s| s.as_ref()).collect(),
+        );
         let rules = super::service_proxy::rules(
-            &services.iter().map(|s| s.as_ref()).collect::<Vec<_>>(),
-            &slices.iter().map(|s| s.as_ref()).collect::<Vec<_>>(),
+            &services,
+            &slices,
             watch.cluster_dns.as_ref(),
             &self.facts.ip,
         );
+        watch
+            .node_ports
+            .serve(super::service_proxy::node_ports(&services, &slices))
+            .await;
         runtime
             .sync(&self.client, &pods, &self.facts.ip, rules)
             .await

@@ -8,7 +8,7 @@
 //!
 //! The runtime is the Docker Engine ([`super::containers`]); nothing here does I/O.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::{Value, json};
@@ -277,16 +277,26 @@ fn state_of(seen: &Seen) -> Value {
     }
 }
 
+/// Which of a Pod's container lists a container is in; for an app container, whether the init
+/// containers still run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum List {
+    Init,
+    App { initializing: bool },
+}
+
 /// The status of one container, as kubelet reports it.
 fn container_status(
     pod: &Pod,
     c: &Container,
     seen: &[Seen],
     failure: Option<&StartFailure>,
-    init: bool,
+    list: List,
     now: OffsetDateTime,
-    initializing: bool,
+    probed: &HashMap<String, super::prober::Results>,
 ) -> Value {
+    let init = list == List::Init;
+    let initializing = list == List::App { initializing: true };
     let image = c.image.clone().unwrap_or_default();
     let newest = latest(seen, &c.name);
     let policy = restart_policy(pod);
@@ -333,11 +343,18 @@ fn container_status(
         _ => None,
     };
     let running = state.get("running").is_some();
+    // An app container is started and ready as its probes say (none: once running).
+    let (started, ready) = match newest.filter(|_| running && !init) {
+        Some(s) => {
+            super::prober::started_and_ready(c, probed.get(&s.id).copied().unwrap_or_default())
+        }
+        None => (running, running),
+    };
     let mut status = json!({
         "name": c.name,
         "image": image,
         "imageID": newest.map(|s| s.image_id.clone()).unwrap_or_default(),
-        "ready": running || (init && state["terminated"]["exitCode"] == 0),
+        "ready": ready || (init && state["terminated"]["exitCode"] == 0),
         "restartCount": newest.map_or(0, |s| s.attempt),
         "state": state,
         "lastState": last.map(state_of).unwrap_or(json!({})),
@@ -346,7 +363,7 @@ fn container_status(
         status["containerID"] = json!(format!("docker://{}", s.id));
     }
     if !init {
-        status["started"] = json!(running);
+        status["started"] = json!(started);
     }
     status
 }
@@ -386,12 +403,13 @@ fn phase(pod: &Pod, seen: &[Seen], init_done: bool, init_failed: bool) -> &'stat
 }
 
 /// The status kubelet reports for a Pod, from what the runtime shows, the start failures it
-/// keeps, and the Pod's addresses. Conditions keep their transition time while their status
-/// holds.
+/// keeps, what the probes found (by container id), and the Pod's addresses. Conditions keep
+/// their transition time while their status holds.
 pub fn status(
     pod: &Pod,
     seen: &[Seen],
     failures: &BTreeMap<String, StartFailure>,
+    probed: &HashMap<String, super::prober::Results>,
     addresses: (&str, &str),
     now: OffsetDateTime,
 ) -> Value {
@@ -419,11 +437,17 @@ pub fn status(
     }
     let init_statuses: Vec<Value> = init_containers(pod)
         .iter()
-        .map(|c| container_status(pod, c, seen, failures.get(&c.name), true, now, false))
+        .map(|c| container_status(pod, c, seen, failures.get(&c.name), List::Init, now, probed))
         .collect();
     let statuses: Vec<Value> = containers(pod)
         .iter()
-        .map(|c| container_status(pod, c, seen, failures.get(&c.name), false, now, !init_done))
+        .map(|c| {
+            let failure = failures.get(&c.name);
+            let list = List::App {
+                initializing: !init_done,
+            };
+            container_status(pod, c, seen, failure, list, now, probed)
+        })
         .collect();
     let unready: Vec<&str> = statuses
         .iter()
@@ -1214,7 +1238,14 @@ mod tests {
                 .into_iter()
                 .map(|f| ("web".to_string(), f))
                 .collect();
-            let s = status(&p, &seen, &failures, ("172.18.0.9", "172.18.0.2"), at(5));
+            let s = status(
+                &p,
+                &seen,
+                &failures,
+                &HashMap::new(),
+                ("172.18.0.9", "172.18.0.2"),
+                at(5),
+            );
             assert_eq!(
                 state(&s),
                 (phase.to_string(), expected.to_string()),
@@ -1235,6 +1266,7 @@ mod tests {
             &p,
             &seen,
             &BTreeMap::new(),
+            &HashMap::new(),
             ("172.18.0.9", "172.18.0.2"),
             at(5),
         );
@@ -1257,6 +1289,62 @@ mod tests {
     }
 
     #[test]
+    fn probes_decide_whether_a_running_container_is_started_and_ready() {
+        let p = pod(json!({"containers": [{"name": "web", "image": "busybox",
+            "startupProbe": {"tcpSocket": {"port": 80}},
+            "readinessProbe": {"tcpSocket": {"port": 80}}}]}));
+        let seen = vec![running(SANDBOX, 0), running("web", 0)];
+        let web = seen[1].id.clone();
+        let at_results = |results: super::super::prober::Results| {
+            let probed = HashMap::from([(web.clone(), results)]);
+            let s = status(
+                &p,
+                &seen,
+                &BTreeMap::new(),
+                &probed,
+                ("172.18.0.9", "172.18.0.2"),
+                at(5),
+            );
+            let c = &s["containerStatuses"][0];
+            let ready = s["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == "Ready")
+                .unwrap()
+                .clone();
+            (
+                c["started"].clone(),
+                c["ready"].clone(),
+                ready["status"].clone(),
+                s["phase"].clone(),
+            )
+        };
+        use super::super::prober::Results;
+        assert_eq!(
+            at_results(Results {
+                started: Some(false),
+                ready: Some(false)
+            }),
+            (json!(false), json!(false), json!("False"), json!("Running"))
+        );
+        assert_eq!(
+            at_results(Results {
+                started: Some(true),
+                ready: Some(false)
+            }),
+            (json!(true), json!(false), json!("False"), json!("Running"))
+        );
+        assert_eq!(
+            at_results(Results {
+                started: Some(true),
+                ready: Some(true)
+            }),
+            (json!(true), json!(true), json!("True"), json!("Running"))
+        );
+    }
+
+    #[test]
     fn app_containers_wait_for_init_containers() {
         let p = pod(json!({
             "initContainers": [{"name": "setup", "image": "busybox"}],
@@ -1266,6 +1354,7 @@ mod tests {
             &p,
             &[running(SANDBOX, 0), running("setup", 0)],
             &BTreeMap::new(),
+            &HashMap::new(),
             ("172.18.0.9", "172.18.0.2"),
             at(5),
         );

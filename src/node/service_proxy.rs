@@ -143,6 +143,34 @@ pub fn rules(
     out
 }
 
+/// The endpoints each TCP node port of the NodePort and LoadBalancer Services leads to, as
+/// kube-proxy forwards a node's ports (UDP and SCTP node ports are not served).
+pub fn node_ports(
+    services: &[&Service],
+    slices: &[&EndpointSlice],
+) -> BTreeMap<u16, Vec<(String, i32)>> {
+    let mut out = BTreeMap::new();
+    for service in services {
+        let spec = service.spec.clone().unwrap_or_default();
+        if !matches!(spec.type_.as_deref(), Some("NodePort" | "LoadBalancer")) {
+            continue;
+        }
+        let by_port = endpoints(service, slices);
+        for port in spec.ports.iter().flatten() {
+            let tcp = port.protocol.as_deref().unwrap_or("TCP") == "TCP";
+            let Some(node_port) = port.node_port.and_then(|p| u16::try_from(p).ok()) else {
+                continue;
+            };
+            if !tcp {
+                continue;
+            }
+            let name = port.name.clone().unwrap_or_default();
+            out.insert(node_port, by_port.get(&name).cloned().unwrap_or_default());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +201,40 @@ mod tests {
 
     fn endpoint(ip: &str, ready: bool, serving: bool, terminating: bool) -> serde_json::Value {
         json!({"addresses": [ip], "conditions": {"ready": ready, "serving": serving, "terminating": terminating}})
+    }
+
+    #[test]
+    fn node_ports_lead_to_the_ready_endpoints_of_their_port() {
+        let mut web = service(
+            "web",
+            "10.96.0.20",
+            json!([{"name": "http", "port": 80, "targetPort": 8080, "nodePort": 30080},
+                   {"name": "dns", "port": 53, "protocol": "UDP", "nodePort": 30053}]),
+        );
+        let plain = service(
+            "plain",
+            "10.96.0.21",
+            json!([{"port": 80, "nodePort": 30081}]),
+        );
+        let slices = [slice(
+            "web",
+            json!([{"name": "http", "port": 8080, "protocol": "TCP"}]),
+            json!([
+                endpoint("172.18.0.9", true, true, false),
+                endpoint("172.18.0.10", false, false, false)
+            ]),
+        )];
+        let refs: Vec<&EndpointSlice> = slices.iter().collect();
+        assert!(
+            node_ports(&[&web], &refs).is_empty(),
+            "a ClusterIP Service opens no node port"
+        );
+        web.spec.as_mut().unwrap().type_ = Some("NodePort".into());
+        assert_eq!(
+            node_ports(&[&web, &plain], &refs),
+            BTreeMap::from([(30080, vec![("172.18.0.9".to_string(), 8080)])]),
+            "TCP node ports of NodePort Services, each to its port's ready endpoints"
+        );
     }
 
     #[test]

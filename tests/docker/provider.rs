@@ -89,12 +89,11 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         "--replicas",
         "3",
         "--",
-        "httpd",
-        "-f",
-        "-p",
-        "8080",
-        "-h",
-        "/etc",
+        // Ends at SIGTERM, as a well-behaved server does (busybox's httpd, PID 1 of its
+        // container, would ignore it and hold every drain for its 30 s grace period).
+        "sh",
+        "-c",
+        "trap 'exit 0' TERM; httpd -f -p 8080 -h /etc & wait",
     ]);
     cluster.kubectl(&[
         "run",
@@ -208,6 +207,7 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     let lookup = fetch_from_pod(&asker, "busybox", "http://kubernetes-no-such-service/")
         .expect_err("an unknown Service name does not resolve");
     assert!(lookup.contains("bad address"), "{lookup}");
+    node_port(&s, &cluster, &names).await;
     // `kubectl port-forward` to a web Pod, with both kubectls.
     for kubectl in crate::common::management::all_kubectls() {
         let answer = through_port_forward(&kubectl, &workload, &web[0].0, 8080, "/hostname");
@@ -440,6 +440,8 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     let job = cluster.json(&["get", "job", "once"]);
     assert_eq!(job["status"]["succeeded"], 1, "{job}");
     cluster.kubectl(&["delete", "job", "once", "--wait=true"]);
+    probes_and_hooks(&s, &cluster, &busybox).await;
+    attach_to_a_pod(&s, &cluster, &busybox).await;
     // Deleted Pods take their containers with them.
     cluster.kubectl(&["delete", "pod", "crash", "unpullable", "oom", "--wait=true"]);
     wait(&s, "the deleted Pods' containers are gone", 60, || {
@@ -758,6 +760,281 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
 /// topology controller makes the objects, the Docker back end of the Dev kinds runs them.
 /// Then, in the same management cluster, capictl's own Docker topology flavor (its
 /// ClusterClass on the Docker kinds, written before the Cluster by `--flavor topology`).
+/// The web Service made a NodePort: every node, a control plane as much as a worker, answers
+/// on the node port with one of the web Pods.
+async fn node_port(s: &Session, cluster: &Workload<'_>, web: &[&String]) {
+    cluster.kubectl(&[
+        "patch",
+        "service",
+        "web",
+        "-p",
+        r#"{"spec":{"type":"NodePort"}}"#,
+    ]);
+    let service = cluster.json(&["get", "service", "web"]);
+    let port = service["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+    assert!((30000..=32767).contains(&port), "{service}");
+    let nodes = cluster.json(&["get", "nodes"]);
+    let addresses: Vec<String> = nodes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| {
+            n["status"]["addresses"]
+                .as_array()?
+                .iter()
+                .find(|a| a["type"] == "InternalIP")?["address"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(addresses.len(), 6, "{nodes}");
+    wait(
+        s,
+        "every node answers on the web Service's node port",
+        60,
+        || {
+            for address in &addresses {
+                let answer = http_get(&format!("{address}:{port}"), "/hostname")?;
+                if !web.iter().any(|w| **w == answer) {
+                    return Err(format!(
+                        "{address}:{port} answered {answer:?}, not a web Pod"
+                    ));
+                }
+            }
+            Ok(())
+        },
+    )
+    .await;
+    cluster.kubectl(&[
+        "patch",
+        "service",
+        "web",
+        "-p",
+        r#"{"spec":{"type":"ClusterIP"}}"#,
+    ]);
+}
+
+/// The body of a plain HTTP GET from this host.
+fn http_get(address: &str, path: &str) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(
+        &address.parse().map_err(|e| format!("{address}: {e}"))?,
+        Duration::from_secs(2),
+    )
+    .map_err(|e| format!("{address}: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    write!(stream, "GET {path} HTTP/1.0\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| format!("{address}: {e}"))?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.trim().to_string())
+        .ok_or(format!("{address} answered {response:?}"))
+}
+
+/// kubelet's probes and lifecycle hooks on a Docker node: a startup probe on a named HTTP port,
+/// a readiness probe that holds the Pod unready until a file appears, a liveness probe that
+/// restarts the container once its file goes, and a preStop hook that reaches another Pod
+/// before the container stops.
+async fn probes_and_hooks(s: &Session, cluster: &Workload<'_>, busybox: &str) {
+    cluster.kubectl(&[
+        "run", "listener", "--image", busybox, "--", "httpd", "-f", "-v", "-p", "8080", "-h",
+        "/etc",
+    ]);
+    let listener_ip = || {
+        let p = cluster.json(&["get", "pod", "listener"]);
+        p["status"]["podIP"]
+            .as_str()
+            .map(str::to_string)
+            .filter(|_| condition(&p, "Ready").as_deref() == Some("True"))
+    };
+    wait(s, "the listener Pod runs", 90, || {
+        listener_ip().map(|_| ()).ok_or("not Ready yet".into())
+    })
+    .await;
+    let listener = listener_ip().unwrap();
+    let probed = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probed"},
+        "spec": {
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{
+                "name": "app", "image": busybox,
+                "command": ["sh", "-c", "touch /tmp/alive; exec httpd -f -p 8080 -h /etc"],
+                "ports": [{"name": "http", "containerPort": 8080}],
+                "startupProbe": {"httpGet": {"port": "http", "path": "/hostname"}, "periodSeconds": 1, "failureThreshold": 30},
+                "readinessProbe": {"exec": {"command": ["cat", "/tmp/ready"]}, "periodSeconds": 1},
+                "livenessProbe": {"exec": {"command": ["cat", "/tmp/alive"]}, "periodSeconds": 1, "failureThreshold": 2},
+                "lifecycle": {"preStop": {"exec": {"command": ["wget", "-q", "-O", "/dev/null", format!("http://{listener}:8080/hostname")]}}},
+            }],
+        },
+    });
+    let path = s.dir.join("probed.json");
+    std::fs::write(&path, probed.to_string()).unwrap();
+    cluster.kubectl(&["apply", "-f", &path.display().to_string()]);
+    let app = || cluster.json(&["get", "pod", "probed"]);
+    // Started once its HTTP port answers; unready while /tmp/ready is missing.
+    wait(s, "the probed Pod is started and unready", 90, || {
+        let p = app();
+        let c = &p["status"]["containerStatuses"][0];
+        match (
+            &c["started"],
+            &c["ready"],
+            condition(&p, "Ready").as_deref(),
+        ) {
+            (Value::Bool(true), Value::Bool(false), Some("False")) => Ok(()),
+            _ => Err(format!("{}", p["status"])),
+        }
+    })
+    .await;
+    let events = |reason: &str| -> Vec<String> {
+        let list = cluster.json(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=probed",
+        ]);
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["reason"] == reason)
+            .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    wait(s, "the readiness probe's failure is an Event", 30, || {
+        let unhealthy = events("Unhealthy");
+        match unhealthy
+            .iter()
+            .any(|m| m.starts_with("Readiness probe failed: cat: can't open '/tmp/ready'"))
+        {
+            true => Ok(()),
+            false => Err(format!("{unhealthy:?}")),
+        }
+    })
+    .await;
+    cluster.kubectl(&["exec", "probed", "--", "touch", "/tmp/ready"]);
+    wait(
+        s,
+        "the probed Pod is Ready once its file is there",
+        30,
+        || match condition(&app(), "Ready").as_deref() {
+            Some("True") => Ok(()),
+            other => Err(format!("Ready {other:?}")),
+        },
+    )
+    .await;
+    // Liveness fails twice in a row: the container is killed and started again (the new
+    // container is unready again, its /tmp/ready gone).
+    cluster.kubectl(&["exec", "probed", "--", "rm", "/tmp/alive"]);
+    wait(
+        s,
+        "a failed liveness probe restarts the container",
+        60,
+        || {
+            let p = app();
+            let c = &p["status"]["containerStatuses"][0];
+            match (&c["restartCount"], &c["state"]["running"]) {
+                (Value::Number(n), running) if n.as_u64() == Some(1) && running.is_object() => {
+                    Ok(())
+                }
+                _ => Err(format!("{c}")),
+            }
+        },
+    )
+    .await;
+    let killing = events("Killing");
+    assert!(
+        killing.contains(&"Container app failed liveness probe, will be restarted".to_string()),
+        "{killing:?}"
+    );
+    // The preStop hook runs before the container stops, for a liveness kill as for a
+    // deletion: the listener logs its request each time (busybox's httpd -v logs each answer
+    // with the asker's address).
+    let probed_ip = app()["status"]["podIP"].as_str().unwrap().to_string();
+    let from_probed = format!(":{probed_ip}]:");
+    let hooked = || {
+        let logs = cluster.kubectl(&["logs", "listener"]);
+        logs.lines()
+            .filter(|l| l.contains(&from_probed) && l.ends_with("response:200"))
+            .count()
+    };
+    assert_eq!(hooked(), 1, "the liveness kill's preStop request");
+    cluster.kubectl(&["delete", "pod", "probed", "--wait=true"]);
+    assert_eq!(hooked(), 2, "the deletion's preStop request");
+    // busybox's httpd, PID 1 of its container, ignores SIGTERM: a short grace period.
+    cluster.kubectl(&[
+        "delete",
+        "pod",
+        "listener",
+        "--grace-period=1",
+        "--wait=true",
+    ]);
+}
+
+/// `kubectl attach -i` to a Pod's own process, with both kubectls: what it reads from the
+/// attached stdin it answers on the attached stdout, and kubectl ends when the process does.
+async fn attach_to_a_pod(s: &Session, cluster: &Workload<'_>, busybox: &str) {
+    use std::io::Write;
+    for (i, kubectl) in crate::common::management::all_kubectls().iter().enumerate() {
+        let name = format!("reader-{i}");
+        cluster.kubectl(&[
+            "run",
+            &name,
+            "--image",
+            busybox,
+            "--restart=Never",
+            "--stdin",
+            "--attach=false",
+            "--",
+            "sh",
+            "-c",
+            "read line; echo \"got $line\"",
+        ]);
+        wait(s, &format!("{name} runs"), 90, || {
+            match cluster.state(&name).0.as_str() {
+                "running" => Ok(()),
+                other => Err(other.to_string()),
+            }
+        })
+        .await;
+        let mut attach = Command::new("timeout")
+            .args([
+                "60",
+                kubectl,
+                "--kubeconfig",
+                &cluster.kubeconfig,
+                "attach",
+                "-i",
+                &name,
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        attach.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+        let out = attach.wait_with_output().unwrap();
+        assert!(
+            text(&out.stdout).contains("got hello"),
+            "{kubectl} attach: {} {}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        wait(s, &format!("{name} completes"), 30, || {
+            match cluster.state(&name) {
+                (state, reason) if state == "terminated" && reason == "Completed" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        cluster.kubectl(&["delete", "pod", &name, "--wait=true"]);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_class_quick_starts_come_up_on_docker() {
     let s = Session::start("cc", "v1.28.13").await;

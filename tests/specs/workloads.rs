@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Endpoints, Event, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -364,14 +365,18 @@ async fn a_deployment_spreads_rolls_and_is_drained_within_its_budget() {
         after.iter().all(|(_, node, _)| *node != drained),
         "none on the drained node: {after:?}"
     );
-    // The DaemonSet follows the Nodes: its Pod on the drained node went with it, and the
-    // replacement worker gets one.
+    // The DaemonSet follows the Nodes: its Pod on the drained node is going with it (the Pod
+    // garbage collector takes it once the Node has been gone 40 s), and the replacement worker
+    // gets one.
     until("the DaemonSet is on the 3 workers again", 40, async || {
-        let agents = pods
+        let agents: Vec<Pod> = pods
             .list(&ListParams::default().labels("app=agent"))
             .await
             .ok()?
-            .items;
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
         let nodes: BTreeSet<String> = agents
             .iter()
             .filter_map(|p| p.spec.as_ref()?.node_name.clone())
@@ -379,6 +384,265 @@ async fn a_deployment_spreads_rolls_and_is_drained_within_its_budget() {
         (agents.len() == 3 && nodes.len() == 3 && !nodes.contains(&drained)).then_some(())
     })
     .await;
+}
+
+/// A StatefulSet's Pods have stable names and hostnames found through its headless Service,
+/// roll to a new template and scale down from the highest ordinal; a CronJob runs the time it
+/// missed at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateful_set_and_a_cron_job_run_as_kube_runs_them() {
+    let client = available_cluster(2).await;
+    let workload_client = workload(&client, "c1").await;
+    let services: Api<Service> = Api::namespaced(workload_client.clone(), "default");
+    services
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "db"},
+                "spec": {"clusterIP": "None", "selector": {"app": "db"}, "ports": [{"port": 5432}]},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let sets: Api<StatefulSet> = Api::namespaced(workload_client.clone(), "default");
+    let set: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": "db"},
+        "spec": {
+            "replicas": 3,
+            "serviceName": "db",
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {
+                "metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "db", "image": "postgres:16"}]},
+            },
+        },
+    }))
+    .unwrap();
+    sets.create(&PostParams::default(), &set).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(workload_client.clone(), "default");
+    let members = async || -> Vec<Pod> {
+        let list = pods
+            .list(&ListParams::default().labels("app=db"))
+            .await
+            .unwrap();
+        list.items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect()
+    };
+    let status_of = async || sets.get("db").await.unwrap().status.unwrap_or_default();
+    until("the StatefulSet's 3 Pods are ready", 30, async || {
+        (status_of().await.ready_replicas == Some(3)).then_some(())
+    })
+    .await;
+    let mut names: Vec<String> = members().await.iter().map(|p| p.name_any()).collect();
+    names.sort();
+    assert_eq!(names, ["db-0", "db-1", "db-2"]);
+    let db1 = pods.get("db-1").await.unwrap();
+    let spec = db1.spec.unwrap();
+    assert_eq!(
+        (spec.hostname.as_deref(), spec.subdomain.as_deref()),
+        (Some("db-1"), Some("db"))
+    );
+    let endpoints: Api<Endpoints> = Api::namespaced(workload_client.clone(), "default");
+    until("the headless Service names its peers", 20, async || {
+        let e = endpoints.get("db").await.ok()?;
+        let mut hostnames: Vec<String> = e
+            .subsets?
+            .into_iter()
+            .flat_map(|s| s.addresses.unwrap_or_default())
+            .filter_map(|a| a.hostname)
+            .collect();
+        hostnames.sort();
+        (hostnames == ["db-0", "db-1", "db-2"]).then_some(())
+    })
+    .await;
+    let first = status_of().await;
+    assert_eq!(first.current_revision, first.update_revision);
+    // A new image rolls every Pod onto the new revision, and it becomes the current one.
+    sets.patch(
+        "db",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [{"name": "db", "image": "postgres:17"}]}}}})),
+    )
+    .await
+    .unwrap();
+    let rolled = until(
+        "the StatefulSet rolls to its new template",
+        60,
+        async || {
+            let s = status_of().await;
+            (s.update_revision != first.update_revision
+                && s.current_revision == s.update_revision
+                && s.updated_replicas == Some(3)
+                && s.ready_replicas == Some(3))
+            .then_some(s)
+        },
+    )
+    .await;
+    for pod in members().await {
+        assert_eq!(
+            pod.labels().get("controller-revision-hash"),
+            rolled.update_revision.as_ref(),
+            "{}",
+            pod.name_any()
+        );
+        assert_eq!(
+            pod.spec.unwrap().containers[0].image.as_deref(),
+            Some("postgres:17")
+        );
+    }
+    // Scaled to one, the highest ordinals go and db-0 stays.
+    sets.patch(
+        "db",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .unwrap();
+    until("the StatefulSet scales down to db-0", 30, async || {
+        let names: Vec<String> = members().await.iter().map(|p| p.name_any()).collect();
+        (names == ["db-0"]).then_some(())
+    })
+    .await;
+
+    // A CronJob whose last run was three minutes ago runs the latest missed minute at once.
+    let cron_jobs: Api<CronJob> = Api::namespaced(workload_client.clone(), "default");
+    let cron_job: CronJob = serde_json::from_value(json!({
+        "metadata": {"name": "tick"},
+        "spec": {
+            "schedule": "* * * * *",
+            "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "tick", "image": "busybox"}]}}}},
+        },
+    }))
+    .unwrap();
+    cron_jobs
+        .create(&PostParams::default(), &cron_job)
+        .await
+        .unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let earlier = (now - time::Duration::minutes(3))
+        .replace_second(0)
+        .unwrap()
+        .replace_nanosecond(0)
+        .unwrap();
+    let rfc3339 = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    cron_jobs
+        .patch_status(
+            "tick",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"lastScheduleTime": rfc3339(earlier)}})),
+        )
+        .await
+        .unwrap();
+    let jobs: Api<Job> = Api::namespaced(workload_client.clone(), "default");
+    let job = until("the CronJob runs its missed minute", 30, async || {
+        jobs.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .next()
+    })
+    .await;
+    let scheduled = job.annotations()["batch.kubernetes.io/cronjob-scheduled-timestamp"].clone();
+    let scheduled_at =
+        time::OffsetDateTime::parse(&scheduled, &time::format_description::well_known::Rfc3339)
+            .unwrap();
+    assert!(
+        scheduled_at > earlier && scheduled_at <= now + time::Duration::minutes(1),
+        "{scheduled}"
+    );
+    assert_eq!(
+        job.name_any(),
+        format!("tick-{}", scheduled_at.unix_timestamp() / 60)
+    );
+    assert_eq!(job.owner_references()[0].name, "tick");
+    let status = until("the CronJob lists its active Job", 20, async || {
+        let s = cron_jobs.get("tick").await.ok()?.status?;
+        (s.active.as_ref()?.len() == 1).then_some(s)
+    })
+    .await;
+    assert_eq!(
+        status.active.unwrap()[0].name.as_deref(),
+        Some(job.name_any().as_str())
+    );
+}
+
+/// NodePort Services get node ports of kube-apiserver's range, keep them across updates, give
+/// them back when they become ClusterIP, and never share one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_ports_are_allocated_once_and_kept() {
+    let client = api_server().await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let node_port_service = |name: &str, node_port: Option<i64>, kind: &str| -> Service {
+        let mut port = json!({"name": "http", "port": 80, "targetPort": 8080});
+        if let Some(p) = node_port {
+            port["nodePort"] = json!(p);
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"type": kind, "selector": {"app": name}, "ports": [port]},
+        }))
+        .unwrap()
+    };
+    let node_port_of = |s: &Service| s.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].node_port;
+    let web = services
+        .create(
+            &PostParams::default(),
+            &node_port_service("web", None, "NodePort"),
+        )
+        .await
+        .unwrap();
+    let given = node_port_of(&web).expect("a node port is allocated");
+    assert!((30000..=32767).contains(&given), "{given}");
+    let refusal = |e: kube::Error| match e {
+        kube::Error::Api(s) => (s.code, s.message),
+        other => panic!("{other}"),
+    };
+    for (what, service, said) in [
+        ("taken", node_port_service("other", Some(i64::from(given)), "NodePort"), format!("spec.ports[0].nodePort: Invalid value: {given}: provided port is already allocated")),
+        ("out of range", node_port_service("other", Some(80), "NodePort"), "spec.ports[0].nodePort: Invalid value: 80: provided port is not in the valid range. The range of valid ports is 30000-32767".to_string()),
+        ("on a ClusterIP Service", node_port_service("other", Some(31000), "ClusterIP"), "spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'".to_string()),
+    ] {
+        let (code, message) = refusal(services.create(&PostParams::default(), &service).await.unwrap_err());
+        assert_eq!(code, 422, "{what}");
+        assert!(message.contains(&said), "{what}: {message}");
+    }
+    // An update that leaves the node port out keeps it.
+    let relabelled = services
+        .replace("web", &PostParams::default(), &{
+            let mut s = node_port_service("web", None, "NodePort");
+            s.metadata.resource_version = web.metadata.resource_version.clone();
+            s.metadata.labels = Some([("tier".to_string(), "front".to_string())].into());
+            s
+        })
+        .await
+        .unwrap();
+    assert_eq!(node_port_of(&relabelled), Some(given));
+    // Made ClusterIP, it gives the port back, and another Service may take it.
+    let cluster_ip = services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(node_port_of(&cluster_ip), None);
+    let other = services
+        .create(
+            &PostParams::default(),
+            &node_port_service("other", Some(i64::from(given)), "NodePort"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(node_port_of(&other), Some(given));
 }
 
 /// A controller that has just started (a new leader of the control planes) must not act on
