@@ -169,6 +169,19 @@ const BUILTINS: &[Builtin] = &[
                 Column::new("Roles", "string", Cell::Computed(node_roles)),
                 Column::age(),
                 path("Version", "string", ".status.nodeInfo.kubeletVersion"),
+                wide(computed("Internal-IP", super::printers::node_internal_ip)),
+                wide(computed("External-IP", super::printers::node_external_ip)),
+                wide(path("OS-Image", "string", ".status.nodeInfo.osImage")),
+                wide(path(
+                    "Kernel-Version",
+                    "string",
+                    ".status.nodeInfo.kernelVersion",
+                )),
+                wide(path(
+                    "Container-Runtime",
+                    "string",
+                    ".status.nodeInfo.containerRuntimeVersion",
+                )),
             ]
         },
     },
@@ -226,6 +239,10 @@ const BUILTINS: &[Builtin] = &[
             vec![
                 path("Type", "string", ".spec.type"),
                 path("Cluster-IP", "string", ".spec.clusterIP"),
+                computed("External-IP", super::printers::service_external_ip),
+                computed("Port(s)", super::printers::service_ports),
+                Column::age(),
+                wide(computed("Selector", super::printers::service_selector)),
             ]
         },
     },
@@ -273,6 +290,13 @@ const BUILTINS: &[Builtin] = &[
                 Column::new("Ready", "string", Cell::Computed(deployment_ready)),
                 path("Up-to-date", "integer", ".status.updatedReplicas"),
                 path("Available", "integer", ".status.availableReplicas"),
+                Column::age(),
+                wide(computed(
+                    "Containers",
+                    super::printers::template_container_names,
+                )),
+                wide(computed("Images", super::printers::template_images)),
+                wide(computed("Selector", super::printers::workload_selector)),
             ]
         },
     },
@@ -294,6 +318,10 @@ const BUILTINS: &[Builtin] = &[
                 integer("Up-to-date", daemons_updated),
                 integer("Available", daemons_available),
                 computed("Node Selector", daemons_node_selector),
+                Column::age(),
+                wide(computed("Containers", template_container_names)),
+                wide(computed("Images", template_images)),
+                wide(computed("Selector", workload_selector)),
             ]
         },
     },
@@ -514,6 +542,10 @@ const BUILTINS: &[Builtin] = &[
                 integer("Desired", replicas_desired),
                 integer("Current", replicas_current),
                 integer("Ready", replicas_ready),
+                Column::age(),
+                wide(computed("Containers", template_container_names)),
+                wide(computed("Images", template_images)),
+                wide(computed("Selector", workload_selector)),
             ]
         },
         ..stored(
@@ -534,6 +566,7 @@ const BUILTINS: &[Builtin] = &[
                 Column::age(),
                 wide(computed("Containers", template_container_names)),
                 wide(computed("Images", template_images)),
+                wide(computed("Selector", workload_selector)),
             ]
         },
         ..stored(

@@ -317,6 +317,88 @@ pub fn job_selector(o: &Value) -> Value {
     selector(&o["spec"]["selector"])
 }
 
+/// A workload's label selector (Deployments, ReplicaSets, DaemonSets, StatefulSets).
+pub fn workload_selector(o: &Value) -> Value {
+    selector(&o["spec"]["selector"])
+}
+
+/// A Service's selector, `k=v` pairs, `<none>` without one.
+pub fn service_selector(o: &Value) -> Value {
+    selector(&json!({"matchLabels": o["spec"]["selector"]}))
+}
+
+/// A Service's external addresses: its load balancer's, else its external IPs; `<pending>`
+/// for a LoadBalancer without one yet.
+pub fn service_external_ip(o: &Value) -> Value {
+    let ingress: Vec<&str> = o["status"]["loadBalancer"]["ingress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["ip"].as_str().or(i["hostname"].as_str()))
+        .collect();
+    let external: Vec<&str> = o["spec"]["externalIPs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let text = match o["spec"]["type"].as_str().unwrap_or("ClusterIP") {
+        "ExternalName" => o["spec"]["externalName"]
+            .as_str()
+            .unwrap_or("<none>")
+            .to_string(),
+        "LoadBalancer" if ingress.is_empty() && external.is_empty() => "<pending>".into(),
+        "LoadBalancer" => ingress
+            .iter()
+            .chain(&external)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(","),
+        _ if external.is_empty() => "<none>".into(),
+        _ => external.join(","),
+    };
+    json!(text)
+}
+
+/// A Service's ports as kubectl writes them: `80/TCP`, with the node port `80:30080/TCP`.
+pub fn service_ports(o: &Value) -> Value {
+    let ports: Vec<String> = o["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let protocol = p["protocol"].as_str().unwrap_or("TCP");
+            match p["nodePort"].as_i64().filter(|n| *n != 0) {
+                Some(node) => format!("{}:{node}/{protocol}", p["port"]),
+                None => format!("{}/{protocol}", p["port"]),
+            }
+        })
+        .collect();
+    json!(if ports.is_empty() {
+        "<none>".to_string()
+    } else {
+        ports.join(",")
+    })
+}
+
+/// A Node's address of a type, `<none>` without one.
+fn node_address(o: &Value, kind: &str) -> Value {
+    let found = o["status"]["addresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["type"] == kind)
+        .and_then(|a| a["address"].as_str());
+    json!(found.unwrap_or("<none>"))
+}
+
+pub fn node_internal_ip(o: &Value) -> Value {
+    node_address(o, "InternalIP")
+}
+pub fn node_external_ip(o: &Value) -> Value {
+    node_address(o, "ExternalIP")
+}
+
 fn has_condition(o: &Value, kind: &str) -> bool {
     o["status"]["conditions"]
         .as_array()
@@ -471,6 +553,20 @@ mod tests {
         assert_eq!(stateful_ready(&set), json!("2/3"));
         assert_eq!(template_container_names(&set), json!("db,exporter"));
         assert_eq!(template_images(&set), json!("postgres:16,exporter:1"));
+        let service = json!({"spec": {"type": "NodePort", "selector": {"app": "web"},
+            "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}]}});
+        assert_eq!(service_ports(&service), json!("80:30080/TCP,53/UDP"));
+        assert_eq!(service_external_ip(&service), json!("<none>"));
+        assert_eq!(service_selector(&service), json!("app=web"));
+        let balanced = json!({"spec": {"type": "LoadBalancer"}});
+        assert_eq!(service_external_ip(&balanced), json!("<pending>"));
+        assert_eq!(service_selector(&balanced), json!("<none>"));
+        let node =
+            json!({"status": {"addresses": [{"type": "InternalIP", "address": "172.18.0.3"}]}});
+        assert_eq!(
+            (node_internal_ip(&node), node_external_ip(&node)),
+            (json!("172.18.0.3"), json!("<none>"))
+        );
         let cron = json!({"spec": {"schedule": "*/5 * * * *"}, "status": {"active": [{"name": "tick-1"}]}});
         assert_eq!(
             (
