@@ -24,7 +24,7 @@ function __fish_capictl_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c capictl -n "__fish_capictl_needs_command" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_needs_command" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_needs_command" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_needs_command" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_needs_command" -f -a "quickstart" -d 'Create the quick-start cluster in one go: management cluster, providers, node images, the cluster, progress until Available, its tree and kubeconfig'
@@ -52,7 +52,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -l write-kub
 complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -l timeout -d 'How long to wait for the cluster to be Available' -r
 complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
-complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -l core -d 'The core provider [default: cluster-api on the first run]' -r
@@ -66,10 +66,10 @@ complete -c capictl -n "__fish_capictl_using_subcommand init" -l kubeconfig -d '
 complete -c capictl -n "__fish_capictl_using_subcommand init" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s y -l yes -d 'Start the embedded management cluster if none is reachable, without asking'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -l wait-providers -d 'Wait until the providers this run installs or upgrades are ready: their CRDs served and, on a real cluster, their controller Deployments available'
-complete -c capictl -n "__fish_capictl_using_subcommand init" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand init" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand init" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and not __fish_seen_subcommand_from crds cluster provider help" -f -a "crds" -d 'The CustomResourceDefinitions of one or more providers, ready for `kubectl apply -f -`'
@@ -83,7 +83,7 @@ docker\t''
 in-memory\t''
 clusterctl\t''
 all\t''"
-complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from crds" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from crds" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from crds" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from crds" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s f -l flavor -d 'The flavor: `cluster-template-<flavor>.yaml` of the provider' -r
@@ -98,7 +98,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_see
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -l list-variables -d 'List the template\'s variables instead of rendering it'
-complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from cluster" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -l core -d 'The core provider: cluster-api' -r
@@ -107,14 +107,14 @@ complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_see
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s i -l infrastructure -d 'An infrastructure provider: docker, in-memory' -r
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s n -l target-namespace -d 'The namespace to install into [default: the provider\'s own]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -l image -d 'The image the controller Deployment runs' -r
-complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from provider" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "crds" -d 'The CustomResourceDefinitions of one or more providers, ready for `kubectl apply -f -`'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "cluster" -d 'A workload cluster\'s objects from a flavor template (or any clusterctl template)'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "provider" -d 'A provider\'s components, as `init` would install them'
 complete -c capictl -n "__fish_capictl_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -f -a "cluster" -d 'The tree of a Cluster\'s objects with their conditions'
@@ -133,12 +133,12 @@ complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_see
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l show-machinesets -d 'Show the MachineSets between MachineDeployments and their Machines'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l show-templates -d 'Show the templates the control plane and the MachineDeployments make Machines from'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l echo -d 'Always show Machines\' infrastructure machines and bootstrap configs'
-complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from help" -f -a "cluster" -d 'The tree of a Cluster\'s objects with their conditions'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and not __fish_seen_subcommand_from kubeconfig help" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, from its `<cluster>-kubeconfig` Secret'
@@ -147,7 +147,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_sub
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -l write-to -d 'Write to this file (mode 0600) instead of stdout' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
-complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from kubeconfig" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand get; and __fish_seen_subcommand_from help" -f -a "kubeconfig" -d 'A workload cluster\'s kubeconfig, from its `<cluster>-kubeconfig` Secret'
@@ -162,10 +162,10 @@ complete -c capictl -n "__fish_capictl_using_subcommand move" -l kubeconfig -d '
 complete -c capictl -n "__fish_capictl_using_subcommand move" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand move" -l dry-run -d 'Print what would move and check the target, changing nothing anywhere'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -l force -d 'Move even when some objects cannot be (an owner of theirs does not move): they stay in the source'
-complete -c capictl -n "__fish_capictl_using_subcommand move" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand move" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand topology; and not __fish_seen_subcommand_from plan help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand topology; and not __fish_seen_subcommand_from plan help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand topology; and not __fish_seen_subcommand_from plan help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand topology; and not __fish_seen_subcommand_from plan help" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand topology; and not __fish_seen_subcommand_from plan help" -f -a "plan" -d 'Show what the topology controller would create, change and delete for the Clusters in FILEs (with diffs), checked by the management cluster without writing anything'
@@ -176,12 +176,12 @@ complete -c capictl -n "__fish_capictl_using_subcommand topology; and __fish_see
 complete -c capictl -n "__fish_capictl_using_subcommand topology; and __fish_seen_subcommand_from plan" -s o -l output-directory -d 'Also write each created and modified object (before and after) under this directory' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand topology; and __fish_seen_subcommand_from plan" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand topology; and __fish_seen_subcommand_from plan" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
-complete -c capictl -n "__fish_capictl_using_subcommand topology; and __fish_seen_subcommand_from plan" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand topology; and __fish_seen_subcommand_from plan" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand topology; and __fish_seen_subcommand_from plan" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand topology; and __fish_seen_subcommand_from plan" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand topology; and __fish_seen_subcommand_from help" -f -a "plan" -d 'Show what the topology controller would create, change and delete for the Clusters in FILEs (with diffs), checked by the management cluster without writing anything'
 complete -c capictl -n "__fish_capictl_using_subcommand topology; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan apply help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan apply help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan apply help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan apply help" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and not __fish_seen_subcommand_from plan apply help" -f -a "plan" -d 'Which provider versions the management cluster can move to, and where each workload cluster\'s Kubernetes version can go next'
@@ -192,7 +192,7 @@ json\t''
 yaml\t''"
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
-complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from plan" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l contract -d 'Upgrade every provider to the newest version of this contract' -r
@@ -205,13 +205,13 @@ complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -l wait-providers -d 'Wait until the providers this run installs or upgrades are ready: their CRDs served and, on a real cluster, their controller Deployments available'
-complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from apply" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "plan" -d 'Which provider versions the management cluster can move to, and where each workload cluster\'s Kubernetes version can go next'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "apply" -d 'Upgrade the providers to the versions this capictl carries'
 complete -c capictl -n "__fish_capictl_using_subcommand upgrade; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_seen_subcommand_from build help" -f -a "build" -d 'Build the load-balancer image, a node image per Kubernetes version and capictl/busybox (to try workloads offline); what exists and is up to date is kept'
@@ -219,17 +219,17 @@ complete -c capictl -n "__fish_capictl_using_subcommand images; and not __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -l kubernetes-version -d 'The Kubernetes versions to build node images for' -r
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -l mirror -d 'The Debian mirror to debootstrap from [default: the one this host\'s apt sources name]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -l force -d 'Rebuild everything, the Debian root filesystem included'
-complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from build" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from help" -f -a "build" -d 'Build the load-balancer image, a node image per Kubernetes version and capictl/busybox (to try workloads offline); what exists and is up to date is kept'
 complete -c capictl -n "__fish_capictl_using_subcommand images; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c capictl -n "__fish_capictl_using_subcommand alpha; and not __fish_seen_subcommand_from rollout help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand alpha; and not __fish_seen_subcommand_from rollout help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand alpha; and not __fish_seen_subcommand_from rollout help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand alpha; and not __fish_seen_subcommand_from rollout help" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand alpha; and not __fish_seen_subcommand_from rollout help" -f -a "rollout" -d 'Manage the rollout of a MachineDeployment or KubeadmControlPlane'
 complete -c capictl -n "__fish_capictl_using_subcommand alpha; and not __fish_seen_subcommand_from rollout help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c capictl -n "__fish_capictl_using_subcommand alpha; and __fish_seen_subcommand_from rollout" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand alpha; and __fish_seen_subcommand_from rollout" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand alpha; and __fish_seen_subcommand_from rollout" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand alpha; and __fish_seen_subcommand_from rollout" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand alpha; and __fish_seen_subcommand_from rollout" -f -a "restart" -d 'Replace every Machine: sets `spec.rollout.after` to now'
@@ -248,7 +248,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -l all -d 'Every installed provider'
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -l include-crd -d 'Also delete the providers\' CRDs (refused while objects of them exist)'
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -l include-namespace -d 'Also delete the providers\' namespaces'
-complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and not __fish_seen_subcommand_from cluster help" -f -a "cluster" -d 'Delete a workload Cluster and everything it made (Machines, their infrastructure, the control plane), after showing what will go and asking'
@@ -259,12 +259,12 @@ complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -s y -l yes -d 'Delete without asking (for scripts; without a terminal nothing is deleted otherwise)'
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -l no-wait -d 'Return once the deletion is asked for instead of when the Cluster is gone'
-complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from help" -f -a "cluster" -d 'Delete a workload Cluster and everything it made (Machines, their infrastructure, the control plane), after showing what will go and asking'
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'
@@ -287,7 +287,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l request-timeout -d 'How long a request may take to send its body (a Go duration: 30s, 1m)' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l watch-history-mb -d 'Megabytes of past events kept for watches to resume from, across every resource; a watcher further behind gets 410 Gone and lists again' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l no-kubeconfig -d 'Write no kubeconfig context (the admin kubeconfig in the state directory is always there)'
-complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l dir -d 'The state directory [default: $XDG_DATA_HOME/capictl/management]' -r -F
@@ -305,15 +305,15 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l request-timeout -d 'How long a request may take to send its body (a Go duration: 30s, 1m)' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l watch-history-mb -d 'Megabytes of past events kept for watches to resume from, across every resource; a watcher further behind gets 410 Gone and lists again' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l no-kubeconfig -d 'Write no kubeconfig context (the admin kubeconfig in the state directory is always there)'
-complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from down" -l dir -d 'The state directory [default: $XDG_DATA_HOME/capictl/management]' -r -F
-complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from down" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from down" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from down" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from down" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from status" -l dir -d 'The state directory [default: $XDG_DATA_HOME/capictl/management]' -r -F
-complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from status" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from status" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'
@@ -334,17 +334,17 @@ complete -c capictl -n "__fish_capictl_using_subcommand manager" -l webhook-cert
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kube-api-qps -d 'Average requests per second to the API server' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kube-api-burst -d 'Requests allowed at once above the average' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l metrics-bind-address -d 'Serve Prometheus metrics on /metrics, and /healthz and /readyz, at this address (e.g. :8080 or 127.0.0.1:8080; 0: do not serve them)' -r
-complete -c capictl -n "__fish_capictl_using_subcommand manager" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand version" -s o -l output -d 'Output format' -r -f -a "text\t''
 short\t''
 json\t''
 yaml\t''"
-complete -c capictl -n "__fish_capictl_using_subcommand version" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand version" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand version" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand version" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand completion" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand completion" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand completion" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand completion" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and not __fish_seen_subcommand_from quickstart init generate describe get move topology upgrade images alpha delete management manager version completion help" -f -a "quickstart" -d 'Create the quick-start cluster in one go: management cluster, providers, node images, the cluster, progress until Available, its tree and kubeconfig'

@@ -33,7 +33,8 @@ use clap::{Parser, Subcommand};
     max_term_width = 100
 )]
 pub struct Cli {
-    /// More log output on stderr (-v info, -vv debug, -vvv trace).
+    /// More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl's `-v N` works
+    /// too: 1-2 info, 3-4 debug, 5 and more trace).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
 
@@ -84,6 +85,64 @@ pub enum Command {
     Version(version::Args),
     /// Print a shell completion script (bash, zsh or fish).
     Completion(completion::Args),
+}
+
+/// What replaced a clusterctl command that capictl does not have, when `args` call one
+/// (`backup` and `restore`, which clusterctl itself dropped for `move`'s directories).
+pub fn replaced_command(args: &[std::ffi::OsString]) -> Option<UsageError> {
+    let command = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy())
+        .find(|a| !a.starts_with('-'))?;
+    let replacement = match command.as_ref() {
+        "backup" => {
+            "clusterctl's backup is now `capictl move --to-directory DIR` (with --namespace NS and --cluster NAME to choose the Clusters)"
+        }
+        "restore" => {
+            "clusterctl's restore is now `capictl move --from-directory DIR` (restores what `move --to-directory` saved)"
+        }
+        _ => return None,
+    };
+    Some(UsageError(replacement.into()))
+}
+
+/// The command line with clusterctl's `-v N` (and `-v=N`, `--v N`, `--v=N`) read as capictl's
+/// count: 0 nothing, 1-2 `-v`, 3-4 `-vv`, 5 and more `-vvv`.
+pub fn klog_verbosity(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let level = |n: u32| match n {
+        0 => None,
+        1 | 2 => Some("-v"),
+        3 | 4 => Some("-vv"),
+        _ => Some("-vvv"),
+    };
+    let mut out = Vec::new();
+    let mut args = args.into_iter().peekable();
+    while let Some(arg) = args.next() {
+        let text = arg.to_string_lossy().to_string();
+        let inline = ["-v=", "--v=", "--verbose="]
+            .iter()
+            .find_map(|p| text.strip_prefix(p))
+            .and_then(|n| n.parse::<u32>().ok());
+        if let Some(n) = inline {
+            out.extend(level(n).map(Into::into));
+            continue;
+        }
+        if matches!(text.as_str(), "-v" | "--v" | "--verbose")
+            && let Some(n) = args
+                .peek()
+                .and_then(|next| next.to_str())
+                .and_then(|n| n.parse::<u32>().ok())
+        {
+            args.next();
+            out.extend(level(n).map(Into::into));
+            continue;
+        }
+        out.push(arg);
+    }
+    out
 }
 
 /// Runs capictl as one of a node container's programs, outside the command line users see:
@@ -174,8 +233,42 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAPICTL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colour only for a terminal: a pipe or a file gets plain text.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clusterctls_verbosity_levels_become_counts() {
+        let args =
+            |line: &str| -> Vec<std::ffi::OsString> { line.split(' ').map(Into::into).collect() };
+        let cases = [
+            (
+                "capictl -v 5 describe cluster c",
+                "capictl -vvv describe cluster c",
+            ),
+            (
+                "capictl describe cluster c --v=3",
+                "capictl describe cluster c -vv",
+            ),
+            ("capictl -v=1 version", "capictl -v version"),
+            ("capictl --v 0 version", "capictl version"),
+            ("capictl -vv version", "capictl -vv version"),
+            // A number after -v that is a value of something else stays.
+            (
+                "capictl -v describe cluster 5",
+                "capictl -v describe cluster 5",
+            ),
+        ];
+        for (given, expected) in cases {
+            assert_eq!(klog_verbosity(args(given)), args(expected), "{given}");
+        }
+    }
 }

@@ -481,6 +481,41 @@ fn generate_provider_needs_a_provider_and_takes_its_image_and_namespace() {
 }
 
 #[test]
+fn clusterctls_backup_restore_and_verbosity_are_understood() {
+    for (command, replacement) in [
+        ("backup", "capictl move --to-directory DIR"),
+        ("restore", "capictl move --from-directory DIR"),
+    ] {
+        let out = capictl(&[command, "--directory", "/tmp/backup"]);
+        assert_eq!(out.status.code(), Some(2), "{command}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(replacement),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
+    // clusterctl's `-v N`, anywhere on the line.
+    for args in [&["-v", "5", "version"][..], &["version", "--v=2"][..]] {
+        let out = capictl(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    // Logs into a pipe carry no colour codes.
+    let out = capictl_env(
+        &[
+            "-vv",
+            "get",
+            "kubeconfig",
+            "c1",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(!stderr(&out).contains('\u{1b}'), "{:?}", stderr(&out));
+}
+
+#[test]
 fn output_cut_short_by_its_reader_is_not_an_error() {
     // `capictl generate crds | head -1`: the reader leaves; capictl stops quietly.
     let mut child = Command::new(env!("CARGO_BIN_EXE_capictl"))
