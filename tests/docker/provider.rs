@@ -604,6 +604,21 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         }
     })
     .await;
+    // `capictl describe cluster` shows the drain on the Machine's row.
+    let tree = s.ok(
+        crate::common::quickstart::capictl_binary(),
+        &["describe", "cluster", &s.cluster],
+    );
+    let row = tree
+        .lines()
+        .skip_while(|l| !l.contains(&held))
+        .take(4)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        row.contains("Deleting") && row.contains("Drain"),
+        "the held Machine's row: {row}\n{tree}"
+    );
     // The workers roll to the new version; the budget, now allowing one web Pod down at a
     // time, keeps the Service an endpoint through every drain.
     cluster.kubectl(&[
