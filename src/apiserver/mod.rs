@@ -17,6 +17,7 @@ mod crds;
 pub mod csr;
 pub mod defaults;
 pub mod discovery;
+pub mod endpoint_reconciler;
 pub mod escalation;
 pub mod events;
 pub mod eviction;

@@ -130,6 +130,18 @@ pub async fn run(args: &[String]) -> Result<()> {
         .get("secure-port")
         .and_then(|p| p.parse().ok())
         .unwrap_or(super::kubeadm::config::API_SERVER_PORT);
+    // This server in the `kubernetes` Service's endpoints while it serves.
+    let reconciler = flags.get("advertise-address").map(|ip| {
+        std::sync::Arc::new(apiserver::endpoint_reconciler::Reconciler::new(
+            &server,
+            &super::hostname(),
+            ip,
+            port,
+        ))
+    });
+    let reconciling = reconciler
+        .clone()
+        .map(|r| tokio::spawn(async move { r.run().await }));
     let address = super::kubeadm::pki::join_host_port(&bind, port);
     let listener = tokio::net::TcpListener::bind(&address)
         .await
@@ -140,6 +152,12 @@ pub async fn run(args: &[String]) -> Result<()> {
         .map_err(super::io_error("SIGTERM".as_ref()))?;
     listener::serve(listener, apiserver::router(server), config, async move {
         terminate.recv().await;
+        if let Some(task) = reconciling {
+            task.abort();
+        }
+        if let Some(r) = reconciler {
+            r.withdraw().await;
+        }
     })
     .await;
     Ok(())
