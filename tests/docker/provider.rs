@@ -208,6 +208,42 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         .expect_err("an unknown Service name does not resolve");
     assert!(lookup.contains("bad address"), "{lookup}");
     node_port(&s, &cluster, &names).await;
+    api_endpoints_follow_the_control_planes(&s, &cluster).await;
+    // A Pod reaches the API by the `kubernetes` Service's name.
+    let reached = Command::new("docker")
+        .args([
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=io.kubernetes.pod.name={asker}"),
+            "--filter",
+            "label=io.kubernetes.container.name=busybox",
+        ])
+        .output()
+        .unwrap();
+    let container = text(&reached.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let out = Command::new("docker")
+        .args([
+            "exec",
+            &container,
+            "nc",
+            "-w",
+            "3",
+            "kubernetes.default.svc.cluster.local",
+            "443",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubernetes.default.svc:443 from {asker}: {}",
+        text(&out.stderr)
+    );
     // `kubectl port-forward` to a web Pod, with both kubectls.
     for kubectl in crate::common::management::all_kubectls() {
         let answer = through_port_forward(&kubectl, &workload, &web[0].0, 8080, "/hostname");
@@ -510,6 +546,7 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         }
     })
     .await;
+    api_endpoints_follow_the_control_planes(&s, &cluster).await;
     let etcd_pods = s.run(
         &kubectl_binary(),
         &[
@@ -775,6 +812,47 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
 /// topology controller makes the objects, the Docker back end of the Dev kinds runs them.
 /// Then, in the same management cluster, capictl's own Docker topology flavor (its
 /// ClusterClass on the Docker kinds, written before the Cluster by `--flavor topology`).
+/// The `default/kubernetes` Endpoints list the control planes' addresses, as kube-apiserver's
+/// endpoint reconciler keeps them.
+async fn api_endpoints_follow_the_control_planes(s: &Session, cluster: &Workload<'_>) {
+    wait(s, "default/kubernetes lists the control planes", 60, || {
+        let nodes = cluster.json(&[
+            "get",
+            "nodes",
+            "-l",
+            "node-role.kubernetes.io/control-plane",
+        ]);
+        let mut wanted: Vec<String> = nodes["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| {
+                n["status"]["addresses"]
+                    .as_array()?
+                    .iter()
+                    .find(|a| a["type"] == "InternalIP")?["address"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .collect();
+        wanted.sort();
+        let endpoints = cluster.json(&["get", "endpoints", "kubernetes"]);
+        let mut listed: Vec<String> = endpoints["subsets"][0]["addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["ip"].as_str().map(str::to_string))
+            .collect();
+        listed.sort();
+        if listed == wanted && wanted.len() == 3 {
+            Ok(())
+        } else {
+            Err(format!("endpoints {listed:?}, control planes {wanted:?}"))
+        }
+    })
+    .await;
+}
+
 /// The web Service made a NodePort: every node, a control plane as much as a worker, answers
 /// on the node port with one of the web Pods.
 async fn node_port(s: &Session, cluster: &Workload<'_>, web: &[&String]) {

@@ -67,14 +67,12 @@ pub(super) async fn reconcile_delete(
             requeue,
         } => {
             status.deletion = Some(deletion);
-            common::set_conditions(
-                &mut status.conditions,
-                machine.meta().generation,
-                vec![
-                    NewCondition::new(conditions::types::DELETING, Status::True, reason)
-                        .message(message),
-                ],
-            );
+            let mut changed = vec![
+                NewCondition::new(conditions::types::DELETING, Status::True, reason)
+                    .message(message),
+            ];
+            changed.extend(super::status::deleting_summary(machine, reason));
+            common::set_conditions(&mut status.conditions, machine.meta().generation, changed);
             common::write_status(api, &machine.name_any(), machine.status.as_ref(), &status)
                 .await?;
             Ok(Action::requeue(requeue))

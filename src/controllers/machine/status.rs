@@ -423,6 +423,27 @@ fn node_conditions(node: Option<&Node>) -> Vec<NewCondition> {
 }
 
 /// Available: Ready for at least minReadySeconds. Returns the condition and when to look again.
+/// The Ready and Available conditions of a Machine being deleted, as upstream sums them up
+/// while a deletion step (`stage`, the Deleting condition's reason) is in progress: not ready,
+/// saying what is going on, so that the MachineSet, MachineDeployment and `describe` show it.
+pub fn deleting_summary(machine: &Machine, stage: &str) -> Vec<NewCondition> {
+    let ready = NewCondition::new(
+        conditions::types::READY,
+        Status::False,
+        conditions::reasons::NOT_READY,
+    )
+    .message(format!(
+        "* Deleting: Machine deletion in progress, stage: {stage}"
+    ));
+    let list = machine
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let (available, _) = available_condition(machine, &list, &ready);
+    vec![ready, available]
+}
+
 fn available_condition(
     machine: &Machine,
     list: &[Condition],
@@ -491,6 +512,38 @@ mod tests {
     fn get<'a>(status: &'a MachineStatus, type_: &str) -> (&'a str, &'a str, &'a str) {
         let c = common::expect_condition(status.conditions.as_ref(), type_, "the status");
         (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+    }
+
+    #[test]
+    fn a_machine_being_deleted_is_not_ready_and_says_which_stage() {
+        let m = machine(
+            json!({}),
+            json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2026-12-06T08:00:00Z"}]}),
+        );
+        let summary = deleting_summary(&m, "DrainingNode");
+        let found: Vec<(&str, Status, &str, &str)> = summary
+            .iter()
+            .map(|c| {
+                (
+                    c.type_.as_str(),
+                    c.status,
+                    c.reason.as_str(),
+                    c.message.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "Ready",
+                    Status::False,
+                    "NotReady",
+                    "* Deleting: Machine deletion in progress, stage: DrainingNode"
+                ),
+                ("Available", Status::False, "NotReady", ""),
+            ]
+        );
     }
 
     #[test]
