@@ -14,6 +14,7 @@ pub mod agent;
 pub mod containers;
 pub mod controller_manager;
 pub mod dns;
+pub mod engine;
 pub mod image;
 pub mod kube_apiserver;
 pub mod kubeadm;

@@ -262,7 +262,7 @@ pub struct Target {
 pub async fn run(action: &Action, target: &Target, timeout: Duration) -> Result<(), String> {
     match action {
         Action::Exec(argv) => {
-            let run = super::containers::exec(&target.docker, &target.container_id, argv, None);
+            let run = super::engine::exec(&target.docker, &target.container_id, argv, None);
             match tokio::time::timeout(timeout, run).await {
                 Ok(Ok(out)) if out.code == 0 => Ok(()),
                 Ok(Ok(out)) => {

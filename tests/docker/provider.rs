@@ -807,11 +807,23 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     }
 }
 
-/// Upstream's ClusterClass quick-start (`cluster-template-development.yaml` with the
-/// `quick-start` class and its Dev kinds, patches and variables) applied unchanged: the
-/// topology controller makes the objects, the Docker back end of the Dev kinds runs them.
-/// Then, in the same management cluster, capictl's own Docker topology flavor (its
-/// ClusterClass on the Docker kinds, written before the Cluster by `--flavor topology`).
+/// The InternalIP of each Node of a `kubectl get nodes -o json`.
+fn internal_ips(nodes: &Value) -> Vec<String> {
+    nodes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| {
+            n["status"]["addresses"]
+                .as_array()?
+                .iter()
+                .find(|a| a["type"] == "InternalIP")?["address"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
 /// The `default/kubernetes` Endpoints list the control planes' addresses, as kube-apiserver's
 /// endpoint reconciler keeps them.
 async fn api_endpoints_follow_the_control_planes(s: &Session, cluster: &Workload<'_>) {
@@ -822,19 +834,7 @@ async fn api_endpoints_follow_the_control_planes(s: &Session, cluster: &Workload
             "-l",
             "node-role.kubernetes.io/control-plane",
         ]);
-        let mut wanted: Vec<String> = nodes["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|n| {
-                n["status"]["addresses"]
-                    .as_array()?
-                    .iter()
-                    .find(|a| a["type"] == "InternalIP")?["address"]
-                    .as_str()
-                    .map(str::to_string)
-            })
-            .collect();
+        let mut wanted = internal_ips(&nodes);
         wanted.sort();
         let endpoints = cluster.json(&["get", "endpoints", "kubernetes"]);
         let mut listed: Vec<String> = endpoints["subsets"][0]["addresses"]
@@ -867,19 +867,7 @@ async fn node_port(s: &Session, cluster: &Workload<'_>, web: &[&String]) {
     let port = service["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
     assert!((30000..=32767).contains(&port), "{service}");
     let nodes = cluster.json(&["get", "nodes"]);
-    let addresses: Vec<String> = nodes["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|n| {
-            n["status"]["addresses"]
-                .as_array()?
-                .iter()
-                .find(|a| a["type"] == "InternalIP")?["address"]
-                .as_str()
-                .map(str::to_string)
-        })
-        .collect();
+    let addresses = internal_ips(&nodes);
     assert_eq!(addresses.len(), 6, "{nodes}");
     wait(
         s,
@@ -1128,6 +1116,11 @@ async fn attach_to_a_pod(s: &Session, cluster: &Workload<'_>, busybox: &str) {
     }
 }
 
+/// Upstream's ClusterClass quick-start (`cluster-template-development.yaml` with the
+/// `quick-start` class and its Dev kinds, patches and variables) applied unchanged: the
+/// topology controller makes the objects, the Docker back end of the Dev kinds runs them.
+/// Then, in the same management cluster, capictl's own Docker topology flavor (its
+/// ClusterClass on the Docker kinds, written before the Cluster by `--flavor topology`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_class_quick_starts_come_up_on_docker() {
     let s = Session::start("cc", "v1.28.13").await;

@@ -238,4 +238,4 @@ pub async fn load_balancer_host_port(cluster: &str) -> Result<Option<u16>, Docke
     )
 }
 
-pub use crate::node::containers::{ExecOutput, exec};
+pub use crate::node::engine::{ExecOutput, exec};
