@@ -286,18 +286,11 @@ const BUILTINS: &[Builtin] = &[
         status: true,
         generation: true,
         columns: || {
-            vec![
+            template_columns(vec![
                 Column::new("Ready", "string", Cell::Computed(deployment_ready)),
                 path("Up-to-date", "integer", ".status.updatedReplicas"),
                 path("Available", "integer", ".status.availableReplicas"),
-                Column::age(),
-                wide(computed(
-                    "Containers",
-                    super::printers::template_container_names,
-                )),
-                wide(computed("Images", super::printers::template_images)),
-                wide(computed("Selector", super::printers::workload_selector)),
-            ]
+            ])
         },
     },
     Builtin {
@@ -311,18 +304,14 @@ const BUILTINS: &[Builtin] = &[
         generation: true,
         columns: || {
             use super::printers::*;
-            vec![
+            template_columns(vec![
                 integer("Desired", daemons_desired),
                 integer("Current", daemons_current),
                 integer("Ready", daemons_ready),
                 integer("Up-to-date", daemons_updated),
                 integer("Available", daemons_available),
                 computed("Node Selector", daemons_node_selector),
-                Column::age(),
-                wide(computed("Containers", template_container_names)),
-                wide(computed("Images", template_images)),
-                wide(computed("Selector", workload_selector)),
-            ]
+            ])
         },
     },
     // Asked, never stored (see `reviews`).
@@ -538,15 +527,11 @@ const BUILTINS: &[Builtin] = &[
     Builtin {
         columns: || {
             use super::printers::*;
-            vec![
+            template_columns(vec![
                 integer("Desired", replicas_desired),
                 integer("Current", replicas_current),
                 integer("Ready", replicas_ready),
-                Column::age(),
-                wide(computed("Containers", template_container_names)),
-                wide(computed("Images", template_images)),
-                wide(computed("Selector", workload_selector)),
-            ]
+            ])
         },
         ..stored(
             "apps",
@@ -561,13 +546,7 @@ const BUILTINS: &[Builtin] = &[
     Builtin {
         columns: || {
             use super::printers::*;
-            vec![
-                computed("Ready", stateful_ready),
-                Column::age(),
-                wide(computed("Containers", template_container_names)),
-                wide(computed("Images", template_images)),
-                wide(computed("Selector", workload_selector)),
-            ]
+            template_columns(vec![computed("Ready", stateful_ready)])
         },
         ..stored(
             "apps",
@@ -591,15 +570,11 @@ const BUILTINS: &[Builtin] = &[
     Builtin {
         columns: || {
             use super::printers::*;
-            vec![
+            template_columns(vec![
                 computed("Status", job_status),
                 computed("Completions", job_completions),
                 computed("Duration", job_duration),
-                Column::age(),
-                wide(computed("Containers", template_container_names)),
-                wide(computed("Images", template_images)),
-                wide(computed("Selector", job_selector)),
-            ]
+            ])
         },
         ..stored("batch", "Job", "jobs", &[], true, true, true)
     },
@@ -725,6 +700,19 @@ fn involved_object(o: &Value) -> Value {
         i["kind"].as_str().unwrap_or_default().to_lowercase(),
         i["name"].as_str().unwrap_or_default()
     ))
+}
+
+/// `columns`, then Age and what `-o wide` adds for a kind with a Pod template (workloads,
+/// Jobs): its containers, images and selector.
+fn template_columns(mut columns: Vec<Column>) -> Vec<Column> {
+    use super::printers::{template_container_names, template_images, workload_selector};
+    columns.extend([
+        Column::age(),
+        wide(computed("Containers", template_container_names)),
+        wide(computed("Images", template_images)),
+        wide(computed("Selector", workload_selector)),
+    ]);
+    columns
 }
 
 fn node_status(o: &Value) -> Value {

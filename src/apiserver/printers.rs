@@ -313,11 +313,7 @@ fn selector(s: &Value) -> Value {
     })
 }
 
-pub fn job_selector(o: &Value) -> Value {
-    selector(&o["spec"]["selector"])
-}
-
-/// A workload's label selector (Deployments, ReplicaSets, DaemonSets, StatefulSets).
+/// A workload's or a Job's label selector.
 pub fn workload_selector(o: &Value) -> Value {
     selector(&o["spec"]["selector"])
 }
@@ -539,7 +535,7 @@ mod tests {
         assert_eq!(job_completions(&complete), json!("3/3"));
         assert_eq!(job_duration(&complete), json!("42s"));
         assert_eq!(
-            job_selector(&complete),
+            workload_selector(&complete),
             json!("batch.kubernetes.io/controller-uid=u1")
         );
         let queue = json!({"spec": {"parallelism": 2}, "status": {"succeeded": 1}});
