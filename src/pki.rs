@@ -378,6 +378,15 @@ pub fn insecure_client_config() -> rustls::ClientConfig {
         .with_no_client_auth()
 }
 
+/// `host:port`, with brackets around an IPv6 host.
+pub fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -102,10 +102,7 @@ impl Reconciler {
         Reconciler {
             client: Client::new(super::local_router(server.clone()), "default"),
             name: format!("apiserver-{identity}"),
-            address: match ip.contains(':') {
-                true => format!("[{ip}]:{port}"),
-                false => format!("{ip}:{port}"),
-            },
+            address: crate::pki::join_host_port(ip, port),
         }
     }
 

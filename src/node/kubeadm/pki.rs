@@ -279,14 +279,7 @@ pub fn ensure_kubeconfigs(layout: &Layout, id: &Identity) -> Result<Vec<PathBuf>
     Ok(written)
 }
 
-/// `host:port`, with brackets around an IPv6 host.
-pub fn join_host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
+pub use crate::pki::join_host_port;
 
 #[cfg(test)]
 mod tests {
