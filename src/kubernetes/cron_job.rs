@@ -135,7 +135,9 @@ pub fn plan(cron_job: &CronJob, jobs: &[&Job], now: OffsetDateTime) -> Plan {
         (Ok(_), Some(zone)) if !matches!(zone, "UTC" | "Etc/UTC") => plan.events.push((
             "Warning",
             "UnknownTimeZone",
-            format!("invalid timeZone: {zone:?}: capictl's controller runs schedules in UTC only"),
+            format!(
+                "invalid timeZone: {zone:?}: capictl's controller runs schedules in UTC only; remove spec.timeZone and write the schedule in UTC"
+            ),
         )),
         (Ok(schedule), _)
             if spec.suspend != Some(true) && cron_job.metadata.deletion_timestamp.is_none() =>

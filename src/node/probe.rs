@@ -11,6 +11,7 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::static_pods::Probe;
+use crate::pki::join_host_port;
 
 /// The most of a response kubelet reads for a probe's output.
 const MAX_BODY: usize = 10 * 1024;
@@ -55,11 +56,6 @@ async fn get<S: AsyncRead + AsyncWrite + Unpin>(
         .ok_or_else(|| std::io::Error::other(format!("malformed HTTP response {line:?}")))
 }
 
-/// `host:port`, bracketed for IPv6.
-fn address(host: &str, port: u16) -> String {
-    super::kubeadm::pki::join_host_port(host, port)
-}
-
 /// An HTTP(S) GET to `host:port` `path` with `headers`, within `timeout`: Ok when the answer is
 /// 2xx or 3xx, else why not, as kubelet says it.
 pub async fn http_get(
@@ -71,9 +67,9 @@ pub async fn http_get(
     timeout: Duration,
 ) -> Result<(), String> {
     let scheme = if https { "https" } else { "http" };
-    let url = format!("{scheme}://{}{path}", address(host, port));
+    let url = format!("{scheme}://{}{path}", join_host_port(host, port));
     let attempt = async {
-        let tcp = tokio::net::TcpStream::connect(address(host, port)).await?;
+        let tcp = tokio::net::TcpStream::connect(join_host_port(host, port)).await?;
         if https {
             let connector =
                 tokio_rustls::TlsConnector::from(Arc::new(crate::pki::insecure_client_config()));
@@ -97,10 +93,18 @@ pub async fn http_get(
 
 /// A TCP connect to `host:port` within `timeout`.
 pub async fn tcp_connect(host: &str, port: u16, timeout: Duration) -> Result<(), String> {
-    match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(address(host, port))).await {
+    match tokio::time::timeout(
+        timeout,
+        tokio::net::TcpStream::connect(join_host_port(host, port)),
+    )
+    .await
+    {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(dial_error(host, port, &e)),
-        Err(_) => Err(format!("dial tcp {}: i/o timeout", address(host, port))),
+        Err(_) => Err(format!(
+            "dial tcp {}: i/o timeout",
+            join_host_port(host, port)
+        )),
     }
 }
 
@@ -111,7 +115,7 @@ fn dial_error(host: &str, port: u16, e: &std::io::Error) -> String {
         std::io::ErrorKind::ConnectionReset => "read: connection reset by peer".to_string(),
         _ => e.to_string(),
     };
-    format!("dial tcp {}: {why}", address(host, port))
+    format!("dial tcp {}: {why}", join_host_port(host, port))
 }
 
 /// gRPC's health check (`grpc.health.v1.Health/Check`) of `service` on `host:port`, over
@@ -123,7 +127,7 @@ pub async fn grpc_health(
     timeout: Duration,
 ) -> Result<(), String> {
     use http_body_util::BodyExt;
-    let target = address(host, port);
+    let target = join_host_port(host, port);
     let attempt = async {
         let tcp = tokio::net::TcpStream::connect(&target)
             .await
