@@ -16,6 +16,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::deployment::template_hash;
+use super::expectations::{self, CachedPods, Expectations, Writes};
 use super::replica_set::{controller_of, is_active, is_available, ready_since};
 use super::scheduler::{matches_node_affinity, untolerated_taint};
 
@@ -190,8 +191,16 @@ pub fn plan(ds: &DaemonSet, nodes: &[&Node], pods: &[&Pod], now: i64) -> Plan {
             continue;
         }
         current += 1;
-        // One Pod a Node: the oldest stays.
-        here.sort_by_key(|p| p.metadata.creation_timestamp.clone());
+        // One Pod a Node: a running one before one that is not, then the oldest, then by
+        // name, as kube orders them; the order must not depend on the cache's, or two passes
+        // could each keep a different Pod and delete both.
+        here.sort_by_key(|p| {
+            (
+                p.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Running"),
+                p.metadata.creation_timestamp.clone(),
+                p.name_any(),
+            )
+        });
         out.delete.extend(here[1..].iter().map(|p| p.name_any()));
         let pod = here[0];
         let is_new = pod.labels().get(REVISION_LABEL) == Some(&hash);
@@ -249,36 +258,49 @@ pub async fn run(client: Client) {
     let (nodes, watch_nodes) = watches.cache::<Node>(&client);
     let (pods, watch_pods) = watches.cache::<Pod>(&client);
     let work = async {
+        let mut expecting = Expectations::default();
         loop {
             watches.next_pass(Duration::from_secs(5)).await;
             let nodes = nodes.state();
             let node_refs: Vec<&Node> = nodes.iter().map(|n| &**n).collect();
             let pods = pods.state();
+            let cached = CachedPods::of(&pods);
             let now = k8s_openapi::jiff::Timestamp::now().as_second();
             for ds in sets.state() {
+                let uid = ds.uid().unwrap_or_default();
+                if !expecting.settled(&uid, &cached) {
+                    continue;
+                }
                 let mine: Vec<&Pod> = pods
                     .iter()
                     .filter(|p| p.namespace() == ds.namespace())
                     .map(|p| &**p)
                     .collect();
                 let plan = plan(&ds, &node_refs, &mine, now);
-                if let Err(e) = sync(&client, &ds, &plan).await {
-                    super::report_failure(COMPONENT, &ds.name_any(), &e);
+                match sync(&client, &ds, &plan).await {
+                    Ok(writes) => expecting.expect(uid, writes),
+                    Err(e) => super::report_failure(COMPONENT, &ds.name_any(), &e),
                 }
             }
+            expecting.retain(sets.state().iter().filter_map(|s| s.uid()));
         }
     };
     tokio::join!(watch_sets, watch_nodes, watch_pods, work);
 }
 
-async fn sync(client: &Client, ds: &DaemonSet, plan: &Plan) -> Result<(), kube::Error> {
+/// Carries out a plan; the Pods created and deleted.
+async fn sync(client: &Client, ds: &DaemonSet, plan: &Plan) -> Result<Writes, kube::Error> {
     let namespace = ds.namespace().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let hash = revision_hash(ds);
+    let mut writes = Writes::default();
     for node in &plan.create {
         let pod = pods
             .create(&PostParams::default(), &pod_for(ds, &hash, node))
             .await?;
+        writes
+            .created
+            .insert(expectations::key(&namespace, &pod.name_any()));
         super::record_event(
             client,
             ds,
@@ -305,11 +327,12 @@ async fn sync(client: &Client, ds: &DaemonSet, plan: &Plan) -> Result<(), kube::
             Err(kube::Error::Api(e)) if e.is_not_found() => {}
             Err(e) => return Err(e),
         }
+        writes.deleted.insert(expectations::key(&namespace, name));
     }
     if status_differs(ds, &plan.status) {
         super::write_status(client, ds, plan.status.clone()).await?;
     }
-    Ok(())
+    Ok(writes)
 }
 
 #[cfg(test)]
@@ -392,5 +415,21 @@ mod tests {
         // A Pod for a Node that is gone goes.
         let p = plan(&ds, &[&w1], &refs, 0);
         assert!(p.delete.contains(&"b".to_string()), "{:?}", p.delete);
+    }
+
+    #[test]
+    fn of_two_pods_on_a_node_the_same_one_goes_whatever_the_cache_order() {
+        let ds = daemon_set(json!({"containers": [{"name": "c"}]}));
+        let w1 = node("w1", None);
+        let hash = revision_hash(&ds);
+        let a = running(&ds, "agent-a", "w1", &hash);
+        let b = running(&ds, "agent-b", "w1", &hash);
+        let mut pending = running(&ds, "agent-0", "w1", &hash);
+        pending.status.as_mut().unwrap().phase = Some("Pending".into());
+        for pods in [[&a, &b, &pending], [&pending, &b, &a], [&b, &pending, &a]] {
+            let mut deleted = plan(&ds, &[&w1], &pods, 0).delete;
+            deleted.sort();
+            assert_eq!(deleted, ["agent-0", "agent-b"], "a running Pod stays, then by name");
+        }
     }
 }

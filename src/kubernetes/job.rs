@@ -7,8 +7,7 @@
 //!
 //! [`plan`] decides for one Job, purely; [`run`] keeps every Job of a cluster.
 
-use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -16,6 +15,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
+use super::expectations::{self, CachedPods, Expectations, Writes};
 use super::replica_set::{controller_of, is_active, ready_since};
 
 const COMPONENT: &str = "job-controller";
@@ -196,25 +196,15 @@ pub async fn run(client: Client) {
     let (jobs, watch_jobs) = watches.cache::<Job>(&client);
     let (pods, watch_pods) = watches.cache::<Pod>(&client);
     let work = async {
-        // Jobs whose created Pods the cache has not shown yet, and since when.
-        let mut expecting: std::collections::BTreeMap<String, (BTreeSet<String>, Instant)> =
-            Default::default();
+        let mut expecting = Expectations::default();
         loop {
             watches.next_pass(Duration::from_secs(5)).await;
             let pods = pods.state();
-            let names: BTreeSet<String> = pods
-                .iter()
-                .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
-                .collect();
+            let cached = CachedPods::of(&pods);
             for job in jobs.state() {
                 let uid = job.uid().unwrap_or_default();
-                if let Some((created, at)) = expecting.get(&uid) {
-                    if !created.iter().all(|n| names.contains(n))
-                        && at.elapsed() < Duration::from_secs(30)
-                    {
-                        continue;
-                    }
-                    expecting.remove(&uid);
+                if !expecting.settled(&uid, &cached) {
+                    continue;
                 }
                 let owned: Vec<&Pod> = pods
                     .iter()
@@ -224,23 +214,21 @@ pub async fn run(client: Client) {
                 let now = k8s_openapi::jiff::Timestamp::now();
                 let plan = plan(&job, &owned, &super::now(), now.as_second());
                 match sync(&client, &job, &plan).await {
-                    Ok(created) if !created.is_empty() => {
-                        expecting.insert(uid, (created, Instant::now()));
-                    }
-                    Ok(_) => {}
+                    Ok(writes) => expecting.expect(uid, writes),
                     Err(e) => super::report_failure(COMPONENT, &job.name_any(), &e),
                 }
             }
+            expecting.retain(jobs.state().iter().filter_map(|j| j.uid()));
         }
     };
     tokio::join!(watch_jobs, watch_pods, work);
 }
 
-/// Carries out a plan; the Pods created, as `namespace/name`.
-async fn sync(client: &Client, job: &Job, plan: &Plan) -> Result<BTreeSet<String>, kube::Error> {
+/// Carries out a plan; the Pods created and deleted.
+async fn sync(client: &Client, job: &Job, plan: &Plan) -> Result<Writes, kube::Error> {
     let namespace = job.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-    let mut created = BTreeSet::new();
+    let mut writes = Writes::default();
     for _ in 0..plan.create {
         let pod = api
             .create(&PostParams::default(), &pod_from_template(job))
@@ -254,7 +242,9 @@ async fn sync(client: &Client, job: &Job, plan: &Plan) -> Result<BTreeSet<String
             &format!("Created pod: {}", pod.name_any()),
         )
         .await;
-        created.insert(format!("{namespace}/{}", pod.name_any()));
+        writes
+            .created
+            .insert(expectations::key(&namespace, &pod.name_any()));
     }
     for name in &plan.delete {
         match api.delete(name, &DeleteParams::default()).await {
@@ -262,6 +252,7 @@ async fn sync(client: &Client, job: &Job, plan: &Plan) -> Result<BTreeSet<String
             Err(kube::Error::Api(e)) if e.is_not_found() => {}
             Err(e) => return Err(e),
         }
+        writes.deleted.insert(expectations::key(&namespace, name));
     }
     let current = serde_json::to_value(job.status.clone().unwrap_or_default()).unwrap_or_default();
     let changed = ["active", "ready", "succeeded", "failed", "terminating"]
@@ -275,7 +266,7 @@ async fn sync(client: &Client, job: &Job, plan: &Plan) -> Result<BTreeSet<String
             super::record_event(client, job, COMPONENT, kind, reason, message).await;
         }
     }
-    Ok(created)
+    Ok(writes)
 }
 
 #[cfg(test)]

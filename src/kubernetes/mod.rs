@@ -10,6 +10,7 @@ pub mod daemon_set;
 pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
+pub mod expectations;
 pub mod job;
 pub mod pod_eviction;
 pub mod replica_set;

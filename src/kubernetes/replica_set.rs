@@ -5,8 +5,7 @@
 //!
 //! [`plan`] decides for one ReplicaSet, purely; [`run`] keeps every ReplicaSet of a cluster.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
@@ -14,13 +13,10 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+use super::expectations::{self, CachedPods, Expectations, Writes};
 use super::selectors::label_selector_matches;
 
 const COMPONENT: &str = "replicaset-controller";
-/// How long created or deleted Pods may take to show in the cache before the ReplicaSet is
-/// looked at afresh (kube's expectations time out after five minutes; a cache here lags by
-/// milliseconds).
-const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Whether a Pod is one a controller counts: not finished, not going away.
 pub fn is_active(pod: &Pod) -> bool {
@@ -199,27 +195,16 @@ pub async fn run(client: Client) {
     let (sets, watch_sets) = watches.cache::<ReplicaSet>(&client);
     let (pods, watch_pods) = watches.cache::<Pod>(&client);
     let work = async {
-        // Per ReplicaSet uid: Pods created and deleted and not seen so in the cache yet.
-        let mut expecting: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>, Instant)> =
-            BTreeMap::new();
+        let mut expecting = Expectations::default();
         loop {
             watches.next_pass(Duration::from_secs(5)).await;
             let pods = pods.state();
-            let names: BTreeSet<String> = pods
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
-                .collect();
+            let cached = CachedPods::of(&pods);
             let now = k8s_openapi::jiff::Timestamp::now().as_second();
             for rs in sets.state() {
                 let uid = rs.uid().unwrap_or_default();
-                if let Some((created, deleted, at)) = expecting.get(&uid) {
-                    let seen = created.iter().all(|n| names.contains(n))
-                        && deleted.iter().all(|n| !names.contains(n));
-                    if !seen && at.elapsed() < EXPECTATIONS_TIMEOUT {
-                        continue;
-                    }
-                    expecting.remove(&uid);
+                if !expecting.settled(&uid, &cached) {
+                    continue;
                 }
                 let in_namespace: Vec<&Pod> = pods
                     .iter()
@@ -228,26 +213,18 @@ pub async fn run(client: Client) {
                     .collect();
                 let plan = plan(&rs, &in_namespace, now);
                 match sync(&client, &rs, &plan).await {
-                    Ok((created, deleted)) if !created.is_empty() || !deleted.is_empty() => {
-                        expecting.insert(uid, (created, deleted, Instant::now()));
-                    }
-                    Ok(_) => {}
+                    Ok(writes) => expecting.expect(uid, writes),
                     Err(e) => super::report_failure(COMPONENT, &rs.name_any(), &e),
                 }
             }
-            let live: BTreeSet<String> = sets.state().iter().filter_map(|r| r.uid()).collect();
-            expecting.retain(|uid, _| live.contains(uid));
+            expecting.retain(sets.state().iter().filter_map(|r| r.uid()));
         }
     };
     tokio::join!(watch_sets, watch_pods, work);
 }
 
-/// Carries out a plan; the Pods created and deleted, as `namespace/name`.
-async fn sync(
-    client: &Client,
-    rs: &ReplicaSet,
-    plan: &Plan,
-) -> Result<(BTreeSet<String>, BTreeSet<String>), kube::Error> {
+/// Carries out a plan; the Pods created and deleted.
+async fn sync(client: &Client, rs: &ReplicaSet, plan: &Plan) -> Result<Writes, kube::Error> {
     let namespace = rs.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     for name in &plan.adopt {
@@ -255,7 +232,7 @@ async fn sync(
         api.patch(name, &PatchParams::default(), &Patch::Merge(owner))
             .await?;
     }
-    let mut created = BTreeSet::new();
+    let mut writes = Writes::default();
     for _ in 0..plan.create {
         match api
             .create(&PostParams::default(), &pod_from_template(rs))
@@ -271,7 +248,9 @@ async fn sync(
                     &format!("Created pod: {}", pod.name_any()),
                 )
                 .await;
-                created.insert(format!("{namespace}/{}", pod.name_any()));
+                writes
+                    .created
+                    .insert(expectations::key(&namespace, &pod.name_any()));
             }
             Err(e) => {
                 super::record_event(
@@ -287,7 +266,6 @@ async fn sync(
             }
         }
     }
-    let mut deleted = BTreeSet::new();
     for name in &plan.delete {
         match api.delete(name, &DeleteParams::default()).await {
             Ok(_) => {
@@ -300,10 +278,10 @@ async fn sync(
                     &format!("Deleted pod: {name}"),
                 )
                 .await;
-                deleted.insert(format!("{namespace}/{name}"));
+                writes.deleted.insert(expectations::key(&namespace, name));
             }
             Err(kube::Error::Api(e)) if e.is_not_found() => {
-                deleted.insert(format!("{namespace}/{name}"));
+                writes.deleted.insert(expectations::key(&namespace, name));
             }
             Err(e) => return Err(e),
         }
@@ -311,7 +289,7 @@ async fn sync(
     if status_differs(rs, &plan.status) {
         super::write_status(client, rs, plan.status.clone()).await?;
     }
-    Ok((created, deleted))
+    Ok(writes)
 }
 
 #[cfg(test)]

@@ -292,7 +292,23 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
             if running.len() == 6 && nodes.len() == 6 {
                 Ok(())
             } else {
-                Err(format!("{nodes:?}"))
+                // Every Pod, where it is and what it waits for: the Nodes alone do not say
+                // whether the missing one was never created, never bound or never started.
+                let all: Vec<String> = pods["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|p| {
+                        format!(
+                            "{} on {} {} {}",
+                            p["metadata"]["name"].as_str().unwrap_or("?"),
+                            p["spec"]["nodeName"].as_str().unwrap_or("(unbound)"),
+                            p["status"]["phase"].as_str().unwrap_or("?"),
+                            p["status"]["conditions"]
+                        )
+                    })
+                    .collect();
+                Err(format!("running on {nodes:?}; pods: {all:#?}"))
             }
         },
     )
