@@ -294,3 +294,114 @@ pub fn received<T: Clone + Send + 'static>(
     tokio_stream::wrappers::BroadcastStream::new(sender.subscribe())
         .filter_map(|c| std::future::ready(c.ok()))
 }
+
+/// Which objects of a watch left the store, however they went: a delete event, or missing
+/// from the relist after the watch was down. Only an object seen before and missing from the
+/// relist went; one created since was never seen. Keys are the caller's (`key_of`), and an
+/// object without one is not followed.
+#[derive(Default)]
+struct Removals {
+    seen: HashSet<String>,
+    listed: HashSet<String>,
+}
+
+impl Removals {
+    /// The keys `event` shows removed.
+    fn removed_by<K>(
+        &mut self,
+        event: watcher::Event<K>,
+        key_of: impl Fn(&K) -> Option<String>,
+    ) -> Vec<String> {
+        match event {
+            watcher::Event::Delete(object) => key_of(&object)
+                .inspect(|k| {
+                    self.seen.remove(k);
+                })
+                .into_iter()
+                .collect(),
+            watcher::Event::Apply(object) => {
+                self.seen.extend(key_of(&object));
+                Vec::new()
+            }
+            watcher::Event::Init => {
+                self.listed.clear();
+                Vec::new()
+            }
+            watcher::Event::InitApply(object) => {
+                self.listed.extend(key_of(&object));
+                Vec::new()
+            }
+            watcher::Event::InitDone => {
+                let gone = self.seen.difference(&self.listed).cloned().collect();
+                self.seen = std::mem::take(&mut self.listed);
+                gone
+            }
+        }
+    }
+}
+
+/// Calls `removed` with the key of every object of `api`'s kind that leaves the store
+/// ([`Removals`]), until the future is dropped: what a controller holds for an object it
+/// never reconciles again (a Cluster moved away is deleted without being reconciled).
+pub fn on_removed<K>(
+    api: Api<K>,
+    key_of: impl Fn(&K) -> Option<String> + Send + 'static,
+    mut removed: impl FnMut(&str) + Send + 'static,
+) -> futures::future::BoxFuture<'static, ()>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let mut removals = Removals::default();
+    Box::pin(
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .for_each(move |event| {
+                if let Ok(event) = event {
+                    for key in removals.removed_by(event, &key_of) {
+                        removed(&key);
+                    }
+                }
+                std::future::ready(())
+            }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn object(name: &str) -> ConfigMap {
+        let mut c = ConfigMap::default();
+        c.metadata.name = Some(name.into());
+        c
+    }
+
+    #[test]
+    fn removals_are_deletes_and_what_a_relist_no_longer_shows() {
+        use watcher::Event::*;
+        let key_of = |c: &ConfigMap| c.metadata.name.clone().filter(|n| n != "keyless");
+        let mut removals = Removals::default();
+        // (event, the keys it shows removed)
+        let steps: Vec<(watcher::Event<ConfigMap>, &[&str])> = vec![
+            (Init, &[]),
+            (InitApply(object("a")), &[]),
+            (InitApply(object("b")), &[]),
+            (InitDone, &[]),
+            (Apply(object("c")), &[]),
+            (Delete(object("a")), &["a"]),
+            (Delete(object("keyless")), &[]),
+            // The watch was down: b went meanwhile, d came.
+            (Init, &[]),
+            (InitApply(object("c")), &[]),
+            (InitApply(object("d")), &[]),
+            (InitDone, &["b"]),
+            (Delete(object("d")), &["d"]),
+        ];
+        for (i, (event, expected)) in steps.into_iter().enumerate() {
+            let mut removed = removals.removed_by(event, key_of);
+            removed.sort();
+            assert_eq!(removed, expected, "step {i}");
+        }
+    }
+}

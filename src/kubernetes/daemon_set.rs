@@ -429,7 +429,11 @@ mod tests {
         for pods in [[&a, &b, &pending], [&pending, &b, &a], [&b, &pending, &a]] {
             let mut deleted = plan(&ds, &[&w1], &pods, 0).delete;
             deleted.sort();
-            assert_eq!(deleted, ["agent-0", "agent-b"], "a running Pod stays, then by name");
+            assert_eq!(
+                deleted,
+                ["agent-0", "agent-b"],
+                "a running Pod stays, then by name"
+            );
         }
     }
 }

@@ -113,9 +113,14 @@ fn probe_interval(clusters: usize) -> Duration {
     ))
 }
 
-/// One workload cluster: its client, made from this kubeconfig, its Node cache, whose
+/// One workload cluster: its client, made from this kubeconfig Secret, its Node cache, whose
 /// watch ends when this is dropped, and what its probes found (None before the first).
 struct Workload {
+    /// The Secret's uid: a Cluster moved away and back (or restored) has a new Secret with
+    /// the same kubeconfig, and its workload API server may be a new one too (an in-memory
+    /// cluster's is), whose resource versions a watch resumed from the old ones would wait
+    /// for in vain.
+    secret_uid: String,
     kubeconfig: Vec<u8>,
     client: Client,
     nodes: Arc<Cache<Node>>,
@@ -140,7 +145,17 @@ pub struct WorkloadClusters {
     management: Client,
     shared: Arc<Shared>,
     node_changes: broadcast::Sender<NodeChange>,
-    health_loop: std::sync::Once,
+    /// The watch that forgets removed Clusters, started with the health loop on first use
+    /// (the health loop ends by itself once this is dropped).
+    forgetting: std::sync::OnceLock<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for WorkloadClusters {
+    fn drop(&mut self) {
+        if let Some(forgetting) = self.forgetting.get() {
+            forgetting.abort();
+        }
+    }
 }
 
 impl WorkloadClusters {
@@ -152,7 +167,7 @@ impl WorkloadClusters {
                 health_changes: broadcast::channel(4096).0,
             }),
             node_changes: broadcast::channel(4096).0,
-            health_loop: std::sync::Once::new(),
+            forgetting: std::sync::OnceLock::new(),
         }
     }
 
@@ -242,6 +257,7 @@ impl WorkloadClusters {
         let Some(secret) = secrets.get_opt(&kubeconfig_secret_name(cluster)).await? else {
             return Ok(None);
         };
+        let secret_uid = secret.metadata.uid.clone().unwrap_or_default();
         let value = secret
             .data
             .and_then(|d| d.get("value").cloned())
@@ -250,11 +266,16 @@ impl WorkloadClusters {
         let key = (namespace.to_string(), cluster.to_string());
         if let Some(w) = self.shared.clusters.lock().unwrap().get(&key)
             && w.kubeconfig == value
+            && w.secret_uid == secret_uid
         {
             return Ok(Some((w.client.clone(), w.nodes.clone())));
         }
-        self.health_loop.call_once(|| {
+        self.forgetting.get_or_init(|| {
             tokio::spawn(check_health(Arc::downgrade(&self.shared)));
+            tokio::spawn(forget_removed(
+                Arc::downgrade(&self.shared),
+                self.management.clone(),
+            ))
         });
         let config = config_from(cluster, &value).await?;
         // Watches stay open for minutes, so the Node watch keeps the kubeconfig's long read
@@ -280,6 +301,7 @@ impl WorkloadClusters {
         clusters.insert(
             key,
             Workload {
+                secret_uid,
                 kubeconfig: value,
                 client: client.clone(),
                 nodes: nodes.clone(),
@@ -307,15 +329,18 @@ impl WorkloadClusters {
 
     /// Forgets a workload cluster's client and Node cache (the cluster is gone).
     pub fn forget(&self, namespace: &str, cluster: &str) {
-        self.shared
-            .clusters
-            .lock()
-            .unwrap()
-            .remove(&(namespace.to_string(), cluster.to_string()));
+        self.shared.forget(namespace, cluster);
     }
 }
 
 impl Shared {
+    fn forget(&self, namespace: &str, cluster: &str) {
+        self.clusters
+            .lock()
+            .unwrap()
+            .remove(&(namespace.to_string(), cluster.to_string()));
+    }
+
     /// Records a probe's outcome (unless the cluster was forgotten meanwhile), announcing a
     /// change of reachability; the health as it now is.
     fn record(&self, key: &(String, String), outcome: Result<(), String>) -> Option<Health> {
@@ -379,6 +404,26 @@ async fn check_health(shared: Weak<Shared>) {
             shared.record(&key, outcome);
         }
     }
+}
+
+/// Forgets the workload cluster of every Cluster that leaves the management cluster however
+/// it goes, deleted or moved away (a move removes the source's objects without a reconcile),
+/// so that its watch and probes stop with it.
+async fn forget_removed(shared: Weak<Shared>, management: Client) {
+    let key_of = |c: &crate::api::Cluster| {
+        Some(format!(
+            "{}/{}",
+            c.metadata.namespace.as_deref()?,
+            c.metadata.name.as_deref()?
+        ))
+    };
+    crate::cache::on_removed(Api::all(management), key_of, move |key| {
+        if let (Some(shared), Some((namespace, cluster))) = (shared.upgrade(), key.split_once('/'))
+        {
+            shared.forget(namespace, cluster);
+        }
+    })
+    .await
 }
 
 /// The client configuration in the contents of a `<cluster>-kubeconfig` Secret.

@@ -127,7 +127,7 @@ fn clusters_move_between_embedded_management_clusters_and_through_a_directory() 
     source.apply_in_memory_cluster("other", 1);
     wait_available(&source, "sim");
     wait_available(&source, "other");
-    let machines = ready_machines(&source, "sim");
+    let mut machines = ready_machines(&source, "sim");
     assert_eq!(machines.len(), 2, "{machines:?}");
     let to = |m: &Management| m.kubeconfig().display().to_string();
 
@@ -228,6 +228,88 @@ fn clusters_move_between_embedded_management_clusters_and_through_a_directory() 
         "name",
     ]);
     assert_eq!(nodes.lines().count(), 2, "{nodes}");
+
+    // Moved back to where it was, the cluster is reached afresh (its workload API server is a
+    // new one, whose resource versions start again): a new Machine gets its Node, and a
+    // removed Machine's Node goes.
+    succeeds(
+        &target,
+        &["move", "--to-kubeconfig", &to(&source), "--cluster", "sim"],
+    );
+    wait_available(&source, "sim");
+    assert_eq!(ready_machines(&source, "sim"), machines, "no rollout");
+    let scale = |replicas: u32| {
+        source.kubectl(&[
+            "patch",
+            "machinedeployment",
+            "sim-md-0",
+            "--type",
+            "merge",
+            "-p",
+            &format!("{{\"spec\":{{\"replicas\":{replicas}}}}}"),
+        ]);
+    };
+    let machine_count = |want: usize| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ready = ready_machines(&source, "sim");
+            if ready.len() == want {
+                return ready;
+            }
+            assert!(Instant::now() < deadline, "{want} Machines: {ready:?}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    scale(2);
+    let grown = machine_count(3);
+    scale(1);
+    machines = machine_count(2);
+    assert!(machines.iter().all(|m| grown.contains(m)), "{machines:?}");
+    let back = source.dir.join("sim.kubeconfig");
+    succeeds(
+        &source,
+        &[
+            "get",
+            "kubeconfig",
+            "sim",
+            "--write-to",
+            back.to_str().unwrap(),
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let nodes = source.kubectl(&[
+            "--kubeconfig",
+            back.to_str().unwrap(),
+            "get",
+            "nodes",
+            "-o",
+            "name",
+        ]);
+        let mut names: Vec<&str> = nodes
+            .lines()
+            .map(|l| l.trim_start_matches("node/"))
+            .collect();
+        names.sort();
+        let refs = source.kubectl(&[
+            "get",
+            "machines",
+            "-l",
+            "cluster.x-k8s.io/cluster-name=sim",
+            "-o",
+            "jsonpath={.items[*].status.nodeRef.name}",
+        ]);
+        let mut expected: Vec<&str> = refs.split_whitespace().collect();
+        expected.sort();
+        if names == expected {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the workload cluster's Nodes {names:?}, its Machines' {expected:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 
     // A move that fails after deleting some source objects (this user may not delete
     // Machines) leaves a journal; running it again finishes it.

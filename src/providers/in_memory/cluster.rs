@@ -116,13 +116,11 @@ pub(super) async fn cluster_ca(client: &Client, cluster: &Cluster) -> Result<cra
 
 /// Stops the workload API server of every InMemoryCluster that is gone from the store, however
 /// it went: its finalizer removed by `capictl move` or by hand, or the whole object missed
-/// while the watch was down (then the relist shows it missing).
+/// while the watch was down.
 pub(super) fn stop_removed_workloads<C: SimulatedCluster>(
     client: Client,
     workloads: Arc<Workloads>,
 ) -> BoxFuture<'static, ()> {
-    use futures::StreamExt;
-    use kube::runtime::WatchStreamExt;
     let key_of = |ic: &C| {
         if !ic.simulated() {
             return None;
@@ -131,32 +129,5 @@ pub(super) fn stop_removed_workloads<C: SimulatedCluster>(
             .get(api::CLUSTER_NAME_LABEL)
             .map(|name| key(&ic.namespace().unwrap_or_default(), name))
     };
-    // Clusters seen in the store, and those of a relist in progress: only a cluster that was
-    // seen and is missing from the relist was deleted (one created since has not been seen).
-    let (mut seen, mut listed) = (HashSet::new(), HashSet::new());
-    Box::pin(
-        watcher(Api::<C>::all(client), watcher::Config::default())
-            .default_backoff()
-            .for_each(move |event| {
-                match event {
-                    Ok(watcher::Event::Delete(ic)) => {
-                        if let Some(k) = key_of(&ic) {
-                            workloads.stop(&k);
-                            seen.remove(&k);
-                        }
-                    }
-                    Ok(watcher::Event::Apply(ic)) => seen.extend(key_of(&ic)),
-                    Ok(watcher::Event::Init) => listed.clear(),
-                    Ok(watcher::Event::InitApply(ic)) => listed.extend(key_of(&ic)),
-                    Ok(watcher::Event::InitDone) => {
-                        for k in seen.difference(&listed) {
-                            workloads.stop(k);
-                        }
-                        seen = std::mem::take(&mut listed);
-                    }
-                    Err(_) => {}
-                }
-                std::future::ready(())
-            }),
-    )
+    crate::cache::on_removed(Api::<C>::all(client), key_of, move |k| workloads.stop(k))
 }

@@ -17,7 +17,7 @@ pub use cluster::reconcile_cluster;
 use cluster::stop_removed_workloads;
 pub use machine::reconcile_machine;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
