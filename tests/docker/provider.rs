@@ -844,13 +844,30 @@ fn internal_ips(nodes: &Value) -> Vec<String> {
 /// endpoint reconciler keeps them.
 async fn api_endpoints_follow_the_control_planes(s: &Session, cluster: &Workload<'_>) {
     wait(s, "default/kubernetes lists the control planes", 60, || {
-        let nodes = cluster.json(&[
+        // The control planes as Cluster API knows them: Machines that are not going.
+        let machines = s.json(&[
             "get",
-            "nodes",
+            "machines",
             "-l",
-            "node-role.kubernetes.io/control-plane",
+            &format!(
+                "cluster.x-k8s.io/cluster-name={},cluster.x-k8s.io/control-plane",
+                s.cluster
+            ),
         ]);
-        let mut wanted = internal_ips(&nodes);
+        let mut wanted: Vec<String> = machines["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["metadata"]["deletionTimestamp"].is_null())
+            .filter_map(|m| {
+                m["status"]["addresses"]
+                    .as_array()?
+                    .iter()
+                    .find(|a| a["type"] == "InternalIP")?["address"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .collect();
         wanted.sort();
         let endpoints = cluster.json(&["get", "endpoints", "kubernetes"]);
         let mut listed: Vec<String> = endpoints["subsets"][0]["addresses"]
@@ -863,7 +880,25 @@ async fn api_endpoints_follow_the_control_planes(s: &Session, cluster: &Workload
         if listed == wanted && wanted.len() == 3 {
             Ok(())
         } else {
-            Err(format!("endpoints {listed:?}, control planes {wanted:?}"))
+            // The Nodes too, as the workload cluster has them: once (stop 57) the labelled
+            // control-plane Nodes' addresses were two of the three.
+            let nodes = cluster.json(&["get", "nodes"]);
+            let nodes: Vec<String> = nodes["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|n| {
+                    format!(
+                        "{} {} {}",
+                        n["metadata"]["name"].as_str().unwrap_or("?"),
+                        n["metadata"]["labels"],
+                        n["status"]["addresses"]
+                    )
+                })
+                .collect();
+            Err(format!(
+                "endpoints {listed:?}, control-plane Machines {wanted:?}; nodes: {nodes:#?}"
+            ))
         }
     })
     .await;
