@@ -823,20 +823,23 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     }
 }
 
+/// The InternalIP a Node or a Machine reports in `status.addresses` (the same shape on both).
+fn internal_ip(object: &Value) -> Option<String> {
+    object["status"]["addresses"]
+        .as_array()?
+        .iter()
+        .find(|a| a["type"] == "InternalIP")?["address"]
+        .as_str()
+        .map(str::to_string)
+}
+
 /// The InternalIP of each Node of a `kubectl get nodes -o json`.
 fn internal_ips(nodes: &Value) -> Vec<String> {
     nodes["items"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|n| {
-            n["status"]["addresses"]
-                .as_array()?
-                .iter()
-                .find(|a| a["type"] == "InternalIP")?["address"]
-                .as_str()
-                .map(str::to_string)
-        })
+        .filter_map(internal_ip)
         .collect()
 }
 
@@ -859,14 +862,7 @@ async fn api_endpoints_follow_the_control_planes(s: &Session, cluster: &Workload
             .into_iter()
             .flatten()
             .filter(|m| m["metadata"]["deletionTimestamp"].is_null())
-            .filter_map(|m| {
-                m["status"]["addresses"]
-                    .as_array()?
-                    .iter()
-                    .find(|a| a["type"] == "InternalIP")?["address"]
-                    .as_str()
-                    .map(str::to_string)
-            })
+            .filter_map(internal_ip)
             .collect();
         wanted.sort();
         let endpoints = cluster.json(&["get", "endpoints", "kubernetes"]);
