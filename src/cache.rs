@@ -299,19 +299,27 @@ pub fn received<T: Clone + Send + 'static>(
 /// from the relist after the watch was down. Only an object seen before and missing from the
 /// relist went; one created since was never seen. Keys are the caller's (`key_of`), and an
 /// object without one is not followed.
-#[derive(Default)]
-struct Removals {
-    seen: HashSet<String>,
-    listed: HashSet<String>,
+struct Removals<T> {
+    seen: HashSet<T>,
+    listed: HashSet<T>,
 }
 
-impl Removals {
+impl<T> Default for Removals<T> {
+    fn default() -> Self {
+        Removals {
+            seen: HashSet::new(),
+            listed: HashSet::new(),
+        }
+    }
+}
+
+impl<T: std::hash::Hash + Eq + Clone> Removals<T> {
     /// The keys `event` shows removed.
     fn removed_by<K>(
         &mut self,
         event: watcher::Event<K>,
-        key_of: impl Fn(&K) -> Option<String>,
-    ) -> Vec<String> {
+        key_of: impl Fn(&K) -> Option<T>,
+    ) -> Vec<T> {
         match event {
             watcher::Event::Delete(object) => key_of(&object)
                 .inspect(|k| {
@@ -343,13 +351,14 @@ impl Removals {
 /// Calls `removed` with the key of every object of `api`'s kind that leaves the store
 /// ([`Removals`]), until the future is dropped: what a controller holds for an object it
 /// never reconciles again (a Cluster moved away is deleted without being reconciled).
-pub fn on_removed<K>(
+pub fn on_removed<K, T>(
     api: Api<K>,
-    key_of: impl Fn(&K) -> Option<String> + Send + 'static,
-    mut removed: impl FnMut(&str) + Send + 'static,
+    key_of: impl Fn(&K) -> Option<T> + Send + 'static,
+    mut removed: impl FnMut(&T) + Send + 'static,
 ) -> futures::future::BoxFuture<'static, ()>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    T: std::hash::Hash + Eq + Clone + Send + 'static,
 {
     let mut removals = Removals::default();
     Box::pin(

@@ -410,16 +410,10 @@ async fn check_health(shared: Weak<Shared>) {
 /// it goes, deleted or moved away (a move removes the source's objects without a reconcile),
 /// so that its watch and probes stop with it.
 async fn forget_removed(shared: Weak<Shared>, management: Client) {
-    let key_of = |c: &crate::api::Cluster| {
-        Some(format!(
-            "{}/{}",
-            c.metadata.namespace.as_deref()?,
-            c.metadata.name.as_deref()?
-        ))
-    };
-    crate::cache::on_removed(Api::all(management), key_of, move |key| {
-        if let (Some(shared), Some((namespace, cluster))) = (shared.upgrade(), key.split_once('/'))
-        {
+    let key_of =
+        |c: &crate::api::Cluster| Some((c.metadata.namespace.clone()?, c.metadata.name.clone()?));
+    crate::cache::on_removed(Api::all(management), key_of, move |(namespace, cluster)| {
+        if let Some(shared) = shared.upgrade() {
             shared.forget(namespace, cluster);
         }
     })

@@ -129,5 +129,7 @@ pub(super) fn stop_removed_workloads<C: SimulatedCluster>(
             .get(api::CLUSTER_NAME_LABEL)
             .map(|name| key(&ic.namespace().unwrap_or_default(), name))
     };
-    crate::cache::on_removed(Api::<C>::all(client), key_of, move |k| workloads.stop(k))
+    crate::cache::on_removed(Api::<C>::all(client), key_of, move |k: &String| {
+        workloads.stop(k)
+    })
 }
