@@ -57,6 +57,22 @@ struct LabelIndex {
 }
 
 impl LabelIndex {
+    /// Indexes every object of `store` afresh: after a (re)list, whose objects enter the store
+    /// only once the list is complete, so [`LabelIndex::note`] could not see them there.
+    fn rebuild<K: Resource<DynamicType = ()> + Clone>(&self, store: &Store<K>) {
+        let Some(label) = self.label else { return };
+        let mut names: HashMap<(String, String), HashSet<String>> = HashMap::new();
+        for object in store.state() {
+            if let Some(value) = object.labels().get(label) {
+                names
+                    .entry((object.namespace().unwrap_or_default(), value.clone()))
+                    .or_default()
+                    .insert(object.name_any());
+            }
+        }
+        *self.names.lock().unwrap() = names;
+    }
+
     /// Keeps the index in step with a change the cache has applied.
     fn note<K: Resource<DynamicType = ()> + Clone>(&self, store: &Store<K>, object: &K) {
         let Some(label) = self.label else { return };
@@ -121,17 +137,27 @@ where
             writer,
             watcher(api, watcher::Config::default()).modify(strip_managed_fields),
         )
-        .default_backoff()
-        .touched_objects();
+        .default_backoff();
         let watch = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
+            // The reflector has applied each event to the store before it comes here.
             while let Some(event) = stream.next().await {
-                if let Ok(object) = event {
-                    index.note(&reader, &object);
-                    let object = Arc::new(object);
-                    tap(&object);
-                    sender.send(object);
-                }
+                let object = match event {
+                    Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
+                        index.note(&reader, &object);
+                        object
+                    }
+                    // Indexed with the rest of the list, once the store holds it.
+                    Ok(watcher::Event::InitApply(object)) => object,
+                    Ok(watcher::Event::InitDone) => {
+                        index.rebuild(&reader);
+                        continue;
+                    }
+                    Ok(watcher::Event::Init) | Err(_) => continue,
+                };
+                let object = Arc::new(object);
+                tap(&object);
+                sender.send(object);
             }
         });
         Cache {
@@ -349,12 +375,14 @@ impl<T: std::hash::Hash + Eq + Clone> Removals<T> {
 }
 
 /// Calls `removed` with the key of every object of `api`'s kind that leaves the store
-/// ([`Removals`]), until the future is dropped: what a controller holds for an object it
-/// never reconciles again (a Cluster moved away is deleted without being reconciled).
+/// ([`Removals`]), until `stop` resolves or the future is dropped: what a controller holds for
+/// an object it never reconciles again (a Cluster moved away is deleted without being
+/// reconciled).
 pub fn on_removed<K, T>(
     api: Api<K>,
     key_of: impl Fn(&K) -> Option<T> + Send + 'static,
     mut removed: impl FnMut(&T) + Send + 'static,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> futures::future::BoxFuture<'static, ()>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -364,6 +392,7 @@ where
     Box::pin(
         watcher(api, watcher::Config::default())
             .default_backoff()
+            .take_until(stop)
             .for_each(move |event| {
                 if let Ok(event) = event {
                     for key in removals.removed_by(event, &key_of) {

@@ -48,8 +48,9 @@ pub struct Wiring {
 }
 
 impl Wiring {
-    /// Resolves when the manager stops.
-    fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
+    /// Resolves when the manager stops: what a controller that is not a [`Controller`] ends
+    /// on.
+    pub fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
         let mut rx = self.stop.clone();
         async move {
             let _ = rx.wait_for(|s| *s).await;

@@ -412,12 +412,13 @@ async fn check_health(shared: Weak<Shared>) {
 async fn forget_removed(shared: Weak<Shared>, management: Client) {
     let key_of =
         |c: &crate::api::Cluster| Some((c.metadata.namespace.clone()?, c.metadata.name.clone()?));
-    crate::cache::on_removed(Api::all(management), key_of, move |(namespace, cluster)| {
+    // Until aborted, with the WorkloadClusters that started it.
+    let forget = move |(namespace, cluster): &(String, String)| {
         if let Some(shared) = shared.upgrade() {
             shared.forget(namespace, cluster);
         }
-    })
-    .await
+    };
+    crate::cache::on_removed(Api::all(management), key_of, forget, std::future::pending()).await
 }
 
 /// The client configuration in the contents of a `<cluster>-kubeconfig` Secret.

@@ -120,6 +120,7 @@ pub(super) async fn cluster_ca(client: &Client, cluster: &Cluster) -> Result<cra
 pub(super) fn stop_removed_workloads<C: SimulatedCluster>(
     client: Client,
     workloads: Arc<Workloads>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> BoxFuture<'static, ()> {
     let key_of = |ic: &C| {
         if !ic.simulated() {
@@ -129,7 +130,6 @@ pub(super) fn stop_removed_workloads<C: SimulatedCluster>(
             .get(api::CLUSTER_NAME_LABEL)
             .map(|name| key(&ic.namespace().unwrap_or_default(), name))
     };
-    crate::cache::on_removed(Api::<C>::all(client), key_of, move |k: &String| {
-        workloads.stop(k)
-    })
+    let removed = move |k: &String| workloads.stop(k);
+    crate::cache::on_removed(Api::<C>::all(client), key_of, removed, stop)
 }

@@ -201,7 +201,7 @@ fn simulations<C: SimulatedCluster, M: SimulatedMachine>(
         crate::reconcile::runtime::infrastructure_machine_of::<M>,
     );
     vec![
-        stop_removed_workloads::<C>(w.client.clone(), ctx.workloads.clone()),
+        stop_removed_workloads::<C>(w.client.clone(), ctx.workloads.clone(), w.stopped()),
         w.run_with(names[0], clusters, reconcile_cluster::<C>, ctx.clone()),
         w.run_with(names[1], machines, reconcile_machine::<M>, ctx),
     ]
