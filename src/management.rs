@@ -436,7 +436,9 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
     let task = tokio::spawn(listener::serve(listener, router, config, async {
         let _ = rx.await;
     }));
-    // The controllers of the providers installed here run in this process.
+    // The controllers of the providers installed here run in this process; on etcd, in one of
+    // the processes serving it at a time.
+    let shared_store = !options.etcd_endpoints.is_empty();
     let (stop_controllers, controllers_stopped) = tokio::sync::oneshot::channel();
     let options = crate::manager::Options::default();
     server.metrics.register(|r| options.metrics.register(r));
@@ -446,9 +448,14 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
             .service(apiserver::controller_router(server.clone())),
         "default",
     );
-    let controllers = tokio::spawn(crate::manager::run(local, options, async {
+    let stopped = async {
         let _ = controllers_stopped.await;
-    }));
+    };
+    let controllers = if shared_store {
+        tokio::spawn(lead_controllers(local, options, stopped))
+    } else {
+        tokio::spawn(crate::manager::run(local, options, stopped))
+    };
     let info = RunInfo {
         pid: std::process::id(),
         address: url,
@@ -470,6 +477,48 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
         certificate_signer,
         dir: dir.clone(),
     })
+}
+
+/// The Lease that the servers of one management cluster on etcd elect the one that runs the
+/// providers' controllers with: several `management serve` processes share the objects, and
+/// two sets of controllers reconciling them would make every Machine twice.
+pub const CONTROLLERS_LEASE: &str = "capictl-management-controllers";
+
+/// Runs the providers' controllers while this server holds [`CONTROLLERS_LEASE`] (in
+/// `kube-system`), until `stop` resolves; after losing it, waits to lead again with fresh
+/// controllers and caches.
+async fn lead_controllers(
+    client: kube::Client,
+    options: crate::manager::Options,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    use crate::reconcile::leader::{self, LeaderElection, Term, Timings};
+    let election = LeaderElection::new(
+        client.clone(),
+        "kube-system",
+        CONTROLLERS_LEASE,
+        &leader::candidate_identity(),
+        Timings::default(),
+    );
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let term = election
+            .lead(&mut stop, |stopping| {
+                tracing::info!(
+                    identity = election.identity(),
+                    "leading: running the providers' controllers"
+                );
+                crate::manager::run(client.clone(), options.clone(), stopping)
+            })
+            .await;
+        if term == Term::Stopped {
+            return;
+        }
+        tracing::warn!(
+            identity = election.identity(),
+            "lost the controllers' Lease kube-system/{CONTROLLERS_LEASE}; waiting to lead again"
+        );
+    }
 }
 
 /// Starts `capictl management serve` for `dir` in the background and waits until it serves.

@@ -156,9 +156,9 @@ impl ApiServer {
         });
         let crds = server.crds();
         let (records, _, _) = server.store.list(&crds.prefix(), None, None, |_| true);
-        for record in records {
-            server.registry.install_crd(&record.value());
-        }
+        let definitions: Vec<Value> = records.iter().map(|r| r.value()).collect();
+        server.registry.sync_crds(&definitions);
+        tokio::spawn(follow_crds(Arc::downgrade(&server)));
         let namespaces = server.namespaces();
         for name in INITIAL_NAMESPACES {
             if server.store.get(&namespaces.key(None, name)).is_none() {
@@ -729,6 +729,49 @@ impl ApiServer {
             }
             self.registry.remove_crd(&name);
             self.system_wake.notify_one();
+        }
+    }
+}
+
+/// Keeps the served custom resources in step with the CRDs in the store, whichever server
+/// wrote them: the servers of one management cluster on etcd each serve what any of them
+/// installed or removed (a server's own writes are served at once, by `after_write`).
+async fn follow_crds(server: std::sync::Weak<ApiServer>) {
+    use store::{EventKind, LiveError};
+    loop {
+        let Some(s) = server.upgrade() else { return };
+        let start = match s.store.watch(&s.crds().prefix(), None) {
+            Ok(start) => start,
+            Err(e) => {
+                tracing::warn!(error = %e, "following the CRDs failed; retrying");
+                drop(s);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let definitions: Vec<Value> = start.backlog.iter().map(|e| e.record.value()).collect();
+        s.registry.sync_crds(&definitions);
+        drop(s);
+        let mut live = start.live;
+        loop {
+            match live.recv().await {
+                Ok(event) => {
+                    let Some(s) = server.upgrade() else { return };
+                    match event.kind {
+                        EventKind::Deleted => s.registry.remove_crd(event.record.name()),
+                        _ => {
+                            s.registry.install_crd(&event.record.value());
+                        }
+                    }
+                    s.system_wake.notify_one();
+                }
+                // Behind, or the store started over from its source of truth: list again.
+                Err(LiveError::FellBehind) => break,
+                Err(LiveError::Closed) => {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    break;
+                }
+            }
         }
     }
 }

@@ -225,6 +225,22 @@ impl Registry {
         resources
     }
 
+    /// Serves exactly these CRDs' resources: each installed, and those of any other CRD
+    /// removed.
+    pub fn sync_crds(&self, crds: &[Value]) {
+        let names: std::collections::HashSet<&str> = crds
+            .iter()
+            .filter_map(|crd| crd["metadata"]["name"].as_str())
+            .collect();
+        self.resources
+            .write()
+            .unwrap()
+            .retain(|_, r| r.crd_name.as_deref().is_none_or(|n| names.contains(n)));
+        for crd in crds {
+            self.install_crd(crd);
+        }
+    }
+
     /// Stops serving a CRD's resources.
     pub fn remove_crd(&self, name: &str) {
         self.resources
@@ -399,6 +415,24 @@ mod tests {
                 .get("cluster.x-k8s.io", "v1beta2", "machinedeployments")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_sync_serves_exactly_the_crds_given() {
+        let registry = crate::apiserver::builtin::registry();
+        let served = |registry: &Registry| {
+            registry
+                .get("cluster.x-k8s.io", "v1beta2", "machinedeployments")
+                .is_some()
+        };
+        let built_in = registry.all().len();
+        registry.sync_crds(&[capictl_crd()]);
+        assert!(served(&registry));
+        registry.sync_crds(&[capictl_crd()]);
+        assert_eq!(registry.all().len(), built_in + 1);
+        registry.sync_crds(&[]);
+        assert!(!served(&registry));
+        assert_eq!(registry.all().len(), built_in, "the built-in types stay");
     }
 
     /// A CRD as a provider would install it (the API server knows no Cluster API itself).

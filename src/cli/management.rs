@@ -68,20 +68,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 3)]
     audit_log_maxbackup: usize,
     /// How long a request may take to send its body (a Go duration: 30s, 1m).
-    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = super::parse_duration)]
     request_timeout: Duration,
     /// Megabytes of past events kept for watches to resume from, across every resource; a
     /// watcher further behind gets 410 Gone and lists again.
     #[arg(long, value_name = "MB", default_value_t = 256)]
     watch_history_mb: usize,
-}
-
-/// A Go-style duration flag.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    crate::api::parse_duration(text)
-        .filter(|s| *s > 0.0)
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("{text:?} is not a duration: write it as Go does, e.g. 30s or 1m"))
 }
 
 impl ServeArgs {

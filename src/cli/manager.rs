@@ -12,7 +12,7 @@ use crate::apiserver::tls;
 use crate::manager::{self, Options};
 use crate::metrics::Metrics;
 use crate::pki::KeyPairPem;
-use crate::reconcile::leader::LeaderElection;
+use crate::reconcile::leader::{self, LeaderElection, Term, Timings};
 use crate::reconcile::metrics::{ClientMetricsLayer, ControllerMetrics, measure_webhooks};
 use crate::reconcile::throttle::Throttle;
 
@@ -26,9 +26,17 @@ pub struct Args {
     /// The namespace of the leader election Lease.
     #[arg(long, default_value = "capi-system", value_name = "NS")]
     leader_election_namespace: String,
-    /// How long a leader's Lease lasts without renewal.
-    #[arg(long, default_value_t = 15, value_name = "SECONDS")]
-    leader_elect_lease_duration: u64,
+    /// How long the others wait, after the leader last renewed its Lease, before one takes over
+    /// (a Go duration; a bare number is seconds).
+    #[arg(long, default_value = "15s", value_name = "DURATION", value_parser = super::parse_duration)]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew its Lease before it stops leading; shorter
+    /// than the lease duration, so that it stops before another may start.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = super::parse_duration)]
+    leader_elect_renew_deadline: Duration,
+    /// How often candidates try to take the Lease, and the leader to renew it.
+    #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = super::parse_duration)]
+    leader_elect_retry_period: Duration,
     /// Run only these providers' controllers (comma-separated labels: cluster-api,
     /// bootstrap-kubeadm, control-plane-kubeadm, infrastructure-in-memory) [default: all installed]
     #[arg(long, value_name = "LABELS", value_delimiter = ',')]
@@ -55,6 +63,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let timings = Timings {
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+    };
+    if args.leader_elect {
+        timings.check()?;
+    }
+    let lease = lease_name(&args.providers);
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let config = args.cluster.config().await?;
@@ -82,7 +99,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             providers: args.providers.clone(),
             metrics: controller_metrics.clone(),
         };
-        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let signalled = async move {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
@@ -90,48 +108,64 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         };
         if !args.leader_elect {
-            controller_metrics.set_leader(LEASE, true);
+            controller_metrics.set_leader(lease, true);
             eprintln!("Running the controllers");
             manager::run(client, options, signalled).await;
             return Ok(());
         }
-        let identity = format!("{}_{}", hostname(), uuid::Uuid::new_v4());
         let election = LeaderElection::new(
             client.clone(),
             &args.leader_election_namespace,
-            LEASE,
-            &identity,
-            Duration::from_secs(args.leader_elect_lease_duration.max(1)),
+            lease,
+            &leader::candidate_identity(),
+            timings,
         );
-        controller_metrics.set_leader(LEASE, false);
-        eprintln!("Waiting to lead (Lease {}/{LEASE})", args.leader_election_namespace);
+        controller_metrics.set_leader(lease, false);
+        eprintln!(
+            "Waiting to lead (Lease {}/{lease})",
+            args.leader_election_namespace
+        );
         tokio::pin!(signalled);
-        tokio::select! {
-            _ = election.acquire() => {}
-            _ = &mut signalled => return Ok(()),
+        let term = election
+            .lead(&mut signalled, |stopping| {
+                controller_metrics.set_leader(lease, true);
+                eprintln!(
+                    "Leading as {}; running the controllers",
+                    election.identity()
+                );
+                manager::run(client, options, stopping)
+            })
+            .await;
+        controller_metrics.set_leader(lease, false);
+        match term {
+            Term::Stopped => Ok(()),
+            // As controller-runtime's managers do: the process ends and is started again.
+            Term::Lost => Err(anyhow::anyhow!(
+                "lost the leader Lease {}/{lease}; stopping so that another manager takes over",
+                args.leader_election_namespace
+            )),
         }
-        controller_metrics.set_leader(LEASE, true);
-        eprintln!("Leading as {identity}; running the controllers");
-        let holder = election.clone();
-        let lost = async move { holder.hold().await };
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let run = tokio::spawn(manager::run(client, options, async {
-            let _ = stop_rx.await;
-        }));
-        let outcome = tokio::select! {
-            _ = lost => Err(anyhow::anyhow!("lost the leader Lease; stopping so that another manager takes over")),
-            _ = &mut signalled => Ok(()),
-        };
-        let _ = stop_tx.send(());
-        let _ = run.await;
-        controller_metrics.set_leader(LEASE, false);
-        election.release().await;
-        outcome
     })
 }
 
-/// The leader election Lease, named as the metrics name it.
-const LEASE: &str = "controller-leader-election-capictl";
+/// The leader election Lease of the managers running `providers` (every installed one when
+/// empty): upstream's name for a single provider's manager, so that capictl's and upstream's
+/// managers of one provider never lead at once.
+fn lease_name(providers: &[String]) -> &'static str {
+    match providers {
+        [one] => match one.as_str() {
+            "cluster-api" => "controller-leader-election-capi",
+            "bootstrap-kubeadm" => "kubeadm-bootstrap-manager-leader-election-capi",
+            "control-plane-kubeadm" => "kubeadm-control-plane-manager-leader-election-capi",
+            "infrastructure-docker" => "controller-leader-election-capd",
+            "infrastructure-in-memory" => "controller-leader-election-capim",
+            _ => ALL_PROVIDERS_LEASE,
+        },
+        _ => ALL_PROVIDERS_LEASE,
+    }
+}
+
+const ALL_PROVIDERS_LEASE: &str = "controller-leader-election-capictl";
 
 /// Where `--metrics-bind-address` says to listen: `None` for "0"; a bare `:port` is every
 /// address, as controller-runtime reads it.
@@ -199,10 +233,4 @@ async fn webhook_server(
         config,
         std::future::pending(),
     ))
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "capictl".into())
 }

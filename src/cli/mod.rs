@@ -217,6 +217,14 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// A Go-style duration flag (30s, 1m, 1h30m; a bare number is seconds).
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    crate::api::parse_duration(text)
+        .filter(|s| *s > 0.0)
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| format!("{text:?} is not a duration: write it as Go does, e.g. 30s or 1m"))
+}
+
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|e| {
         e.downcast_ref::<std::io::Error>()

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use super::kube_apiserver::parse_flags;
 use super::{NodeError, Result};
 use crate::apiserver::{csr, listener, tls};
+use crate::reconcile::leader::{self, LeaderElection, Term, Timings};
 
 /// kube-controller-manager's `--node-monitor-grace-period`.
 pub const NODE_MONITOR_GRACE: Duration = Duration::from_secs(40);
@@ -266,18 +267,16 @@ async fn approve_and_sign(client: &Client, ca: &crate::pki::Pki) -> Result<()> {
     Ok(())
 }
 
-/// This process's identity and its election for the control planes' `kube-system` Lease
+/// This process's candidacy for the control planes' `kube-system` Lease
 /// (kube's components elect one leader of each kind with a Lease of their name).
-fn election(client: &Client, lease: &str) -> (String, crate::reconcile::leader::LeaderElection) {
-    let identity = format!("{}_{}", super::hostname(), uuid::Uuid::new_v4());
-    let election = crate::reconcile::leader::LeaderElection::new(
+fn election(client: &Client, lease: &str) -> LeaderElection {
+    LeaderElection::new(
         client.clone(),
         "kube-system",
         lease,
-        &identity,
-        Duration::from_secs(15),
-    );
-    (identity, election)
+        &leader::candidate_identity(),
+        Timings::default(),
+    )
 }
 
 /// How long a controller's token lives, and how often each is renewed.
@@ -416,10 +415,11 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
         Some(path) => Some(super::read_file(path.as_ref())?),
         None => None,
     };
-    let (identity, election) = election(&client, "kube-controller-manager");
-    let work = async {
-        loop {
-            election.acquire().await;
+    let election = election(&client, "kube-controller-manager");
+    let identity = election.identity().to_string();
+    let mut stop = std::pin::pin!(terminated());
+    loop {
+        let term = election.lead(&mut stop, |stopping| async {
             println!("{identity} became the leader");
             let clients = loop {
                 match credentials.clients(&accounts).await {
@@ -467,14 +467,14 @@ pub async fn run_controller_manager(args: &[String]) -> Result<()> {
                 )
             };
             tokio::select! {
-                _ = election.hold() => println!("{identity} lost the leader lease"),
+                _ = stopping => {}
                 _ = lead => {}
             }
+        });
+        if term.await == Term::Stopped {
+            break;
         }
-    };
-    tokio::select! {
-        _ = work => {}
-        _ = terminated() => election.release().await,
+        println!("{identity} lost the leader lease");
     }
     Ok(())
 }
@@ -488,19 +488,19 @@ pub async fn run_scheduler(args: &[String]) -> Result<()> {
         .get("kubeconfig")
         .ok_or_else(|| NodeError::Config("--kubeconfig is required".into()))?;
     let client = super::kubelet::client_from(kubeconfig.as_ref()).await?;
-    let (identity, election) = election(&client, "kube-scheduler");
-    let work = async {
-        loop {
-            election.acquire().await;
+    let election = election(&client, "kube-scheduler");
+    let mut stop = std::pin::pin!(terminated());
+    loop {
+        let term = election.lead(&mut stop, |stopping| async {
             tokio::select! {
-                _ = election.hold() => println!("{identity} lost the leader lease"),
+                _ = stopping => {}
                 _ = crate::kubernetes::scheduler::run(client.clone()) => {}
             }
+        });
+        if term.await == Term::Stopped {
+            break;
         }
-    };
-    tokio::select! {
-        _ = work => {}
-        _ = terminated() => election.release().await,
+        println!("{} lost the leader lease", election.identity());
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! A management cluster started with `capictl management up`, driven by the capictl binary
 //! and real kubectl, as users drive it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 /// kubectl from $KUBECTL (scripts/test installs a current one), else from PATH; without one
@@ -94,15 +94,45 @@ impl Management {
     }
 
     fn up_with_args(kubectl: String, up_args: Vec<String>) -> Management {
+        let m = Management::new(kubectl, up_args);
+        m.start();
+        m
+    }
+
+    fn new(kubectl: String, up_args: Vec<String>) -> Management {
         let dir = std::env::temp_dir().join(format!("capictl-kubectl-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(dir.join("home")).unwrap();
-        let m = Management {
+        Management {
             dir,
             kubectl,
             up_args,
-        };
+        }
+    }
+
+    /// Another server of `first`'s management cluster, as the servers of a highly available
+    /// one behind a load balancer are: the same etcd and flags, the same CA (its state
+    /// directory's `ca.crt` and `ca.key` copied), an address of its own.
+    pub fn up_beside(first: &Management) -> Management {
+        let m = Management::new(first.kubectl.clone(), first.up_args.clone());
+        std::fs::create_dir_all(m.state()).unwrap();
+        for file in ["ca.crt", "ca.key"] {
+            std::fs::copy(
+                Path::new(&first.state()).join(file),
+                Path::new(&m.state()).join(file),
+            )
+            .unwrap();
+        }
         m.start();
         m
+    }
+
+    /// The process serving this management cluster now.
+    pub fn pid(&self) -> u32 {
+        let info: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(Path::new(&self.state()).join("server.json")).unwrap(),
+        )
+        .unwrap();
+        info["pid"].as_u64().unwrap() as u32
     }
 
     pub fn state(&self) -> String {

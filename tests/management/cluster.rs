@@ -2004,7 +2004,8 @@ fn built_in_objects_get_kube_apiserver_defaults_and_the_control_plane_keeps_its_
 
 /// Two `management up` processes on one etcd reached over TLS with a client certificate: each
 /// sees what the other writes, and every write made with a resourceVersion the other has
-/// moved past is refused, even before this one's cache has seen that write.
+/// moved past is refused, even before this one's cache has seen that write; each serves the
+/// custom resources of the CRDs the other installs and removes.
 #[test]
 fn two_management_clusters_on_one_tls_etcd_share_objects_and_refuse_stale_writes() {
     let (etcd, tls) = crate::common::Etcd::start_tls();
@@ -2036,6 +2037,37 @@ fn two_management_clusters_on_one_tls_etcd_share_objects_and_refuse_stale_writes
             count.to_string(),
             "round {round}: the other server reads the write"
         );
+    }
+    // A CRD installed through one server is served by the other, and removed from both.
+    a.kubectl_in(
+        &["apply", "-f", "-"],
+        Some("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {plural: widgets, singular: widget, kind: Widget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n"),
+    );
+    let served_by = |m: &Management| m.kubectl_output(&["get", "widgets"], None).status.success();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !served_by(&b) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the other server never served widgets"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    b.kubectl_in(
+        &["apply", "-f", "-"],
+        Some("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: default}\n"),
+    );
+    assert_eq!(
+        a.kubectl(&["get", "widget", "w", "-o", "name"]).trim(),
+        "widget.example.com/w"
+    );
+    b.kubectl(&["delete", "crd", "widgets.example.com"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while served_by(&a) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first server still serves widgets"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
     drop((a, b));
 }

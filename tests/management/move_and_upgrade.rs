@@ -6,14 +6,14 @@ use std::time::{Duration, Instant};
 
 use crate::common::management::*;
 
-fn with(m: &Management, args: &[&str]) -> std::process::Output {
+pub(crate) fn with(m: &Management, args: &[&str]) -> std::process::Output {
     let kubeconfig = m.kubeconfig().display().to_string();
     let mut all = args.to_vec();
     all.extend(["--kubeconfig", &kubeconfig]);
     capictl(&all)
 }
 
-fn succeeds(m: &Management, args: &[&str]) -> String {
+pub(crate) fn succeeds(m: &Management, args: &[&str]) -> String {
     let out = with(m, args);
     assert!(
         out.status.success(),
@@ -24,7 +24,7 @@ fn succeeds(m: &Management, args: &[&str]) -> String {
     text(&out.stdout)
 }
 
-fn init(m: &Management, infrastructure: &str) {
+pub(crate) fn init(m: &Management, infrastructure: &str) {
     succeeds(
         m,
         &[
@@ -45,7 +45,7 @@ fn condition(m: &Management, kind: &str, name: &str, condition: &str) -> String 
     text(&out.stdout)
 }
 
-fn wait_available(m: &Management, cluster: &str) {
+pub(crate) fn wait_available(m: &Management, cluster: &str) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while condition(m, "cluster", cluster, "Available") != "True" {
         assert!(
@@ -64,18 +64,27 @@ fn wait_available(m: &Management, cluster: &str) {
     }
 }
 
+/// A line per Machine of the cluster: `fields`, a JSONPath template of one Machine.
+pub(crate) fn machine_lines(m: &Management, cluster: &str, fields: &str) -> String {
+    m.kubectl(&[
+        "get",
+        "machines",
+        "-l",
+        &format!("cluster.x-k8s.io/cluster-name={cluster}"),
+        "-o",
+        &format!("jsonpath={{range .items[*]}}{fields}{{\"\\n\"}}{{end}}"),
+    ])
+}
+
 /// The cluster's Machines, by name, all Ready.
-fn ready_machines(m: &Management, cluster: &str) -> Vec<String> {
+pub(crate) fn ready_machines(m: &Management, cluster: &str) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let out = m.kubectl(&[
-            "get",
-            "machines",
-            "-l",
-            &format!("cluster.x-k8s.io/cluster-name={cluster}"),
-            "-o",
-            "jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
-        ]);
+        let out = machine_lines(
+            m,
+            cluster,
+            "{.metadata.name} {.status.conditions[?(@.type==\"Ready\")].status}",
+        );
         let rows: Vec<(String, String)> = out
             .lines()
             .filter_map(|l| l.split_once(' '))

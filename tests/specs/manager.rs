@@ -11,11 +11,11 @@ use crate::common::lifecycle::*;
 
 #[tokio::test]
 async fn one_manager_leads_at_a_time() {
-    use capictl::reconcile::leader::LeaderElection;
+    use capictl::reconcile::leader::{LeaderElection, Timings};
     let client = api_server().await;
-    let lease = Duration::from_secs(1);
-    let a = LeaderElection::new(client.clone(), NS, "leader", "a", lease);
-    let b = LeaderElection::new(client.clone(), NS, "leader", "b", lease);
+    let timings = Timings::scaled(Duration::from_secs(1));
+    let a = LeaderElection::new(client.clone(), NS, "leader", "a", timings);
+    let b = LeaderElection::new(client.clone(), NS, "leader", "b", timings);
     assert!(a.try_acquire().await.unwrap());
     assert!(
         !b.try_acquire().await.unwrap(),
