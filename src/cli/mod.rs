@@ -207,7 +207,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             // Not eprintln!: a closed stderr is no reason to panic.
-            let _ = writeln!(std::io::stderr(), "Error: {err:#}");
+            let _ = writeln!(std::io::stderr(), "Error: {}", error_text(&err));
             if err.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(2)
             } else {
@@ -215,6 +215,22 @@ pub fn run(cli: Cli) -> ExitCode {
             }
         }
     }
+}
+
+/// The error and its causes, each once: an error whose message already quotes its cause (a
+/// `{source}` in its text) does not repeat it.
+fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text
 }
 
 /// A Go-style duration flag (30s, 1m, 1h30m; a bare number is seconds).
@@ -252,6 +268,24 @@ fn init_logging(verbose: u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_errors_cause_is_said_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("opening the store in /s: {source}")]
+        struct Quoting {
+            source: std::io::Error,
+        }
+        let quoting = anyhow::Error::new(Quoting {
+            source: std::io::Error::other("invalid data"),
+        });
+        assert_eq!(
+            error_text(&quoting),
+            "opening the store in /s: invalid data"
+        );
+        let context = anyhow::Error::new(std::io::Error::other("refused")).context("connecting");
+        assert_eq!(error_text(&context), "connecting: refused");
+    }
 
     #[test]
     fn clusterctls_verbosity_levels_become_counts() {
