@@ -262,8 +262,14 @@ _capictl() {
             capictl__subcmd__help__subcmd__images,build)
                 cmd="capictl__subcmd__help__subcmd__images__subcmd__build"
                 ;;
+            capictl__subcmd__help__subcmd__management,backup)
+                cmd="capictl__subcmd__help__subcmd__management__subcmd__backup"
+                ;;
             capictl__subcmd__help__subcmd__management,down)
                 cmd="capictl__subcmd__help__subcmd__management__subcmd__down"
+                ;;
+            capictl__subcmd__help__subcmd__management,restore)
+                cmd="capictl__subcmd__help__subcmd__management__subcmd__restore"
                 ;;
             capictl__subcmd__help__subcmd__management,serve)
                 cmd="capictl__subcmd__help__subcmd__management__subcmd__serve"
@@ -295,11 +301,17 @@ _capictl() {
             capictl__subcmd__images__subcmd__help,help)
                 cmd="capictl__subcmd__images__subcmd__help__subcmd__help"
                 ;;
+            capictl__subcmd__management,backup)
+                cmd="capictl__subcmd__management__subcmd__backup"
+                ;;
             capictl__subcmd__management,down)
                 cmd="capictl__subcmd__management__subcmd__down"
                 ;;
             capictl__subcmd__management,help)
                 cmd="capictl__subcmd__management__subcmd__help"
+                ;;
+            capictl__subcmd__management,restore)
+                cmd="capictl__subcmd__management__subcmd__restore"
                 ;;
             capictl__subcmd__management,serve)
                 cmd="capictl__subcmd__management__subcmd__serve"
@@ -310,11 +322,17 @@ _capictl() {
             capictl__subcmd__management,up)
                 cmd="capictl__subcmd__management__subcmd__up"
                 ;;
+            capictl__subcmd__management__subcmd__help,backup)
+                cmd="capictl__subcmd__management__subcmd__help__subcmd__backup"
+                ;;
             capictl__subcmd__management__subcmd__help,down)
                 cmd="capictl__subcmd__management__subcmd__help__subcmd__down"
                 ;;
             capictl__subcmd__management__subcmd__help,help)
                 cmd="capictl__subcmd__management__subcmd__help__subcmd__help"
+                ;;
+            capictl__subcmd__management__subcmd__help,restore)
+                cmd="capictl__subcmd__management__subcmd__help__subcmd__restore"
                 ;;
             capictl__subcmd__management__subcmd__help,serve)
                 cmd="capictl__subcmd__management__subcmd__help__subcmd__serve"
@@ -1584,7 +1602,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help__subcmd__management)
-            opts="up serve down status"
+            opts="up serve down status backup restore"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1597,7 +1615,35 @@ _capictl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        capictl__subcmd__help__subcmd__management__subcmd__backup)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         capictl__subcmd__help__subcmd__management__subcmd__down)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__management__subcmd__restore)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1924,12 +1970,30 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management)
-            opts="-v -h -V --verbose --help --version up serve down status help"
+            opts="-v -h -V --verbose --help --version up serve down status backup restore help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__backup)
+            opts="-v -h -V --dir --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1956,8 +2020,22 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__help)
-            opts="up serve down status help"
+            opts="up serve down status backup restore help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__help__subcmd__backup)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1984,6 +2062,20 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__help__subcmd__restore)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2032,6 +2124,24 @@ _capictl() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__management__subcmd__restore)
+            opts="-v -h -V --dir --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2198,7 +2308,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__manager)
-            opts="-v -h -V --kubeconfig --kubeconfig-context --leader-elect --leader-election-namespace --leader-elect-lease-duration --providers --concurrency --webhook-port --webhook-cert-dir --kube-api-qps --kube-api-burst --metrics-bind-address --verbose --help --version"
+            opts="-v -h -V --kubeconfig --kubeconfig-context --leader-elect --leader-election-namespace --leader-elect-lease-duration --leader-elect-renew-deadline --leader-elect-retry-period --providers --concurrency --webhook-port --webhook-cert-dir --kube-api-qps --kube-api-burst --metrics-bind-address --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2221,6 +2331,14 @@ _capictl() {
                     return 0
                     ;;
                 --leader-elect-lease-duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --leader-elect-renew-deadline)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --leader-elect-retry-period)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

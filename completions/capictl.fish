@@ -264,14 +264,16 @@ complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from cluster" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from help" -f -a "cluster" -d 'Delete a workload Cluster and everything it made (Machines, their infrastructure, the control plane), after showing what will go and asking'
 complete -c capictl -n "__fish_capictl_using_subcommand delete; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
-complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s h -l help -d 'Print help'
-complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -s V -l version -d 'Print version'
-complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'
-complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -f -a "serve" -d 'Run the management cluster in the foreground (what `up` starts)'
-complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -f -a "down" -d 'Stop the management cluster'
-complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -f -a "status" -d 'Say whether the management cluster runs, where, since when, and what it holds'
-complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status backup restore help" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status backup restore help" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status backup restore help" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status backup restore help" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status backup restore help" -f -a "serve" -d 'Run the management cluster in the foreground (what `up` starts)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status backup restore help" -f -a "down" -d 'Stop the management cluster'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status backup restore help" -f -a "status" -d 'Say whether the management cluster runs, where, since when, and what it holds'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status backup restore help" -f -a "backup" -d 'Save every object as of one revision, and the CA, to a file (0600), while the management cluster runs or after it stopped'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status backup restore help" -f -a "restore" -d 'Make a new state directory the management cluster saved in a backup; then start it with `capictl management up --dir DIR`'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and not __fish_seen_subcommand_from up serve down status backup restore help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l dir -d 'The state directory [default: $XDG_DATA_HOME/capictl/management]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l listen -d 'Address to listen on; port 0 reuses this directory\'s last port, else picks a free one' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l kubeconfig -d 'The kubeconfig to add a context to [default: $KUBECONFIG, else ~/.kube/config]' -r -F
@@ -316,17 +318,29 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from status" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from backup" -l dir -d 'The state directory [default: $XDG_DATA_HOME/capictl/management]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from backup" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from backup" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from backup" -s V -l version -d 'Print version'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from restore" -l dir -d 'The state directory [default: $XDG_DATA_HOME/capictl/management]' -r -F
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from restore" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from restore" -s h -l help -d 'Print help'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from restore" -s V -l version -d 'Print version'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "up" -d 'Start the management cluster in the background and point a kubeconfig context at it'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "serve" -d 'Run the management cluster in the foreground (what `up` starts)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "down" -d 'Stop the management cluster'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "status" -d 'Say whether the management cluster runs, where, since when, and what it holds'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "backup" -d 'Save every object as of one revision, and the CA, to a file (0600), while the management cluster runs or after it stopped'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "restore" -d 'Make a new state directory the management cluster saved in a backup; then start it with `capictl management up --dir DIR`'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-elect -d 'Elect a leader among managers on a Lease, so that only one reconciles at a time' -r -f -a "true\t''
 false\t''"
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-election-namespace -d 'The namespace of the leader election Lease' -r
-complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-elect-lease-duration -d 'How long a leader\'s Lease lasts without renewal' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-elect-lease-duration -d 'How long the others wait, after the leader last renewed its Lease, before one takes over (a Go duration; a bare number is seconds)' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-elect-renew-deadline -d 'How long the leader keeps trying to renew its Lease before it stops leading; shorter than the lease duration, so that it stops before another may start' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l leader-elect-retry-period -d 'How often candidates try to take the Lease, and the leader to renew it' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l providers -d 'Run only these providers\' controllers (comma-separated labels: cluster-api, bootstrap-kubeadm, control-plane-kubeadm, infrastructure-in-memory) [default: all installed]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l concurrency -d 'How many objects of one kind are reconciled at once' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l webhook-port -d 'Serve the providers\' admission webhooks on this port (0: do not serve them)' -r
@@ -378,3 +392,5 @@ complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_su
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "serve" -d 'Run the management cluster in the foreground (what `up` starts)'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "down" -d 'Stop the management cluster'
 complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "status" -d 'Say whether the management cluster runs, where, since when, and what it holds'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "backup" -d 'Save every object as of one revision, and the CA, to a file (0600), while the management cluster runs or after it stopped'
+complete -c capictl -n "__fish_capictl_using_subcommand help; and __fish_seen_subcommand_from management" -f -a "restore" -d 'Make a new state directory the management cluster saved in a backup; then start it with `capictl management up --dir DIR`'

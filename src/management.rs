@@ -68,6 +68,29 @@ pub enum ManagementError {
     StopTimeout { pid: u32, seconds: u64 },
     #[error("{0} is already serving this directory")]
     Busy(String),
+    #[error(
+        "the management cluster of {dir} is running (pid {pid}); stop it first (capictl management down --dir {dir}), or restore into another directory"
+    )]
+    RestoreWhileRunning { dir: PathBuf, pid: u32 },
+    #[error(
+        "{dir} already holds a management cluster's objects ({store}); restore into a new directory (--dir), or move this one away first"
+    )]
+    RestoreOverState { dir: PathBuf, store: PathBuf },
+    #[error(
+        "{dir} has a CA ({ca}) other than the backup's; restore into a new directory, or the clients' kubeconfigs of one of the two stop working"
+    )]
+    RestoreOverOtherCa { dir: PathBuf, ca: PathBuf },
+    #[error("{file} is not a capictl management backup: {source}")]
+    NotABackup {
+        file: PathBuf,
+        source: apiserver::store::StoreError,
+    },
+    #[error(
+        "{dir} holds no management cluster state to back up (no {store}); a management cluster on etcd is backed up while one of its servers runs, or with etcdctl snapshot save"
+    )]
+    NothingToBackUp { dir: PathBuf, store: PathBuf },
+    #[error("the management cluster at {address} did not send its snapshot: {message}")]
+    SnapshotRefused { address: String, message: String },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ManagementError + '_ {
@@ -519,6 +542,142 @@ async fn lead_controllers(
             "lost the controllers' Lease kube-system/{CONTROLLERS_LEASE}; waiting to lead again"
         );
     }
+}
+
+/// The files of a state directory a backup keeps beside the objects: the CA that signs the
+/// server's and the clients' certificates, so that kubeconfigs keep working after a restore.
+const BACKED_UP_FILES: [&str; 2] = ["ca.crt", "ca.key"];
+
+/// What [`backup`] saved.
+#[derive(Debug)]
+pub struct Backup {
+    pub objects: usize,
+    pub revision: u64,
+    /// Taken from the running server (else from the stopped one's store file).
+    pub online: bool,
+}
+
+/// Saves the management cluster of `dir` to `file` (0600: it holds every Secret and the CA's
+/// key): every object as of one revision, and the CA. From its server while it runs (a
+/// consistent snapshot while it keeps serving, on either back end), else from its store file.
+pub async fn backup(dir: &StateDir, file: &Path) -> Result<Backup, ManagementError> {
+    let mut files = Vec::new();
+    for name in BACKED_UP_FILES {
+        let path = dir.path.join(name);
+        if path.exists() {
+            files.push((name, std::fs::read(&path).map_err(io(&path))?));
+        }
+    }
+    let files: Vec<(&str, &[u8])> = files.iter().map(|(n, c)| (*n, c.as_slice())).collect();
+    let online = dir.running();
+    // The objects come from a store: the running server's snapshot, opened, or the file.
+    let (store_path, downloaded) = match &online {
+        Some(info) => {
+            let path = file.with_extension("download");
+            let bytes = download_snapshot(dir, info).await?;
+            write_private_file(&path, &bytes)?;
+            (path, true)
+        }
+        None if dir.store().exists() => (dir.store(), false),
+        None => {
+            return Err(ManagementError::NothingToBackUp {
+                dir: dir.path.clone(),
+                store: dir.store(),
+            });
+        }
+    };
+    let saved = Store::open(&store_path)
+        .and_then(|store| store.save_snapshot(file, &files))
+        .map_err(|source| ManagementError::Store {
+            path: store_path.clone(),
+            source,
+        });
+    if downloaded {
+        let _ = std::fs::remove_file(&store_path);
+    }
+    let (objects, revision) = saved?;
+    Ok(Backup {
+        objects,
+        revision,
+        online: online.is_some(),
+    })
+}
+
+/// The running server's snapshot ([`apiserver::SNAPSHOT_PATH`]), asked for with the admin
+/// kubeconfig of `dir`.
+async fn download_snapshot(dir: &StateDir, info: &RunInfo) -> Result<Vec<u8>, ManagementError> {
+    use futures::AsyncReadExt;
+    let refused = |message: String| ManagementError::SnapshotRefused {
+        address: info.address.clone(),
+        message,
+    };
+    let kubeconfig =
+        Kubeconfig::read_from(dir.admin_kubeconfig()).map_err(|e| ManagementError::Kubeconfig {
+            path: dir.admin_kubeconfig(),
+            message: e.to_string(),
+        })?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .map_err(|e| refused(e.to_string()))?;
+    let client = kube::Client::try_from(config).map_err(|e| refused(e.to_string()))?;
+    let request = http::Request::get(apiserver::SNAPSHOT_PATH)
+        .body(Vec::new())
+        .expect("a valid request");
+    let mut body = client
+        .request_stream(request)
+        .await
+        .map_err(|e| refused(e.to_string()))?;
+    let mut bytes = Vec::new();
+    body.read_to_end(&mut bytes)
+        .await
+        .map_err(|e| refused(e.to_string()))?;
+    Ok(bytes)
+}
+
+fn write_private_file(path: &Path, bytes: &[u8]) -> Result<(), ManagementError> {
+    crate::pki::write_private(path, bytes).map_err(io(path))
+}
+
+/// Makes `dir` the state of the management cluster saved in `file` ([`backup`]): its objects
+/// at the backup's revision and its CA. Refused, changing nothing, while a server runs from
+/// `dir`, when `dir` already holds objects, or when its CA differs from the backup's.
+pub fn restore(file: &Path, dir: &StateDir) -> Result<apiserver::store::Snapshot, ManagementError> {
+    if let Some(info) = dir.running() {
+        return Err(ManagementError::RestoreWhileRunning {
+            dir: dir.path.clone(),
+            pid: info.pid,
+        });
+    }
+    if dir.store().exists() {
+        return Err(ManagementError::RestoreOverState {
+            dir: dir.path.clone(),
+            store: dir.store(),
+        });
+    }
+    let snapshot =
+        apiserver::store::Snapshot::read(file).map_err(|source| ManagementError::NotABackup {
+            file: file.to_path_buf(),
+            source,
+        })?;
+    for (name, content) in &snapshot.files {
+        let path = dir.path.join(name);
+        if path.exists() && std::fs::read(&path).map_err(io(&path))? != *content {
+            return Err(ManagementError::RestoreOverOtherCa {
+                dir: dir.path.clone(),
+                ca: path,
+            });
+        }
+    }
+    dir.create()?;
+    let partial = dir.store().with_extension("restoring");
+    write_private_file(&partial, &std::fs::read(file).map_err(io(file))?)?;
+    for (name, content) in &snapshot.files {
+        if BACKED_UP_FILES.contains(&name.as_str()) {
+            write_private_file(&dir.path.join(name), content)?;
+        }
+    }
+    std::fs::rename(&partial, dir.store()).map_err(io(&dir.store()))?;
+    Ok(snapshot)
 }
 
 /// Starts `capictl management serve` for `dir` in the background and waits until it serves.

@@ -80,6 +80,11 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// capictl's own endpoint: how many objects the server holds, since when.
 pub const STATUS_PATH: &str = "/capictl/status";
 
+/// capictl's own endpoint: every object as of one revision, as a file of the embedded store's
+/// format (what `capictl management backup` saves). RBAC allows it to those who may `get` the
+/// path: cluster-admin, as etcd's snapshots are its operators'.
+pub const SNAPSHOT_PATH: &str = "/capictl/snapshot";
+
 /// Namespaces every cluster has from the start.
 /// How many locks [`ApiServer::object_lock`] spreads objects over.
 const OBJECT_LOCKS: usize = 64;
@@ -733,6 +738,31 @@ impl ApiServer {
     }
 }
 
+/// The store's objects as a snapshot file's bytes ([`SNAPSHOT_PATH`]).
+async fn snapshot(server: &ApiServer) -> Result<Response, ApiError> {
+    let path = std::env::temp_dir().join(format!("capictl-snapshot-{}", uuid::Uuid::new_v4()));
+    let store = server.store.clone();
+    let taken = {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || {
+            store.save_snapshot(&path, &[])?;
+            std::fs::read(&path)
+                .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))
+        })
+        .await
+    };
+    let _ = std::fs::remove_file(&path);
+    let bytes = taken
+        .map_err(|e| ApiError::internal(format!("taking the snapshot: {e}")))?
+        .map_err(|e| ApiError::internal(format!("taking the snapshot: {e}")))?;
+    Ok((
+        StatusCode::OK,
+        [(http::header::CONTENT_TYPE, "application/octet-stream")],
+        bytes,
+    )
+        .into_response())
+}
+
 /// Keeps the served custom resources in step with the CRDs in the store, whichever server
 /// wrote them: the servers of one management cluster on etcd each serve what any of them
 /// installed or removed (a server's own writes are served at once, by `after_write`).
@@ -1031,6 +1061,7 @@ async fn route(
         "/version" => return Ok(axum::Json(discovery::version()).into_response()),
         "/openapi/v2" => return Ok(discovery::openapi_v2(&headers)),
         "/openapi/v3" => return Ok(discovery::openapi_v3_index(&server.registry)),
+        SNAPSHOT_PATH => return snapshot(server).await,
         STATUS_PATH => {
             return Ok(axum::Json(json!({
                 "objects": server.store.len(),

@@ -1,4 +1,4 @@
-//! `capictl management up|serve|down|status`: the embedded management cluster.
+//! `capictl management up|serve|down|status|backup|restore`: the embedded management cluster.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,6 +18,21 @@ pub enum Management {
     Down(DirArgs),
     /// Say whether the management cluster runs, where, since when, and what it holds.
     Status(DirArgs),
+    /// Save every object as of one revision, and the CA, to a file (0600), while the
+    /// management cluster runs or after it stopped.
+    Backup(BackupArgs),
+    /// Make a new state directory the management cluster saved in a backup; then start it with
+    /// `capictl management up --dir DIR`.
+    Restore(BackupArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BackupArgs {
+    /// The backup file.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    #[command(flatten)]
+    dir: DirArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -119,6 +134,8 @@ impl Management {
                 Management::Serve(args) => serve(&args.options()).await,
                 Management::Down(args) => down(&StateDir::new(args.dir)).await,
                 Management::Status(args) => status(&StateDir::new(args.dir)).await,
+                Management::Backup(args) => backup(&args.file, &StateDir::new(args.dir.dir)).await,
+                Management::Restore(args) => restore(&args.file, &StateDir::new(args.dir.dir)),
             }
         })
     }
@@ -184,6 +201,41 @@ async fn down(dir: &StateDir) -> anyhow::Result<()> {
             dir.path.display()
         ),
     }
+    Ok(())
+}
+
+async fn backup(file: &std::path::Path, dir: &StateDir) -> anyhow::Result<()> {
+    let saved = management::backup(dir, file).await?;
+    eprintln!(
+        "Saved {} objects as of revision {} and the CA of {} to {}{}",
+        saved.objects,
+        saved.revision,
+        dir.path.display(),
+        file.display(),
+        if saved.online {
+            " (from the running server)"
+        } else {
+            ""
+        }
+    );
+    eprintln!("It holds every Secret and the CA's key: keep it as you keep those.");
+    Ok(())
+}
+
+fn restore(file: &std::path::Path, dir: &StateDir) -> anyhow::Result<()> {
+    let snapshot = management::restore(file, dir)?;
+    eprintln!(
+        "Restored {} objects as of revision {} into {}",
+        snapshot.objects,
+        snapshot.revision,
+        dir.path.display()
+    );
+    eprintln!();
+    eprintln!("Next:");
+    eprintln!("  capictl management up --dir {}", dir.path.display());
+    eprintln!(
+        "Before that, make sure the management cluster it was taken of is gone: two management clusters must not reconcile the same Clusters."
+    );
     Ok(())
 }
 

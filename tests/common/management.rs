@@ -99,6 +99,11 @@ impl Management {
         m
     }
 
+    /// A management cluster's directory, not started (to restore a backup into, say).
+    pub fn unstarted() -> Management {
+        Management::new(kubectl_binary(), Vec::new())
+    }
+
     fn new(kubectl: String, up_args: Vec<String>) -> Management {
         let dir = std::env::temp_dir().join(format!("capictl-kubectl-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(dir.join("home")).unwrap();

@@ -7,6 +7,6 @@ mod common;
 
 mod cli;
 mod cluster;
-mod high_availability;
 mod move_and_upgrade;
+mod production;
 mod topology;

@@ -1,6 +1,7 @@
-//! A highly available embedded management cluster: several `capictl management up` servers on
-//! one etcd, as behind a load balancer. Every server answers; one at a time runs the providers'
-//! controllers, and another takes over when it stops or dies.
+//! The embedded management cluster in production: several `capictl management up` servers on
+//! one etcd, as behind a load balancer (every server answers; one at a time runs the providers'
+//! controllers, and another takes over when it stops or dies), and the recovery drill of a
+//! management cluster lost and rebuilt from its backup.
 
 use std::time::{Duration, Instant};
 
@@ -147,4 +148,82 @@ fn servers_on_one_etcd_run_one_set_of_controllers_and_fail_over() {
         assert!(uids.contains(&machine), "{machine} is new");
     }
     wait_available(&a, "ha");
+}
+
+/// Seed 003's recovery drill: the management cluster is lost (its server killed, its state
+/// directory gone), a new one is made from the backup taken while it ran, and it takes every
+/// Cluster over without replacing a Machine: the same Machines, the same CA, and a scale-up
+/// whose new Machine gets its Node.
+#[test]
+fn a_management_cluster_lost_is_rebuilt_from_its_backup_without_replacing_a_machine() {
+    use std::os::unix::fs::PermissionsExt;
+    let lost = Management::up();
+    init(&lost, "in-memory");
+    lost.apply_in_memory_cluster("drill", 2);
+    wait_available(&lost, "drill");
+    let before = machines_once_ready(&lost, "drill", 3);
+    let backup = lost.dir.join("drill.backup");
+    let saved = capictl(&[
+        "management",
+        "backup",
+        backup.to_str().unwrap(),
+        "--dir",
+        &lost.state(),
+    ]);
+    assert!(saved.status.success(), "{}", text(&saved.stderr));
+    assert!(text(&saved.stderr).contains("from the running server"));
+    let mode = std::fs::metadata(&backup).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the backup holds every Secret");
+    let ca = std::fs::read(std::path::Path::new(&lost.state()).join("ca.crt")).unwrap();
+
+    // Lost: the server dies and its state with it.
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &lost.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let kept = std::env::temp_dir().join(format!("capictl-backup-{}", uuid::Uuid::new_v4()));
+    std::fs::rename(&backup, &kept).unwrap();
+    drop(lost);
+
+    let rebuilt = Management::unstarted();
+    let restore = |dir: &str| {
+        capictl(&[
+            "management",
+            "restore",
+            kept.to_str().unwrap(),
+            "--dir",
+            dir,
+        ])
+    };
+    let restored = restore(&rebuilt.state());
+    assert!(restored.status.success(), "{}", text(&restored.stderr));
+    rebuilt.start();
+    assert_eq!(
+        std::fs::read(std::path::Path::new(&rebuilt.state()).join("ca.crt")).unwrap(),
+        ca,
+        "the CA comes back: the clients' kubeconfigs keep working"
+    );
+    // A second restore over a running (or any restored) state is refused and changes nothing.
+    let again = restore(&rebuilt.state());
+    assert!(!again.status.success());
+    assert!(
+        text(&again.stderr).contains("stop it first"),
+        "{}",
+        text(&again.stderr)
+    );
+    wait_available(&rebuilt, "drill");
+    assert_eq!(machines_once_ready(&rebuilt, "drill", 3), before);
+    scale(&rebuilt, "drill-md-0", 3);
+    let after = machines_once_ready(&rebuilt, "drill", 4);
+    for machine in &before {
+        assert!(after.contains(machine), "{machine} was replaced: {after:?}");
+    }
+    let nodes = machine_lines(&rebuilt, "drill", "{.status.nodeRef.name}");
+    assert_eq!(
+        nodes.lines().filter(|n| !n.is_empty()).count(),
+        4,
+        "every Machine has its Node: {nodes}"
+    );
+    std::fs::remove_file(kept).unwrap();
 }

@@ -14,6 +14,8 @@ use super::{Backend, Deliveries, Event, EventKind, Op, Record, Shared, Store, St
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const REVISION_KEY: &str = "revision";
+/// Files a snapshot keeps beside the objects (the management cluster's CA), by name.
+const FILES: TableDefinition<&str, &[u8]> = TableDefinition::new("files");
 /// redb's page cache. The file is read once, at start-up; after that the store only writes,
 /// finding the B-tree pages a commit changes, so only the tree's upper levels are worth
 /// caching. redb's default (1 GiB) kept a copy of every page written: 9 MiB of a
@@ -168,6 +170,85 @@ pub(super) fn start(
             path,
         })),
     }
+}
+
+/// Writes `objects` at `revision`, and `files`, to a new store file at `path` (0600; it holds
+/// every Secret): written beside it and renamed into place, so a failed snapshot leaves no
+/// partial file.
+pub(super) fn write_snapshot<'a>(
+    path: &Path,
+    objects: impl Iterator<Item = &'a Arc<Record>>,
+    revision: u64,
+    files: &[(&str, &[u8])],
+) -> Result<(), StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let partial = path.with_extension("partial");
+    let io = |e: std::io::Error| StoreError::Storage(format!("{}: {e}", partial.display()));
+    let _ = std::fs::remove_file(&partial);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&partial)
+        .map_err(io)?;
+    let written = (|| -> Result<(), StoreError> {
+        let db = redb::Builder::new()
+            .set_cache_size(PAGE_CACHE)
+            .create(&partial)?;
+        let write = db.begin_write()?;
+        {
+            let mut table = write.open_table(OBJECTS)?;
+            for record in objects {
+                table.insert(record.key.as_str(), framed(record).as_slice())?;
+            }
+            write.open_table(META)?.insert(REVISION_KEY, revision)?;
+            let mut table = write.open_table(FILES)?;
+            for (name, content) in files {
+                table.insert(*name, *content)?;
+            }
+        }
+        write.commit()?;
+        Ok(())
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
+    std::fs::rename(&partial, path)
+        .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))
+}
+
+/// What a snapshot file holds: its objects' number, its revision, and its files.
+pub(super) fn read_snapshot(path: &Path) -> Result<super::Snapshot, StoreError> {
+    let db = redb::Builder::new()
+        .set_cache_size(PAGE_CACHE)
+        .open(path)
+        .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
+    let read = db.begin_read()?;
+    let revision = read
+        .open_table(META)?
+        .get(REVISION_KEY)?
+        .map(|r| r.value())
+        .unwrap_or(0);
+    let mut objects = 0;
+    for entry in read.open_table(OBJECTS)?.iter()? {
+        let (k, v) = entry?;
+        decode(k.value(), v.value())?;
+        objects += 1;
+    }
+    let mut files = Vec::new();
+    // A store file that was never a snapshot has no files.
+    if let Ok(table) = read.open_table(FILES) {
+        for entry in table.iter()? {
+            let (k, v) = entry?;
+            files.push((k.value().to_string(), v.value().to_vec()));
+        }
+    }
+    Ok(super::Snapshot {
+        objects,
+        revision,
+        files,
+    })
 }
 
 /// A record as the file keeps it: its revisions, then its JSON.
