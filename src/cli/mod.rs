@@ -76,7 +76,7 @@ pub enum Command {
     Alpha(alpha::Alpha),
     /// Remove providers from the management cluster, or a workload Cluster (`delete cluster NAME`).
     Delete(delete::Args),
-    /// Run the embedded management cluster: up, serve, down, status.
+    /// Run the embedded management cluster: up, serve, down, status, backup, restore.
     #[command(subcommand)]
     Management(management::Management),
     /// Run the controllers of the providers installed in a management cluster.
@@ -97,10 +97,10 @@ pub fn replaced_command(args: &[std::ffi::OsString]) -> Option<UsageError> {
         .find(|a| !a.starts_with('-'))?;
     let replacement = match command.as_ref() {
         "backup" => {
-            "clusterctl's backup is now `capictl move --to-directory DIR` (with --namespace NS and --cluster NAME to choose the Clusters)"
+            "clusterctl's backup is now `capictl move --to-directory DIR` (with --namespace NS and --cluster NAME to choose the Clusters); `capictl management backup FILE` saves the whole embedded management cluster"
         }
         "restore" => {
-            "clusterctl's restore is now `capictl move --from-directory DIR` (restores what `move --to-directory` saved)"
+            "clusterctl's restore is now `capictl move --from-directory DIR` (restores what `move --to-directory` saved); `capictl management restore FILE --dir DIR` restores what `management backup` saved"
         }
         _ => return None,
     };

@@ -482,17 +482,31 @@ fn generate_provider_needs_a_provider_and_takes_its_image_and_namespace() {
 
 #[test]
 fn clusterctls_backup_restore_and_verbosity_are_understood() {
-    for (command, replacement) in [
-        ("backup", "capictl move --to-directory DIR"),
-        ("restore", "capictl move --from-directory DIR"),
+    for (command, replacements) in [
+        (
+            "backup",
+            [
+                "capictl move --to-directory DIR",
+                "capictl management backup FILE",
+            ],
+        ),
+        (
+            "restore",
+            [
+                "capictl move --from-directory DIR",
+                "capictl management restore FILE",
+            ],
+        ),
     ] {
         let out = capictl(&[command, "--directory", "/tmp/backup"]);
         assert_eq!(out.status.code(), Some(2), "{command}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains(replacement),
-            "{command}: {}",
-            stderr(&out)
-        );
+        for replacement in replacements {
+            assert!(
+                stderr(&out).contains(replacement),
+                "{command}: {}",
+                stderr(&out)
+            );
+        }
     }
     // clusterctl's `-v N`, anywhere on the line.
     for args in [&["-v", "5", "version"][..], &["version", "--v=2"][..]] {
