@@ -46,6 +46,12 @@ pub mod build_info {
     pub const VERSION: &str = env!("CARGO_PKG_VERSION");
     pub const GIT_COMMIT: &str = env!("CAPICTL_GIT_COMMIT");
     pub const BUILD_DATE: &str = env!("CAPICTL_BUILD_DATE");
+
+    /// The controller image of this build (`capictl images build` makes it; `init`'s
+    /// Deployments run it by default).
+    pub fn controller_image() -> String {
+        format!("capictl:v{VERSION}")
+    }
 }
 
 /// Installs ring as the process's one rustls crypto provider. Call before any TLS client or

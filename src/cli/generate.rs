@@ -42,7 +42,7 @@ pub struct ProviderArgs {
     #[arg(short = 'n', long, value_name = "NS")]
     target_namespace: Option<String>,
     /// The image the controller Deployment runs.
-    #[arg(long, value_name = "IMAGE", default_value_t = format!("capictl:v{}", crate::build_info::VERSION))]
+    #[arg(long, value_name = "IMAGE", default_value_t = crate::build_info::controller_image())]
     image: String,
 }
 

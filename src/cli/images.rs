@@ -1,5 +1,6 @@
-//! `capictl images build`: the Docker provider's node and load-balancer images and a small
-//! workload image, built here from Debian packages (no registry needed).
+//! `capictl images build`: the Docker provider's node and load-balancer images, the
+//! controller image and a small workload image, built here from Debian packages (no registry
+//! needed).
 
 use anyhow::Context as _;
 
@@ -7,8 +8,9 @@ use crate::providers::docker::{self, images};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Images {
-    /// Build the load-balancer image, a node image per Kubernetes version and capictl/busybox
-    /// (to try workloads offline); what exists and is up to date is kept.
+    /// Build the load-balancer image, a node image per Kubernetes version, the controller
+    /// image (capictl:v<version>, what init's Deployments run) and capictl/busybox (to try
+    /// workloads offline); what exists and is up to date is kept.
     Build(BuildArgs),
 }
 
@@ -58,6 +60,7 @@ pub(super) async fn ensure(
         force,
         mirror,
         binary: std::env::current_exe().context("finding capictl's own binary")?,
+        controller_image: crate::build_info::controller_image(),
         work_dir: std::env::temp_dir().join(format!("capictl-images-{}", std::process::id())),
     };
     let spinner = indicatif::ProgressBar::new_spinner().with_message("Checking the images");

@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(short = 'n', long, value_name = "NS")]
     target_namespace: Option<String>,
     /// The image the providers' controller Deployments run.
-    #[arg(long, value_name = "IMAGE", default_value_t = format!("capictl:v{}", crate::build_info::VERSION))]
+    #[arg(long, value_name = "IMAGE", default_value_t = crate::build_info::controller_image())]
     image: String,
     /// Start the embedded management cluster if none is reachable, without asking.
     #[arg(short, long)]
@@ -59,7 +59,7 @@ impl Args {
             control_plane: Vec::new(),
             infrastructure: vec![infrastructure.to_string()],
             target_namespace: None,
-            image: format!("capictl:v{}", crate::build_info::VERSION),
+            image: crate::build_info::controller_image(),
             yes: true,
             wait: WaitArgs {
                 wait_providers: true,

@@ -61,7 +61,7 @@ pub struct ApplyArgs {
     #[arg(short, long, value_name = "NAME:VERSION", value_delimiter = ',')]
     infrastructure: Vec<String>,
     /// The image the upgraded controller Deployments run.
-    #[arg(long, value_name = "IMAGE", default_value_t = format!("capictl:v{}", crate::build_info::VERSION))]
+    #[arg(long, value_name = "IMAGE", default_value_t = crate::build_info::controller_image())]
     image: String,
     #[command(flatten)]
     wait: super::init::WaitArgs,

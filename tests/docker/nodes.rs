@@ -252,3 +252,76 @@ async fn control_planes_on_real_etcd_a_worker_by_csr_and_recovery() {
     let members = etcd.member_list().await.unwrap();
     assert_eq!(members.members().len(), 3, "the restart added no member");
 }
+
+/// The controller image `capictl images build` makes, offline, runs capictl as `init`'s
+/// Deployments run it: their command (`capictl`, found on PATH) as the non-root user they
+/// name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_image_runs_capictl_as_inits_deployments_do() {
+    use bollard::query_parameters::{
+        CreateContainerOptions, LogsOptions, RemoveContainerOptions, StartContainerOptions,
+        WaitContainerOptions,
+    };
+    use futures::StreamExt;
+    crate::common::docker::build_images();
+    let docker = crate::common::docker::engine().await;
+    let image = capictl::build_info::controller_image();
+    let config = docker.inspect_image(&image).await.unwrap().config.unwrap();
+    assert_eq!(config.user.as_deref(), Some("65532:65532"));
+    assert_eq!(
+        config
+            .labels
+            .unwrap_or_default()
+            .get(capictl::providers::docker::images::ROLE_LABEL)
+            .map(String::as_str),
+        Some("controller")
+    );
+    let name = format!(
+        "capictl-controller-image-{}",
+        &uuid::Uuid::new_v4().to_string()[..8]
+    );
+    let body = bollard::models::ContainerCreateBody {
+        image: Some(image.clone()),
+        entrypoint: Some(vec!["capictl".into()]),
+        cmd: Some(vec!["version".into()]),
+        network_disabled: Some(true),
+        ..Default::default()
+    };
+    let options = CreateContainerOptions {
+        name: Some(name.clone()),
+        ..Default::default()
+    };
+    docker.create_container(Some(options), body).await.unwrap();
+    docker
+        .start_container(&name, None::<StartContainerOptions>)
+        .await
+        .unwrap();
+    let waited = docker
+        .wait_container(&name, None::<WaitContainerOptions>)
+        .next()
+        .await
+        .expect("the container ends");
+    let mut output = String::new();
+    let options = LogsOptions {
+        stdout: true,
+        stderr: true,
+        ..Default::default()
+    };
+    let mut logs = docker.logs(&name, Some(options));
+    while let Some(chunk) = logs.next().await {
+        output.push_str(&chunk.unwrap().to_string());
+    }
+    let removal = RemoveContainerOptions {
+        force: true,
+        ..Default::default()
+    };
+    docker.remove_container(&name, Some(removal)).await.unwrap();
+    assert!(
+        waited.is_ok(),
+        "capictl version failed in {image}: {waited:?}\n{output}"
+    );
+    assert!(
+        output.contains(capictl::build_info::VERSION),
+        "capictl version in {image} says: {output}"
+    );
+}

@@ -100,8 +100,10 @@ pub struct BuildOptions {
     pub force: bool,
     /// The Debian mirror; else the one this host's apt sources name.
     pub mirror: Option<String>,
-    /// The capictl binary to put in the nodes.
+    /// The capictl binary to put in the nodes and the controller image.
     pub binary: PathBuf,
+    /// The controller image to build (`capictl:v<version>`).
+    pub controller_image: String,
     /// Where debootstrap works (removed afterwards).
     pub work_dir: PathBuf,
 }
@@ -355,6 +357,23 @@ pub async fn build(
     });
 
     let digest = file_digest(&options.binary)?;
+    let controller = options.controller_image.clone();
+    let controller_current = labels_of(docker, &controller)
+        .await?
+        .is_some_and(|l| l.get(BINARY_LABEL) == Some(&digest));
+    if controller_current && !rootfs_fresh {
+        built.push(Built {
+            image: controller,
+            reused: true,
+        });
+    } else {
+        progress(&format!("building {controller}"));
+        build_controller_image(docker, &rootfs, &controller, &options.binary, &digest).await?;
+        built.push(Built {
+            image: controller,
+            reused: false,
+        });
+    }
     for version in versions {
         let image = node_image(&version);
         let current = labels_of(docker, &image).await?;
@@ -375,6 +394,47 @@ pub async fn build(
     }
     Ok(built)
 }
+
+/// The controller image (what `init`'s Deployments run: `capictl manager`) from the root
+/// filesystem `rootfs`, with `binary` in it, running as the non-root user the Deployments
+/// name (65532, as upstream's distroless images).
+async fn build_controller_image(
+    docker: &Docker,
+    rootfs: &str,
+    image: &str,
+    binary: &Path,
+    digest: &str,
+) -> Result<(), ImageError> {
+    let dockerfile = format!(
+        "FROM {rootfs}\n\
+         COPY capictl {CONTROLLER_BINARY}\n\
+         LABEL {ROLE_LABEL}=controller {BINARY_LABEL}={digest}\n\
+         USER 65532:65532\n\
+         WORKDIR /\n\
+         ENTRYPOINT [\"{CONTROLLER_BINARY}\"]\n\
+         CMD [\"manager\"]\n"
+    );
+    build_with_binary(docker, image, dockerfile, binary).await
+}
+
+/// Builds `image` from `dockerfile`, whose context holds `binary` as `capictl`.
+async fn build_with_binary(
+    docker: &Docker,
+    image: &str,
+    dockerfile: String,
+    binary: &Path,
+) -> Result<(), ImageError> {
+    let bytes = std::fs::read(binary).map_err(io_error(binary))?;
+    let context = context_tar(&[
+        ("Dockerfile", dockerfile.into_bytes(), 0o644),
+        ("capictl", bytes, 0o755),
+    ])?;
+    build_from_context(docker, image, context).await
+}
+
+/// Where the controller image keeps capictl (its `command` in `init`'s Deployments is
+/// `capictl`, found on PATH).
+const CONTROLLER_BINARY: &str = "/usr/local/bin/capictl";
 
 /// The node image of `version` from the root filesystem `rootfs`, with `binary` in it.
 async fn build_node_image(
@@ -399,12 +459,7 @@ async fn build_node_image(
          STOPSIGNAL SIGTERM\n\
          ENTRYPOINT [\"{NODE_BINARY}\", \"node\", \"agent\"]\n"
     );
-    let bytes = std::fs::read(binary).map_err(io_error(binary))?;
-    let context = context_tar(&[
-        ("Dockerfile", dockerfile.into_bytes(), 0o644),
-        ("capictl", bytes, 0o755),
-    ])?;
-    build_from_context(docker, &image, context).await
+    build_with_binary(docker, &image, dockerfile, binary).await
 }
 
 /// Builds the node image of `version` when a capictl root filesystem is on this Engine (one
