@@ -7,6 +7,7 @@ mod common;
 
 mod cli;
 mod cluster;
+mod crash;
 mod move_and_upgrade;
 mod production;
 mod topology;

@@ -104,7 +104,7 @@ pub(crate) fn ready_machines(m: &Management, cluster: &str) -> Vec<String> {
 }
 
 /// Names of the objects of `kinds` that belong to `cluster` (by label or name).
-fn objects_of(m: &Management, cluster: &str) -> String {
+pub(crate) fn objects_of(m: &Management, cluster: &str) -> String {
     let labelled = m.kubectl(&[
         "get",
         "clusters,machines,machinesets,machinedeployments,kubeadmcontrolplanes,kubeadmconfigs,inmemoryclusters,inmemorymachines,secrets",

@@ -40,7 +40,7 @@ fn new_holder(m: &Management, previous: &str, seconds: u64) -> (String, Duration
 }
 
 /// The cluster's Machines as `name=uid`, sorted.
-fn machine_uids(m: &Management, cluster: &str) -> Vec<String> {
+pub(crate) fn machine_uids(m: &Management, cluster: &str) -> Vec<String> {
     let out = machine_lines(m, cluster, "{.metadata.name}={.metadata.uid}");
     let mut rows: Vec<String> = out.lines().map(str::to_string).collect();
     rows.sort();
@@ -49,7 +49,7 @@ fn machine_uids(m: &Management, cluster: &str) -> Vec<String> {
 
 /// Waits until the cluster has `count` Machines, all Ready; their `name=uid`. Fails at once
 /// when there are more: each Machine is made once.
-fn machines_once_ready(m: &Management, cluster: &str, count: usize) -> Vec<String> {
+pub(crate) fn machines_once_ready(m: &Management, cluster: &str, count: usize) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let uids = machine_uids(m, cluster);
@@ -69,7 +69,7 @@ fn machines_once_ready(m: &Management, cluster: &str, count: usize) -> Vec<Strin
     }
 }
 
-fn scale(m: &Management, machine_deployment: &str, replicas: u32) {
+pub(crate) fn scale(m: &Management, machine_deployment: &str, replicas: u32) {
     m.kubectl(&[
         "scale",
         "machinedeployment",
