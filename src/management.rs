@@ -371,6 +371,32 @@ async fn bind(dir: &StateDir, listen: &str) -> Result<tokio::net::TcpListener, M
         .map_err(listen_error)
 }
 
+/// How long a start waits for a store file that another process still holds: a server that
+/// was killed lets go of it only once it has exited, and a supervisor (or a user) may start
+/// the next one before that.
+const STORE_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Opens the embedded store at `path`, waiting up to [`STORE_LOCK_WAIT`] while another process
+/// still holds it.
+async fn open_store(path: &Path) -> Result<Store, ManagementError> {
+    let deadline = std::time::Instant::now() + STORE_LOCK_WAIT;
+    loop {
+        match Store::open(path) {
+            Err(apiserver::store::StoreError::Locked(_))
+                if std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            opened => {
+                return opened.map_err(|source| ManagementError::Store {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        }
+    }
+}
+
 /// Starts the management cluster of `options.dir` in this process.
 pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
     let dir = &options.dir;
@@ -384,10 +410,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
         )));
     }
     let store = if options.etcd_endpoints.is_empty() {
-        Store::open(&dir.store()).map_err(|source| ManagementError::Store {
-            path: dir.store(),
-            source,
-        })?
+        open_store(&dir.store()).await?
     } else {
         let etcd_error = |source| ManagementError::Etcd {
             endpoints: options.etcd_endpoints.join(","),

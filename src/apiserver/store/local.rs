@@ -101,9 +101,12 @@ pub(super) fn open(path: &Path) -> Result<Store, StoreError> {
             .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
         drop(file);
     }
-    let db = redb::Builder::new()
-        .set_cache_size(PAGE_CACHE)
-        .create(path)?;
+    let db = match redb::Builder::new().set_cache_size(PAGE_CACHE).create(path) {
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+            return Err(StoreError::Locked(path.display().to_string()));
+        }
+        opened => opened?,
+    };
     let mut objects = BTreeMap::new();
     let mut revision = 0;
     {

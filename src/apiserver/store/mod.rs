@@ -99,6 +99,9 @@ pub enum StoreError {
     TooLarge { size: usize, limit: usize },
     #[error("storage failure: {0}")]
     Storage(String),
+    /// Another process has the store file open (one still running, or still exiting).
+    #[error("another process has {0} open")]
+    Locked(String),
     #[error("the store is shut down")]
     Closed,
 }
@@ -1197,6 +1200,20 @@ mod tests {
             store.watch(PREFIX, Some(rev - 1)),
             Err(StoreError::Compacted { .. })
         ));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_store_file_another_holds_is_locked_until_it_lets_go() {
+        let dir = std::env::temp_dir().join(format!("capictl-store-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.redb");
+        let first = Store::open(&path).unwrap();
+        assert!(
+            matches!(Store::open(&path), Err(StoreError::Locked(p)) if p.contains("state.redb"))
+        );
+        drop(first);
+        Store::open(&path).unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
 
