@@ -380,11 +380,20 @@ const STORE_LOCK_WAIT: Duration = Duration::from_secs(10);
 /// still holds it.
 async fn open_store(path: &Path) -> Result<Store, ManagementError> {
     let deadline = std::time::Instant::now() + STORE_LOCK_WAIT;
+    let mut said = false;
     loop {
         match Store::open(path) {
             Err(apiserver::store::StoreError::Locked(_))
                 if std::time::Instant::now() < deadline =>
             {
+                if !said {
+                    eprintln!(
+                        "{} is held by another process (a server still exiting?); waiting up to {}s",
+                        path.display(),
+                        STORE_LOCK_WAIT.as_secs()
+                    );
+                    said = true;
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             opened => {
@@ -583,7 +592,9 @@ pub struct Backup {
 /// Saves the management cluster of `dir` to `file` (0600: it holds every Secret and the CA's
 /// key): every object as of one revision, and the CA. From its server while it runs (a
 /// consistent snapshot while it keeps serving, on either back end), else from its store file.
+/// The backup is read back whole before it takes `file`'s place.
 pub async fn backup(dir: &StateDir, file: &Path) -> Result<Backup, ManagementError> {
+    use apiserver::store::Snapshot;
     let mut files = Vec::new();
     for name in BACKED_UP_FILES {
         let path = dir.path.join(name);
@@ -593,43 +604,53 @@ pub async fn backup(dir: &StateDir, file: &Path) -> Result<Backup, ManagementErr
     }
     let files: Vec<(&str, &[u8])> = files.iter().map(|(n, c)| (*n, c.as_slice())).collect();
     let online = dir.running();
-    // The objects come from a store: the running server's snapshot, opened, or the file.
-    let (store_path, downloaded) = match &online {
-        Some(info) => {
-            let path = file.with_extension("download");
-            let bytes = download_snapshot(dir, info).await?;
-            write_private_file(&path, &bytes)?;
-            (path, true)
+    let partial = file.with_extension("partial");
+    let store_error = |source| ManagementError::Store {
+        path: partial.clone(),
+        source,
+    };
+    let taken =
+        async {
+            match &online {
+                Some(info) => download_snapshot(dir, info, &partial).await?,
+                None if dir.store().exists() => Snapshot::copy_file(&dir.store(), &partial)
+                    .map_err(|source| ManagementError::Store {
+                        path: dir.store(),
+                        source,
+                    })?,
+                None => {
+                    return Err(ManagementError::NothingToBackUp {
+                        dir: dir.path.clone(),
+                        store: dir.store(),
+                    });
+                }
+            }
+            Snapshot::add_files(&partial, &files).map_err(store_error)?;
+            Snapshot::read(&partial).map_err(store_error)
         }
-        None if dir.store().exists() => (dir.store(), false),
-        None => {
-            return Err(ManagementError::NothingToBackUp {
-                dir: dir.path.clone(),
-                store: dir.store(),
-            });
+        .await;
+    let snapshot = match taken {
+        Ok(snapshot) => snapshot,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
         }
     };
-    let saved = Store::open(&store_path)
-        .and_then(|store| store.save_snapshot(file, &files))
-        .map_err(|source| ManagementError::Store {
-            path: store_path.clone(),
-            source,
-        });
-    if downloaded {
-        let _ = std::fs::remove_file(&store_path);
-    }
-    let (objects, revision) = saved?;
+    std::fs::rename(&partial, file).map_err(io(file))?;
     Ok(Backup {
-        objects,
-        revision,
+        objects: snapshot.objects,
+        revision: snapshot.revision,
         online: online.is_some(),
     })
 }
 
-/// The running server's snapshot ([`apiserver::SNAPSHOT_PATH`]), asked for with the admin
-/// kubeconfig of `dir`.
-async fn download_snapshot(dir: &StateDir, info: &RunInfo) -> Result<Vec<u8>, ManagementError> {
-    use futures::AsyncReadExt;
+/// Writes the running server's snapshot ([`apiserver::SNAPSHOT_PATH`]) to `to` (0600), asked
+/// for with the admin kubeconfig of `dir`.
+async fn download_snapshot(
+    dir: &StateDir,
+    info: &RunInfo,
+    to: &Path,
+) -> Result<(), ManagementError> {
     let refused = |message: String| ManagementError::SnapshotRefused {
         address: info.address.clone(),
         message,
@@ -646,25 +667,23 @@ async fn download_snapshot(dir: &StateDir, info: &RunInfo) -> Result<Vec<u8>, Ma
     let request = http::Request::get(apiserver::SNAPSHOT_PATH)
         .body(Vec::new())
         .expect("a valid request");
-    let mut body = client
+    let body = client
         .request_stream(request)
         .await
         .map_err(|e| refused(e.to_string()))?;
-    let mut bytes = Vec::new();
-    body.read_to_end(&mut bytes)
+    let file = crate::pki::create_private(to).map_err(io(to))?;
+    let mut file = futures::io::AllowStdIo::new(file);
+    futures::io::copy(body, &mut file)
         .await
         .map_err(|e| refused(e.to_string()))?;
-    Ok(bytes)
-}
-
-fn write_private_file(path: &Path, bytes: &[u8]) -> Result<(), ManagementError> {
-    crate::pki::write_private(path, bytes).map_err(io(path))
+    file.into_inner().sync_all().map_err(io(to))
 }
 
 /// Makes `dir` the state of the management cluster saved in `file` ([`backup`]): its objects
 /// at the backup's revision and its CA. Refused, changing nothing, while a server runs from
 /// `dir`, when `dir` already holds objects, or when its CA differs from the backup's.
 pub fn restore(file: &Path, dir: &StateDir) -> Result<apiserver::store::Snapshot, ManagementError> {
+    use apiserver::store::Snapshot;
     if let Some(info) = dir.running() {
         return Err(ManagementError::RestoreWhileRunning {
             dir: dir.path.clone(),
@@ -677,27 +696,37 @@ pub fn restore(file: &Path, dir: &StateDir) -> Result<apiserver::store::Snapshot
             store: dir.store(),
         });
     }
-    let snapshot =
-        apiserver::store::Snapshot::read(file).map_err(|source| ManagementError::NotABackup {
-            file: file.to_path_buf(),
-            source,
-        })?;
-    for (name, content) in &snapshot.files {
-        let path = dir.path.join(name);
-        if path.exists() && std::fs::read(&path).map_err(io(&path))? != *content {
+    let not_a_backup = |source| ManagementError::NotABackup {
+        file: file.to_path_buf(),
+        source,
+    };
+    let snapshot = Snapshot::read(file).map_err(not_a_backup)?;
+    // Only the files a backup keeps, by their own names: the backup names no paths.
+    let ca: Vec<(PathBuf, &Vec<u8>)> = snapshot
+        .files
+        .iter()
+        .filter(|(name, _)| BACKED_UP_FILES.contains(&name.as_str()))
+        .map(|(name, content)| (dir.path.join(name), content))
+        .collect();
+    for (path, content) in &ca {
+        if path.exists() && std::fs::read(path).map_err(io(path))? != **content {
             return Err(ManagementError::RestoreOverOtherCa {
                 dir: dir.path.clone(),
-                ca: path,
+                ca: path.clone(),
             });
         }
     }
     dir.create()?;
     let partial = dir.store().with_extension("restoring");
-    write_private_file(&partial, &std::fs::read(file).map_err(io(file))?)?;
-    for (name, content) in &snapshot.files {
-        if BACKED_UP_FILES.contains(&name.as_str()) {
-            write_private_file(&dir.path.join(name), content)?;
-        }
+    if let Err(source) = Snapshot::copy_file(file, &partial) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(ManagementError::Store {
+            path: partial,
+            source,
+        });
+    }
+    for (path, content) in &ca {
+        crate::pki::write_private(path, content).map_err(io(path))?;
     }
     std::fs::rename(&partial, dir.store()).map_err(io(&dir.store()))?;
     Ok(snapshot)

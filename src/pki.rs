@@ -198,19 +198,28 @@ pub(crate) mod der {
 /// Writes a file only its owner can read (private keys, kubeconfigs).
 pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
     {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
+        let mut file = create_private(&tmp)?;
         file.write_all(contents)?;
         file.sync_all()?;
     }
     std::fs::rename(&tmp, path)
+}
+
+/// Creates a new, empty file only its owner can read, to write a private file in parts. One
+/// left at `path` is replaced: reopened, it would keep the mode it had.
+pub fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> PkiError + '_ {

@@ -738,27 +738,34 @@ impl ApiServer {
     }
 }
 
-/// The store's objects as a snapshot file's bytes ([`SNAPSHOT_PATH`]).
+/// The store's objects as a snapshot file's bytes ([`SNAPSHOT_PATH`]), streamed from a file
+/// no one else can reach (removed once open), so that a large store is not held in memory.
 async fn snapshot(server: &ApiServer) -> Result<Response, ApiError> {
+    use tokio::io::AsyncReadExt;
+    let failed =
+        |e: &dyn std::fmt::Display| ApiError::internal(format!("taking the snapshot: {e}"));
     let path = std::env::temp_dir().join(format!("capictl-snapshot-{}", uuid::Uuid::new_v4()));
     let store = server.store.clone();
     let taken = {
         let path = path.clone();
-        tokio::task::spawn_blocking(move || {
-            store.save_snapshot(&path, &[])?;
-            std::fs::read(&path)
-                .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))
-        })
-        .await
+        tokio::task::spawn_blocking(move || store.save_snapshot(&path)).await
+    };
+    let file = match taken {
+        Ok(Ok(_)) => tokio::fs::File::open(&path).await.map_err(|e| failed(&e)),
+        Ok(Err(e)) => Err(failed(&e)),
+        Err(e) => Err(failed(&e)),
     };
     let _ = std::fs::remove_file(&path);
-    let bytes = taken
-        .map_err(|e| ApiError::internal(format!("taking the snapshot: {e}")))?
-        .map_err(|e| ApiError::internal(format!("taking the snapshot: {e}")))?;
+    let chunks = futures::stream::try_unfold(file?, |mut file| async move {
+        let mut chunk = vec![0; 64 << 10];
+        let read = file.read(&mut chunk).await?;
+        chunk.truncate(read);
+        Ok::<_, std::io::Error>((read > 0).then(|| (Bytes::from(chunk), file)))
+    });
     Ok((
         StatusCode::OK,
         [(http::header::CONTENT_TYPE, "application/octet-stream")],
-        bytes,
+        Body::from_stream(chunks),
     )
         .into_response())
 }

@@ -205,7 +205,15 @@ async fn down(dir: &StateDir) -> anyhow::Result<()> {
 }
 
 async fn backup(file: &std::path::Path, dir: &StateDir) -> anyhow::Result<()> {
-    let saved = management::backup(dir, file).await?;
+    let spinner = indicatif::ProgressBar::new_spinner().with_message(format!(
+        "Saving the management cluster of {}",
+        dir.path.display()
+    ));
+    spinner.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    spinner.enable_steady_tick(Duration::from_millis(100));
+    let saved = management::backup(dir, file).await;
+    spinner.finish_and_clear();
+    let saved = saved?;
     eprintln!(
         "Saved {} objects as of revision {} and the CA of {} to {}{}",
         saved.objects,

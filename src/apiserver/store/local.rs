@@ -101,12 +101,7 @@ pub(super) fn open(path: &Path) -> Result<Store, StoreError> {
             .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
         drop(file);
     }
-    let db = match redb::Builder::new().set_cache_size(PAGE_CACHE).create(path) {
-        Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-            return Err(StoreError::Locked(path.display().to_string()));
-        }
-        opened => opened?,
-    };
+    let db = open_db(path, true)?;
     let mut objects = BTreeMap::new();
     let mut revision = 0;
     {
@@ -175,29 +170,41 @@ pub(super) fn start(
     }
 }
 
-/// Writes `objects` at `revision`, and `files`, to a new store file at `path` (0600; it holds
-/// every Secret): written beside it and renamed into place, so a failed snapshot leaves no
-/// partial file.
+/// Opens (with `create`, or creates) the redb file at `path`, which no other process may have
+/// open: that is [`StoreError::Locked`].
+fn open_db(path: &Path, create: bool) -> Result<redb::Database, StoreError> {
+    let builder = {
+        let mut b = redb::Builder::new();
+        b.set_cache_size(PAGE_CACHE);
+        b
+    };
+    let opened = if create {
+        builder.create(path)
+    } else {
+        builder.open(path)
+    };
+    opened.map_err(|e| match e {
+        redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked(path.display().to_string()),
+        e => StoreError::Storage(format!("{}: {e}", path.display())),
+    })
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |e| StoreError::Storage(format!("{}: {e}", path.display()))
+}
+
+/// Writes `objects` at `revision` to a new store file at `path` (0600; it holds every
+/// Secret): written beside it and renamed into place, so a failed snapshot leaves no partial
+/// file.
 pub(super) fn write_snapshot<'a>(
     path: &Path,
     objects: impl Iterator<Item = &'a Arc<Record>>,
     revision: u64,
-    files: &[(&str, &[u8])],
 ) -> Result<(), StoreError> {
-    use std::os::unix::fs::OpenOptionsExt;
     let partial = path.with_extension("partial");
-    let io = |e: std::io::Error| StoreError::Storage(format!("{}: {e}", partial.display()));
-    let _ = std::fs::remove_file(&partial);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&partial)
-        .map_err(io)?;
+    crate::pki::create_private(&partial).map_err(io_error(&partial))?;
     let written = (|| -> Result<(), StoreError> {
-        let db = redb::Builder::new()
-            .set_cache_size(PAGE_CACHE)
-            .create(&partial)?;
+        let db = open_db(&partial, true)?;
         let write = db.begin_write()?;
         {
             let mut table = write.open_table(OBJECTS)?;
@@ -205,10 +212,6 @@ pub(super) fn write_snapshot<'a>(
                 table.insert(record.key.as_str(), framed(record).as_slice())?;
             }
             write.open_table(META)?.insert(REVISION_KEY, revision)?;
-            let mut table = write.open_table(FILES)?;
-            for (name, content) in files {
-                table.insert(*name, *content)?;
-            }
         }
         write.commit()?;
         Ok(())
@@ -217,16 +220,36 @@ pub(super) fn write_snapshot<'a>(
         let _ = std::fs::remove_file(&partial);
         return Err(e);
     }
-    std::fs::rename(&partial, path)
-        .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))
+    std::fs::rename(&partial, path).map_err(io_error(path))
+}
+
+/// Keeps `files` in the store file at `path`, beside its objects.
+pub(super) fn add_files(path: &Path, files: &[(&str, &[u8])]) -> Result<(), StoreError> {
+    let db = open_db(path, false)?;
+    let write = db.begin_write()?;
+    {
+        let mut table = write.open_table(FILES)?;
+        for (name, content) in files {
+            table.insert(*name, *content)?;
+        }
+    }
+    write.commit()?;
+    Ok(())
+}
+
+/// Copies the store file `from` to a new file `to` (0600), holding `from` open meanwhile so
+/// that no server writes it while its bytes are read.
+pub(super) fn copy_file(from: &Path, to: &Path) -> Result<(), StoreError> {
+    let _held = open_db(from, false)?;
+    let mut source = std::fs::File::open(from).map_err(io_error(from))?;
+    let mut copy = crate::pki::create_private(to).map_err(io_error(to))?;
+    std::io::copy(&mut source, &mut copy).map_err(io_error(to))?;
+    copy.sync_all().map_err(io_error(to))
 }
 
 /// What a snapshot file holds: its objects' number, its revision, and its files.
 pub(super) fn read_snapshot(path: &Path) -> Result<super::Snapshot, StoreError> {
-    let db = redb::Builder::new()
-        .set_cache_size(PAGE_CACHE)
-        .open(path)
-        .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
+    let db = open_db(path, false)?;
     let read = db.begin_read()?;
     let revision = read
         .open_table(META)?

@@ -100,7 +100,9 @@ pub enum StoreError {
     #[error("storage failure: {0}")]
     Storage(String),
     /// Another process has the store file open (one still running, or still exiting).
-    #[error("another process has {0} open")]
+    #[error(
+        "another process has {0} open: stop the management cluster that uses it (capictl management down), or wait until it has exited"
+    )]
     Locked(String),
     #[error("the store is shut down")]
     Closed,
@@ -555,23 +557,30 @@ impl Snapshot {
     pub fn read(path: &Path) -> Result<Snapshot, StoreError> {
         local::read_snapshot(path)
     }
+
+    /// Keeps `files` in the snapshot (or store) file at `path`, beside its objects.
+    pub fn add_files(path: &Path, files: &[(&str, &[u8])]) -> Result<(), StoreError> {
+        local::add_files(path, files)
+    }
+
+    /// Copies the embedded store's file `from` (a stopped server's, or a snapshot) to a new
+    /// file `to` (0600); [`StoreError::Locked`] while a server has it open.
+    pub fn copy_file(from: &Path, to: &Path) -> Result<(), StoreError> {
+        local::copy_file(from, to)
+    }
 }
 
 impl Store {
-    /// Saves every object as of one revision, and `files`, to a new file at `path`: a file of
-    /// the embedded store's format (so it opens as a store), whichever back end this is.
-    /// Returns the objects' number and the revision.
-    pub fn save_snapshot(
-        &self,
-        path: &Path,
-        files: &[(&str, &[u8])],
-    ) -> Result<(usize, u64), StoreError> {
+    /// Saves every object as of one revision to a new file at `path`: a file of the embedded
+    /// store's format (so it opens as a store), whichever back end this is. Returns the
+    /// objects' number and the revision.
+    pub fn save_snapshot(&self, path: &Path) -> Result<(usize, u64), StoreError> {
         // One revision's objects: the state is read under its lock, then written unlocked.
         let (objects, revision): (Vec<Arc<Record>>, u64) = {
             let state = self.shared.state.read().unwrap();
             (state.objects.values().cloned().collect(), state.revision)
         };
-        local::write_snapshot(path, objects.iter(), revision, files)?;
+        local::write_snapshot(path, objects.iter(), revision)?;
         Ok((objects.len(), revision))
     }
 
@@ -1227,12 +1236,8 @@ mod tests {
         store.create(key("a"), json!({"kept": true})).await.unwrap();
         store.create(key("b"), json!({})).await.unwrap();
         let rev = store.delete(key("b"), None).await.unwrap().revision;
-        assert_eq!(
-            store
-                .save_snapshot(&path, &[("ca.key", b"secret")])
-                .unwrap(),
-            (1, rev)
-        );
+        assert_eq!(store.save_snapshot(&path).unwrap(), (1, rev));
+        Snapshot::add_files(&path, &[("ca.key", b"secret")]).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let snapshot = Snapshot::read(&path).unwrap();
