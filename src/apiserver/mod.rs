@@ -159,11 +159,9 @@ impl ApiServer {
             system_wake: Default::default(),
             object_locks: (0..OBJECT_LOCKS).map(|_| Default::default()).collect(),
         });
-        let crds = server.crds();
-        let (records, _, _) = server.store.list(&crds.prefix(), None, None, |_| true);
-        let definitions: Vec<Value> = records.iter().map(|r| r.value()).collect();
-        server.registry.sync_crds(&definitions);
-        tokio::spawn(follow_crds(Arc::downgrade(&server)));
+        // The CRDs are served before the server answers, and followed from there on.
+        let crds = server.serve_stored_crds()?;
+        tokio::spawn(follow_crds(Arc::downgrade(&server), crds));
         let namespaces = server.namespaces();
         for name in INITIAL_NAMESPACES {
             if server.store.get(&namespaces.key(None, name)).is_none() {
@@ -709,6 +707,14 @@ impl ApiServer {
         Self::validate(resource, object, Some(old))
     }
 
+    /// Serves exactly the CRDs the store holds now; their changes from then on.
+    fn serve_stored_crds(&self) -> Result<store::Live, StoreError> {
+        let start = self.store.watch(&self.crds().prefix(), None)?;
+        let definitions: Vec<Value> = start.backlog.iter().map(|e| e.record.value()).collect();
+        self.registry.sync_crds(&definitions);
+        Ok(start.live)
+    }
+
     /// Keeps derived state in step with a write.
     fn after_write(&self, resource: &Resource, record: &Record) {
         if Self::is_crd(resource) {
@@ -770,43 +776,38 @@ async fn snapshot(server: &ApiServer) -> Result<Response, ApiError> {
         .into_response())
 }
 
-/// Keeps the served custom resources in step with the CRDs in the store, whichever server
-/// wrote them: the servers of one management cluster on etcd each serve what any of them
-/// installed or removed (a server's own writes are served at once, by `after_write`).
-async fn follow_crds(server: std::sync::Weak<ApiServer>) {
+/// Keeps the served custom resources in step with the CRDs in the store from `live` on,
+/// whichever server wrote them: the servers of one management cluster on etcd each serve what
+/// any of them installed or removed (a server's own writes are served at once, by
+/// `after_write`).
+async fn follow_crds(server: std::sync::Weak<ApiServer>, mut live: store::Live) {
     use store::{EventKind, LiveError};
     loop {
-        let Some(s) = server.upgrade() else { return };
-        let start = match s.store.watch(&s.crds().prefix(), None) {
-            Ok(start) => start,
-            Err(e) => {
-                tracing::warn!(error = %e, "following the CRDs failed; retrying");
-                drop(s);
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        let definitions: Vec<Value> = start.backlog.iter().map(|e| e.record.value()).collect();
-        s.registry.sync_crds(&definitions);
-        drop(s);
-        let mut live = start.live;
-        loop {
-            match live.recv().await {
-                Ok(event) => {
-                    let Some(s) = server.upgrade() else { return };
-                    match event.kind {
-                        EventKind::Deleted => s.registry.remove_crd(event.record.name()),
-                        _ => {
-                            s.registry.install_crd(&event.record.value());
-                        }
+        match live.recv().await {
+            Ok(event) => {
+                let Some(s) = server.upgrade() else { return };
+                match event.kind {
+                    EventKind::Deleted => s.registry.remove_crd(event.record.name()),
+                    _ => {
+                        s.registry.install_crd(&event.record.value());
                     }
-                    s.system_wake.notify_one();
                 }
-                // Behind, or the store started over from its source of truth: list again.
-                Err(LiveError::FellBehind) => break,
-                Err(LiveError::Closed) => {
+                s.system_wake.notify_one();
+            }
+            // Behind, or the store started over from its source of truth: serve what it
+            // holds now and follow from there.
+            Err(error) => {
+                if error == LiveError::Closed {
                     tokio::time::sleep(Duration::from_secs(1)).await;
-                    break;
+                }
+                let Some(s) = server.upgrade() else { return };
+                match s.serve_stored_crds() {
+                    Ok(next) => live = next,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "following the CRDs failed; retrying");
+                        drop(s);
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
                 }
             }
         }
