@@ -357,39 +357,34 @@ pub async fn build(
     });
 
     let digest = file_digest(&options.binary)?;
+    // The images that carry capictl are current while they carry this binary on this root
+    // filesystem.
+    let current = async |image: &str| -> Result<bool, ImageError> {
+        Ok(!rootfs_fresh
+            && labels_of(docker, image)
+                .await?
+                .is_some_and(|l| l.get(BINARY_LABEL) == Some(&digest)))
+    };
     let controller = options.controller_image.clone();
-    let controller_current = labels_of(docker, &controller)
-        .await?
-        .is_some_and(|l| l.get(BINARY_LABEL) == Some(&digest));
-    if controller_current && !rootfs_fresh {
-        built.push(Built {
-            image: controller,
-            reused: true,
-        });
-    } else {
+    let fresh = !current(&controller).await?;
+    if fresh {
         progress(&format!("building {controller}"));
         build_controller_image(docker, &rootfs, &controller, &options.binary, &digest).await?;
-        built.push(Built {
-            image: controller,
-            reused: false,
-        });
     }
+    built.push(Built {
+        image: controller,
+        reused: !fresh,
+    });
     for version in versions {
         let image = node_image(&version);
-        let current = labels_of(docker, &image).await?;
-        let up_to_date = current.is_some_and(|l| l.get(BINARY_LABEL) == Some(&digest));
-        if up_to_date && !rootfs_fresh {
-            built.push(Built {
-                image,
-                reused: true,
-            });
-            continue;
+        let fresh = !current(&image).await?;
+        if fresh {
+            progress(&format!("building {image}"));
+            build_node_image(docker, &rootfs, &version, &options.binary, &digest).await?;
         }
-        progress(&format!("building {image}"));
-        build_node_image(docker, &rootfs, &version, &options.binary, &digest).await?;
         built.push(Built {
             image,
-            reused: false,
+            reused: !fresh,
         });
     }
     Ok(built)
