@@ -131,8 +131,17 @@ impl Management {
         m
     }
 
+    /// Kills the server (SIGKILL: no goodbye), as a crash or a lost machine would.
+    pub fn kill(&self) {
+        let status = Command::new("kill")
+            .args(["-KILL", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -KILL {}", self.pid());
+    }
+
     /// The process serving this management cluster now.
-    pub fn pid(&self) -> u32 {
+    fn pid(&self) -> u32 {
         let info: serde_json::Value = serde_json::from_slice(
             &std::fs::read(Path::new(&self.state()).join("server.json")).unwrap(),
         )

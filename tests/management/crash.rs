@@ -72,11 +72,7 @@ fn clusters_converge_after_the_management_cluster_is_killed_at_any_moment() {
         }
         let delay = Duration::from_millis(moments.below(4000));
         std::thread::sleep(delay);
-        let status = std::process::Command::new("kill")
-            .args(["-KILL", &m.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        m.kill();
         m.start();
         eprintln!("run {run}: killed {delay:?} after the changes, started again");
 

@@ -99,11 +99,7 @@ fn servers_on_one_etcd_run_one_set_of_controllers_and_fail_over() {
 
     // The leader dies; work arrives through the other server before anyone leads.
     let killed = Instant::now();
-    let status = std::process::Command::new("kill")
-        .args(["-KILL", &a.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    a.kill();
     scale(&b, "ha-md-0", 3);
     let (second, waited) = new_holder(&b, &first, 30);
     let failover = killed.elapsed().max(waited);
@@ -177,11 +173,7 @@ fn a_management_cluster_lost_is_rebuilt_from_its_backup_without_replacing_a_mach
     let ca = std::fs::read(std::path::Path::new(&lost.state()).join("ca.crt")).unwrap();
 
     // Lost: the server dies and its state with it.
-    let status = std::process::Command::new("kill")
-        .args(["-KILL", &lost.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    lost.kill();
     let kept = std::env::temp_dir().join(format!("capictl-backup-{}", uuid::Uuid::new_v4()));
     std::fs::rename(&backup, &kept).unwrap();
     drop(lost);
