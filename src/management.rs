@@ -387,9 +387,9 @@ async fn open_store(path: &Path) -> Result<Store, ManagementError> {
                 if std::time::Instant::now() < deadline =>
             {
                 if !said {
-                    eprintln!(
-                        "{} is held by another process (a server still exiting?); waiting up to {}s",
-                        path.display(),
+                    tracing::warn!(
+                        store = %path.display(),
+                        "the store is held by another process (a server still exiting?); waiting up to {}s",
                         STORE_LOCK_WAIT.as_secs()
                     );
                     said = true;
