@@ -125,28 +125,41 @@ impl Chain {
         plugins.push(plugin);
     }
 
-    /// Runs the chain on an object about to be stored; returns the warnings.
-    pub fn admit(
-        &self,
-        request: &Request<'_>,
-        object: &mut Value,
-    ) -> Result<Vec<String>, ApiError> {
-        let plugins: Vec<Arc<dyn Admission>> = self
-            .plugins
+    fn plugins_for(&self, request: &Request<'_>) -> Vec<Arc<dyn Admission>> {
+        self.plugins
             .read()
             .unwrap()
             .iter()
             .filter(|p| p.handles(request.group, request.kind))
             .cloned()
-            .collect();
-        for plugin in &plugins {
+            .collect()
+    }
+
+    /// Runs the chain's defaulting on an object about to be stored.
+    pub fn mutate(&self, request: &Request<'_>, object: &mut Value) -> Result<(), ApiError> {
+        for plugin in self.plugins_for(request) {
             plugin.default(request, object)?;
         }
+        Ok(())
+    }
+
+    /// Runs the chain's validation on an object about to be stored; returns the warnings.
+    pub fn validate(&self, request: &Request<'_>, object: &Value) -> Result<Vec<String>, ApiError> {
         let mut warnings = Vec::new();
-        for plugin in &plugins {
+        for plugin in self.plugins_for(request) {
             warnings.extend(plugin.validate(request, object)?);
         }
         Ok(warnings)
+    }
+
+    /// Runs the chain's defaulting, then its validation; returns the warnings.
+    pub fn admit(
+        &self,
+        request: &Request<'_>,
+        object: &mut Value,
+    ) -> Result<Vec<String>, ApiError> {
+        self.mutate(request, object)?;
+        self.validate(request, object)
     }
 }
 

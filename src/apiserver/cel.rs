@@ -139,6 +139,21 @@ impl<'a> Rule<'a> {
     }
 }
 
+/// Evaluates a boolean expression with the given variables bound (an admission webhook's
+/// `matchConditions`, which see `object`, `oldObject` and `request`).
+pub fn holds(expression: &str, variables: &[(&str, &Value)]) -> Result<bool, String> {
+    let program = program(expression)?;
+    let mut context = Context::with_env(ENV.clone());
+    for (name, value) in variables {
+        bind(&mut context, name, value)?;
+    }
+    match program.execute(&context) {
+        Ok(CelValue::Bool(b)) => Ok(b),
+        Ok(other) => Err(format!("{expression:?} gave {other:?}, not a boolean")),
+        Err(e) => Err(format!("{e} evaluating {expression:?}")),
+    }
+}
+
 fn bind(context: &mut Context, name: &str, value: &Value) -> Result<(), String> {
     let value = cel::to_value(value).map_err(|e| format!("{name} cannot be given to CEL: {e}"))?;
     context.add_variable_from_value(name, value);

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::ApiServer;
 use super::admission::{self, Operation};
+use super::admission_webhooks;
 use super::builtin_types;
 use super::eviction;
 use super::gc::Propagation;
@@ -351,22 +352,23 @@ impl Call<'_> {
             .check_rbac_write(&self.user, &self.resource, &write)
     }
 
-    /// Runs the admission chain on an object about to be stored. Writes of the status
-    /// subresource skip it: the rules are Cluster API's webhooks, whose configurations name the
-    /// main resource only (`clusters`, not `clusters/status`), so kube-apiserver would not send
-    /// them status writes either.
-    fn admit(
+    /// Admits an object about to be stored, in kube-apiserver's order: defaulting, the
+    /// mutating webhooks, validation, the validating webhooks. The registered rules skip
+    /// writes of subresources (they are Cluster API's webhooks, whose configurations name the
+    /// main resource only, `clusters` and not `clusters/status`); the stored webhook
+    /// configurations say for themselves which subresources they take.
+    async fn admit(
         &self,
         operation: Operation,
         old: Option<&Value>,
         object: &mut Value,
         target: Target,
     ) -> Result<(), ApiError> {
-        if target != Target::Main {
-            return Ok(());
-        }
         let name = object::name_of(object).to_string();
-        let request = admission::Request {
+        // The registered rules' request reads the store through a `dyn Lookup`, which is not
+        // `Send`: it is made afresh for each step rather than held across the webhook calls.
+        let stored = StoredObjects(self.server);
+        let request = || admission::Request {
             operation,
             group: &self.resource.group,
             version: &self.resource.version,
@@ -375,9 +377,51 @@ impl Call<'_> {
             name: &name,
             old,
             dry_run: self.dry_run(),
-            lookup: Some(&StoredObjects(self.server)),
+            lookup: Some(&stored),
         };
-        let warnings = self.server.admission.admit(&request, object)?;
+        let attributes = admission_webhooks::Attributes {
+            operation,
+            group: &self.resource.group,
+            version: &self.resource.version,
+            kind: &self.resource.kind,
+            resource: &self.resource.plural,
+            subresource: match target {
+                Target::Main => None,
+                Target::Status => Some("status"),
+                Target::Approval => Some("approval"),
+            },
+            namespace: self.namespace(),
+            name: &name,
+            user: &self.user,
+            dry_run: self.dry_run(),
+            old,
+        };
+        let main = target == Target::Main;
+        if main {
+            self.server.admission.mutate(&request(), object)?;
+        }
+        let (mut warnings, patched) = admission_webhooks::admit(
+            self.server,
+            admission_webhooks::Phase::Mutating,
+            &attributes,
+            object,
+        )
+        .await?;
+        if patched {
+            // What a webhook added is pruned and defaulted as what the client sent is.
+            self.apply_schema(object, old)?;
+        }
+        if main {
+            warnings.extend(self.server.admission.validate(&request(), object)?);
+        }
+        let (more, _) = admission_webhooks::admit(
+            self.server,
+            admission_webhooks::Phase::Validating,
+            &attributes,
+            object,
+        )
+        .await?;
+        warnings.extend(more);
         self.warnings.lock().unwrap().extend(warnings);
         Ok(())
     }
@@ -624,7 +668,8 @@ impl Call<'_> {
         self.server.strategy_create(&self.resource, &mut obj)?;
         self.server
             .record_requester(&self.resource, &mut obj, &self.user);
-        self.admit(Operation::Create, None, &mut obj, Target::Main)?;
+        self.admit(Operation::Create, None, &mut obj, Target::Main)
+            .await?;
         self.check_rbac_write(None, &obj)?;
         self.check_node_write("create", Target::Main, None, Some(&obj))?;
         let name = object::name_of(&obj).to_string();
@@ -734,7 +779,8 @@ impl Call<'_> {
             self.apply_schema(&mut new, Some(&old))?;
             self.server
                 .strategy_update(&self.resource, &old, &mut new)?;
-            self.admit(Operation::Update, Some(&old), &mut new, target)?;
+            self.admit(Operation::Update, Some(&old), &mut new, target)
+                .await?;
             self.check_rbac_write(Some(&old), &new)?;
             self.check_node_write("update", target, Some(&old), Some(&new))?;
             self.check_signer(&old, &new)?;
@@ -827,7 +873,8 @@ impl Call<'_> {
             self.apply_schema(&mut new, Some(&old))?;
             self.server
                 .strategy_update(&self.resource, &old, &mut new)?;
-            self.admit(Operation::Update, Some(&old), &mut new, target)?;
+            self.admit(Operation::Update, Some(&old), &mut new, target)
+                .await?;
             self.check_rbac_write(Some(&old), &new)?;
             self.check_node_write("update", target, Some(&old), Some(&new))?;
             self.check_signer(&old, &new)?;
@@ -1107,7 +1154,8 @@ impl Call<'_> {
                 json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": object::now()}),
             );
             self.apply_schema(&mut new, Some(&old))?;
-            self.admit(Operation::Update, Some(&old), &mut new, Target::Main)?;
+            self.admit(Operation::Update, Some(&old), &mut new, Target::Main)
+                .await?;
             match self.store_update(&current, &old, new).await? {
                 Ok(_) => {
                     return Ok(json_response(
@@ -1170,7 +1218,8 @@ impl Call<'_> {
                 Some(&old),
                 &mut old.clone(),
                 Target::Main,
-            )?;
+            )
+            .await?;
             if dry_run {
                 let given = lifecycle::grace_period(&self.resource, &old, grace);
                 let preview = match lifecycle::plan_delete(&self.resource, &old, propagation, given)
@@ -1333,7 +1382,8 @@ impl Call<'_> {
             self.apply_schema(&mut new, Some(&old))?;
             self.server
                 .strategy_update(&self.resource, &old, &mut new)?;
-            self.admit(Operation::Update, Some(&old), &mut new, Target::Main)?;
+            self.admit(Operation::Update, Some(&old), &mut new, Target::Main)
+                .await?;
             match self.store_update(&current, &old, new).await? {
                 Ok(answer) => {
                     let object = self.answer_object(answer);

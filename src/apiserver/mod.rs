@@ -6,6 +6,7 @@
 //! [`watch`]es, [`table`] printing, and background loops for namespace deletion.
 
 pub mod admission;
+pub mod admission_webhooks;
 pub mod audit;
 pub mod authn;
 pub mod authz;

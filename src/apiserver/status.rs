@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 /// A failed request: the HTTP code, the `reason` clients match on, and a message for people.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
 pub struct ApiError {
     pub code: u16,
@@ -23,6 +23,26 @@ impl ApiError {
             message: message.into(),
             details: None,
         }
+    }
+
+    /// An error with a code another server chose (an admission webhook's), and the reason
+    /// Kubernetes gives that code.
+    pub fn with_code(code: u16, message: impl Into<String>) -> Self {
+        let reason = match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            409 => "Conflict",
+            410 => "Expired",
+            422 => "Invalid",
+            429 => "TooManyRequests",
+            500 => "InternalError",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "",
+        };
+        ApiError::new(code, reason, message)
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {

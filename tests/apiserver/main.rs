@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admission_webhooks;
 mod clients;
 mod durability;
 mod webhooks_served;
