@@ -150,6 +150,11 @@ pub fn components(p: &ProviderInfo, image: &str, namespace: &str, workloads: boo
     );
     if workloads {
         objects.extend(render(template::MANAGER, &variables));
+        if p.crds == CrdSet::Docker {
+            for deployment in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
+                reach_the_engine(deployment);
+            }
+        }
         if p.webhook_targets().next().is_some() {
             for deployment in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
                 serve_webhooks(p, deployment);
@@ -185,16 +190,46 @@ fn serve_webhooks(p: &ProviderInfo, deployment: &mut Value) {
             .expect("the manager template has args")
             .push(json!(arg));
     }
-    if !container["ports"].is_array() {
-        container["ports"] = json!([]);
+    push(
+        &mut container["ports"],
+        json!({"containerPort": WEBHOOK_PORT, "name": "webhook-server", "protocol": "TCP"}),
+    );
+    push(
+        &mut container["volumeMounts"],
+        json!({"mountPath": WEBHOOK_CERT_DIR, "name": "cert", "readOnly": true}),
+    );
+    push(
+        &mut pod["volumes"],
+        json!({"name": "cert", "secret": {"secretName": p.webhook_secret()}}),
+    );
+}
+
+/// Gives the Docker provider's manager the Docker Engine, as upstream's CAPD Deployment has it:
+/// the host's Engine socket by hostPath (capictl's nodes give Pods that one hostPath; kind's
+/// nodes need it mounted, as upstream's quick-start says). Upstream runs the container
+/// privileged; the socket needs less: its owner, root, with every capability still dropped.
+fn reach_the_engine(deployment: &mut Value) {
+    let socket = crate::api::docker::ENGINE_SOCKET_HOST_PATH;
+    let pod = &mut deployment["spec"]["template"]["spec"];
+    let container = &mut pod["containers"][0];
+    container["securityContext"]["runAsUser"] = json!(0);
+    container["securityContext"]["runAsNonRoot"] = json!(false);
+    push(
+        &mut container["volumeMounts"],
+        json!({"mountPath": socket, "name": "dockersock"}),
+    );
+    push(
+        &mut pod["volumes"],
+        json!({"name": "dockersock", "hostPath": {"path": socket, "type": "Socket"}}),
+    );
+}
+
+/// Appends to a list that may not exist yet.
+fn push(list: &mut Value, item: Value) {
+    if !list.is_array() {
+        *list = json!([]);
     }
-    container["ports"]
-        .as_array_mut()
-        .expect("ports is a list")
-        .push(json!({"containerPort": WEBHOOK_PORT, "name": "webhook-server", "protocol": "TCP"}));
-    container["volumeMounts"] =
-        json!([{"mountPath": WEBHOOK_CERT_DIR, "name": "cert", "readOnly": true}]);
-    pod["volumes"] = json!([{"name": "cert", "secret": {"secretName": p.webhook_secret()}}]);
+    list.as_array_mut().expect("a list").push(item);
 }
 
 /// The webhook Service and the mutating and validating configurations that send the

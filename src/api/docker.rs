@@ -39,6 +39,12 @@ pub mod reasons {
     pub const FAILED: &str = "Failed";
 }
 
+/// The one hostPath a Pod may mount on capictl's nodes: the Docker Engine's socket, where
+/// upstream's Docker provider Deployment (and the Pods of anything else that drives Docker)
+/// names it. The kubelet mounts the host's Engine socket there; any other hostPath would be a
+/// path of the node container, not of a host, and is refused.
+pub const ENGINE_SOCKET_HOST_PATH: &str = "/var/run/docker.sock";
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

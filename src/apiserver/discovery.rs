@@ -18,11 +18,32 @@ pub const KUBERNETES_MINOR: u32 = 37;
 
 const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
-pub fn version() -> Value {
+/// What `/version` says: capictl's own version for the embedded management cluster, or the
+/// Kubernetes version `kubernetes` (`v1.28.13`) a node's API server stands for, as that
+/// kube-apiserver would say it.
+pub fn version(kubernetes: Option<&str>) -> Value {
+    let (major, minor, git_version) = match kubernetes {
+        Some(v) => {
+            let mut parts = v.trim_start_matches('v').split('.');
+            (
+                parts.next().unwrap_or("1").to_string(),
+                parts.next().unwrap_or_default().to_string(),
+                v.to_string(),
+            )
+        }
+        None => (
+            "1".to_string(),
+            KUBERNETES_MINOR.to_string(),
+            format!(
+                "v1.{KUBERNETES_MINOR}.0+capictl-{}",
+                crate::build_info::VERSION
+            ),
+        ),
+    };
     json!({
-        "major": "1",
-        "minor": KUBERNETES_MINOR.to_string(),
-        "gitVersion": format!("v1.{KUBERNETES_MINOR}.0+capictl-{}", crate::build_info::VERSION),
+        "major": major,
+        "minor": minor,
+        "gitVersion": git_version,
         "gitCommit": crate::build_info::GIT_COMMIT,
         "gitTreeState": "clean",
         "buildDate": crate::build_info::BUILD_DATE,

@@ -131,6 +131,9 @@ pub struct ApiServer {
     /// Where `pods/log` reads the containers' output, when something here runs them.
     log_source: std::sync::OnceLock<Arc<dyn logs::LogSource>>,
     exec_source: std::sync::OnceLock<Arc<dyn exec::ExecSource>>,
+    /// The Kubernetes version `/version` reports, for a node's API server; capictl's own
+    /// otherwise.
+    kubernetes_version: std::sync::OnceLock<String>,
 }
 
 impl ApiServer {
@@ -150,6 +153,7 @@ impl ApiServer {
             request_timeout: Default::default(),
             log_source: Default::default(),
             exec_source: Default::default(),
+            kubernetes_version: Default::default(),
             store,
             registry: builtin::registry(),
             admission: Default::default(),
@@ -226,6 +230,12 @@ impl ApiServer {
     /// answer says there is nothing to exec in.
     pub fn set_exec_source(&self, source: Arc<dyn exec::ExecSource>) {
         let _ = self.exec_source.set(source);
+    }
+
+    /// Makes `/version` report this Kubernetes version (`v1.28.13`), as a node's API server
+    /// stands for that kube-apiserver.
+    pub fn set_kubernetes_version(&self, version: String) {
+        let _ = self.kubernetes_version.set(version);
     }
 
     /// How much of a request the audit log records (nothing without one).
@@ -1067,7 +1077,10 @@ async fn route(
         }
         "/livez" => return Ok((StatusCode::OK, "ok").into_response()),
         "/metrics" => return Ok(server.metrics.response()),
-        "/version" => return Ok(axum::Json(discovery::version()).into_response()),
+        "/version" => {
+            let version = discovery::version(server.kubernetes_version.get().map(String::as_str));
+            return Ok(axum::Json(version).into_response());
+        }
         "/openapi/v2" => return Ok(discovery::openapi_v2(&headers)),
         "/openapi/v3" => return Ok(discovery::openapi_v3_index(&server.registry)),
         SNAPSHOT_PATH => return snapshot(server).await,

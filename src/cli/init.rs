@@ -99,7 +99,9 @@ impl WaitArgs {
     }
 }
 
-/// Whether the management cluster is capictl's embedded one, whose controllers run in-process.
+/// Whether the management cluster is capictl's embedded one, whose controllers run in-process:
+/// its `/version` carries `+capictl` (the API server of a capictl node reports the Kubernetes
+/// version it stands for, and gets Deployments like any other cluster).
 pub(super) async fn is_embedded(client: &Client) -> bool {
     client
         .apiserver_version()

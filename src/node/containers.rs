@@ -34,6 +34,7 @@ use super::image::{ENGINE_SOCKET, OWNER_LABEL, POD_NODE_LABEL};
 use super::pods::{self, SANDBOX, Seen, Sources, StartFailure, State, Step};
 use super::prober::{self, Prober};
 use super::service_proxy::{self, ClusterDns};
+use crate::api::docker::ENGINE_SOCKET_HOST_PATH;
 
 const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
 const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
@@ -52,6 +53,9 @@ struct Own {
     network: String,
     image: String,
     owner: Option<String>,
+    /// Where the host's Engine socket is on the host (the source of the node's
+    /// [`ENGINE_SOCKET`] mount): what a Pod's [`ENGINE_SOCKET_HOST_PATH`] hostPath gets.
+    engine_socket: Option<String>,
 }
 
 /// A container as last inspected, and the state the Engine's list showed it in then.
@@ -199,7 +203,14 @@ impl Runtime {
             .map_err(|e| tracing::warn!(error = %e, "kubelet: this node's container is not found on the Engine; only static pods run"))
             .ok()?;
         let config = me.config.unwrap_or_default();
+        let engine_socket = me
+            .mounts
+            .iter()
+            .flatten()
+            .find(|m| m.destination.as_deref() == Some(ENGINE_SOCKET))
+            .and_then(|m| m.source.clone());
         let own = Own {
+            engine_socket,
             name: me
                 .name
                 .unwrap_or_default()
@@ -746,7 +757,14 @@ impl Runtime {
         for c in containers {
             self.remove_container(&c.id).await;
         }
-        let volumes = spec.volumes.clone().unwrap_or_default();
+        // The Engine's socket is bound into the containers from the host, not a volume.
+        let volumes: Vec<_> = spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter(|v| !pods::is_engine_socket(v))
+            .cloned()
+            .collect();
         let sources = self
             .sources(client, pod, &volumes, &[])
             .await
@@ -1117,15 +1135,35 @@ impl Runtime {
             // A start that failed before left the container made.
             self.remove_container(&same.id).await;
         }
-        let binds: Vec<String> = container
+        let engine_socket_volumes: Vec<&str> = pod
+            .spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+            .filter(|v| pods::is_engine_socket(v))
+            .map(|v| v.name.as_str())
+            .collect();
+        let binds = container
             .volume_mounts
             .iter()
             .flatten()
             .map(|m| {
                 let ro = if m.read_only == Some(true) { ":ro" } else { "" };
-                format!("{}:{}{ro}", volume_name(pod, &m.name), m.mount_path)
+                let source = if engine_socket_volumes.contains(&m.name.as_str()) {
+                    self.own.engine_socket.clone().ok_or_else(|| {
+                        (
+                            "CreateContainerConfigError".to_string(),
+                            format!(
+                                "volume {:?} is the Docker Engine's socket {ENGINE_SOCKET_HOST_PATH:?}, and this node's container has no Engine socket mounted to give",
+                                m.name
+                            ),
+                        )
+                    })?
+                } else {
+                    volume_name(pod, &m.name)
+                };
+                Ok(format!("{source}:{}{ro}", m.mount_path))
             })
-            .collect();
+            .collect::<Result<Vec<String>, (String, String)>>()?;
         let limits = container
             .resources
             .as_ref()

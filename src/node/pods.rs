@@ -14,6 +14,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use crate::api::docker::ENGINE_SOCKET_HOST_PATH;
+
 /// The annotations kubelet puts on mirror Pods (the static pods' stand-ins in the API).
 pub const CONFIG_MIRROR_ANNOTATION: &str = crate::apiserver::node_authz::MIRROR_ANNOTATION;
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
@@ -568,7 +570,16 @@ pub fn refused(pod: &Pod, container: &Container) -> Option<String> {
             || volume.config_map.is_some()
             || volume.secret.is_some()
             || volume.downward_api.is_some()
-            || volume.projected.is_some();
+            || volume.projected.is_some()
+            || is_engine_socket(volume);
+        if let Some(host_path) = &volume.host_path
+            && !is_engine_socket(volume)
+        {
+            return Some(format!(
+                "volume {:?} is a hostPath volume of {:?}; capictl's nodes give Pods one hostPath only, the Docker Engine's socket {ENGINE_SOCKET_HOST_PATH:?} (type Socket or unset): any other path would be a path of the node container, not of a host",
+                volume.name, host_path.path
+            ));
+        }
         if !supported {
             let kind = serde_json::to_value(volume)
                 .ok()
@@ -586,6 +597,15 @@ pub fn refused(pod: &Pod, container: &Container) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether a volume is the hostPath of the Docker Engine's socket, the one hostPath capictl's
+/// nodes give (what upstream's Docker provider Deployment mounts).
+pub fn is_engine_socket(volume: &k8s_openapi::api::core::v1::Volume) -> bool {
+    volume.host_path.as_ref().is_some_and(|h| {
+        h.path == ENGINE_SOCKET_HOST_PATH
+            && matches!(h.type_.as_deref(), None | Some("") | Some("Socket"))
+    })
 }
 
 /// A file of a configMap, secret, downwardAPI or projected volume.
@@ -1537,6 +1557,23 @@ mod tests {
             (
                 json!({"containers": [{"name": "web"}], "volumes": [{"name": "host", "hostPath": {"path": "/etc"}}]}),
                 Some("is a hostPath volume"),
+            ),
+            // The Engine's socket is the one hostPath given, as upstream's CAPD mounts it.
+            (
+                json!({"containers": [{"name": "manager", "volumeMounts": [{"name": "dockersock", "mountPath": "/var/run/docker.sock"}]}], "volumes": [{"name": "dockersock", "hostPath": {"path": "/var/run/docker.sock"}}]}),
+                None,
+            ),
+            (
+                json!({"containers": [{"name": "web"}], "volumes": [{"name": "sock", "hostPath": {"path": "/var/run/docker.sock", "type": "Socket"}}]}),
+                None,
+            ),
+            (
+                json!({"containers": [{"name": "web"}], "volumes": [{"name": "sock", "hostPath": {"path": "/var/run/docker.sock", "type": "DirectoryOrCreate"}}]}),
+                Some("one hostPath only"),
+            ),
+            (
+                json!({"containers": [{"name": "web"}], "volumes": [{"name": "run", "hostPath": {"path": "/var/run"}}]}),
+                Some("one hostPath only"),
             ),
         ] {
             let p = pod(spec.clone());
