@@ -133,10 +133,6 @@ impl Session {
         ]);
     }
 
-    pub fn owner_filter(&self) -> String {
-        format!("label=io.x-k8s.capictl.cluster=default/{}", self.cluster)
-    }
-
     /// The cluster's node and load-balancer containers (not its Pods' containers).
     pub fn node_containers(&self) -> Vec<String> {
         self.container_names(&["label=io.x-k8s.kind.role"])
@@ -147,19 +143,24 @@ impl Session {
         self.container_names(&[])
     }
 
-    /// The names of the cluster's containers that pass these `docker ps` filters, sorted.
     fn container_names(&self, filters: &[&str]) -> Vec<String> {
-        let owner = self.owner_filter();
-        let mut args = vec!["ps", "-a", "--filter", owner.as_str()];
-        for f in filters {
-            args.extend(["--filter", f]);
-        }
-        args.extend(["--format", "{{.Names}}"]);
-        let out = Command::new("docker").args(&args).output().unwrap();
-        let mut names: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
-        names.sort();
-        names
+        cluster_containers(&self.cluster, filters)
     }
+}
+
+/// The names of the containers of cluster `cluster` in namespace default that pass these
+/// `docker ps` filters, sorted.
+fn cluster_containers(cluster: &str, filters: &[&str]) -> Vec<String> {
+    let owner = format!("label=io.x-k8s.capictl.cluster=default/{cluster}");
+    let mut args = vec!["ps", "-a", "--filter", owner.as_str()];
+    for f in filters {
+        args.extend(["--filter", f]);
+    }
+    args.extend(["--format", "{{.Names}}"]);
+    let out = Command::new("docker").args(&args).output().unwrap();
+    let mut names: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    names.sort();
+    names
 }
 
 impl Drop for Session {
@@ -195,7 +196,11 @@ pub fn condition(object: &Value, t: &str) -> Option<String> {
 
 /// Every Machine of the selector at `version` and Ready, `count` of them; else what is not.
 pub fn rolled_out(s: &Session, selector: &str, version: &str, count: usize) -> Result<(), String> {
-    let ms = machines(s, selector);
+    rolled_out_of(&machines(s, selector), version, count)
+}
+
+/// Whether these Machines are `count`, every one at `version` and Ready; else what is not.
+pub fn rolled_out_of(ms: &[Value], version: &str, count: usize) -> Result<(), String> {
     let done = ms
         .iter()
         .filter(|m| {
@@ -371,6 +376,26 @@ pub struct Workload<'a> {
 }
 
 impl Workload<'_> {
+    /// `kubectl apply -f -` of a manifest.
+    pub fn apply(&self, manifest: &str) {
+        use std::io::Write;
+        let mut apply = Command::new(kubectl_binary())
+            .args(["--kubeconfig", self.kubeconfig.as_str(), "apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        apply
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(manifest.as_bytes())
+            .unwrap();
+        let out = apply.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+
     pub fn kubectl(&self, args: &[&str]) -> String {
         let mut all = vec!["--kubeconfig", self.kubeconfig.as_str()];
         all.extend(args);

@@ -6,3 +6,4 @@ mod common;
 
 mod nodes;
 mod provider;
+mod self_hosted;
