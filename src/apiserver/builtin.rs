@@ -781,7 +781,19 @@ fn from_builtin(b: &Builtin) -> Resource {
         },
         namespaced: b.namespaced,
         status_subresource: b.status,
-        scale: None,
+        // kube-apiserver's scale subresources of the built-in kinds (`kubectl scale`, the
+        // HorizontalPodAutoscaler): spec.replicas and status.replicas, the selector from
+        // spec.selector.
+        scale: matches!(
+            (b.group, b.plural),
+            ("apps", "deployments" | "replicasets" | "statefulsets")
+                | ("", "replicationcontrollers")
+        )
+        .then(|| super::registry::Scale {
+            spec_replicas_path: ".spec.replicas".into(),
+            status_replicas_path: ".status.replicas".into(),
+            label_selector_path: None,
+        }),
         columns: (b.columns)(),
         schema: None,
         tracks_generation: b.generation,

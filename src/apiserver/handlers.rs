@@ -1317,6 +1317,9 @@ impl Call<'_> {
         let mut status = json!({"replicas": get(&scale.status_replicas_path).unwrap_or(json!(0))});
         if let Some(selector) = scale.label_selector_path.as_deref().and_then(get) {
             status["selector"] = selector;
+        } else if self.resource.crd_name.is_none() && !object["spec"]["selector"].is_null() {
+            // A built-in kind's selector, in the text form Scale carries.
+            status["selector"] = json!(selector::format(&object["spec"]["selector"]));
         }
         Ok(json!({
             "kind": "Scale",

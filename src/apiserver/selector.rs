@@ -44,6 +44,41 @@ impl Requirement {
     }
 }
 
+/// A selector object in the text form `labelSelector` takes (`a=b,c in (x,y),!d`), as
+/// Kubernetes formats it for a Scale's `status.selector`: `matchLabels` as they are (a
+/// ReplicationController's selector is such a map itself), then `matchExpressions`.
+pub fn format(selector: &Value) -> String {
+    let labels = selector
+        .get("matchLabels")
+        .or_else(|| (selector.get("matchExpressions").is_none()).then_some(selector))
+        .and_then(Value::as_object);
+    let mut parts: Vec<String> = labels
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
+        .collect();
+    for e in selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let key = e["key"].as_str().unwrap_or_default();
+        let values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        parts.push(match e["operator"].as_str() {
+            Some("In") => format!("{key} in ({})", values.join(",")),
+            Some("NotIn") => format!("{key} notin ({})", values.join(",")),
+            Some("DoesNotExist") => format!("!{key}"),
+            _ => key.to_string(),
+        });
+    }
+    parts.join(",")
+}
+
 /// A parsed label selector; the empty selector matches everything.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LabelSelector {
@@ -416,6 +451,37 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn selector_objects_format_as_labelselector_text_and_parse_back() {
+        for (object, text) in [
+            (json!({"matchLabels": {"app": "web"}}), "app=web"),
+            (
+                json!({"matchLabels": {"app": "web"}, "matchExpressions": [
+                    {"key": "tier", "operator": "In", "values": ["a", "b"]},
+                    {"key": "zone", "operator": "NotIn", "values": ["c"]},
+                    {"key": "canary", "operator": "DoesNotExist"},
+                    {"key": "team", "operator": "Exists"},
+                ]}),
+                "app=web,tier in (a,b),zone notin (c),!canary,team",
+            ),
+            // A ReplicationController's selector is a map of labels itself.
+            (json!({"app": "web", "tier": "db"}), "app=web,tier=db"),
+        ] {
+            assert_eq!(format(&object), text);
+            let parsed = LabelSelector::parse(text).unwrap();
+            let from_object = if object.get("matchLabels").is_some() {
+                LabelSelector::from_object(&object).unwrap()
+            } else {
+                LabelSelector::from_object(&json!({"matchLabels": object})).unwrap()
+            };
+            assert_eq!(
+                parsed.requirements.len(),
+                from_object.requirements.len(),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -66,7 +66,40 @@ on_both_back_ends!(
     orphan_deletion_frees_dependents,
     foreground_deletion_waits_for_blocking_dependents,
     concurrent_patches_without_a_version_all_land,
+    built_in_workloads_scale_through_their_scale_subresource,
 );
+
+/// `kubectl scale deployment` (and the HorizontalPodAutoscaler) write a built-in workload's
+/// replicas through its `scale` subresource, whose status carries the selector as text.
+async fn built_in_workloads_scale_through_their_scale_subresource(client: Client) {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let deployments: Api<Deployment> = Api::namespaced(client, "default");
+    let web: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "busybox"}]}}}
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &web)
+        .await
+        .unwrap();
+    let scale = deployments.get_scale("web").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(1));
+    assert_eq!(scale.status.unwrap().selector.as_deref(), Some("app=web"));
+    let scaled = deployments
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.unwrap().replicas, Some(3));
+    let stored = deployments.get("web").await.unwrap();
+    assert_eq!(stored.spec.replicas, Some(3));
+}
 
 /// Patches that name no resourceVersion are not conflicts for their clients: 40 in flight on
 /// one object all succeed, and every one of them is in the result.
