@@ -165,6 +165,30 @@ async fn run_async(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Moves these Clusters of `namespace` and what belongs to them from one management cluster to
+/// another, as `capictl move --to-kubeconfig` does (for `quickstart --self-hosted`).
+pub(super) async fn move_clusters(
+    from: &ClusterArgs,
+    to: &ClusterArgs,
+    namespace: &str,
+    clusters: Vec<String>,
+) -> anyhow::Result<()> {
+    let shown = Shown::default();
+    let (source, _) = endpoint(from).await?;
+    let (target, _) = endpoint(to).await?;
+    let options = Options {
+        namespace: namespace.to_string(),
+        clusters,
+        dry_run: false,
+        force: false,
+    };
+    if let Outcome::Moved(plan) = mover::move_to_cluster(&source, &target, &options, &shown).await?
+    {
+        print_plan(&plan, false, &format!("moved to {}", target.name));
+    }
+    Ok(())
+}
+
 /// What moved (`done`: "moved to …", "would move", …) by Cluster and kind; with `dry_run`,
 /// every object and what stays and why.
 fn print_plan(plan: &Plan, dry_run: bool, done: &str) {

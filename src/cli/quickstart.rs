@@ -36,6 +36,10 @@ pub struct Args {
     /// Where to write the workload cluster's kubeconfig (mode 0600) [default: ./NAME.kubeconfig]
     #[arg(long, value_name = "FILE")]
     write_kubeconfig: Option<PathBuf>,
+    /// Then install the providers into the cluster as Pods and move the cluster into itself, so
+    /// that it manages itself (Docker, with at least one worker for the controllers' Pods).
+    #[arg(long)]
+    self_hosted: bool,
     /// How long to wait for the cluster to be Available.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     timeout: u64,
@@ -58,11 +62,24 @@ async fn quickstart(args: Args) -> anyhow::Result<()> {
         ))
         .into());
     }
+    if args.self_hosted
+        && (args.worker_machine_count == 0 || args.infrastructure.as_deref() == Some("in-memory"))
+    {
+        return Err(UsageError(
+            "--self-hosted: the providers run as Pods on the cluster's workers, so it needs the Docker provider (in-memory clusters run no Pods) and --worker-machine-count 1 or more".into(),
+        )
+        .into());
+    }
     let started = Instant::now();
     let infrastructure = match &args.infrastructure {
         Some(name) => name.clone(),
         None => match crate::providers::docker::connect().await {
             Ok(_) => "docker".to_string(),
+            Err(e) if args.self_hosted => {
+                return Err(anyhow::anyhow!(
+                    "--self-hosted needs the Docker Engine, which does not answer ({e})"
+                ));
+            }
             Err(e) => {
                 eprintln!(
                     "No Docker Engine answers ({e}); using the in-memory provider, whose machines are simulated"
@@ -141,6 +158,42 @@ async fn quickstart(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(|| PathBuf::from(format!("{}.kubeconfig", args.name)));
     let kubeconfig = super::get::read_kubeconfig(&client, &args.namespace, &args.name).await?;
     super::get::write_private(&path, &kubeconfig)?;
+    if args.self_hosted {
+        let itself = ClusterArgs {
+            kubeconfig: Some(path.clone()),
+            kubeconfig_context: None,
+        };
+        eprintln!(
+            "Installing the providers into {} as Pods of {}",
+            args.name,
+            crate::build_info::controller_image()
+        );
+        super::init::init(super::init::Args::for_quickstart(
+            &infrastructure,
+            itself.clone(),
+        ))
+        .await?;
+        eprintln!(
+            "Moving Cluster {}/{} into itself",
+            args.namespace, args.name
+        );
+        super::r#move::move_clusters(
+            &args.cluster,
+            &itself,
+            &args.namespace,
+            vec![args.name.clone()],
+        )
+        .await?;
+        eprintln!(
+            "\nCluster {} manages itself, {:.0?} after the start: its own providers run in it as Pods. Its kubeconfig is in {}:\n\n  kubectl --kubeconfig {} get clusters,machines\n\nScale or upgrade it there; move it back out with `capictl move --kubeconfig {} --to-kubeconfig <a management cluster>`.",
+            args.name,
+            started.elapsed(),
+            path.display(),
+            path.display(),
+            path.display()
+        );
+        return Ok(());
+    }
     eprintln!(
         "\nCluster {} is Available after {:.0?}. Its kubeconfig is in {}:\n\n  kubectl --kubeconfig {} get nodes\n\nFollow it with `capictl describe cluster {} --show-conditions all`; remove it with `kubectl delete cluster {}`. The management cluster keeps running (`capictl management status`).",
         args.name,

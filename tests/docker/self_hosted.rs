@@ -1,9 +1,9 @@
-//! Upstream's "self-hosted" flow on capictl's Docker nodes: `capictl init` against a workload
-//! cluster installs Deployments that run the controller image `capictl images build` made
-//! offline, their admission webhooks answer through their Services, and the Docker provider's
-//! Pod drives the host's Engine through the socket its Deployment mounts. The cluster is moved
-//! into itself, scales, upgrades its own control plane and remediates a worker under its own
-//! controllers, and moves back out.
+//! Upstream's "self-hosted" flow on capictl's Docker nodes, as `capictl quickstart
+//! --self-hosted` runs it: `init` against the new cluster installs Deployments that run the
+//! controller image `capictl images build` made offline, their admission webhooks answer
+//! through their Services, the Docker provider's Pod drives the host's Engine through the
+//! socket its Deployment mounts, and the cluster is moved into itself. It then scales,
+//! remediates a worker and upgrades itself under its own controllers, and moves back out.
 
 use std::process::Command;
 
@@ -32,32 +32,40 @@ const DEPLOYMENTS: [(&str, &str); 4] = [
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_runs_its_own_providers_as_pods_and_manages_itself() {
     let s = Session::start("self", "v1.28.13,v1.29.10").await;
-    s.apply_cluster("v1.28.13", 1, 1);
-    s.wait_available(300).await;
     let kubeconfig = s.dir.join("self.conf").display().to_string();
-    s.capictl(&["get", "kubeconfig", &s.cluster, "--write-to", &kubeconfig]);
-    all_nodes_ready(&s, &kubeconfig, 2).await;
     let host = Workload {
         session: &s,
         kubeconfig: kubeconfig.clone(),
     };
 
-    // The providers, installed into the cluster as Deployments of the controller image.
+    // One command: the cluster, the providers installed into it as Deployments of the
+    // controller image, and the cluster moved into itself.
     let started = std::time::Instant::now();
     s.capictl(&[
-        "init",
-        "--kubeconfig",
+        "quickstart",
+        &s.cluster,
+        "--self-hosted",
+        "--control-plane-machine-count",
+        "1",
+        "--worker-machine-count",
+        "1",
+        "--write-kubeconfig",
         &kubeconfig,
-        "--infrastructure",
-        "docker",
-        "--wait-providers",
-        "--wait-provider-timeout",
-        "240",
     ]);
-    eprintln!(
-        "providers Available as Pods after {:.1?}",
-        started.elapsed()
+    eprintln!("quickstart --self-hosted: {:.1?}", started.elapsed());
+    assert_eq!(
+        s.kubectl(&["get", "clusters,machines", "-A", "-o", "name"]),
+        "",
+        "the cluster left the embedded management cluster"
     );
+    // The move replaced no Machine: they are still the node containers.
+    let nodes: Vec<String> = s
+        .node_containers()
+        .into_iter()
+        .filter(|c| !c.ends_with("-lb"))
+        .collect();
+    assert_eq!(machine_names(&host.json(&["get", "machines"])), nodes);
+    all_nodes_ready(&s, &kubeconfig, 2).await;
     for (namespace, deployment) in DEPLOYMENTS {
         let d = host.json(&["get", "deployment", "-n", namespace, deployment]);
         assert_eq!(
@@ -110,13 +118,6 @@ async fn a_cluster_runs_its_own_providers_as_pods_and_manages_itself() {
         "{status:?}"
     );
 
-    // The cluster moves into itself and is Available there, with the same Machines.
-    let before = machine_names(&s.json(&["get", "machines"]));
-    s.capictl(&["move", "--to-kubeconfig", &kubeconfig]);
-    assert_eq!(
-        s.kubectl(&["get", "clusters,machines", "-A", "-o", "name"]),
-        ""
-    );
     wait(
         &s,
         "the cluster Available under its own providers",
@@ -124,14 +125,35 @@ async fn a_cluster_runs_its_own_providers_as_pods_and_manages_itself() {
         || available(&host.json(&["get", "cluster", &s.cluster])),
     )
     .await;
-    assert_eq!(
-        machine_names(&host.json(&["get", "machines"])),
-        before,
-        "no Machine replaced"
-    );
 
-    // It scales its workers: the Docker provider's Pod makes the container on the host's
-    // Engine through the socket its Deployment mounts.
+    // The core provider runs two replicas, one leading. Its leader's container is killed
+    // while a scale-up is in flight: the other replica takes the Lease over within its
+    // duration and finishes the scale-up, the Docker provider's Pod making the container on
+    // the host's Engine through the socket its Deployment mounts, and no Machine is made twice.
+    host.kubectl(&[
+        "scale",
+        "deployment",
+        "-n",
+        "capi-system",
+        "capi-controller-manager",
+        "--replicas",
+        "2",
+    ]);
+    wait(&s, "two core provider replicas Available", 120, || {
+        let d = host.json(&[
+            "get",
+            "deployment",
+            "-n",
+            "capi-system",
+            "capi-controller-manager",
+        ]);
+        match d["status"]["availableReplicas"].as_i64() {
+            Some(2) => Ok(()),
+            other => Err(format!("{other:?} available")),
+        }
+    })
+    .await;
+    let leader = lease_holder(&host);
     host.kubectl(&[
         "scale",
         "machinedeployment",
@@ -139,13 +161,66 @@ async fn a_cluster_runs_its_own_providers_as_pods_and_manages_itself() {
         "--replicas",
         "2",
     ]);
+    let killed = std::time::Instant::now();
+    let kill = Command::new("docker")
+        .args([
+            "ps",
+            "-q",
+            "--filter",
+            &format!("name=^k8s_manager_{leader}_capi-system_"),
+        ])
+        .output()
+        .unwrap();
+    let container = text(&kill.stdout).trim().to_string();
+    assert!(!container.is_empty(), "the leader {leader}'s container");
+    let kill = Command::new("docker")
+        .args(["kill", &container])
+        .output()
+        .unwrap();
+    assert!(kill.status.success(), "{}", text(&kill.stderr));
+    wait(&s, "the other replica leads", 60, || {
+        let now = lease_holder(&host);
+        if now != leader && !now.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("the Lease is held by {now:?}"))
+        }
+    })
+    .await;
+    eprintln!(
+        "failover of the core provider after its leader's container was killed: {:.1?}",
+        killed.elapsed()
+    );
+    let mut seen = std::collections::BTreeSet::new();
     wait(
         &s,
         "two workers Ready, made by the cluster itself",
         180,
-        || ready_machines(&host, &workers(&s), "v1.28.13", 2),
+        || {
+            seen.extend(machine_names(&host.json(&[
+                "get",
+                "machines",
+                "-l",
+                &workers(&s),
+            ])));
+            ready_machines(&host, &workers(&s), "v1.28.13", 2)
+        },
     )
     .await;
+    assert_eq!(
+        seen.len(),
+        2,
+        "worker Machines seen during the failover: {seen:?}"
+    );
+    host.kubectl(&[
+        "scale",
+        "deployment",
+        "-n",
+        "capi-system",
+        "capi-controller-manager",
+        "--replicas",
+        "1",
+    ]);
 
     // A stopped worker is replaced by its MachineHealthCheck: one that runs none of the
     // providers' Pods, so that the rest of the cluster can see it fail.
@@ -252,6 +327,20 @@ async fn a_cluster_runs_its_own_providers_as_pods_and_manages_itself() {
         Vec::<String>::new(),
         "nothing left behind"
     );
+}
+
+/// The Pod that holds the core provider's leader Lease (upstream's name), or "".
+fn lease_holder(host: &Workload<'_>) -> String {
+    let lease = host.json(&[
+        "get",
+        "lease",
+        "-n",
+        "capi-system",
+        "controller-leader-election-capi",
+    ]);
+    let holder = lease["spec"]["holderIdentity"].as_str().unwrap_or_default();
+    // client-go's identity: the Pod's name, `_`, a unique suffix.
+    holder.split('_').next().unwrap_or_default().to_string()
 }
 
 /// A kube-rs client of a kubeconfig file.
