@@ -2428,7 +2428,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__quickstart)
-            opts="-i -n -v -h -V --infrastructure --kubernetes-version --control-plane-machine-count --worker-machine-count --namespace --write-kubeconfig --timeout --kubeconfig --kubeconfig-context --verbose --help --version"
+            opts="-i -n -v -h -V --infrastructure --kubernetes-version --control-plane-machine-count --worker-machine-count --namespace --write-kubeconfig --self-hosted --timeout --kubeconfig --kubeconfig-context --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -52,6 +52,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -l write-kub
 complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -l timeout -d 'How long to wait for the cluster to be Available' -r
 complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -l self-hosted -d 'Then install the providers into the cluster as Pods and move the cluster into itself, so that it manages itself (Docker, with at least one worker for the controllers\' Pods)'
 complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand quickstart" -s V -l version -d 'Print version'
