@@ -1,12 +1,13 @@
 //! Crash consistency: `capictl management serve` killed (SIGKILL, no goodbye) at a random
-//! moment while in-memory clusters are created, scaled and deleted, then started again; every
-//! cluster must converge to its spec. `CAPICTL_CRASH_RUNS` sets how many crashes (3 by
-//! default, what CI runs); each run prints its seed, and `CAPICTL_CRASH_SEED` replays one.
+//! moment while in-memory clusters are created, scaled, upgraded, remediated and deleted, then
+//! started again; every cluster must converge to its spec. `CAPICTL_CRASH_RUNS` sets how many
+//! crashes (3 by default, what CI runs); each run prints its seed, and `CAPICTL_CRASH_SEED`
+//! replays one.
 
 use std::time::{Duration, Instant};
 
 use crate::common::management::*;
-use crate::move_and_upgrade::{init, objects_of, wait_available};
+use crate::move_and_upgrade::{init, machine_lines, objects_of, wait_available};
 use crate::production::{machine_uids, machines_once_ready, scale};
 
 /// A small deterministic generator, so that a failing sequence can be replayed by its seed.
@@ -30,11 +31,32 @@ fn from_env(name: &str) -> Option<u64> {
     })
 }
 
+/// A cluster the harness keeps: its workers, its Kubernetes version, and what the last run
+/// asked of it that replaces Machines (so that they are not counted as replaced by the crash).
+struct Live {
+    name: String,
+    workers: u64,
+    version: &'static str,
+    /// Machines the last run asked to replace: all of them (an upgrade) or one (remediation).
+    replacing: Replacing,
+}
+
+#[derive(Clone, PartialEq)]
+enum Replacing {
+    Nothing,
+    All,
+    One(String),
+}
+
+/// The version each cluster is upgraded to, once.
+const UPGRADE: &str = "v1.31.0";
+
 /// Each crash comes while work is in flight: a cluster created, another scaled up, an older
-/// one deleted. After the restart every remaining cluster is Available with exactly the
-/// Machines its spec asks for (never more on the way: each Machine made once), the Machines
-/// that were Ready before the crash are still there (none replaced), and every deleted
-/// cluster is gone with everything it owned.
+/// one deleted, and one of the others upgraded (control plane and workers) or a worker of it
+/// marked for remediation. After the restart every remaining cluster is Available with exactly
+/// the Machines its spec asks for, at its version (never more on the way than a rollout's one
+/// at a time), the Machines that were Ready before the crash and nothing asked to replace are
+/// still there, and every deleted cluster is gone with everything it owned.
 #[test]
 fn clusters_converge_after_the_management_cluster_is_killed_at_any_moment() {
     let runs = from_env("CAPICTL_CRASH_RUNS").unwrap_or(3);
@@ -48,40 +70,101 @@ fn clusters_converge_after_the_management_cluster_is_killed_at_any_moment() {
     let mut moments = Moments(seed);
     let m = Management::up();
     init(&m, "in-memory");
-    // The clusters that stay, with their workers; the ones deleted.
-    let mut live: Vec<(String, u64)> = Vec::new();
+    let mut live: Vec<Live> = Vec::new();
     let mut deleted: Vec<String> = Vec::new();
     for run in 0..runs {
         let kept: Vec<String> = live
             .iter()
-            .flat_map(|(name, _)| machine_uids(&m, name))
+            .flat_map(|c| machine_uids(&m, &c.name))
             .collect();
+        for c in &mut live {
+            c.replacing = Replacing::Nothing;
+        }
         let name = format!("crash-{run}");
         m.apply_in_memory_cluster(&name, 1);
-        live.push((name, 1));
+        m.kubectl_in(&["apply", "-f", "-"], Some(&health_check(&name)));
+        live.push(Live {
+            name,
+            workers: 1,
+            version: "v1.30.4",
+            replacing: Replacing::Nothing,
+        });
         if live.len() >= 2 {
             let previous = live.len() - 2;
-            let (name, workers) = &mut live[previous];
-            *workers += 1 + moments.below(2);
-            scale(&m, &format!("{name}-md-0"), *workers as u32);
+            let c = &mut live[previous];
+            c.workers += 1 + moments.below(2);
+            scale(&m, &format!("{}-md-0", c.name), c.workers as u32);
         }
         if live.len() >= 3 {
-            let (name, _) = live.remove(0);
-            m.kubectl(&["delete", "cluster", &name, "--wait=false"]);
-            deleted.push(name);
+            let c = live.remove(0);
+            m.kubectl(&["delete", "cluster", &c.name, "--wait=false"]);
+            deleted.push(c.name);
+        }
+        // The oldest cluster left, which nothing else changes in this run.
+        if live.len() >= 2 {
+            let c = &mut live[0];
+            if c.version != UPGRADE && moments.below(2) == 0 {
+                upgrade(&m, &c.name, UPGRADE);
+                c.version = UPGRADE;
+                c.replacing = Replacing::All;
+            } else {
+                let victim = m.kubectl(&[
+                    "get",
+                    "machines",
+                    "-l",
+                    &format!("cluster.x-k8s.io/deployment-name={}-md-0", c.name),
+                    "-o",
+                    "jsonpath={.items[0].metadata.name}",
+                ]);
+                m.kubectl(&[
+                    "annotate",
+                    "machine",
+                    &victim,
+                    "cluster.x-k8s.io/remediate-machine=",
+                ]);
+                c.replacing = Replacing::One(victim);
+            }
         }
         let delay = Duration::from_millis(moments.below(4000));
         std::thread::sleep(delay);
         m.kill();
         m.start();
-        eprintln!("run {run}: killed {delay:?} after the changes, started again");
+        let asked: Vec<String> = live
+            .iter()
+            .filter_map(|c| match &c.replacing {
+                Replacing::Nothing => None,
+                Replacing::All => Some(format!("{} upgraded", c.name)),
+                Replacing::One(victim) => Some(format!("{victim} remediated")),
+            })
+            .collect();
+        eprintln!(
+            "run {run}: killed {delay:?} after the changes ({}), started again",
+            asked.join(", ")
+        );
 
-        for (name, workers) in &live {
-            wait_available(&m, name);
-            let uids = machines_once_ready(&m, name, 1 + *workers as usize);
-            for machine in kept.iter().filter(|k| k.starts_with(&format!("{name}-"))) {
+        for c in &live {
+            wait_available(&m, &c.name);
+            let count = 1 + c.workers as usize;
+            let uids = match &c.replacing {
+                Replacing::Nothing => machines_once_ready(&m, &c.name, count),
+                // A rollout or a remediation makes one Machine more at a time, per owner.
+                _ => machines_converge(&m, &c.name, count, c.version, count + 2),
+            };
+            if let Replacing::One(victim) = &c.replacing {
                 assert!(
-                    uids.contains(machine),
+                    !uids.iter().any(|u| u.starts_with(&format!("{victim}="))),
+                    "seed {seed}, run {run}: {victim} was marked for remediation and is still there: {uids:?}"
+                );
+            }
+            let prefix = format!("{}-", c.name);
+            for machine in kept.iter().filter(|k| k.starts_with(&prefix)) {
+                let asked = match &c.replacing {
+                    Replacing::Nothing => false,
+                    Replacing::All => true,
+                    Replacing::One(victim) => machine.starts_with(&format!("{victim}=")),
+                };
+                assert!(
+                    asked || uids.contains(machine),
                     "seed {seed}, run {run}: {machine} was replaced: {uids:?}"
                 );
             }
@@ -100,5 +183,76 @@ fn clusters_converge_after_the_management_cluster_is_killed_at_any_moment() {
                 std::thread::sleep(Duration::from_millis(500));
             }
         }
+    }
+}
+
+/// A MachineHealthCheck of the cluster's workers, which honours the remediation annotation.
+fn health_check(cluster: &str) -> String {
+    format!(
+        "apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineHealthCheck\nmetadata:\n  name: {cluster}-md-0\n  namespace: default\nspec:\n  clusterName: {cluster}\n  selector:\n    matchLabels:\n      cluster.x-k8s.io/deployment-name: {cluster}-md-0\n  checks:\n    unhealthyNodeConditions:\n    - type: Ready\n      status: \"False\"\n      timeoutSeconds: 300\n"
+    )
+}
+
+/// Asks for the cluster's control plane and workers at `version`.
+fn upgrade(m: &Management, cluster: &str, version: &str) {
+    m.kubectl(&[
+        "patch",
+        "kcp",
+        &format!("{cluster}-control-plane"),
+        "--type",
+        "merge",
+        "-p",
+        &format!(r#"{{"spec":{{"version":"{version}"}}}}"#),
+    ]);
+    m.kubectl(&[
+        "patch",
+        "md",
+        &format!("{cluster}-md-0"),
+        "--type",
+        "merge",
+        "-p",
+        &format!(r#"{{"spec":{{"template":{{"spec":{{"version":"{version}"}}}}}}}}"#),
+    ]);
+}
+
+/// Waits until the cluster has `count` Machines, all Ready and at `version`; their `name=uid`.
+/// Fails at once when there are more than `most` (what the rollouts may make at a time).
+fn machines_converge(
+    m: &Management,
+    cluster: &str,
+    count: usize,
+    version: &str,
+    most: usize,
+) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let rows = machine_lines(
+            m,
+            cluster,
+            "{.metadata.name}={.metadata.uid} {.spec.version} {.status.conditions[?(@.type==\"Ready\")].status} {.metadata.deletionTimestamp}",
+        );
+        let rows: Vec<Vec<&str>> = rows.lines().map(|l| l.split(' ').collect()).collect();
+        assert!(
+            rows.len() <= most,
+            "more than {most} Machines of {cluster}: {rows:?}"
+        );
+        let done = rows
+            .iter()
+            .filter(|r| {
+                r.get(1) == Some(&version)
+                    && r.get(2) == Some(&"True")
+                    && r.get(3).is_none_or(|d| d.is_empty())
+            })
+            .count();
+        if rows.len() == count && done == count {
+            let mut uids: Vec<String> = rows.iter().map(|r| r[0].to_string()).collect();
+            uids.sort();
+            return uids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{cluster}: not {count} Ready Machines at {version}: {rows:?}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
     }
 }
