@@ -87,6 +87,7 @@ pub fn register(chain: &Chain) {
     }
     chain.register(Arc::new(ClusterNameLabel));
     chain.register(Arc::new(VersionDefaults));
+    chain.register(Arc::new(SelectorMatchesTemplate));
     chain.register(Arc::new(ClusterRules));
     chain.register(Arc::new(ClusterClassRules));
     chain.register(Arc::new(KubeadmControlPlaneRules));
@@ -185,6 +186,44 @@ impl Admission for ClusterNameLabel {
     }
 }
 
+/// A MachineSet's or MachineDeployment's selector must select the Machines its template
+/// makes, as upstream's webhooks require: one that does not would make Machines it never sees
+/// as its own, without end.
+struct SelectorMatchesTemplate;
+
+impl Admission for SelectorMatchesTemplate {
+    fn name(&self) -> &str {
+        "selector.cluster.x-k8s.io"
+    }
+
+    fn handles(&self, group: &str, kind: &str) -> bool {
+        group == "cluster.x-k8s.io" && matches!(kind, "MachineSet" | "MachineDeployment")
+    }
+
+    fn validate(&self, request: &Request<'_>, object: &Value) -> Result<Vec<String>, ApiError> {
+        let selector = &object["spec"]["selector"];
+        let labels: std::collections::BTreeMap<String, String> =
+            object["spec"]["template"]["metadata"]["labels"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect();
+        let causes = match crate::apiserver::selector::LabelSelector::from_object(selector) {
+            Err(e) => vec![FieldCause::invalid("spec.selector", e)],
+            Ok(parsed) if !parsed.matches(&labels) => vec![FieldCause::forbidden(
+                "spec.template.metadata.labels",
+                format!(
+                    "must match spec.selector {:?}",
+                    crate::apiserver::selector::format(selector)
+                ),
+            )],
+            Ok(_) => Vec::new(),
+        };
+        refuse_with(request, causes)
+    }
+}
+
 /// `v1.30.4` for `1.30.4` on Machines, MachineSets, MachineDeployments and control planes.
 struct VersionDefaults;
 
@@ -246,6 +285,7 @@ mod tests {
         let rules: Vec<Arc<dyn Admission>> = vec![
             Arc::new(ClusterNameLabel),
             Arc::new(VersionDefaults),
+            Arc::new(SelectorMatchesTemplate),
             Arc::new(ClusterRules),
             Arc::new(ClusterClassRules),
             Arc::new(KubeadmControlPlaneRules),
@@ -322,6 +362,61 @@ mod tests {
         assert_eq!(
             md["spec"]["template"]["metadata"]["labels"],
             json!({"cluster.x-k8s.io/cluster-name": "c1"})
+        );
+    }
+
+    #[test]
+    fn a_selector_must_select_the_machines_of_its_template() {
+        let request = |operation| Request {
+            operation,
+            group: "cluster.x-k8s.io",
+            version: "v1beta2",
+            kind: "MachineDeployment",
+            namespace: Some("default"),
+            name: "md",
+            old: None,
+            dry_run: false,
+            lookup: None,
+        };
+        let md = |selector: Value, labels: Value| json!({"spec": {"selector": selector, "template": {"metadata": {"labels": labels}}}});
+        let good = md(
+            json!({"matchLabels": {"pool": "a"}}),
+            json!({"pool": "a", "extra": "x"}),
+        );
+        assert!(
+            SelectorMatchesTemplate
+                .validate(&request(Operation::Create), &good)
+                .is_ok()
+        );
+        let bad = md(json!({"matchLabels": {"pool": "a"}}), json!({"pool": "b"}));
+        let e = SelectorMatchesTemplate
+            .validate(&request(Operation::Update), &bad)
+            .unwrap_err();
+        assert_eq!(e.code, 422);
+        let causes = e.details.unwrap()["causes"].to_string();
+        assert!(
+            causes.contains("spec.template.metadata.labels")
+                && causes.contains("must match spec.selector \\\"pool=a\\\""),
+            "{causes}"
+        );
+        // Deleting stays possible whatever the object holds.
+        assert!(
+            SelectorMatchesTemplate
+                .validate(&request(Operation::Delete), &bad)
+                .is_ok()
+        );
+        let broken = md(
+            json!({"matchExpressions": [{"key": "pool", "operator": "Near"}]}),
+            json!({}),
+        );
+        assert!(
+            SelectorMatchesTemplate
+                .validate(&request(Operation::Create), &broken)
+                .unwrap_err()
+                .details
+                .unwrap()["causes"]
+                .to_string()
+                .contains("spec.selector")
         );
     }
 
