@@ -2150,7 +2150,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__serve)
-            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --request-timeout --watch-history-mb --verbose --help --version"
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --tls-san --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --request-timeout --watch-history-mb --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2169,6 +2169,10 @@ _capictl() {
                     return 0
                     ;;
                 --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-san)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2238,7 +2242,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__up)
-            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --request-timeout --watch-history-mb --verbose --help --version"
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --tls-san --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --request-timeout --watch-history-mb --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2257,6 +2261,10 @@ _capictl() {
                     return 0
                     ;;
                 --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-san)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

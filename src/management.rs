@@ -221,6 +221,9 @@ pub struct ServeOptions {
     pub etcd_tls: Option<[PathBuf; 3]>,
     pub audit: AuditOptions,
     pub limits: Limits,
+    /// More names and addresses for the serving certificate (a load balancer's, a DNS name),
+    /// beside localhost and the listening address.
+    pub tls_sans: Vec<String>,
 }
 
 /// What one client may cost the server (kube-apiserver's `--request-timeout`, and a bound on
@@ -457,9 +460,11 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
         "127.0.0.1".to_string(),
         "::1".to_string(),
     ];
-    if !address.ip().is_unspecified() && !hosts.contains(&address.ip().to_string()) {
+    if !address.ip().is_unspecified() {
         hosts.push(address.ip().to_string());
     }
+    hosts.extend(options.tls_sans.iter().cloned());
+    hosts.dedup();
     let serving = pki.serving_certificate(&hosts)?;
     let config = tls::server_config(&pki.ca.cert, &serving)?;
     let admin = pki.client_certificate("capictl-admin", &["system:masters"])?;
@@ -771,6 +776,9 @@ pub async fn up(
     command.arg("--dir").arg(&options.dir.path);
     command.args(options.audit.args());
     command.args(options.limits.args());
+    if !options.tls_sans.is_empty() {
+        command.arg("--tls-san").arg(options.tls_sans.join(","));
+    }
     if !options.etcd_endpoints.is_empty() {
         command
             .arg("--etcd-endpoints")

@@ -250,6 +250,7 @@ async fn connect(args: &Args) -> anyhow::Result<Client> {
                 etcd_tls: None,
                 audit: Default::default(),
                 limits: Default::default(),
+                tls_sans: Vec::new(),
             };
             super::management::up(&options).await?;
             if let Some(before) = before.filter(|b| b != crate::management::DEFAULT_CONTEXT) {

@@ -58,6 +58,11 @@ pub struct ServeArgs {
     /// The name of the kubeconfig context (and cluster and user) to write.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_CONTEXT)]
     context: String,
+    /// More names or addresses the serving certificate carries, for clients that reach the
+    /// server by them: a load balancer in front of several servers, a DNS name, this host's
+    /// address when listening on 0.0.0.0.
+    #[arg(long, value_name = "NAME[,NAME...]", value_delimiter = ',')]
+    tls_san: Vec<String>,
     /// Keep objects in etcd (comma-separated client URLs) instead of the embedded store.
     #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
     etcd_endpoints: Vec<String>,
@@ -114,6 +119,7 @@ impl ServeArgs {
                 request_timeout: self.request_timeout,
                 watch_history_bytes: self.watch_history_mb << 20,
             },
+            tls_sans: self.tls_san.clone(),
         }
     }
 }

@@ -245,6 +245,7 @@ pub async fn serve_in_process(
         etcd_tls,
         audit: Default::default(),
         limits: Default::default(),
+        tls_sans: Vec::new(),
     };
     let running = capictl::management::start(&options).await.unwrap();
     (dir, options, running)

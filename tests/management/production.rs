@@ -219,3 +219,35 @@ fn a_management_cluster_lost_is_rebuilt_from_its_backup_without_replacing_a_mach
     );
     std::fs::remove_file(kept).unwrap();
 }
+
+/// Behind a load balancer, clients reach the servers by the balancer's name or address: with
+/// `--tls-san`, the serving certificate carries it and kubectl trusts the server there; by an
+/// address the certificate does not name, kubectl refuses it.
+#[test]
+fn the_serving_certificate_names_the_addresses_given_to_it() {
+    let m = Management::up_with_extra_args(&["--listen", "0.0.0.0:0", "--tls-san", "127.0.0.2"]);
+    let port = m.server().rsplit(':').next().unwrap().to_string();
+    let by = |address: &str| {
+        m.kubectl_command(&[
+            "--server",
+            &format!("https://{address}:{port}"),
+            "get",
+            "namespace",
+            "default",
+            "-o",
+            "name",
+        ])
+        .output()
+        .unwrap()
+    };
+    let named = by("127.0.0.2");
+    assert!(named.status.success(), "{}", text(&named.stderr));
+    assert_eq!(text(&named.stdout).trim(), "namespace/default");
+    let unnamed = by("127.0.0.3");
+    assert!(!unnamed.status.success());
+    assert!(
+        text(&unnamed.stderr).contains("certificate"),
+        "{}",
+        text(&unnamed.stderr)
+    );
+}
