@@ -281,35 +281,13 @@ pub fn cron_images(o: &Value) -> Value {
     template_containers(&o["spec"]["jobTemplate"]["spec"]["template"], "image")
 }
 
-/// A label selector as kubectl writes it (`matchLabels` as `k=v`, expressions as
-/// `k in (a,b)`).
+/// A label selector as kubectl writes it, `<none>` for an empty one.
 fn selector(s: &Value) -> Value {
-    let mut parts: Vec<String> = s["matchLabels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-        .collect();
-    for e in s["matchExpressions"].as_array().into_iter().flatten() {
-        let key = e["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> = e["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        parts.push(match e["operator"].as_str().unwrap_or_default() {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            other => format!("{key} {other}"),
-        });
-    }
-    json!(if parts.is_empty() {
+    let text = super::selector::format(s);
+    json!(if text.is_empty() {
         "<none>".to_string()
     } else {
-        parts.join(",")
+        text
     })
 }
 

@@ -45,8 +45,9 @@ impl Requirement {
 }
 
 /// A selector object in the text form `labelSelector` takes (`a=b,c in (x,y),!d`), as
-/// Kubernetes formats it for a Scale's `status.selector`: `matchLabels` as they are (a
-/// ReplicationController's selector is such a map itself), then `matchExpressions`.
+/// Kubernetes formats it for a Scale's `status.selector` and kubectl's tables: `matchLabels`
+/// as they are (a ReplicationController's selector is such a map itself), then
+/// `matchExpressions`.
 pub fn format(selector: &Value) -> String {
     let labels = selector
         .get("matchLabels")
@@ -69,11 +70,12 @@ pub fn format(selector: &Value) -> String {
             .flatten()
             .filter_map(Value::as_str)
             .collect();
-        parts.push(match e["operator"].as_str() {
-            Some("In") => format!("{key} in ({})", values.join(",")),
-            Some("NotIn") => format!("{key} notin ({})", values.join(",")),
-            Some("DoesNotExist") => format!("!{key}"),
-            _ => key.to_string(),
+        parts.push(match e["operator"].as_str().unwrap_or_default() {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            other => format!("{key} {other}"),
         });
     }
     parts.join(",")
