@@ -17,7 +17,7 @@
 //! [`admit`] does the calls.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use base64::Engine;
@@ -41,10 +41,15 @@ pub enum Phase {
 }
 
 impl Phase {
-    fn plural(self) -> &'static str {
+    /// Where the phase's webhook configurations are stored: read on every write, so made once.
+    fn prefix(self) -> &'static str {
+        static MUTATING: LazyLock<String> =
+            LazyLock::new(|| super::registry::key_prefix(GROUP, "mutatingwebhookconfigurations"));
+        static VALIDATING: LazyLock<String> =
+            LazyLock::new(|| super::registry::key_prefix(GROUP, "validatingwebhookconfigurations"));
         match self {
-            Phase::Mutating => "mutatingwebhookconfigurations",
-            Phase::Validating => "validatingwebhookconfigurations",
+            Phase::Mutating => &MUTATING,
+            Phase::Validating => &VALIDATING,
         }
     }
 }
@@ -418,6 +423,13 @@ fn strings_at<'a>(list: &'a Value, field: &'a str) -> impl Iterator<Item = &'a s
         .filter_map(move |entry| entry[field].as_str())
 }
 
+/// The system's CA certificates, read from disk once.
+static SYSTEM_ROOTS: LazyLock<rustls::RootCertStore> = LazyLock::new(|| {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    roots
+});
+
 /// The TLS client for a webhook: its CA bundle, or the system's roots.
 fn tls_config(ca_bundle: Option<&[u8]>) -> Result<rustls::ClientConfig, String> {
     use rustls::pki_types::CertificateDer;
@@ -435,11 +447,7 @@ fn tls_config(ca_bundle: Option<&[u8]>) -> Result<rustls::ClientConfig, String> 
                 return Err("clientConfig.caBundle holds no certificate".to_string());
             }
         }
-        None => {
-            for cert in rustls_native_certs::load_native_certs().certs {
-                let _ = roots.add(cert);
-            }
-        }
+        None => roots = SYSTEM_ROOTS.clone(),
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(provider)
@@ -496,11 +504,8 @@ async fn post(destination: &Destination, body: Vec<u8>) -> Result<Value, String>
 
 /// The stored webhook configurations of a phase, in kube-apiserver's order (by name).
 fn configurations(server: &ApiServer, phase: Phase) -> Vec<Value> {
-    let Some(resource) = server.registry.get(GROUP, "v1", phase.plural()) else {
-        return Vec::new();
-    };
     // Keys sort by name, so the list is already in order.
-    let (records, _, _) = server.store.list(&resource.prefix(), None, None, |_| true);
+    let (records, _, _) = server.store.list(phase.prefix(), None, None, |_| true);
     records.iter().map(|r| r.value()).collect()
 }
 

@@ -111,9 +111,10 @@ impl Resource {
 
     /// The key prefix of every object of this resource.
     pub fn prefix(&self) -> String {
-        let group = self.storage_group.as_deref().unwrap_or(&self.group);
-        let group = if group.is_empty() { "core" } else { group };
-        format!("/registry/{group}/{}/", self.plural)
+        key_prefix(
+            self.storage_group.as_deref().unwrap_or(&self.group),
+            &self.plural,
+        )
     }
 
     /// The key prefix of this resource's objects in one namespace (or all, for `None`).
@@ -167,6 +168,12 @@ impl Resource {
 }
 
 type ResourceKey = (String, String, String);
+
+/// The key prefix of every object of a resource, by the group it is stored under.
+pub fn key_prefix(group: &str, plural: &str) -> String {
+    let group = if group.is_empty() { "core" } else { group };
+    format!("/registry/{group}/{plural}/")
+}
 
 /// Every resource served, by (group, version, plural).
 pub struct Registry {
