@@ -2386,7 +2386,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__move)
-            opts="-n -v -h -V --to-kubeconfig --to-kubeconfig-context --to-directory --from-directory --namespace --cluster --dry-run --force --kubeconfig --kubeconfig-context --verbose --help --version"
+            opts="-n -v -h -V --to-kubeconfig --to-kubeconfig-context --to-directory --from-directory --take-over --namespace --cluster --dry-run --force --kubeconfig --kubeconfig-context --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

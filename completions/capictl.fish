@@ -161,6 +161,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand move" -s n -l namespace 
 complete -c capictl -n "__fish_capictl_using_subcommand move" -l cluster -d 'Move only these Clusters and what belongs to them [default: every Cluster in the namespace]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand move" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand move" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
+complete -c capictl -n "__fish_capictl_using_subcommand move" -l take-over -d 'Make the management cluster --kubeconfig names the one that reconciles these Clusters, taking their workload clusters from the management cluster that claims them now (one gone for good, or that must stop: it leaves them alone from then on)'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -l dry-run -d 'Print what would move and check the target, changing nothing anywhere'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -l force -d 'Move even when some objects cannot be (an owner of theirs does not move): they stay in the source'
 complete -c capictl -n "__fish_capictl_using_subcommand move" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'

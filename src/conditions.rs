@@ -61,6 +61,14 @@ pub mod reasons {
     pub const NOT_DELETING: &str = "NotDeleting";
     pub const PAUSED: &str = "Paused";
     pub const NOT_PAUSED: &str = "NotPaused";
+    /// Another management cluster holds the workload cluster's claim.
+    pub const CLAIMED_ELSEWHERE: &str = "ClaimedByAnotherManagementCluster";
+    /// The Cluster was last claimed elsewhere and its workload cluster cannot be asked.
+    pub const CLAIM_NOT_CONFIRMED: &str = "ClaimNotConfirmed";
+    /// This management cluster took the claim and waits for the previous holder to notice.
+    pub const TAKING_OVER: &str = "TakingOver";
+    /// This management cluster could not renew its claim for longer than it may.
+    pub const CLAIM_LAPSED: &str = "ClaimLapsed";
     pub const ROLLING_OUT: &str = "RollingOut";
     pub const NOT_ROLLING_OUT: &str = "NotRollingOut";
     pub const ROLLING_OUT_UNKNOWN: &str = "RollingOutUnknown";

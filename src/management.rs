@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::apiserver::{self, ApiServer, listener, store::Store, tls};
 use crate::pki::{KeyPairPem, Pki};
+use crate::reconcile::claim;
 use crate::reconcile::metrics::ClientMetricsLayer;
 
 /// The default name of the kubeconfig context for the embedded cluster.
@@ -723,7 +724,17 @@ pub fn restore(file: &Path, dir: &StateDir) -> Result<apiserver::store::Snapshot
     }
     dir.create()?;
     let partial = dir.store().with_extension("restoring");
-    if let Err(source) = Snapshot::copy_file(file, &partial) {
+    // The restored management cluster is another one than the backup's, which may still run:
+    // it makes an identity of its own, and claims each workload cluster before it touches it.
+    let identity = format!(
+        "{}{}/{}",
+        apiserver::registry::key_prefix("", "configmaps"),
+        claim::IDENTITY_NAMESPACE,
+        claim::IDENTITY_CONFIGMAP
+    );
+    let copied = Snapshot::copy_file(file, &partial)
+        .and_then(|()| Snapshot::remove_objects(&partial, &[&identity]).map(drop));
+    if let Err(source) = copied {
         let _ = std::fs::remove_file(&partial);
         return Err(ManagementError::Store {
             path: partial,

@@ -19,6 +19,7 @@ use crate::api::CrdSet;
 use crate::providers::docker::{self, DockerProvider};
 use crate::providers::in_memory::{self, InMemory};
 use crate::reconcile::Context;
+use crate::reconcile::claim::ManagementIdentity;
 use crate::reconcile::metrics::ControllerMetrics;
 use crate::reconcile::runtime::Wiring;
 use crate::workload::etcd::{EtcdClients, NetworkEtcd};
@@ -136,12 +137,27 @@ pub async fn run(
     options: Options,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
+    tokio::pin!(shutdown);
     // The in-memory provider's workload clusters, whose etcd the control plane provider reaches.
     let workloads = Arc::new(in_memory::workload::Workloads::default());
     let etcd =
         in_memory::workload::WorkloadEtcd::new(workloads.clone(), NetworkEtcd::new(client.clone()));
+    let identity = loop {
+        match ManagementIdentity::of(&client).await {
+            Ok(identity) => break identity,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading this management cluster's identity failed; retrying");
+                tokio::select! {
+                    _ = &mut shutdown => return,
+                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                }
+            }
+        }
+    };
+    tracing::info!(uid = %identity.uid, "this management cluster's identity");
     let ctx = Context::new(
         client.clone(),
+        identity,
         Some(Arc::new(etcd) as Arc<dyn EtcdClients>),
         options.metrics.clone(),
     );
@@ -159,7 +175,6 @@ pub async fn run(
     };
     let mut running = tokio::task::JoinSet::new();
     let mut started = [false; PROVIDERS.len()];
-    tokio::pin!(shutdown);
     loop {
         for (provider, started) in PROVIDERS.iter().zip(started.iter_mut()) {
             if *started || !options.runs(provider.crds) || !installed(&client, provider.crds).await
@@ -192,4 +207,6 @@ pub async fn run(
         );
         running.shutdown().await;
     }
+    // Another management cluster may take the workload clusters at once, not a lease later.
+    wiring.ctx.claims.release_all().await;
 }

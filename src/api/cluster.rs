@@ -43,6 +43,28 @@ pub mod reasons {
 /// The finalizer the Cluster controller keeps until everything the Cluster made is gone.
 pub const CLUSTER_FINALIZER: &str = "cluster.cluster.x-k8s.io";
 
+impl Cluster {
+    /// The Paused condition's message while the Cluster waits for its workload cluster's claim
+    /// (another management cluster holds it, or it cannot be confirmed; with `settling`, also
+    /// while a take-over gives the previous holder time to notice).
+    pub fn waiting_for_claim(&self, settling: bool) -> Option<&str> {
+        use crate::conditions::reasons::{CLAIM_NOT_CONFIRMED, CLAIMED_ELSEWHERE, TAKING_OVER};
+        self.status
+            .as_ref()?
+            .conditions
+            .as_deref()?
+            .iter()
+            .find(|c| {
+                c.type_ == crate::conditions::types::PAUSED
+                    && c.status == "True"
+                    && (c.reason == CLAIMED_ELSEWHERE
+                        || c.reason == CLAIM_NOT_CONFIRMED
+                        || (settling && c.reason == TAKING_OVER))
+            })
+            .map(|c| c.message.as_str())
+    }
+}
+
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

@@ -11,6 +11,18 @@ use serde_with::skip_serializing_none;
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 /// On an object, or through its Cluster's `spec.paused`: controllers leave it alone.
 pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+/// On a Cluster: the uid of the management cluster that holds its workload cluster's claim,
+/// as this management cluster last saw it. A Cluster claimed by another management cluster
+/// (moved or restored here while the other still runs) is left alone by every controller
+/// here, as a paused one is, until this one holds the claim.
+pub const CLAIMED_BY_ANNOTATION: &str = "management.capictl.io/claimed-by";
+/// The ConfigMap naming a management cluster: its `uid`, shared by every replica and server of
+/// that management cluster (a restore makes a new one).
+pub const MANAGEMENT_IDENTITY_NAMESPACE: &str = "kube-system";
+pub const MANAGEMENT_IDENTITY_CONFIGMAP: &str = "capictl-management-identity";
+/// On a Cluster: take its workload cluster's claim from whichever management cluster holds it
+/// (`capictl move --take-over` sets it; the Cluster controller removes it once done).
+pub const TAKE_OVER_ANNOTATION: &str = "management.capictl.io/take-over";
 /// `"true"` on a Cluster or ClusterClass makes the management cluster refuse to delete it,
 /// whoever asks (a GitOps prune, a wrong `kubectl delete`), and its namespace with it.
 pub const DELETION_PROTECTION_ANNOTATION: &str = "capictl.x-k8s.io/deletion-protection";

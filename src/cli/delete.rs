@@ -86,11 +86,21 @@ async fn delete_cluster(args: ClusterDeleteArgs) -> anyhow::Result<()> {
     let ns = args.namespace.clone().unwrap_or(default_namespace);
     let api: Api<Cluster> = Api::namespaced(client.clone(), &ns);
     // A protected Cluster is refused before its tree is read; a missing one is said by the tree.
-    let protected = api.get_opt(&args.name).await?.is_some_and(|c| {
+    let live = api.get_opt(&args.name).await?;
+    let protected = live.as_ref().is_some_and(|c| {
         c.annotations()
             .get(crate::api::DELETION_PROTECTION_ANNOTATION)
             .is_some_and(|v| v == "true")
     });
+    // One another management cluster reconciles would wait here forever, deleting nothing.
+    if let Some(paused) = live.as_ref().and_then(|c| c.waiting_for_claim(false)) {
+        anyhow::bail!(
+            "Cluster {ns}/{} is reconciled by another management cluster, so deleting it here would delete nothing and wait forever: {}. Delete it where it is reconciled, or take it over first (`capictl move --take-over --cluster {}`)",
+            args.name,
+            paused,
+            args.name
+        );
+    }
     if protected {
         anyhow::bail!(
             "{}",

@@ -248,7 +248,7 @@ fn restore(file: &std::path::Path, dir: &StateDir) -> anyhow::Result<()> {
     eprintln!("Next:");
     eprintln!("  capictl management up --dir {}", dir.path.display());
     eprintln!(
-        "Before that, make sure the management cluster it was taken of is gone: two management clusters must not reconcile the same Clusters."
+        "It is a management cluster of its own: while the one the backup was taken of still runs, it leaves their Clusters alone (they show as Paused, saying why) until that one's claims are released or run out, or `capictl move --take-over` takes them."
     );
     Ok(())
 }

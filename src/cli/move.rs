@@ -1,7 +1,8 @@
 //! `capictl move`: Clusters and everything that belongs to them to another management cluster
 //! (`--to-kubeconfig`), saved to a directory (`--to-directory`) or restored from one
-//! (`--from-directory`, into the cluster `--kubeconfig` names). The plan goes to stdout; the
-//! steps and a progress bar to stderr.
+//! (`--from-directory`, into the cluster `--kubeconfig` names), or taken over from another
+//! management cluster that claims them (`--take-over`). The plan goes to stdout; the steps and
+//! a progress bar to stderr.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,10 +11,10 @@ use std::sync::Mutex;
 use super::UsageError;
 use super::connect::ClusterArgs;
 use crate::mover::graph::{ObjectRef, Plan};
-use crate::mover::{self, Endpoint, Options, Outcome, Progress as _, directory};
+use crate::mover::{self, Endpoint, Options, Outcome, Progress as _, directory, take_over};
 
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("destination").args(["to_kubeconfig", "to_directory", "from_directory"])))]
+#[command(group(clap::ArgGroup::new("destination").args(["to_kubeconfig", "to_directory", "from_directory", "take_over"])))]
 pub struct Args {
     /// The target management cluster's kubeconfig.
     #[arg(long, value_name = "PATH")]
@@ -27,6 +28,11 @@ pub struct Args {
     /// Restore objects saved with --to-directory into the management cluster --kubeconfig names.
     #[arg(long, value_name = "DIR")]
     from_directory: Option<PathBuf>,
+    /// Make the management cluster --kubeconfig names the one that reconciles these Clusters,
+    /// taking their workload clusters from the management cluster that claims them now (one
+    /// gone for good, or that must stop: it leaves them alone from then on).
+    #[arg(long)]
+    take_over: bool,
     /// The namespace of the Clusters to move [default: the kubeconfig context's, else default]
     #[arg(short, long, value_name = "NS")]
     namespace: Option<String>,
@@ -127,6 +133,24 @@ async fn run_async(args: Args) -> anyhow::Result<()> {
         dry_run: args.dry_run,
         force: args.force,
     };
+    if args.take_over {
+        let taken = take_over::take_over(&source, &options, &shown).await?;
+        for t in taken {
+            let verb = if args.dry_run {
+                "would take over"
+            } else {
+                "took over"
+            };
+            match t.from {
+                Some(from) => println!(
+                    "Cluster {}: {verb} from management cluster {from}",
+                    t.cluster
+                ),
+                None => println!("Cluster {}: {verb} (claimed by no other)", t.cluster),
+            }
+        }
+        return Ok(());
+    }
     if let Some(dir) = &args.to_directory {
         let files = directory::to_directory(&source, dir, &options, &shown).await?;
         if args.dry_run {

@@ -216,6 +216,7 @@ async fn plan(args: PlanArgs) -> anyhow::Result<()> {
     }
     let ctx = crate::reconcile::Context::new(
         client,
+        crate::reconcile::claim::ManagementIdentity::none(),
         None,
         crate::reconcile::metrics::ControllerMetrics::new(),
     );

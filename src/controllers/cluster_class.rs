@@ -169,7 +169,12 @@ async fn adopt(
 pub async fn reconcile(class: Arc<ClusterClass>, ctx: Arc<Context>) -> Result<Action> {
     let namespace = class.namespace().unwrap_or_default();
     let api: Api<ClusterClass> = Api::namespaced(ctx.client.clone(), &namespace);
-    let (is_paused, paused) = common::paused(None, "ClusterClass", class.annotations());
+    let (is_paused, paused) = common::paused(
+        ctx.management_uid(),
+        None,
+        "ClusterClass",
+        class.annotations(),
+    );
     if is_paused {
         return common::record_paused(&api, &class, paused).await;
     }

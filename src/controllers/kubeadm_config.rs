@@ -278,8 +278,12 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
     };
 
     // Guards.
-    let (is_paused, paused) =
-        common::paused(Some(&scope.cluster), "KubeadmConfig", kc.annotations());
+    let (is_paused, paused) = common::paused(
+        ctx.management_uid(),
+        Some(&scope.cluster),
+        "KubeadmConfig",
+        kc.annotations(),
+    );
     if scope.control_plane_initialized() {
         // The cluster is up: the init lock has served its purpose.
         let _ =

@@ -233,6 +233,7 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
 
     // Guards; a paused MachineDeployment is not even deleted (see the Cluster controller).
     let (is_paused, paused) = common::paused(
+        ctx.management_uid(),
         scope.cluster.as_ref(),
         "MachineDeployment",
         md.annotations(),

@@ -278,8 +278,12 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
     };
 
     // Guards.
-    let (is_paused, paused) =
-        common::paused(Some(cluster), "MachineHealthCheck", mhc.annotations());
+    let (is_paused, paused) = common::paused(
+        ctx.management_uid(),
+        Some(cluster),
+        "MachineHealthCheck",
+        mhc.annotations(),
+    );
     if is_paused {
         return common::record_paused(&scope.api, &mhc, paused).await;
     }

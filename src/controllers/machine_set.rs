@@ -291,8 +291,12 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
         .step("reading and adopting the Machines")?;
 
     // Guards; a paused MachineSet is not even deleted (see the Cluster controller).
-    let (is_paused, paused) =
-        common::paused(scope.cluster.as_ref(), "MachineSet", ms.annotations());
+    let (is_paused, paused) = common::paused(
+        ctx.management_uid(),
+        scope.cluster.as_ref(),
+        "MachineSet",
+        ms.annotations(),
+    );
     if is_paused {
         return common::record_paused(&scope.api, &ms, paused).await;
     }

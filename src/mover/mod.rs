@@ -18,6 +18,7 @@
 
 pub mod directory;
 pub mod graph;
+pub mod take_over;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -821,6 +822,56 @@ async fn wait_for_block_move(
     Ok(())
 }
 
+/// Waits, briefly, until the source's Cluster controller has seen each paused Cluster (its
+/// Paused condition of the current generation) and so given up its claim on the workload
+/// cluster: the target then takes the claim at once rather than when it runs out.
+async fn wait_for_claims_released(
+    source: &Endpoint,
+    clusters: &[ObjectRef],
+    progress: &dyn Progress,
+) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + CLAIM_RELEASE_WAIT;
+    for c in clusters {
+        loop {
+            let live = source
+                .dynamic(c)
+                .get_opt(&c.name)
+                .await
+                .map_err(api_error(format!("reading {c}")))?;
+            let Some(live) = live else { break };
+            let claimed = live.annotations().contains_key(api::CLAIMED_BY_ANNOTATION);
+            if !claimed || paused_seen(&serde_json::to_value(&live).expect("objects serialize")) {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                progress.step(&format!(
+                    "The source's controllers have not confirmed that {c} is paused; the target takes its workload cluster over once the source's claim runs out (about a minute)"
+                ));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    Ok(())
+}
+
+/// How long a move waits for the source's controllers to see the pause.
+const CLAIM_RELEASE_WAIT: Duration = Duration::from_secs(20);
+
+/// Whether a Cluster's Paused condition is True for its current generation.
+fn paused_seen(cluster: &Value) -> bool {
+    let generation = cluster["metadata"]["generation"].as_i64().unwrap_or(0);
+    cluster["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c["type"] == "Paused"
+                && c["status"] == "True"
+                && c["observedGeneration"].as_i64().unwrap_or(0) >= generation
+        })
+}
+
 fn what(verb: &str, object: &ObjectRef) -> String {
     format!(
         "error {verb} \"{}, Kind={}\" {}",
@@ -1138,6 +1189,7 @@ async fn pause_and_create(
     .await?;
     progress.step("Waiting for all resources to be ready to move");
     wait_for_block_move(source, plan, progress).await?;
+    wait_for_claims_released(source, &plan.core("Cluster"), progress).await?;
     progress.phase("Creating objects in the target cluster", plan.len());
     let mut new_uids: BTreeMap<String, String> = BTreeMap::new();
     for group in &plan.groups {

@@ -145,13 +145,30 @@ where
     }
 }
 
-/// Whether an object is paused (its Cluster's `spec.paused`, or its own paused annotation), and
-/// the Paused condition that says so.
+/// Whether an object is paused (its Cluster's `spec.paused`, its own paused annotation, or its
+/// Cluster claimed by a management cluster other than `management`, this one's uid), and the
+/// Paused condition that says so.
 pub fn paused(
+    management: &str,
     cluster: Option<&Cluster>,
     kind: &str,
     annotations: &BTreeMap<String, String>,
 ) -> (bool, NewCondition) {
+    let mut reasons = paused_by_user(cluster, kind, annotations);
+    if let Some(holder) = cluster.and_then(|c| claimed_elsewhere(c, management)) {
+        reasons.push(format!(
+            "the Cluster is claimed by management cluster {holder}, not this one (the Cluster's Paused condition says why)"
+        ));
+    }
+    paused_condition(reasons)
+}
+
+/// Why the user paused an object: its Cluster's `spec.paused`, its own paused annotation.
+pub fn paused_by_user(
+    cluster: Option<&Cluster>,
+    kind: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Vec<String> {
     let mut reasons = Vec::new();
     if cluster.is_some_and(|c| c.spec.paused == Some(true)) {
         reasons.push("Cluster spec.paused is set to true".to_string());
@@ -162,6 +179,20 @@ pub fn paused(
             api::PAUSED_ANNOTATION
         ));
     }
+    reasons
+}
+
+/// The management cluster other than `management` that holds the Cluster's claim, if one does.
+pub fn claimed_elsewhere<'c>(cluster: &'c Cluster, management: &str) -> Option<&'c str> {
+    cluster
+        .annotations()
+        .get(api::CLAIMED_BY_ANNOTATION)
+        .map(String::as_str)
+        .filter(|holder| *holder != management)
+}
+
+/// The Paused condition for these reasons (none: not paused).
+pub fn paused_condition(reasons: Vec<String>) -> (bool, NewCondition) {
     if reasons.is_empty() {
         (
             false,
@@ -394,20 +425,41 @@ mod tests {
             serde_json::from_value(json!({"metadata": {"name": "c"}, "spec": {}})).unwrap();
         let none = BTreeMap::new();
         let annotated = BTreeMap::from([(api::PAUSED_ANNOTATION.to_string(), String::new())]);
-        assert!(!paused(Some(&cluster), "Machine", &none).0);
-        let (is, c) = paused(Some(&cluster), "Machine", &annotated);
+        assert!(!paused("mine", Some(&cluster), "Machine", &none).0);
+        let (is, c) = paused("mine", Some(&cluster), "Machine", &annotated);
         assert!(is);
         assert_eq!(
             c.message,
             "Machine has the cluster.x-k8s.io/paused annotation"
         );
         cluster.spec.paused = Some(true);
-        let (is, c) = paused(Some(&cluster), "Machine", &annotated);
+        let (is, c) = paused("mine", Some(&cluster), "Machine", &annotated);
         assert!(is);
         assert_eq!(
             c.message,
             "Cluster spec.paused is set to true, Machine has the cluster.x-k8s.io/paused annotation"
         );
         assert_eq!(c.reason, "Paused");
+    }
+
+    #[test]
+    fn a_cluster_claimed_by_another_management_cluster_pauses_its_objects() {
+        let claimed = |by: &str| -> Cluster {
+            serde_json::from_value(json!({"metadata": {"name": "c",
+                "annotations": {(api::CLAIMED_BY_ANNOTATION): by}}, "spec": {}}))
+            .unwrap()
+        };
+        let none = BTreeMap::new();
+        let ours = claimed("mine");
+        assert!(!paused("mine", Some(&ours), "Machine", &none).0);
+
+        let theirs = claimed("6f1c");
+        let (is, c) = paused("mine", Some(&theirs), "Machine", &none);
+        assert!(is);
+        assert_eq!(
+            c.message,
+            "the Cluster is claimed by management cluster 6f1c, not this one (the Cluster's Paused condition says why)"
+        );
+        assert!(paused_by_user(Some(&theirs), "Machine", &none).is_empty());
     }
 }

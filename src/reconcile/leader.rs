@@ -8,6 +8,7 @@
 //! And a leader gives up once it has not renewed within its renew deadline, which is shorter
 //! than the lease duration, so it stops before anyone else may start.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -101,10 +102,14 @@ impl Timings {
 /// A candidate's identity: its host and a name of its own, so that two processes on one host
 /// (or a restarted one) are told apart, as controller-runtime's `<hostname>_<uuid>`.
 pub fn candidate_identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+    format!("{}_{}", host_name(), uuid::Uuid::new_v4())
+}
+
+/// This host's name (a Pod's name, in a Pod).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "capictl".into());
-    format!("{host}_{}", uuid::Uuid::new_v4())
+        .unwrap_or_else(|_| "capictl".into())
 }
 
 /// How a term of leadership ended.
@@ -143,6 +148,8 @@ fn held_by_other(spec: &LeaseSpec, identity: &str, unchanged_for: Duration) -> b
 #[derive(Default)]
 struct Observed {
     record: Option<(LeaseSpec, Instant)>,
+    /// The annotations of the Lease last read or written (who its holder is, for people).
+    annotations: BTreeMap<String, String>,
     /// When the last successful write of ours was sent.
     renewed: Option<Instant>,
 }
@@ -166,6 +173,8 @@ pub struct LeaderElection {
     name: String,
     identity: String,
     timings: Timings,
+    /// Written on the Lease with every acquisition and renewal.
+    annotations: BTreeMap<String, String>,
     observed: Arc<Mutex<Observed>>,
 }
 
@@ -182,12 +191,28 @@ impl LeaderElection {
             name: name.to_string(),
             identity: identity.to_string(),
             timings,
+            annotations: BTreeMap::new(),
             observed: Default::default(),
         }
     }
 
+    /// Writes `annotations` on the Lease with every acquisition and renewal: who holds it, for
+    /// people and for the messages of those who wait.
+    pub fn with_annotations(mut self, annotations: BTreeMap<String, String>) -> LeaderElection {
+        self.annotations = annotations;
+        self
+    }
+
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// The Lease as this candidate last read or wrote it: its record, its annotations, and
+    /// how long the record has been the same by this candidate's clock.
+    pub fn last_seen(&self) -> Option<(LeaseSpec, BTreeMap<String, String>, Duration)> {
+        let observed = self.observed.lock().unwrap();
+        let (spec, since) = observed.record.clone()?;
+        Some((spec, observed.annotations.clone(), since.elapsed()))
     }
 
     fn spec(&self, previous: Option<&LeaseSpec>) -> LeaseSpec {
@@ -211,42 +236,63 @@ impl LeaderElection {
         }
     }
 
-    /// Records a successful write of `spec` of ours, sent at `sent`.
-    fn wrote(&self, spec: Option<LeaseSpec>, sent: Instant) {
+    /// Records a successful write of `lease` of ours, sent at `sent`.
+    fn wrote(&self, lease: Lease, sent: Instant) {
         let mut observed = self.observed.lock().unwrap();
-        observed.record = spec.map(|s| (s, sent));
+        observed.record = lease.spec.map(|s| (s, sent));
+        observed.annotations = lease.metadata.annotations.unwrap_or_default();
         observed.renewed = Some(sent);
     }
 
     /// One attempt to take or renew the lease; whether we hold it now.
     pub async fn try_acquire(&self) -> Result<bool, kube::Error> {
+        Ok(self.attempt(false).await?.is_some())
+    }
+
+    /// Takes the lease even from a holder whose term has not run out (the user says that
+    /// holder is gone or must stop): the record it replaced (empty when there was no Lease),
+    /// or None when another write came first.
+    pub async fn take_over(&self) -> Result<Option<LeaseSpec>, kube::Error> {
+        self.attempt(true).await
+    }
+
+    /// One attempt: the record replaced when we hold the lease now (empty when there was
+    /// none), None when another holds it.
+    async fn attempt(&self, force: bool) -> Result<Option<LeaseSpec>, kube::Error> {
         let sent = Instant::now();
         match self.api.get_opt(&self.name).await? {
             None => {
                 let lease = Lease {
                     metadata: ObjectMeta {
                         name: Some(self.name.clone()),
+                        annotations: (!self.annotations.is_empty())
+                            .then(|| self.annotations.clone()),
                         ..Default::default()
                     },
                     spec: Some(self.spec(None)),
                 };
                 match self.api.create(&PostParams::default(), &lease).await {
                     Ok(created) => {
-                        self.wrote(created.spec, sent);
-                        Ok(true)
+                        self.wrote(created, sent);
+                        Ok(Some(LeaseSpec::default()))
                     }
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
                     Err(e) => Err(e),
                 }
             }
             Some(current) => {
                 let spec = current.spec.clone().unwrap_or_default();
-                let unchanged_for = self.observed.lock().unwrap().see(&spec, Instant::now());
-                if held_by_other(&spec, &self.identity, unchanged_for) {
-                    return Ok(false);
+                let unchanged_for = {
+                    let mut observed = self.observed.lock().unwrap();
+                    observed.annotations = current.annotations().clone();
+                    observed.see(&spec, Instant::now())
+                };
+                if !force && held_by_other(&spec, &self.identity, unchanged_for) {
+                    return Ok(None);
                 }
                 let mut next = current.clone();
                 next.spec = Some(self.spec(Some(&spec)));
+                next.annotations_mut().extend(self.annotations.clone());
                 // replace() sends the resourceVersion read: losing a race is a conflict.
                 match self
                     .api
@@ -254,10 +300,10 @@ impl LeaderElection {
                     .await
                 {
                     Ok(replaced) => {
-                        self.wrote(replaced.spec, sent);
-                        Ok(true)
+                        self.wrote(replaced, sent);
+                        Ok(Some(spec))
                     }
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
                     Err(e) => Err(e),
                 }
             }

@@ -2,10 +2,11 @@
 //! gets, its errors and their backoff, the runtime that feeds and runs it ([`runtime`]), the
 //! steps every reconciler shares ([`common`]: finalizers, pause, owner references, status
 //! patches; [`external`]: provider objects through their contract), Events ([`events`]),
-//! metrics ([`metrics`], [`state_metrics`]), leader election ([`leader`]) and throttling
-//! ([`throttle`]). Nothing here knows a particular reconciler; controllers, providers and the
+//! metrics ([`metrics`], [`state_metrics`]), leader election ([`leader`]), the claims that keep
+//! two management clusters off one workload cluster ([`claim`]) and throttling ([`throttle`]). Nothing here knows a particular reconciler; controllers, providers and the
 //! nodes' controller-manager use it without importing each other.
 
+pub mod claim;
 pub mod common;
 pub mod events;
 pub mod external;
@@ -35,6 +36,8 @@ pub struct Context {
     pub external: external::Resolver,
     /// The workload clusters.
     pub workloads: WorkloadClusters,
+    /// This management cluster's claims on the workload clusters.
+    pub claims: claim::Claims,
     /// How long each failing object waits before its next try.
     pub backoff: Backoff,
     /// The workload clusters' etcd, for the control plane provider; None when no
@@ -57,10 +60,12 @@ pub struct Context {
 impl Context {
     pub fn new(
         client: Client,
+        identity: claim::ManagementIdentity,
         etcd: Option<Arc<dyn EtcdClients>>,
         metrics: Arc<metrics::ControllerMetrics>,
     ) -> Arc<Context> {
         Arc::new(Context {
+            claims: claim::Claims::new(identity),
             etcd,
             metrics,
             events: events::Recorder::new(client.clone()),
@@ -73,6 +78,11 @@ impl Context {
             cluster_wakes: tokio::sync::broadcast::channel(16 * 1024).0,
             client,
         })
+    }
+
+    /// This management cluster's uid ([`claim::ManagementIdentity`]).
+    pub fn management_uid(&self) -> &str {
+        &self.claims.identity().uid
     }
 
     /// All Machines of the management cluster, cached; the watch starts on first use (the

@@ -93,8 +93,8 @@ impl Wiring {
             .graceful_shutdown_on(self.stopped())
     }
 
-    /// Wakes the objects of a Cluster (by its cluster-name label) when its `spec.paused`
-    /// changes: a paused object waits for no event of its own, and resuming (at the end of
+    /// Wakes the objects of a Cluster (by its cluster-name label) when it is paused or resumed
+    /// (its `spec.paused`, or its claim moving between management clusters): a paused object waits for no event of its own, and resuming (at the end of
     /// `capictl move`, say) must set it going again. The changes come from the shared
     /// Cluster cache, so every controller does not watch Clusters for itself.
     fn wake_on_pause_change<K: Watched>(&self, controller: Controller<K>) -> Controller<K> {
@@ -106,10 +106,19 @@ impl Wiring {
         // object of every controller for each new Cluster made bring-up quadratic).
         let changes = clusters.changes();
         let cached = clusters.store();
-        let mut paused: std::collections::HashMap<(Option<String>, String), bool> = cached
+        // Paused by the user, and claimed elsewhere: a change of either wakes (the in-memory
+        // provider minds the first only).
+        let management = self.ctx.management_uid().to_string();
+        let is_paused = move |c: &crate::api::Cluster| {
+            (
+                c.spec.paused == Some(true),
+                super::common::claimed_elsewhere(c, &management).is_some(),
+            )
+        };
+        let mut paused: std::collections::HashMap<(Option<String>, String), (bool, bool)> = cached
             .state()
             .iter()
-            .map(|c| ((c.namespace(), c.name_any()), c.spec.paused == Some(true)))
+            .map(|c| ((c.namespace(), c.name_any()), is_paused(c)))
             .collect();
         let objects_of_resumed_or_paused = changes
             .filter(move |c| {
@@ -120,7 +129,7 @@ impl Wiring {
                     paused.remove(&key);
                     return ready(false);
                 }
-                let now = c.spec.paused == Some(true);
+                let now = is_paused(c);
                 let before = paused.insert(key, now);
                 ready(before.is_some_and(|before| before != now))
             })

@@ -139,6 +139,8 @@ pub struct HealthChange {
 struct Shared {
     clusters: Mutex<HashMap<(String, String), Workload>>,
     health_changes: broadcast::Sender<HealthChange>,
+    /// The Clusters (namespace, name) that left the management cluster.
+    removals: broadcast::Sender<(String, String)>,
 }
 
 pub struct WorkloadClusters {
@@ -165,6 +167,7 @@ impl WorkloadClusters {
             shared: Arc::new(Shared {
                 clusters: Mutex::new(HashMap::new()),
                 health_changes: broadcast::channel(4096).0,
+                removals: broadcast::channel(1024).0,
             }),
             node_changes: broadcast::channel(4096).0,
             forgetting: std::sync::OnceLock::new(),
@@ -175,6 +178,12 @@ impl WorkloadClusters {
     /// that falls behind misses changes; the reconcilers' periodic requeue covers those.
     pub fn health_changes(&self) -> impl futures::Stream<Item = HealthChange> + Send + 'static {
         crate::cache::received(&self.shared.health_changes)
+    }
+
+    /// Every Cluster (namespace, name) that leaves the management cluster from now on, deleted
+    /// or moved away, once a workload cluster has been reached.
+    pub fn removals(&self) -> broadcast::Receiver<(String, String)> {
+        self.shared.removals.subscribe()
     }
 
     /// What the probes of the workload cluster found, or None while its kubeconfig Secret does
@@ -416,6 +425,8 @@ async fn forget_removed(shared: Weak<Shared>, management: Client) {
     let forget = move |(namespace, cluster): &(String, String)| {
         if let Some(shared) = shared.upgrade() {
             shared.forget(namespace, cluster);
+            // No receiver is fine: nothing holds anything for the Cluster.
+            let _ = shared.removals.send((namespace.clone(), cluster.clone()));
         }
     };
     crate::cache::on_removed(Api::all(management), key_of, forget, std::future::pending()).await

@@ -5,5 +5,6 @@
 mod common;
 
 mod nodes;
+mod ownership;
 mod provider;
 mod self_hosted;

@@ -5,7 +5,7 @@ use crate::common::management::*;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The YAML documents of the seed's quick start.
 fn seed_yaml() -> String {
@@ -316,22 +316,32 @@ fn up_twice_says_it_runs_and_status_reports() {
     let m = Management::up();
     let second = m.start();
     assert!(second.contains("already running"), "{second}");
-    let status = capictl(&["management", "status", "--dir", &m.state()]);
-    let out = text(&status.stdout);
     // The four namespaces and their default ServiceAccounts, the default/kubernetes Service,
-    // the bootstrap RBAC policy and an APIService for every built-in group version.
+    // the bootstrap RBAC policy, an APIService for every built-in group version, and the
+    // management cluster's identity (its controllers make it as they start, so it may come a
+    // moment after the server answers).
     let api_services: usize = capictl::apiserver::builtin::registry()
         .group_versions()
         .iter()
         .map(|(_, versions)| versions.len())
         .sum();
-    let objects = 4 + 4 + 1 + capictl::apiserver::authz::default_policy().len() + api_services;
-    assert!(
-        out.contains("running")
+    let objects = 4 + 4 + 1 + capictl::apiserver::authz::default_policy().len() + api_services + 1;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = capictl(&["management", "status", "--dir", &m.state()]);
+        let out = text(&status.stdout);
+        if out.contains("running")
             && out.contains("https://127.0.0.1:")
-            && out.contains(&format!("Objects: {objects}")),
-        "{out}"
-    );
+            && out.contains(&format!("Objects: {objects}"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{objects} objects wanted:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // The Service in-cluster clients look for, as every cluster has it.
     assert_eq!(
         m.kubectl(&[
@@ -2726,7 +2736,11 @@ fn the_audit_log_records_who_did_what_and_never_a_secrets_contents() {
     // Other bodies are recorded, as the policy asks; the health checks are not.
     let config = events
         .iter()
-        .find(|e| e["verb"] == "create" && e["objectRef"]["resource"] == "configmaps")
+        .find(|e| {
+            e["verb"] == "create"
+                && e["objectRef"]["resource"] == "configmaps"
+                && e["requestObject"]["metadata"]["name"] == "settings"
+        })
         .unwrap_or_else(|| panic!("the ConfigMap's creation is not in the log:\n{raw}"));
     assert_eq!(config["level"], "Request");
     assert_eq!(config["requestObject"]["data"]["colour"], "blue");

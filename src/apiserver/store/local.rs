@@ -237,6 +237,21 @@ pub(super) fn add_files(path: &Path, files: &[(&str, &[u8])]) -> Result<(), Stor
     Ok(())
 }
 
+/// Removes the objects of these keys from the store file at `path`; how many there were.
+pub(super) fn remove_objects(path: &Path, keys: &[&str]) -> Result<usize, StoreError> {
+    let db = open_db(path, false)?;
+    let write = db.begin_write()?;
+    let mut removed = 0;
+    {
+        let mut table = write.open_table(OBJECTS)?;
+        for key in keys {
+            removed += usize::from(table.remove(*key)?.is_some());
+        }
+    }
+    write.commit()?;
+    Ok(removed)
+}
+
 /// Copies the store file `from` to a new file `to` (0600), holding `from` open meanwhile so
 /// that no server writes it while its bytes are read.
 pub(super) fn copy_file(from: &Path, to: &Path) -> Result<(), StoreError> {

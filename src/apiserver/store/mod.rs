@@ -563,6 +563,12 @@ impl Snapshot {
         local::add_files(path, files)
     }
 
+    /// Removes the objects of these keys from the snapshot (or stopped store) file at `path`;
+    /// how many there were.
+    pub fn remove_objects(path: &Path, keys: &[&str]) -> Result<usize, StoreError> {
+        local::remove_objects(path, keys)
+    }
+
     /// Copies the embedded store's file `from` (a stopped server's, or a snapshot) to a new
     /// file `to` (0600); [`StoreError::Locked`] while a server has it open.
     pub fn copy_file(from: &Path, to: &Path) -> Result<(), StoreError> {

@@ -5,6 +5,7 @@
 //! `mod.rs` gathers and acts; [`status`] computes the status from what was gathered;
 //! [`deletion`] takes a deleting Cluster through its steps.
 
+mod claim;
 mod deletion;
 mod status;
 
@@ -157,6 +158,7 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
         .reconcile_on(machines)
         .reconcile_on(w.ctx.cluster_wakes())
         .reconcile_on(clusters_of_health_changes(&w.ctx))
+        .reconcile_on(w.ctx.claims.lost())
         .watches(
             Api::<MachineDeployment>::all(w.client.clone()),
             watcher::Config::default(),
@@ -179,11 +181,26 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     let ns = cluster.namespace().unwrap_or_default();
     let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &ns);
     // Guards. Pause comes first: a paused Cluster being deleted (as `capictl move` deletes the
-    // source's objects) must not take its children and infrastructure with it.
-    let (is_paused, paused) = common::paused(Some(&cluster), "Cluster", cluster.annotations());
-    if is_paused {
-        return common::record_paused(&api, &cluster, paused).await;
+    // source's objects) must not take its children and infrastructure with it. Paused, it
+    // gives up its claim, so that the management cluster it moves to takes it at once.
+    let by_user = common::paused_by_user(Some(&cluster), "Cluster", cluster.annotations());
+    if !by_user.is_empty() {
+        ctx.claims.release(&ns, &cluster.name_any()).await;
+        return common::record_paused(&api, &cluster, common::paused_condition(by_user).1).await;
     }
+    // One management cluster at a time: claimed elsewhere, the Cluster waits.
+    if let Some(waiting) = claim::reconcile_claim(&ctx, &api, &cluster)
+        .await
+        .step("claiming the workload cluster")?
+    {
+        return Ok(waiting);
+    }
+    let (_, paused) = common::paused(
+        ctx.management_uid(),
+        Some(&cluster),
+        "Cluster",
+        cluster.annotations(),
+    );
     if common::deleting(cluster.as_ref()) {
         return deletion::reconcile_delete(&ctx, &api, &cluster).await;
     }

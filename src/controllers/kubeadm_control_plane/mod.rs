@@ -159,6 +159,7 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
         .step("reading the Cluster and the control-plane Machines")?;
     // Guards; a paused control plane is not even deleted (see the Cluster controller).
     let (is_paused, paused) = common::paused(
+        ctx.management_uid(),
         scope.cluster.as_ref(),
         "KubeadmControlPlane",
         kcp.annotations(),

@@ -111,7 +111,12 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
         .step("reading the Cluster")?;
 
     // Guards; a paused Machine is not even deleted (see the Cluster controller).
-    let (is_paused, paused) = common::paused(cluster.as_ref(), "Machine", machine.annotations());
+    let (is_paused, paused) = common::paused(
+        ctx.management_uid(),
+        cluster.as_ref(),
+        "Machine",
+        machine.annotations(),
+    );
     if is_paused {
         return common::record_paused(&api, &machine, paused).await;
     }

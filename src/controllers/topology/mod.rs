@@ -690,11 +690,16 @@ async fn reconcile_topology(cluster: &Cluster, ctx: &Context, mode: Mode) -> Res
         return Ok(Outcome::Skip(Action::await_change()));
     }
     let in_progress = Action::requeue(Duration::from_secs(5));
-    let (is_paused, _) = common::paused(Some(cluster), "Cluster", cluster.annotations());
+    let (is_paused, paused) = common::paused(
+        ctx.management_uid(),
+        Some(cluster),
+        "Cluster",
+        cluster.annotations(),
+    );
     if is_paused {
         return Ok(Outcome::Report(
             NewCondition::new(reasons::TOPOLOGY_RECONCILED, Status::False, reasons::PAUSED)
-                .message("Cluster spec.paused is set to true, or the Cluster has the cluster.x-k8s.io/paused annotation"),
+                .message(paused.message),
             Action::await_change(),
         ));
     }

@@ -94,7 +94,12 @@ pub async fn reconcile<C: DockerBackedCluster>(
 
     // Guards; paused, not even the load balancer of a deleted DockerCluster goes: `capictl
     // move` deletes the source's objects with the Cluster paused, and the cluster lives on.
-    let (is_paused, paused) = common::paused(cluster.as_ref(), &C::kind(&()), dc.annotations());
+    let (is_paused, paused) = common::paused(
+        ctx.shared.management_uid(),
+        cluster.as_ref(),
+        &C::kind(&()),
+        dc.annotations(),
+    );
     if is_paused {
         return common::record_paused(&api, dc, paused).await;
     }

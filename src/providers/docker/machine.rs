@@ -313,7 +313,12 @@ pub async fn reconcile<M: DockerBackedMachine>(
         Some(scope) => Some(scope.cluster.clone()),
         None => common::labelled_cluster(&ctx.client, dm).await?,
     };
-    let (is_paused, paused) = common::paused(cluster.as_ref(), &M::kind(&()), dm.annotations());
+    let (is_paused, paused) = common::paused(
+        ctx.shared.management_uid(),
+        cluster.as_ref(),
+        &M::kind(&()),
+        dm.annotations(),
+    );
     if is_paused {
         return common::record_paused(&api, dm, paused).await;
     }

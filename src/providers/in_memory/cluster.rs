@@ -16,7 +16,7 @@ pub async fn reconcile_cluster<C: SimulatedCluster>(
     // Paused, a deleted InMemoryCluster keeps its workload API server until the object is gone
     // (see `stop_removed_workloads`): `capictl move` deletes it here while the cluster lives on
     // in the target.
-    let (is_paused, paused) = common::paused(cluster.as_ref(), &C::kind(&()), ic.annotations());
+    let (is_paused, paused) = simulation_paused(cluster.as_ref(), &C::kind(&()), ic.annotations());
     if is_paused {
         return common::record_paused(&api, &ic, paused).await;
     }

@@ -23,7 +23,7 @@ pub async fn reconcile_machine<M: SimulatedMachine>(
         .and_then(|c| ctx.workloads.get(&key(&ns, &c.name_any())));
     if common::deleting(im.as_ref()) {
         // Paused (a move deleting the source's objects), the machine stays a member.
-        if common::paused(cluster.as_ref(), &M::kind(&()), im.annotations()).0 {
+        if simulation_paused(cluster.as_ref(), &M::kind(&()), im.annotations()).0 {
             return Ok(Action::await_change());
         }
         if let Some(w) = &workload {
@@ -44,7 +44,7 @@ pub async fn reconcile_machine<M: SimulatedMachine>(
     if common::ensure_finalizer(&api, im.as_ref(), M::FINALIZER).await? {
         return Ok(Action::await_change());
     }
-    let (is_paused, paused) = common::paused(Some(&cluster), &M::kind(&()), im.annotations());
+    let (is_paused, paused) = simulation_paused(Some(&cluster), &M::kind(&()), im.annotations());
     let boot = boot_state(
         im.as_ref(),
         &machine,

@@ -50,6 +50,18 @@ pub struct InMemory {
     pub workloads: Arc<Workloads>,
 }
 
+/// Whether the user paused a simulated object (its Cluster's `spec.paused`, its own annotation),
+/// and the Paused condition that says so. Claims keep two management clusters off one real
+/// workload cluster; a simulated one lives in this process alone, and its simulation must run
+/// for the Cluster controller to reach it and claim it.
+fn simulation_paused(
+    cluster: Option<&crate::api::Cluster>,
+    kind: &str,
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> (bool, crate::conditions::NewCondition) {
+    common::paused_condition(common::paused_by_user(cluster, kind, annotations))
+}
+
 impl InMemory {
     pub fn new(client: Client, workloads: Arc<Workloads>) -> Arc<InMemory> {
         Arc::new(InMemory { client, workloads })
