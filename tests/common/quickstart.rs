@@ -403,9 +403,20 @@ impl Workload<'_> {
     }
 
     pub fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
+        self.try_json(args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// kubectl's JSON, or what went wrong: for polls that outlast a moment when the cluster's
+    /// API server does not answer (its control plane being replaced, say).
+    pub fn try_json(&self, args: &[&str]) -> Result<Value, String> {
+        let mut all = vec!["--kubeconfig", self.kubeconfig.as_str()];
+        all.extend(args);
         all.extend(["-o", "json"]);
-        serde_json::from_str(&self.kubectl(&all)).unwrap()
+        let out = self.session.run(&kubectl_binary(), &all);
+        if !out.status.success() {
+            return Err(format!("kubectl {all:?} failed: {}", text(&out.stderr)));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("kubectl {all:?}: {e}"))
     }
 
     /// The Pods of a selector that run and are Ready: (name, node, Pod IP).

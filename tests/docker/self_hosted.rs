@@ -259,7 +259,7 @@ async fn a_cluster_runs_its_own_providers_as_pods_and_manages_itself() {
         "the stopped worker replaced by the cluster itself",
         240,
         || {
-            let names = machine_names(&host.json(&["get", "machines", "-l", &workers(&s)]));
+            let names = machine_names(&host.try_json(&["get", "machines", "-l", &workers(&s)])?);
             if names.contains(&victim) {
                 return Err(format!("{victim} is still there"));
             }
@@ -384,7 +384,9 @@ fn ready_machines(
     version: &str,
     count: usize,
 ) -> Result<(), String> {
-    let machines = host.json(&["get", "machines", "-l", selector]);
+    // The cluster's own API server may not answer for a moment while its control plane is
+    // replaced: asked again.
+    let machines = host.try_json(&["get", "machines", "-l", selector])?;
     let machines = machines["items"].as_array().cloned().unwrap_or_default();
     rolled_out_of(&machines, version, count).map_err(|e| format!("{e}{}", manager_logs(host)))
 }
