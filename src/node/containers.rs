@@ -116,7 +116,7 @@ impl Drop for Runtime {
 }
 
 /// Records the ids of this node's Pod containers in the Engine's `oom` events until aborted
-/// (the stream is opened again when it ends).
+/// (the stream is opened again when it ends, from just before it ended).
 async fn watch_oom_events(
     docker: Docker,
     node_container: String,
@@ -127,11 +127,15 @@ async fn watch_oom_events(
         ("event", vec!["oom".to_string()]),
         ("label", vec![format!("{POD_NODE_LABEL}={node_container}")]),
     ]);
+    // A stream opened again replays from a little before the last one ended: an OOM kill in
+    // between (the Engine ends idle streams) is not lost.
+    let mut since: Option<i64> = None;
     loop {
-        let options = bollard::query_parameters::EventsOptionsBuilder::new()
-            .filters(&filters)
-            .build();
-        let mut events = docker.events(Some(options));
+        let mut options = bollard::query_parameters::EventsOptionsBuilder::new().filters(&filters);
+        if let Some(since) = since {
+            options = options.since(&since.to_string());
+        }
+        let mut events = docker.events(Some(options.build()));
         while let Some(event) = events.next().await {
             match event {
                 Ok(event) => {
@@ -145,6 +149,7 @@ async fn watch_oom_events(
                 }
             }
         }
+        since = Some(OffsetDateTime::now_utc().unix_timestamp() - 2);
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
 }
@@ -1362,11 +1367,11 @@ async fn remove_all(docker: &Docker, uid: &str, containers: &[Seen]) {
 }
 
 /// Whether a container killed by SIGKILL may yet be marked OOMKilled: the Engine records the
-/// kernel's OOM event apart from the exit, sometimes after it, so such a container is read
-/// again for a few seconds rather than reported `Error` for good.
+/// kernel's OOM event apart from the exit, sometimes after it (seconds later on a loaded host),
+/// so such a container is read again for half a minute rather than reported `Error` for good.
 fn oom_may_follow(state: &State) -> bool {
     matches!(state, State::Exited { exit_code: 137, oom_killed: false, finished_at, .. }
-        if OffsetDateTime::now_utc() - *finished_at < time::Duration::seconds(10))
+        if OffsetDateTime::now_utc() - *finished_at < time::Duration::seconds(30))
 }
 
 fn text_hash(text: &str) -> u64 {
