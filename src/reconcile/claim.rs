@@ -239,11 +239,27 @@ impl Claims {
         take_over: bool,
     ) -> crate::workload::Result<Claim> {
         let (namespace, name) = (cluster.namespace().unwrap_or_default(), cluster.name_any());
+        let key = (namespace.clone(), name.clone());
+        let now = Instant::now();
+        // A claim renewed within its interval is ours without asking anyone: each of the
+        // Cluster's reconciles comes here, and the workload client costs a Secret read.
+        if !take_over {
+            let entries = self.shared.entries.lock().unwrap();
+            let interval = renew_interval(entries.len());
+            if let Some(entry) = entries.get(&key)
+                && entry.held
+                && entry
+                    .renewed
+                    .is_some_and(|at| now.duration_since(at) < interval)
+            {
+                return Ok(Claim::Ours {
+                    settling: settling(entry.settle_until, now),
+                });
+            }
+        }
         let Some(client) = workloads.client(&namespace, &name).await? else {
             return Ok(Claim::NoWorkload);
         };
-        let key = (namespace.clone(), name.clone());
-        let now = Instant::now();
         let election = {
             let mut entries = self.shared.entries.lock().unwrap();
             let claims = entries.len() + 1;
@@ -253,14 +269,6 @@ impl Claims {
                 renewed: None,
                 settle_until: None,
             });
-            let fresh = entry
-                .renewed
-                .is_some_and(|at| now.duration_since(at) < renew_interval(claims));
-            if entry.held && fresh && !take_over {
-                return Ok(Claim::Ours {
-                    settling: settling(entry.settle_until, now),
-                });
-            }
             entry
                 .election
                 .get_or_insert_with(|| self.election(client, &namespace, &name, claims))
@@ -288,6 +296,7 @@ impl Claims {
             election.try_acquire().await.map(|held| (held, None))
         };
         let mut entries = self.shared.entries.lock().unwrap();
+        let claims = entries.len();
         let Some(entry) = entries.get_mut(&key) else {
             // Forgotten meanwhile (the Cluster went): nothing is held for it.
             return Ok(Claim::NoWorkload);
@@ -317,10 +326,12 @@ impl Claims {
             }
             Err(e) => {
                 entry.election = None;
+                // Past the renew deadline client-go's leaders stop at.
+                let deadline = Timings::scaled(lease_duration(claims)).renew_deadline;
                 let lapsed = entry.held
-                    && entry.renewed.is_none_or(|at| {
-                        now.duration_since(at) > lease_duration(entries.len()) * 2 / 3
-                    });
+                    && entry
+                        .renewed
+                        .is_none_or(|at| now.duration_since(at) > deadline);
                 Ok(Claim::Unreachable {
                     error: e.to_string(),
                     lapsed,
