@@ -347,4 +347,57 @@ mod tests {
             BootstrapError::Yaml(_)
         ));
     }
+
+    /// The contract with upstream for the bootstrap data capictl's KubeadmConfig controller
+    /// writes: the commands CAPD v1.14 runs for it (`internal/provisioning/cloudinit`,
+    /// `TestRealUseCase` and `hackKubeadmIgnoreErrors`), each as the shell line its argv
+    /// makes, with CAPD's retries (5 for files, none for commands).
+    #[test]
+    fn capictls_bootstrap_data_runs_as_capd_runs_it() {
+        use crate::kubeadm::cloudinit::{
+            Action, JOIN_CONFIG_PATH, SENTINEL, WriteFile, cloud_config,
+        };
+        let spec = serde_json::from_value(serde_json::json!({
+            "preKubeadmCommands": ["echo before"],
+            "postKubeadmCommands": ["touch /tmp/after"],
+        }))
+        .unwrap();
+        let files = vec![
+            WriteFile::new("/etc/kubernetes/pki/ca.crt", "0640", "CERT"),
+            WriteFile::new("/etc/kubernetes/pki/ca.key", "0600", "KEY"),
+        ];
+        let data = cloud_config(&spec, Action::Join, "kind: JoinConfiguration\n", files);
+        let (commands, skipped) = commands(&data).unwrap();
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let lines: Vec<(&str, u32)> = commands
+            .iter()
+            .map(|c| {
+                assert_eq!(c.argv[..2], ["/bin/sh", "-c"]);
+                (c.argv[2].as_str(), c.retries)
+            })
+            .collect();
+        let join = format!(
+            "mkdir -p /run/cluster-api && echo started > {STARTED_SENTINEL} && kubeadm join --ignore-preflight-errors={IGNORED_PREFLIGHT_ERRORS} --config {JOIN_CONFIG_PATH} && echo success > {SENTINEL}"
+        );
+        let capd = vec![
+            ("mkdir -p /etc/kubernetes/pki", 5),
+            ("cat > /etc/kubernetes/pki/ca.crt /dev/stdin", 5),
+            ("chmod 0640 /etc/kubernetes/pki/ca.crt", 5),
+            ("mkdir -p /etc/kubernetes/pki", 5),
+            ("cat > /etc/kubernetes/pki/ca.key /dev/stdin", 5),
+            ("chmod 0600 /etc/kubernetes/pki/ca.key", 5),
+            ("mkdir -p /run/kubeadm", 5),
+            ("cat > /run/kubeadm/kubeadm-join-config.yaml /dev/stdin", 5),
+            ("chmod 0640 /run/kubeadm/kubeadm-join-config.yaml", 5),
+            // CABPK's placeholder, which makes /run/cluster-api on Linux and Windows alike.
+            ("mkdir -p /run/cluster-api", 5),
+            ("cat > /run/cluster-api/placeholder /dev/stdin", 5),
+            ("chmod 0640 /run/cluster-api/placeholder", 5),
+            ("echo before", 0),
+            (join.as_str(), 0),
+            ("touch /tmp/after", 0),
+        ];
+        assert_eq!(lines, capd);
+        assert_eq!(commands[1].stdin.as_deref(), Some(&b"CERT"[..]));
+    }
 }

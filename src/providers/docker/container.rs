@@ -2,13 +2,16 @@
 //! `createNode`): named after the machine, on the `kind` network, kind's labels, `/run` and
 //! `/tmp` on tmpfs, `/var` on an anonymous volume, control planes publishing 6443 on
 //! 127.0.0.1, restarted once on failure. capictl's node image needs no privileges, so it gets
-//! none; `kindest/node` (systemd and containerd inside) runs privileged as upstream runs it.
+//! none; `kindest/node` (systemd and containerd inside) runs privileged as upstream runs it,
+//! with what CAPD adds for the Engine's host ([`Host`]): `/lib/modules`, `/dev/mapper` on btrfs
+//! and zfs, the host's user namespace under userns-remap, `/dev/fuse` when rootless, SELinux
+//! relabelling, and the controller's proxy settings.
 
 use std::collections::HashMap;
 
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, EndpointIpamConfig, EndpointSettings, HostConfig,
+    ContainerCreateBody, DeviceMapping, EndpointIpamConfig, EndpointSettings, HostConfig,
     HostConfigCgroupnsModeEnum, Ipam, IpamConfig, NetworkCreateRequest, NetworkingConfig,
     PortBinding, RestartPolicy, RestartPolicyNameEnum,
 };
@@ -60,8 +63,139 @@ pub struct Spec {
     pub privileged: bool,
     /// More labels (the failure domain).
     pub labels: HashMap<String, String>,
-    /// `host:container[:ro]` binds.
-    pub mounts: Vec<String>,
+    /// Host paths bound into the container (the DockerMachine's `extraMounts`, the Engine
+    /// socket for capictl's nodes).
+    pub mounts: Vec<Mount>,
+}
+
+/// A host path bound into a container.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    pub source: String,
+    pub target: String,
+    pub read_only: bool,
+}
+
+/// What of the Engine's host shapes a run spec, as CAPD's `RunContainer` reads it: `docker
+/// info`, the `kind` network's subnets, SELinux, and the controller's own environment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Host {
+    /// `docker info`'s storage driver: btrfs and zfs need `/dev/mapper` in privileged nodes.
+    pub storage_driver: String,
+    /// `docker info`'s security options name `userns` (userns-remap is on).
+    pub userns_remap: bool,
+    /// `docker info`'s security options name `rootless`.
+    pub rootless: bool,
+    /// `/sys/fs/selinux/enforce` is 1: binds are relabelled.
+    pub selinux_enforcing: bool,
+    /// `/lib/modules` exists on the host (CAPD binds it unconditionally; a host without it
+    /// would refuse the container).
+    pub lib_modules: bool,
+    /// `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY` (or their lower-case forms) of this process.
+    pub proxy: Vec<(&'static str, String)>,
+    /// The `kind` network's subnets, which `NO_PROXY` gets when a proxy is set.
+    pub network_subnets: Vec<String>,
+}
+
+const PROXY_VARIABLES: [&str; 3] = ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"];
+
+impl Host {
+    /// Reads the host's traits from the Engine, the filesystem and the environment.
+    pub async fn read(docker: &Docker) -> Result<Host, DockerError> {
+        let info = docker.info().await?;
+        let security = info.security_options.unwrap_or_default();
+        let named = |name: &str| {
+            security
+                .iter()
+                .any(|o| o.split(',').any(|field| field == format!("name={name}")))
+        };
+        let proxy = PROXY_VARIABLES
+            .iter()
+            .filter_map(|name| {
+                let value = std::env::var(name)
+                    .ok()
+                    .filter(|v| !v.is_empty())
+                    .or_else(|| std::env::var(name.to_lowercase()).ok())
+                    .filter(|v| !v.is_empty())?;
+                Some((*name, value))
+            })
+            .collect::<Vec<_>>();
+        let network_subnets = if proxy.is_empty() {
+            Vec::new()
+        } else {
+            network_inspect(docker, NETWORK)
+                .await?
+                .and_then(|n| n.ipam?.config)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.subnet)
+                .collect()
+        };
+        Ok(Host {
+            storage_driver: info.driver.unwrap_or_default(),
+            userns_remap: named("userns"),
+            rootless: named("rootless"),
+            selinux_enforcing: std::fs::read_to_string("/sys/fs/selinux/enforce")
+                .is_ok_and(|s| s == "1"),
+            lib_modules: std::path::Path::new("/lib/modules").exists(),
+            proxy,
+            network_subnets,
+        })
+    }
+
+    /// The proxy variables a node gets, in both cases, as CAPD's `getProxyDetails` passes
+    /// them: `NO_PROXY` extended with the network's subnets, the node's name and the cluster's
+    /// service domains, so that nothing in the cluster goes through the proxy.
+    fn proxy_env(&self, node: &str) -> Vec<String> {
+        if self.proxy.is_empty() {
+            return Vec::new();
+        }
+        let mut values: Vec<(&str, String)> = self
+            .proxy
+            .iter()
+            .filter(|(name, _)| *name != "NO_PROXY")
+            .cloned()
+            .collect();
+        let given = self
+            .proxy
+            .iter()
+            .find(|(name, _)| *name == "NO_PROXY")
+            .map(|(_, v)| v.clone());
+        let no_proxy: Vec<String> = self
+            .network_subnets
+            .iter()
+            .cloned()
+            .chain(given)
+            .chain([node.to_string()])
+            .chain([".svc", ".svc.cluster", ".svc.cluster.local"].map(String::from))
+            .collect();
+        values.push(("NO_PROXY", no_proxy.join(",")));
+        values
+            .into_iter()
+            .flat_map(|(name, value)| {
+                [
+                    format!("{name}={value}"),
+                    format!("{}={value}", name.to_lowercase()),
+                ]
+            })
+            .collect()
+    }
+
+    /// A bind as `source:target[:options]`, relabelled (`Z`) under SELinux as CAPD does.
+    fn bind(&self, mount: &Mount) -> String {
+        let options: Vec<&str> = [
+            self.selinux_enforcing.then_some("Z"),
+            mount.read_only.then_some("ro"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if options.is_empty() {
+            format!("{}:{}", mount.source, mount.target)
+        } else {
+            format!("{}:{}:{}", mount.source, mount.target, options.join(","))
+        }
+    }
 }
 
 /// Creates the `kind` network unless it exists: on a subnet of Docker's choosing, declared as
@@ -263,8 +397,8 @@ pub fn free_pinned_address(
     subnet.pinned().find(|ip| !taken.contains(ip))
 }
 
-/// The run spec of a node or load balancer.
-pub fn create_body(spec: &Spec) -> ContainerCreateBody {
+/// The run spec of a node or load balancer on `host`.
+pub fn create_body(spec: &Spec, host: &Host) -> ContainerCreateBody {
     let mut labels = HashMap::from([
         (CLUSTER_LABEL.to_string(), spec.cluster.clone()),
         (ROLE_LABEL.to_string(), spec.role.label().to_string()),
@@ -288,17 +422,25 @@ pub fn create_body(spec: &Spec) -> ContainerCreateBody {
         Role::LoadBalancer => Some(publish("0.0.0.0")),
         Role::Worker => None,
     };
-    let mut binds = spec.mounts.clone();
-    if spec.privileged && std::path::Path::new("/lib/modules").exists() {
-        binds.push("/lib/modules:/lib/modules:ro".into());
+    // kind's nodes need device-mapper on btrfs and zfs, and read the host's kernel modules.
+    let kind_node = |wanted: bool| spec.privileged && wanted;
+    let binds: Vec<String> = kind_node(matches!(host.storage_driver.as_str(), "btrfs" | "zfs"))
+        .then(|| "/dev/mapper:/dev/mapper:ro".to_string())
+        .into_iter()
+        .chain(spec.mounts.iter().map(|m| host.bind(m)))
+        .chain(kind_node(host.lib_modules).then(|| host.bind(&Mount::read_only("/lib/modules"))))
+        .collect();
+    let mut env = Vec::new();
+    if spec.role == Role::ControlPlane {
+        env.push("KUBECONFIG=/etc/kubernetes/admin.conf".to_string());
     }
+    env.extend(host.proxy_env(&spec.name));
     ContainerCreateBody {
         image: Some(spec.image.clone()),
         hostname: Some(spec.name.clone()),
         tty: Some(spec.privileged),
         labels: Some(labels),
-        env: (spec.role == Role::ControlPlane)
-            .then(|| vec!["KUBECONFIG=/etc/kubernetes/admin.conf".to_string()]),
+        env: (!env.is_empty()).then_some(env),
         volumes: (spec.role != Role::LoadBalancer)
             .then(|| HashMap::from([("/var".to_string(), HashMap::new())])),
         exposed_ports: port_bindings
@@ -323,9 +465,28 @@ pub fn create_body(spec: &Spec) -> ContainerCreateBody {
             cgroupns_mode: (spec.role != Role::LoadBalancer)
                 .then_some(HostConfigCgroupnsModeEnum::PRIVATE),
             init: Some(false),
+            userns_mode: host.userns_remap.then(|| "host".to_string()),
+            // Rootless Engines do not give privileged containers /dev/fuse (fuse-overlayfs).
+            devices: host.rootless.then(|| {
+                vec![DeviceMapping {
+                    path_on_host: Some("/dev/fuse".into()),
+                    ..Default::default()
+                }]
+            }),
             ..Default::default()
         }),
         ..Default::default()
+    }
+}
+
+impl Mount {
+    /// A host path bound at the same path, read-only.
+    pub fn read_only(path: &str) -> Mount {
+        Mount {
+            source: path.into(),
+            target: path.into(),
+            read_only: true,
+        }
     }
 }
 
@@ -398,6 +559,7 @@ pub async fn create_and_start(docker: &Docker, spec: &Spec) -> Result<(), Docker
     // makes the start fail with "Address already in use", and the next free one is tried.
     static PINNING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let subnet = pinning_subnet(docker).await?;
+    let host = Host::read(docker).await?;
     let mut attempts = 0;
     loop {
         attempts += 1;
@@ -412,7 +574,7 @@ pub async fn create_and_start(docker: &Docker, spec: &Spec) -> Result<(), Docker
             ),
             None => None,
         };
-        let mut body = create_body(spec);
+        let mut body = create_body(spec, &host);
         body.networking_config = address.map(|ip| NetworkingConfig {
             endpoints_config: Some(HashMap::from([(
                 NETWORK.to_string(),
@@ -615,9 +777,17 @@ mod tests {
         }
     }
 
+    fn plain_host() -> Host {
+        Host {
+            storage_driver: "overlay2".into(),
+            lib_modules: true,
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn the_run_spec_is_capds_without_privileges_for_capictls_image() {
-        let body = create_body(&spec(Role::ControlPlane, false));
+        let body = create_body(&spec(Role::ControlPlane, false), &plain_host());
         let host = body.host_config.clone().unwrap();
         assert_eq!(host.privileged, Some(false));
         assert_eq!(host.security_opt, None);
@@ -634,14 +804,139 @@ mod tests {
         assert!(body.volumes.unwrap().contains_key("/var"));
         assert_eq!(host.tmpfs.unwrap().len(), 2);
         assert_eq!(host.restart_policy.unwrap().maximum_retry_count, Some(1));
-        let worker = create_body(&spec(Role::Worker, false));
+        assert_eq!(host.binds, None, "no /lib/modules for capictl's image");
+        let worker = create_body(&spec(Role::Worker, false), &plain_host());
         assert!(
             worker.host_config.unwrap().port_bindings.is_none(),
             "workers publish nothing"
         );
-        let kind = create_body(&spec(Role::Worker, true)).host_config.unwrap();
-        assert_eq!(kind.privileged, Some(true));
-        assert_eq!(kind.security_opt.unwrap().len(), 2);
+    }
+
+    /// The contract with upstream for `kindest/node`: the Engine API body CAPD v1.14 sends
+    /// (`test/infrastructure/docker/internal/docker/manager.go` `createNode` and
+    /// `test/infrastructure/container/docker.go` `RunContainer`), field by field, on the wire.
+    /// The one addition is capictl's owner label, which finds a cluster's containers by
+    /// namespace as well as name.
+    #[test]
+    fn a_kindest_node_is_created_as_capd_creates_it() {
+        let node = Spec {
+            name: "c1-control-plane-x7k2p".into(),
+            image: "kindest/node:v1.31.0".into(),
+            ..spec(Role::ControlPlane, true)
+        };
+        let body = serde_json::to_value(create_body(&node, &plain_host())).unwrap();
+        let capd = serde_json::json!({
+            "Tty": true,
+            "Hostname": "c1-control-plane-x7k2p",
+            "Image": "kindest/node:v1.31.0",
+            "Labels": {
+                "io.x-k8s.kind.cluster": "c1",
+                "io.x-k8s.kind.role": "control-plane",
+                "io.x-k8s.cluster.failureDomain": "fd1",
+                OWNER_LABEL: "default/c1",
+            },
+            "Env": ["KUBECONFIG=/etc/kubernetes/admin.conf"],
+            "Volumes": {"/var": {}},
+            "ExposedPorts": {"6443/tcp": {}},
+            "HostConfig": {
+                "Privileged": true,
+                "SecurityOpt": ["seccomp=unconfined", "apparmor=unconfined"],
+                "NetworkMode": "kind",
+                "Tmpfs": {"/tmp": "", "/run": ""},
+                "PortBindings": {"6443/tcp": [{"HostIp": "127.0.0.1", "HostPort": "0"}]},
+                "RestartPolicy": {"Name": "on-failure", "MaximumRetryCount": 1},
+                "Init": false,
+                "CgroupnsMode": "private",
+                "Binds": ["/lib/modules:/lib/modules:ro"],
+            },
+        });
+        assert_eq!(body, capd);
+        let worker = serde_json::to_value(create_body(
+            &Spec {
+                role: Role::Worker,
+                ..node.clone()
+            },
+            &plain_host(),
+        ))
+        .unwrap();
+        assert_eq!(
+            worker["Env"],
+            serde_json::Value::Null,
+            "only control planes get KUBECONFIG"
+        );
+        assert_eq!(worker["ExposedPorts"], serde_json::Value::Null);
+        assert_eq!(
+            worker["HostConfig"]["PortBindings"],
+            serde_json::Value::Null
+        );
+        assert_eq!(worker["Labels"]["io.x-k8s.kind.role"], "worker");
+    }
+
+    /// What CAPD adds for the Engine's host: device-mapper on btrfs, SELinux relabelling of
+    /// every bind, the host's user namespace under userns-remap, `/dev/fuse` when rootless,
+    /// and the controller's proxy with the cluster kept out of it.
+    #[test]
+    fn a_kindest_node_gets_what_capd_adds_for_its_host() {
+        let host = Host {
+            storage_driver: "btrfs".into(),
+            userns_remap: true,
+            rootless: true,
+            selinux_enforcing: true,
+            lib_modules: true,
+            proxy: vec![
+                ("HTTP_PROXY", "http://proxy:3128".into()),
+                ("NO_PROXY", "example.com".into()),
+            ],
+            network_subnets: vec!["172.18.0.0/16".into()],
+        };
+        let node = Spec {
+            mounts: vec![Mount {
+                source: "/data".into(),
+                target: "/mnt/data".into(),
+                read_only: true,
+            }],
+            ..spec(Role::ControlPlane, true)
+        };
+        let body = serde_json::to_value(create_body(&node, &host)).unwrap();
+        let no_proxy = "172.18.0.0/16,example.com,c1-cp-abc,.svc,.svc.cluster,.svc.cluster.local";
+        assert_eq!(
+            body["Env"],
+            serde_json::json!([
+                "KUBECONFIG=/etc/kubernetes/admin.conf",
+                "HTTP_PROXY=http://proxy:3128",
+                "http_proxy=http://proxy:3128",
+                format!("NO_PROXY={no_proxy}"),
+                format!("no_proxy={no_proxy}"),
+            ])
+        );
+        let host_config = &body["HostConfig"];
+        assert_eq!(
+            host_config["Binds"],
+            serde_json::json!([
+                "/dev/mapper:/dev/mapper:ro",
+                "/data:/mnt/data:Z,ro",
+                "/lib/modules:/lib/modules:Z,ro"
+            ])
+        );
+        assert_eq!(host_config["UsernsMode"], "host");
+        assert_eq!(
+            host_config["Devices"],
+            serde_json::json!([{"PathOnHost": "/dev/fuse"}])
+        );
+        let unprivileged = create_body(&spec(Role::Worker, false), &host);
+        assert_eq!(
+            unprivileged.host_config.unwrap().binds,
+            None,
+            "device-mapper and kernel modules are kind's needs, not capictl's nodes'"
+        );
+        let without_proxy = Host {
+            proxy: vec![],
+            ..host
+        };
+        assert_eq!(
+            create_body(&node, &without_proxy).env,
+            Some(vec!["KUBECONFIG=/etc/kubernetes/admin.conf".to_string()])
+        );
     }
 
     #[test]

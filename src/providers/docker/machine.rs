@@ -489,27 +489,26 @@ async fn ensure_container<M: DockerBackedMachine>(
     if let Some(fd) = &scope.machine.spec.failure_domain {
         labels.insert("io.x-k8s.cluster.failureDomain".to_string(), fd.clone());
     }
-    let mut mounts: Vec<String> = dm
+    let mut mounts: Vec<container::Mount> = dm
         .docker()
         .extra_mounts
         .iter()
         .flatten()
         .filter_map(|m| {
-            let bind = format!(
-                "{}:{}",
-                m.host_path.as_deref()?,
-                m.container_path.as_deref()?
-            );
-            Some(if m.read_only == Some(true) {
-                format!("{bind}:ro")
-            } else {
-                bind
+            Some(container::Mount {
+                source: m.host_path.clone()?,
+                target: m.container_path.clone()?,
+                read_only: m.read_only == Some(true),
             })
         })
         .collect();
     // capictl's nodes run their Pods on the host's Engine (kindest/node runs containerd).
     if !privileged && let Some(socket) = container::host_engine_socket() {
-        mounts.push(format!("{socket}:{}", crate::node::image::ENGINE_SOCKET));
+        mounts.push(container::Mount {
+            source: socket,
+            target: crate::node::image::ENGINE_SOCKET.into(),
+            read_only: false,
+        });
     }
     container::ensure_network(&docker)
         .await
