@@ -122,7 +122,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and not __fish_seen_subcommand_from cluster help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s n -l namespace -d 'The namespace of the Cluster [default: the kubeconfig context\'s, else default]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l show-conditions -d 'A row per condition for these objects: all, KIND or KIND/NAME, comma-separated; a `+` suffix keeps only the conditions that say something' -r
-complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s c -l color -d 'Colour the output [default: when stdout is a terminal and NO_COLOR is unset]' -r -f -a "true\t''
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s c -l color -d 'Colour the output; `-c` alone is `--color=true`, and `--color=false` turns it off, as clusterctl\'s flag [default: when stdout is a terminal and NO_COLOR is unset]' -r -f -a "true\t''
 false\t''"
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s o -l output -d 'The output: the tree as text, or the same tree as JSON or YAML' -r -f -a "tree\t''
 json\t''

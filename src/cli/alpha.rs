@@ -145,8 +145,14 @@ impl Rollout {
             Rollout::Restart(_) => {
                 if paused {
                     anyhow::bail!(
-                        "can't restart paused {what} (run `capictl alpha rollout resume {}` first)",
-                        target.resource
+                        "can't restart paused {what} (run `capictl alpha rollout resume {}{}{}` first)",
+                        target.resource,
+                        target
+                            .namespace
+                            .as_ref()
+                            .map(|ns| format!(" -n {ns}"))
+                            .unwrap_or_default(),
+                        target.cluster.repeated()
                     );
                 }
                 let now =

@@ -19,9 +19,48 @@ pub struct ClusterArgs {
     pub kubeconfig_context: Option<String>,
 }
 
+/// The servers this process's commands resolved, so that an error reaching one names it.
+static SERVERS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// An error that is a server not answering (refused, unreachable, a TLS failure), said with
+/// the server's address and the root cause only, instead of the client's layers of wrapping
+/// (`ServiceError: client error (Connect): tcp connect error: ...`).
+pub fn explain(err: anyhow::Error) -> anyhow::Error {
+    let unreachable = err.chain().any(|e| {
+        matches!(
+            e.downcast_ref::<kube::Error>(),
+            Some(kube::Error::Service(_) | kube::Error::HyperError(_))
+        )
+    });
+    let servers = SERVERS.lock().unwrap().clone();
+    if !unreachable || servers.is_empty() {
+        return err;
+    }
+    let root = err
+        .chain()
+        .last()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let which = match servers.as_slice() {
+        [one] => format!("the management cluster at {one}"),
+        several => format!("the cluster at {}", several.join(" or ")),
+    };
+    anyhow::anyhow!("{which} does not answer: {root}")
+}
+
 impl ClusterArgs {
     /// The client configuration, with its default namespace from the context.
     pub async fn config(&self) -> anyhow::Result<kube::Config> {
+        let config = self.resolve().await?;
+        let server = config.cluster_url.to_string();
+        let mut servers = SERVERS.lock().unwrap();
+        if !servers.contains(&server) {
+            servers.push(server);
+        }
+        Ok(config)
+    }
+
+    async fn resolve(&self) -> anyhow::Result<kube::Config> {
         let options = KubeConfigOptions {
             context: self.kubeconfig_context.clone(),
             ..Default::default()
@@ -29,10 +68,23 @@ impl ClusterArgs {
         if let Some(path) = &self.kubeconfig {
             let kubeconfig = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
-            return Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?);
+            let source = format!("the kubeconfig {}", path.display());
+            has_context(&kubeconfig, &source, self.kubeconfig_context.as_deref())?;
+            return kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .with_context(|| format!("using {source}"));
         }
-        if self.kubeconfig_context.is_some() {
-            return Ok(kube::Config::from_kubeconfig(&options).await?);
+        if let Some(context) = &self.kubeconfig_context {
+            let source = default_kubeconfig_source();
+            let kubeconfig = Kubeconfig::read().with_context(|| {
+                format!(
+                    "--kubeconfig-context {context} needs a kubeconfig, and reading {source} failed"
+                )
+            })?;
+            has_context(&kubeconfig, &source, Some(context))?;
+            return kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .with_context(|| format!("using the context {context:?} of {source}"));
         }
         // A kubeconfig that names a current context is the user's choice: when it cannot be
         // used (a client certificate file gone, say), that is the error, not a reason to try
@@ -52,9 +104,26 @@ impl ClusterArgs {
             let kubeconfig = Kubeconfig::read_from(embedded.admin_kubeconfig())?;
             return Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?);
         }
+        if let Some(missing) = missing_kubeconfig_files() {
+            anyhow::bail!(
+                "no management cluster: $KUBECONFIG names {missing}, which does not exist; point it at a kubeconfig, pass --kubeconfig, or start the embedded one with `capictl management up`"
+            )
+        }
         anyhow::bail!(
             "no management cluster: pass --kubeconfig, set $KUBECONFIG, or start the embedded one with `capictl management up`"
         )
+    }
+
+    /// The flags as given, to repeat in a hint (` --kubeconfig PATH --kubeconfig-context NAME`).
+    pub fn repeated(&self) -> String {
+        let mut flags = String::new();
+        if let Some(path) = &self.kubeconfig {
+            flags.push_str(&format!(" --kubeconfig {}", path.display()));
+        }
+        if let Some(context) = &self.kubeconfig_context {
+            flags.push_str(&format!(" --kubeconfig-context {context}"));
+        }
+        flags
     }
 
     /// Whether a kubeconfig chooses the cluster: `--kubeconfig`, `--kubeconfig-context`, or
@@ -70,6 +139,49 @@ impl ClusterArgs {
         let namespace = config.default_namespace.clone();
         Ok((kube::Client::try_from(config)?, namespace))
     }
+}
+
+/// Where kube reads a kubeconfig from when none is given, as a user would name it.
+fn default_kubeconfig_source() -> String {
+    match std::env::var("KUBECONFIG") {
+        Ok(paths) if !paths.is_empty() => format!("$KUBECONFIG ({paths})"),
+        _ => "~/.kube/config".into(),
+    }
+}
+
+/// The files $KUBECONFIG names, when it names some and none of them exists.
+fn missing_kubeconfig_files() -> Option<String> {
+    let paths = std::env::var_os("KUBECONFIG").filter(|p| !p.is_empty())?;
+    let named: Vec<PathBuf> = std::env::split_paths(&paths).collect();
+    (!named.iter().any(|p| p.exists())).then(|| {
+        named
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// Refuses a context the kubeconfig does not have, naming the ones it has.
+fn has_context(kubeconfig: &Kubeconfig, source: &str, wanted: Option<&str>) -> anyhow::Result<()> {
+    let Some(wanted) = wanted else {
+        return Ok(());
+    };
+    if kubeconfig.contexts.iter().any(|c| c.name == wanted) {
+        return Ok(());
+    }
+    let names: Vec<&str> = kubeconfig
+        .contexts
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    if names.is_empty() {
+        anyhow::bail!("{source} has no contexts, so not {wanted:?}")
+    }
+    anyhow::bail!(
+        "{source} has no context {wanted:?}: --kubeconfig-context takes one of {}",
+        names.join(", ")
+    )
 }
 
 /// The current context of $KUBECONFIG (else ~/.kube/config), when that names one.

@@ -95,10 +95,11 @@ async fn delete_cluster(args: ClusterDeleteArgs) -> anyhow::Result<()> {
     // One another management cluster reconciles would wait here forever, deleting nothing.
     if let Some(paused) = live.as_ref().and_then(|c| c.waiting_for_claim(false)) {
         anyhow::bail!(
-            "Cluster {ns}/{} is reconciled by another management cluster, so deleting it here would delete nothing and wait forever: {}. Delete it where it is reconciled, or take it over first (`capictl move --take-over --cluster {}`)",
+            "Cluster {ns}/{} is reconciled by another management cluster, so deleting it here would delete nothing and wait forever: {}. Delete it where it is reconciled, or take it over first (`capictl move --take-over --cluster {} -n {ns}{}`)",
             args.name,
             paused,
-            args.name
+            args.name,
+            args.cluster.repeated()
         );
     }
     if protected {
@@ -166,10 +167,11 @@ async fn delete_cluster(args: ClusterDeleteArgs) -> anyhow::Result<()> {
         if std::time::Instant::now() > deadline {
             spinner.finish_and_clear();
             anyhow::bail!(
-                "Cluster {ns}/{} is still being deleted after {}s; `capictl describe cluster {} -n {ns} --show-conditions all` says what it waits for",
+                "Cluster {ns}/{} is still being deleted after {}s; `capictl describe cluster {} -n {ns} --show-conditions all{}` says what it waits for",
                 args.name,
                 args.timeout,
-                args.name
+                args.name,
+                args.cluster.repeated()
             );
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;

@@ -39,8 +39,10 @@ pub struct DescribeClusterArgs {
     /// Always show Machines' infrastructure machines and bootstrap configs.
     #[arg(long)]
     echo: bool,
-    /// Colour the output [default: when stdout is a terminal and NO_COLOR is unset]
-    #[arg(short, long, action = clap::ArgAction::Set, value_name = "BOOL")]
+    /// Colour the output; `-c` alone is `--color=true`, and `--color=false` turns it off, as
+    /// clusterctl's flag [default: when stdout is a terminal and NO_COLOR is unset]
+    #[arg(short, long, action = clap::ArgAction::Set, value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     color: Option<bool>,
     /// The output: the tree as text, or the same tree as JSON or YAML.
     #[arg(short, long, value_enum, default_value = "tree")]

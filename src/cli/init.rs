@@ -179,14 +179,23 @@ fn classify(error: kube::Error) -> Unanswered {
         // The credentials could not even be made (an exec plugin failed, a token file is gone).
         kube::Error::Auth(e) => Unanswered::Refused(format!("the credentials: {e}")),
         _ => {
-            let text = format!("{:#}", anyhow::Error::from(error));
+            let error = anyhow::Error::from(error);
+            let text = format!("{error:#}");
             if ["certificate", "tls", "handshake"]
                 .iter()
                 .any(|w| text.to_lowercase().contains(w))
             {
                 Unanswered::Refused(text)
             } else {
-                Unanswered::Unreachable(text)
+                // The root cause (connection refused, no route); the layers above it are the
+                // client's own wrapping.
+                Unanswered::Unreachable(
+                    error
+                        .chain()
+                        .last()
+                        .map(ToString::to_string)
+                        .unwrap_or(text),
+                )
             }
         }
     }
@@ -225,7 +234,7 @@ async fn connect(args: &Args) -> anyhow::Result<Client> {
             "the management cluster at {server} refused this kubeconfig's credentials ({why}); nothing was installed and nothing was changed: fix the credentials, or choose another cluster with --kubeconfig or --kubeconfig-context"
         ),
         Some(Unanswered::Unreachable(why)) if args.cluster.kubeconfig.is_some() => anyhow::bail!(
-            "the management cluster in {} cannot be reached ({why}); check it runs, or leave --kubeconfig out to use the embedded one",
+            "the management cluster at {server} (from {}) does not answer: {why}; check it runs, or leave --kubeconfig out to use the embedded one",
             args.cluster.kubeconfig.as_ref().unwrap().display()
         ),
         None if args.cluster.kubeconfig.is_some() => anyhow::bail!(

@@ -42,6 +42,16 @@ pub struct DirArgs {
     dir: Option<PathBuf>,
 }
 
+impl DirArgs {
+    /// The flag as given, to repeat in a hint.
+    fn repeated(&self) -> String {
+        self.dir
+            .as_ref()
+            .map(|d| format!(" --dir {}", d.display()))
+            .unwrap_or_default()
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     #[command(flatten)]
@@ -139,7 +149,10 @@ impl Management {
                 }
                 Management::Serve(args) => serve(&args.options()).await,
                 Management::Down(args) => down(&StateDir::new(args.dir)).await,
-                Management::Status(args) => status(&StateDir::new(args.dir)).await,
+                Management::Status(args) => {
+                    let flags = args.repeated();
+                    status(&StateDir::new(args.dir), &flags).await
+                }
                 Management::Backup(args) => backup(&args.file, &StateDir::new(args.dir.dir)).await,
                 Management::Restore(args) => restore(&args.file, &StateDir::new(args.dir.dir)),
             }
@@ -253,11 +266,12 @@ fn restore(file: &std::path::Path, dir: &StateDir) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn status(dir: &StateDir) -> anyhow::Result<()> {
+/// `flags`: the user's own, repeated in the hint.
+async fn status(dir: &StateDir, flags: &str) -> anyhow::Result<()> {
     let Some(info) = dir.running() else {
         println!("Status:  not running");
         println!("State:   {}", dir.path.display());
-        println!("Start it with `capictl management up`.");
+        println!("Start it with `capictl management up{flags}`.");
         return Ok(());
     };
     let config = kube::config::Kubeconfig::read_from(dir.admin_kubeconfig())?;

@@ -206,6 +206,7 @@ pub fn run(cli: Cli) -> ExitCode {
         // The reader went away (`| head`): what it wanted it has; nothing to report.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
+            let err = connect::explain(err);
             // Not eprintln!: a closed stderr is no reason to panic.
             let _ = writeln!(std::io::stderr(), "Error: {}", error_text(&err));
             if err.downcast_ref::<UsageError>().is_some() {
@@ -254,6 +255,13 @@ fn init_logging(verbose: u8) {
         1 => "info",
         2 => "debug",
         _ => "trace",
+    };
+    // kube's client logs every failed connection as an ERROR of its own before the command
+    // reports it; that line is for -v.
+    let default = if verbose == 0 {
+        format!("{default},kube_client::client::builder=off")
+    } else {
+        default.to_string()
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAPICTL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

@@ -543,3 +543,261 @@ fn output_cut_short_by_its_reader_is_not_an_error() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stderr(&out), "");
 }
+
+/// Commands that start something long-lived (a server, the controllers, a cluster, an image
+/// build) are only parsed, not run, by the walk below.
+const STARTS_SOMETHING: [&str; 6] = [
+    "quickstart",
+    "management up",
+    "management serve",
+    "manager",
+    "images build",
+    "node",
+];
+
+/// Every way to call every subcommand with one of its flags: the subcommand's path, a value
+/// for each positional it requires, then the flag with a value (each of its possible values,
+/// else "1" and "x"); and once with every flag at once.
+fn argument_lines() -> Vec<Vec<String>> {
+    use clap::CommandFactory;
+    fn walk(command: &clap::Command, path: Vec<String>, lines: &mut Vec<Vec<String>>) {
+        if command.has_subcommands() {
+            for sub in command.get_subcommands() {
+                let mut path = path.clone();
+                path.push(sub.get_name().to_string());
+                walk(sub, path, lines);
+            }
+            return;
+        }
+        let mut base = path.clone();
+        base.extend(
+            command
+                .get_positionals()
+                .filter(|a| a.is_required_set())
+                .map(|_| "x".to_string()),
+        );
+        let flags: Vec<&clap::Arg> = command
+            .get_arguments()
+            .filter(|a| !a.is_positional())
+            .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
+            .collect();
+        let spelled = |a: &clap::Arg| match a.get_long() {
+            Some(long) => format!("--{long}"),
+            None => format!("-{}", a.get_short().unwrap()),
+        };
+        let values = |a: &clap::Arg| -> Vec<Option<String>> {
+            if !a.get_action().takes_values() {
+                return vec![None];
+            }
+            let possible = a.get_possible_values();
+            if possible.is_empty() {
+                vec![Some("1".into()), Some("x".into())]
+            } else {
+                possible
+                    .iter()
+                    .map(|p| Some(p.get_name().to_string()))
+                    .collect()
+            }
+        };
+        lines.push(base.clone());
+        let mut all = base.clone();
+        for flag in &flags {
+            for value in values(flag) {
+                let mut line = base.clone();
+                line.push(spelled(flag));
+                line.extend(value);
+                lines.push(line);
+            }
+            all.push(spelled(flag));
+            all.extend(values(flag).swap_remove(0));
+        }
+        lines.push(all);
+    }
+    let mut lines = Vec::new();
+    walk(&capictl::cli::Cli::command(), Vec::new(), &mut lines);
+    lines
+}
+
+/// No argument combination reaches a panic (exit 101): each line parses to a command or a
+/// usage error, and each one that starts nothing long-lived runs to an answer or an error,
+/// with no management cluster, kubeconfig or Docker Engine there.
+#[test]
+fn no_subcommand_or_flag_panics() {
+    use clap::{CommandFactory, Parser};
+    capictl::cli::Cli::command().debug_assert();
+    let lines = argument_lines();
+    assert!(lines.len() > 200, "the walk found {} lines", lines.len());
+    let home = std::env::temp_dir().join(format!("capictl-walk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home).unwrap();
+    let mut ran = 0;
+    for line in &lines {
+        let argv = std::iter::once("capictl".to_string()).chain(line.iter().cloned());
+        let parsed = std::panic::catch_unwind(|| capictl::cli::Cli::try_parse_from(argv).is_ok());
+        assert!(
+            parsed.is_ok(),
+            "parsing `capictl {}` panicked",
+            line.join(" ")
+        );
+        let joined = line.join(" ");
+        if STARTS_SOMETHING.iter().any(|s| joined.starts_with(s))
+            // init --yes starts the embedded management cluster.
+            || (line[0] == "init" && line.iter().any(|a| a == "--yes"))
+        {
+            continue;
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_capictl"))
+            .args(line)
+            .current_dir(&home)
+            .env("HOME", &home)
+            .env("XDG_DATA_HOME", home.join("data"))
+            .env("KUBECONFIG", home.join("no-kubeconfig"))
+            .env(
+                "DOCKER_HOST",
+                format!("unix://{}", home.join("no-engine.sock").display()),
+            )
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_VERSION")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read as it comes, so a chatty command never blocks on a full pipe.
+        let mut stderr = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+            text
+        });
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("`capictl {joined}` ran for a minute with nothing to talk to");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let err = reader.join().unwrap();
+        assert!(
+            status.code() != Some(101) && !err.contains("panicked"),
+            "`capictl {joined}` panicked ({status}):\n{err}"
+        );
+        ran += 1;
+    }
+    eprintln!("{} lines parsed, {ran} run", lines.len());
+    assert!(ran > 150, "only {ran} lines ran");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// Errors name the server, file or context they are about, once, with no log line before
+/// them; hints repeat the flags the user gave.
+#[test]
+fn errors_name_what_they_are_about_and_hints_repeat_the_flags() {
+    let home = std::env::temp_dir().join(format!("capictl-errors-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home).unwrap();
+    let run = |args: &[&str], kubeconfig_env: Option<&std::path::Path>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_capictl"));
+        c.args(args)
+            .env("HOME", &home)
+            .env("XDG_DATA_HOME", home.join("data"))
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("CAPICTL_LOG");
+        match kubeconfig_env {
+            Some(path) => c.env("KUBECONFIG", path),
+            None => c.env_remove("KUBECONFIG"),
+        };
+        c.output().unwrap()
+    };
+    // A server that is not there: a port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let kubeconfig = home.join("stopped.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'https://127.0.0.1:{port}', insecure-skip-tls-verify: true}}\ncontexts:\n- name: mgmt\n  context: {{cluster: c, user: u}}\n- name: other\n  context: {{cluster: c, user: u}}\ncurrent-context: mgmt\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    let path = kubeconfig.to_str().unwrap();
+    let out = run(&["describe", "cluster", "c1", "--kubeconfig", path], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "Error: the management cluster at https://127.0.0.1:{port}/ does not answer: Connection refused (os error 111)\n"
+        ),
+        "one line, naming the server, no log line and no colour codes"
+    );
+    let out = run(
+        &[
+            "describe",
+            "cluster",
+            "c1",
+            "--kubeconfig",
+            path,
+            "--kubeconfig-context",
+            "nope",
+        ],
+        None,
+    );
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "Error: the kubeconfig {path} has no context \"nope\": --kubeconfig-context takes one of mgmt, other\n"
+        )
+    );
+    let out = run(
+        &["describe", "cluster", "c1", "--kubeconfig-context", "nope"],
+        Some(&kubeconfig),
+    );
+    assert!(
+        stderr(&out).contains(&format!("$KUBECONFIG ({path}) has no context \"nope\"")),
+        "{}",
+        stderr(&out)
+    );
+    let missing = home.join("gone.kubeconfig");
+    let out = run(&["describe", "cluster", "c1"], Some(&missing));
+    assert!(
+        stderr(&out).contains(&format!(
+            "$KUBECONFIG names {}, which does not exist",
+            missing.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(
+        &[
+            "management",
+            "status",
+            "--dir",
+            home.join("mc").to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(
+        stdout(&out).contains(&format!(
+            "`capictl management up --dir {}`",
+            home.join("mc").display()
+        )),
+        "{}",
+        stdout(&out)
+    );
+    // clusterctl's `-c` is a flag of its own; `--color=false` turns colour off.
+    for color in ["-c", "--color=false", "-c=true"] {
+        let out = run(
+            &["describe", "cluster", "c1", color, "--kubeconfig", path],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(1), "{color}: {}", stderr(&out));
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}
