@@ -151,6 +151,8 @@ async fn plan(args: PlanArgs) -> anyhow::Result<()> {
     let (client, context_namespace) = args.management.client().await?;
     let default_namespace = args.namespace.clone().unwrap_or(context_namespace);
     let mut clusters = Vec::new();
+    // ClusterClasses and templates in the files that the management cluster does not have.
+    let mut missing: Vec<String> = Vec::new();
     for mut object in objects {
         let cluster_scoped = object["kind"]
             .as_str()
@@ -198,13 +200,15 @@ async fn plan(args: PlanArgs) -> anyhow::Result<()> {
             }
             continue;
         }
-        let changes = stored
-            .map(|s| serde_json::to_value(s).expect("objects serialize"))
-            .is_none_or(|s| topology::comparable(&s) != topology::comparable(&applied));
-        if changes && (kind == "ClusterClass" || kind.ends_with("Template")) {
-            eprintln!(
+        if kind != "ClusterClass" && !kind.ends_with("Template") {
+            continue;
+        }
+        match stored.map(|s| serde_json::to_value(s).expect("objects serialize")) {
+            None => missing.push(format!("{kind} {namespace}/{name}")),
+            Some(s) if topology::comparable(&s) != topology::comparable(&applied) => eprintln!(
                 "Warning: {kind} {namespace}/{name} differs from the management cluster's; the plan uses the stored one (apply it first to plan with it)"
-            );
+            ),
+            Some(_) => {}
         }
     }
     if clusters.is_empty() {
@@ -229,7 +233,21 @@ async fn plan(args: PlanArgs) -> anyhow::Result<()> {
             cluster.metadata.name.clone().unwrap_or_default()
         );
         let reconciled = topology::plan(&ctx, &cluster).await?.map_err(|message| {
-            anyhow::anyhow!("the topology of Cluster {key} cannot be reconciled: {message}")
+            // The class and templates are read from the management cluster, as the
+            // controller reads them: ones only in the files are the likely reason.
+            let apply_first = if missing.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({} {} in the files but not in the management cluster: apply {} first, then plan)",
+                    missing.join(", "),
+                    if missing.len() == 1 { "is" } else { "are" },
+                    if missing.len() == 1 { "it" } else { "them" },
+                )
+            };
+            anyhow::anyhow!(
+                "the topology of Cluster {key} cannot be reconciled: {message}{apply_first}"
+            )
         })?;
         if reconciled.changes.is_empty() {
             writeln!(out, "No changes for Cluster {key:?}.")?;

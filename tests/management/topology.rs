@@ -422,9 +422,31 @@ fn a_variable_a_patch_uses_rotates_the_template_as_the_plan_says_beforehand() {
     let m = Management::up();
     init(&m, "in-memory");
     let generated = in_memory_topology("rot");
+    let kubeconfig = m.kubeconfig().display().to_string();
+    // Planned before the class is applied: one error naming what to apply first, not a
+    // warning per object that it "differs".
+    let generated_file = m.dir.join("rot-generated.yaml");
+    std::fs::write(&generated_file, &generated).unwrap();
+    let early = capictl(&[
+        "topology",
+        "plan",
+        "-f",
+        generated_file.to_str().unwrap(),
+        "--kubeconfig",
+        &kubeconfig,
+    ]);
+    let said = text(&early.stderr);
+    assert!(!early.status.success(), "{said}");
+    assert!(!said.contains("differs"), "{said}");
+    assert!(
+        said.contains("ClusterClass default/")
+            && said.contains(
+                "in the files but not in the management cluster: apply them first, then plan"
+            ),
+        "{said}"
+    );
     m.kubectl_in(&["apply", "-f", "-"], Some(&generated));
     wait_until("the Cluster Available", 180, || available(&m, "rot"));
-    let kubeconfig = m.kubeconfig().display().to_string();
 
     // Variables the class does not define, or of the wrong type, are refused at once.
     for (variables, field) in [

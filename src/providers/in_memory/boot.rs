@@ -127,12 +127,16 @@ pub(super) fn boot_state<M: SimulatedMachine>(
     );
     let elapsed = (now.as_second() - created.as_second()) as f64;
     if elapsed < boot {
+        // When it will be up, not how far it got: the condition is written once and the
+        // next look is when it is up, so a count of seconds would be stale at once.
+        let up_at = created
+            .checked_add(std::time::Duration::from_secs_f64(boot))
+            .unwrap_or(created)
+            .round(k8s_openapi::jiff::Unit::Second)
+            .unwrap_or(created);
         return waiting(
             api::in_memory::reasons::PROVISIONING,
-            &format!(
-                "The machine is booting ({:.0}s of {boot:.0}s)",
-                elapsed.max(0.0)
-            ),
+            &format!("The machine is booting ({boot:.0}s from its creation): up at {up_at}"),
             boot - elapsed,
         );
     }
