@@ -340,23 +340,8 @@ impl NodeCluster {
 
     pub async fn try_etcd(&self, machine: &str) -> Result<etcd_client::Client, etcd_client::Error> {
         let secrets: Api<Secret> = Api::namespaced(self.management.clone(), NS);
-        let ca = capictl::kubeadm::certs::ca_from_secret(
-            &secrets.get(&format!("{}-etcd", self.name)).await.unwrap(),
-        )
-        .unwrap();
-        let client = ca.client_certificate("cluster-api.x-k8s.io", &[]).unwrap();
-        let tls = etcd_client::TlsOptions::new()
-            .ca_certificate(etcd_client::Certificate::from_pem(&ca.ca.cert))
-            .identity(etcd_client::Identity::from_pem(&client.cert, &client.key));
-        let options = etcd_client::ConnectOptions::new()
-            .with_tls(tls)
-            .with_connect_timeout(Duration::from_secs(5))
-            .with_timeout(Duration::from_secs(10));
-        etcd_client::Client::connect(
-            [format!("https://{}:2379", self.ip(machine).await)],
-            Some(options),
-        )
-        .await
+        let ca = secrets.get(&format!("{}-etcd", self.name)).await.unwrap();
+        etcd_through(&ca, &self.ip(machine).await).await
     }
 
     /// The memory a container uses now (MiB).
@@ -384,6 +369,24 @@ impl NodeCluster {
             _ => n,
         }
     }
+}
+
+/// An etcd client of a cluster's etcd through the member at `ip`, with a client certificate
+/// from the cluster's `<cluster>-etcd` CA Secret (as the control plane provider makes one).
+pub async fn etcd_through(
+    ca: &Secret,
+    ip: &str,
+) -> Result<etcd_client::Client, etcd_client::Error> {
+    let ca = capictl::kubeadm::certs::ca_from_secret(ca).unwrap();
+    let client = ca.client_certificate("cluster-api.x-k8s.io", &[]).unwrap();
+    let tls = etcd_client::TlsOptions::new()
+        .ca_certificate(etcd_client::Certificate::from_pem(&ca.ca.cert))
+        .identity(etcd_client::Identity::from_pem(&client.cert, &client.key));
+    let options = etcd_client::ConnectOptions::new()
+        .with_tls(tls)
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_timeout(Duration::from_secs(10));
+    etcd_client::Client::connect([format!("https://{ip}:2379")], Some(options)).await
 }
 
 pub fn node_ready(n: &Node) -> bool {

@@ -183,3 +183,33 @@ pub async fn node_not_ready(workload: &Client, node: &str) {
         .await
         .unwrap();
 }
+
+/// A MachineHealthCheck of the cluster's workers (`<cluster>-md-0`), which honours the
+/// remediation annotation, as YAML.
+pub fn worker_health_check(cluster: &str) -> String {
+    format!(
+        "apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineHealthCheck\nmetadata:\n  name: {cluster}-md-0\n  namespace: default\nspec:\n  clusterName: {cluster}\n  selector:\n    matchLabels:\n      cluster.x-k8s.io/deployment-name: {cluster}-md-0\n  checks:\n    unhealthyNodeConditions:\n    - type: Ready\n      status: \"False\"\n      timeoutSeconds: 300\n"
+    )
+}
+
+/// The kubectl commands that ask for the cluster's control plane and workers at `version`,
+/// as a user patches them.
+pub fn upgrade_commands(cluster: &str, version: &str) -> [Vec<String>; 2] {
+    let patch = |kind: &str, name: String, patch: String| {
+        ["patch", kind, &name, "--type", "merge", "-p", &patch]
+            .map(String::from)
+            .to_vec()
+    };
+    [
+        patch(
+            "kcp",
+            format!("{cluster}-control-plane"),
+            format!(r#"{{"spec":{{"version":"{version}"}}}}"#),
+        ),
+        patch(
+            "md",
+            format!("{cluster}-md-0"),
+            format!(r#"{{"spec":{{"template":{{"spec":{{"version":"{version}"}}}}}}}}"#),
+        ),
+    ]
+}

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod crash;
 mod nodes;
 mod ownership;
 mod provider;

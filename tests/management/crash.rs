@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::common::fixtures::{upgrade_commands, worker_health_check};
 use crate::common::management::*;
 use crate::move_and_upgrade::{init, machine_lines, objects_of, wait_available};
 use crate::production::{machine_uids, machines_once_ready, scale};
@@ -82,7 +83,7 @@ fn clusters_converge_after_the_management_cluster_is_killed_at_any_moment() {
         }
         let name = format!("crash-{run}");
         m.apply_in_memory_cluster(&name, 1);
-        m.kubectl_in(&["apply", "-f", "-"], Some(&health_check(&name)));
+        m.kubectl_in(&["apply", "-f", "-"], Some(&worker_health_check(&name)));
         live.push(Live {
             name,
             workers: 1,
@@ -104,7 +105,9 @@ fn clusters_converge_after_the_management_cluster_is_killed_at_any_moment() {
         if live.len() >= 2 {
             let c = &mut live[0];
             if c.version != UPGRADE && moments.below(2) == 0 {
-                upgrade(&m, &c.name, UPGRADE);
+                for command in upgrade_commands(&c.name, UPGRADE) {
+                    m.kubectl(&command.iter().map(String::as_str).collect::<Vec<_>>());
+                }
                 c.version = UPGRADE;
                 c.replacing = Replacing::All;
             } else {
@@ -181,35 +184,6 @@ fn clusters_converge_after_the_management_cluster_is_killed_at_any_moment() {
             }
         }
     }
-}
-
-/// A MachineHealthCheck of the cluster's workers, which honours the remediation annotation.
-fn health_check(cluster: &str) -> String {
-    format!(
-        "apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineHealthCheck\nmetadata:\n  name: {cluster}-md-0\n  namespace: default\nspec:\n  clusterName: {cluster}\n  selector:\n    matchLabels:\n      cluster.x-k8s.io/deployment-name: {cluster}-md-0\n  checks:\n    unhealthyNodeConditions:\n    - type: Ready\n      status: \"False\"\n      timeoutSeconds: 300\n"
-    )
-}
-
-/// Asks for the cluster's control plane and workers at `version`.
-fn upgrade(m: &Management, cluster: &str, version: &str) {
-    m.kubectl(&[
-        "patch",
-        "kcp",
-        &format!("{cluster}-control-plane"),
-        "--type",
-        "merge",
-        "-p",
-        &format!(r#"{{"spec":{{"version":"{version}"}}}}"#),
-    ]);
-    m.kubectl(&[
-        "patch",
-        "md",
-        &format!("{cluster}-md-0"),
-        "--type",
-        "merge",
-        "-p",
-        &format!(r#"{{"spec":{{"template":{{"spec":{{"version":"{version}"}}}}}}}}"#),
-    ]);
 }
 
 /// Waits until the cluster has `count` Machines, all Ready and at `version`, and `replaced`
