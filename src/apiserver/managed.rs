@@ -261,6 +261,92 @@ fn collect(value: &Value, schema: Schema<'_>, path: &mut Path, out: &mut BTreeSe
     }
 }
 
+/// The leaf paths of a written object (as [`leaves`] finds them), and those of them the write
+/// changed.
+#[derive(Default)]
+struct Changes {
+    remaining: BTreeSet<Path>,
+    changed: BTreeSet<Path>,
+}
+
+impl Changes {
+    /// What a write from `old` to `new` changed: leaves there before with another value, or
+    /// not there at all (a list item's `.` only when the item is new). One walk of both
+    /// objects side by side, list items matched by key once per list: this runs on every
+    /// write.
+    fn of(old: Option<&Value>, new: &Value, schema: Schema<'_>) -> Changes {
+        let mut changes = Changes::default();
+        changes.walk(old, new, schema, &mut Vec::new());
+        changes
+    }
+
+    fn leaf(&mut self, path: &Path, differs: bool) {
+        if differs {
+            self.changed.insert(path.clone());
+        }
+        self.remaining.insert(path.clone());
+    }
+
+    fn walk(&mut self, old: Option<&Value>, new: &Value, schema: Schema<'_>, path: &mut Path) {
+        match new {
+            Value::Object(map) if !map.is_empty() || path.is_empty() => {
+                for (k, v) in map {
+                    path.push(Step::Field(k.clone()));
+                    if !ignored(path) {
+                        self.walk(old.and_then(|o| o.get(k)), v, schema.field(k), path);
+                    }
+                    path.pop();
+                }
+            }
+            Value::Array(items) if !items.is_empty() => match schema.list_type() {
+                ListType::Atomic => self.leaf(path, old != Some(new)),
+                ListType::Set => {
+                    let before: std::collections::HashSet<String> = old
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .map(Value::to_string)
+                        .collect();
+                    for item in items {
+                        let value = item.to_string();
+                        let differs = !before.contains(&value);
+                        path.push(Step::Value(value));
+                        self.leaf(path, differs);
+                        path.pop();
+                    }
+                }
+                ListType::Map(keys) => {
+                    if items.iter().any(|item| item_key(item, &keys).is_none()) {
+                        // An item without its keys cannot be told apart: the list is a whole.
+                        self.leaf(path, old != Some(new));
+                    }
+                    let mut before: std::collections::HashMap<String, &Value> =
+                        std::collections::HashMap::new();
+                    for item in old.and_then(Value::as_array).into_iter().flatten() {
+                        if let Some(key) = item_key(item, &keys) {
+                            before.entry(key).or_insert(item);
+                        }
+                    }
+                    let item_schema = schema.items();
+                    for item in items {
+                        let Some(key) = item_key(item, &keys) else {
+                            continue;
+                        };
+                        let was = before.get(&key).copied();
+                        path.push(Step::Key(key));
+                        path.push(Step::Itself);
+                        self.leaf(path, was.is_none());
+                        path.pop();
+                        self.walk(was, item, item_schema, path);
+                        path.pop();
+                    }
+                }
+            },
+            _ => self.leaf(path, old != Some(new)),
+        }
+    }
+}
+
 /// The item of list `items` that `step` names.
 fn find<'v>(items: &'v [Value], step: &Step) -> Option<(usize, &'v Value)> {
     items.iter().enumerate().find(|(_, item)| match step {
@@ -487,22 +573,7 @@ pub fn record_update(
     } else {
         old.map(read_entries).unwrap_or_default()
     };
-    let remaining = leaves(new, schema);
-    let changed: BTreeSet<Path> = match old {
-        None => remaining.clone(),
-        Some(old) => {
-            let before = leaves(old, schema);
-            remaining
-                .iter()
-                // An item's `.` is its being there: changing its fields does not take it.
-                .filter(|p| {
-                    !before.contains(*p)
-                        || (p.last() != Some(&Step::Itself) && get(old, p) != get(new, p))
-                })
-                .cloned()
-                .collect()
-        }
-    };
+    let Changes { remaining, changed } = Changes::of(old, new, schema);
     // Fields that went away are nobody's; changed ones are the writer's alone.
     for e in &mut entries {
         e.fields
@@ -823,6 +894,67 @@ mod tests {
                     "items": {"type": "object", "properties": {"name": {"type": "string"}, "image": {"type": "string"}, "args": {"type": "array", "items": {"type": "string"}}}}},
             }},
         }})
+    }
+
+    /// What a write changed, by definition: the leaves of the new object that the old one
+    /// lacks, or holds with another value (a list item's `.` only when the item is new).
+    /// `Changes::of` must say the same in its one walk.
+    #[test]
+    fn one_walk_finds_what_a_write_changed() {
+        let schema = pod_schema();
+        let schema = Schema::inline(&schema);
+        let base = json!({"metadata": {"name": "p", "finalizers": ["a", "b"], "labels": {"x": "1"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx", "args": ["-v"]}, {"name": "log", "image": "busybox"}],
+                     "tolerations": [{"key": "k"}], "empty": {}}});
+        let writes = [
+            // Nothing changed.
+            base.clone(),
+            // A scalar in a keyed item, an atomic list in it, a label.
+            json!({"metadata": {"name": "p", "finalizers": ["a", "b"], "labels": {"x": "2"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:2", "args": ["-v", "-q"]}, {"name": "log", "image": "busybox"}],
+                         "tolerations": [{"key": "k"}], "empty": {}}}),
+            // Items reordered, one new, one gone; a set value new, one gone.
+            json!({"metadata": {"name": "p", "finalizers": ["c", "a"]},
+                "spec": {"containers": [{"name": "new", "image": "x"}, {"name": "web", "image": "nginx", "args": ["-v"]}],
+                         "tolerations": [{"key": "k"}, {"key": "j"}], "empty": {}}}),
+            // An item without its key makes the list a whole; an object becomes a scalar and
+            // an empty object gains a field.
+            json!({"metadata": {"name": "p", "finalizers": ["a", "b"], "labels": "none"},
+                "spec": {"containers": [{"image": "nameless"}, {"name": "web", "image": "nginx", "args": ["-v"]}],
+                         "tolerations": [{"key": "k"}], "empty": {"now": true}}}),
+            // Types change under the same names.
+            json!({"metadata": {"name": "p", "finalizers": "a", "labels": {"x": {"y": 1}}},
+                "spec": {"containers": {"name": "web"}, "tolerations": [], "empty": []}}),
+        ];
+        for old in [None, Some(&base)] {
+            for new in &writes {
+                let remaining = leaves(new, schema);
+                let expected: BTreeSet<Path> = match old {
+                    None => remaining.clone(),
+                    Some(old) => {
+                        let before = leaves(old, schema);
+                        remaining
+                            .iter()
+                            .filter(|p| {
+                                !before.contains(*p)
+                                    || (p.last() != Some(&Step::Itself)
+                                        && get(old, p) != get(new, p))
+                            })
+                            .cloned()
+                            .collect()
+                    }
+                };
+                let show =
+                    |set: &BTreeSet<Path>| set.iter().map(|p| display(p)).collect::<Vec<_>>();
+                let found = Changes::of(old, new, schema);
+                assert_eq!(show(&found.remaining), show(&remaining), "{new}");
+                assert_eq!(
+                    show(&found.changed),
+                    show(&expected),
+                    "from {old:?} to {new}"
+                );
+            }
+        }
     }
 
     #[test]
