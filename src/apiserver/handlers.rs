@@ -315,6 +315,30 @@ impl Call<'_> {
         )))
     }
 
+    /// NodeRestriction on a kubelet's TokenRequest ([`super::node_authz::restrict_token`]);
+    /// other users pass.
+    fn restrict_node_token(&self, account: &str, asked: &Value) -> Result<(), ApiError> {
+        use super::node_authz::{TokenRefusal, node_of, restrict_token};
+        if self.server.authorization != super::authz::Authorization::NodeAndRbac {
+            return Ok(());
+        }
+        let Some(node) = node_of(&self.user) else {
+            return Ok(());
+        };
+        let pod = asked["spec"]["boundObjectRef"]["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .and_then(|pod_name| {
+                let pods = self.server.registry.get("", "v1", "pods")?;
+                self.server.store.get(&pods.key(self.namespace(), pod_name))
+            })
+            .map(|record| record.value());
+        restrict_token(node, account, asked, pod.as_ref()).map_err(|refusal| match refusal {
+            TokenRefusal::Forbidden(why) => ApiError::forbidden(why),
+            TokenRefusal::PodNotFound(pod) => ApiError::not_found("", "pods", &pod),
+        })
+    }
+
     /// NodeRestriction on a kubelet's write ([`super::node_authz::restrict`]).
     fn check_node_write(
         &self,
@@ -947,6 +971,7 @@ impl Call<'_> {
         }
         let mut request = tokens::request_of(&asked)
             .map_err(|(field, message)| invalid(vec![FieldCause::invalid(field, message)]))?;
+        self.restrict_node_token(name, &asked)?;
         if let Some((kind, bound_name, bound_uid)) = &mut request.bound {
             // As kube-apiserver: the object must exist, and be the one the request names.
             let (plural, namespace) = match kind.as_str() {

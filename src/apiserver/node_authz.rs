@@ -273,6 +273,52 @@ pub fn restrict(node: &str, write: &Write<'_>) -> Result<(), String> {
     }
 }
 
+/// Why NodeRestriction refuses a kubelet's TokenRequest.
+#[derive(Debug, PartialEq)]
+pub enum TokenRefusal {
+    Forbidden(String),
+    /// The Pod the token would be bound to does not exist (its name).
+    PodNotFound(String),
+}
+
+/// NodeRestriction on a kubelet's TokenRequest for ServiceAccount `account`: a node gets tokens
+/// only bound to a Pod, named with its uid, that is scheduled on the node itself (`pod`: that
+/// Pod as stored, None when there is none), as kube's plugin checks them. A kubelet's
+/// credentials then mint no token that outlives its Pods or serves another node's.
+pub fn restrict_token(
+    node: &str,
+    account: &str,
+    request: &Value,
+    pod: Option<&Value>,
+) -> Result<(), TokenRefusal> {
+    let forbidden = |why: &str| {
+        TokenRefusal::Forbidden(format!("serviceaccounts \"{account}\" is forbidden: {why}"))
+    };
+    let reference = &request["spec"]["boundObjectRef"];
+    let field = |k: &str| reference[k].as_str().unwrap_or_default();
+    if field("apiVersion") != "v1" || field("kind") != "Pod" || field("name").is_empty() {
+        return Err(forbidden("node requested token not bound to a pod"));
+    }
+    if field("uid").is_empty() {
+        return Err(forbidden(
+            "node requested token with a pod binding without a uid",
+        ));
+    }
+    let pod = pod.ok_or_else(|| TokenRefusal::PodNotFound(field("name").to_string()))?;
+    if pod["metadata"]["uid"].as_str() != Some(field("uid")) {
+        return Err(forbidden(&format!(
+            "the UID in the bound object reference ({}) does not match the UID in record. The object might have been deleted and then recreated",
+            field("uid")
+        )));
+    }
+    if pod["spec"]["nodeName"].as_str() != Some(node) {
+        return Err(forbidden(
+            "node requested token bound to a pod scheduled on a different node",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,6 +434,62 @@ mod tests {
                 &authorize("n1", verb, target, graph),
                 want,
                 "{verb} {target:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_node_gets_tokens_only_for_its_own_pods() {
+        let on_node = json!({"metadata": {"name": "web", "uid": "u1"}, "spec": {"nodeName": "n1"}});
+        let elsewhere =
+            json!({"metadata": {"name": "web", "uid": "u1"}, "spec": {"nodeName": "n2"}});
+        let request = |reference: Value| json!({"spec": {"boundObjectRef": reference}});
+        let pod_ref = json!({"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "u1"});
+        let forbidden = |why: &str| {
+            Err(TokenRefusal::Forbidden(format!(
+                "serviceaccounts \"runner\" is forbidden: {why}"
+            )))
+        };
+        let cases = [
+            (request(pod_ref.clone()), Some(&on_node), Ok(())),
+            (
+                json!({"spec": {}}),
+                Some(&on_node),
+                forbidden("node requested token not bound to a pod"),
+            ),
+            (
+                request(json!({"apiVersion": "v1", "kind": "Secret", "name": "s", "uid": "u"})),
+                Some(&on_node),
+                forbidden("node requested token not bound to a pod"),
+            ),
+            (
+                request(json!({"apiVersion": "v1", "kind": "Pod", "name": "web"})),
+                Some(&on_node),
+                forbidden("node requested token with a pod binding without a uid"),
+            ),
+            (
+                request(pod_ref.clone()),
+                None,
+                Err(TokenRefusal::PodNotFound("web".into())),
+            ),
+            (
+                request(json!({"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "old"})),
+                Some(&on_node),
+                forbidden(
+                    "the UID in the bound object reference (old) does not match the UID in record. The object might have been deleted and then recreated",
+                ),
+            ),
+            (
+                request(pod_ref),
+                Some(&elsewhere),
+                forbidden("node requested token bound to a pod scheduled on a different node"),
+            ),
+        ];
+        for (asked, pod, expected) in cases {
+            assert_eq!(
+                restrict_token("n1", "runner", &asked, pod),
+                expected,
+                "{asked}"
             );
         }
     }
