@@ -3,9 +3,16 @@
 //! days), a value, a range `a-b`, a step `*/n`, `a-b/n` or `a/n`, or a list of those; month
 //! and weekday names (`jan`, `mon`); `7` is Sunday too; and the macros `@yearly`
 //! (`@annually`), `@monthly`, `@weekly`, `@daily` (`@midnight`) and `@hourly`. When both day
-//! fields are restricted a day matching either runs, as in cron. Times are UTC.
+//! fields are restricted a day matching either runs, as in cron. Schedules run on a time
+//! zone's wall clock (`spec.timeZone`, UTC when unset): a time the clock skips when it springs
+//! forward does not run that day, and one it passes twice when it falls back runs twice, as
+//! robfig/cron's `Next` has kube-controller-manager run them.
 
-use time::{Duration, OffsetDateTime, Time};
+use jiff::tz::{AmbiguousOffset, TimeZone};
+use time::{Duration, OffsetDateTime, PrimitiveDateTime, Time};
+
+/// How far a time zone's clock turns back at once, at most (an hour, in practice).
+const FOLDS_AT_MOST: Duration = Duration::hours(3);
 
 /// A parsed schedule: the allowed values of each field as bit sets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +24,8 @@ pub struct Schedule {
     days_of_week: u64,
     /// Whether the day-of-month or day-of-week field was `*` or `?`: then both must match.
     any_day: bool,
+    /// The wall clock the fields are read on.
+    zone: TimeZone,
 }
 
 const MONTHS: [&str; 12] = [
@@ -122,7 +131,62 @@ impl Schedule {
             months,
             days_of_week,
             any_day: dom_star || dow_star,
+            zone: TimeZone::UTC,
         })
+    }
+
+    /// The schedule on the wall clock of the IANA time zone `name` (`Europe/Paris`); the error
+    /// is the controller's words for a zone it does not know.
+    pub fn in_time_zone(self, name: &str) -> Result<Schedule, String> {
+        let zone = TimeZone::get(name).map_err(|_| format!("unknown time zone {name}"))?;
+        Ok(Schedule { zone, ..self })
+    }
+
+    /// The zone's wall-clock reading of an instant, as a UTC-offset value whose fields are
+    /// the wall clock's.
+    fn wall_clock(&self, at: OffsetDateTime) -> Option<OffsetDateTime> {
+        let timestamp = jiff::Timestamp::from_second(at.unix_timestamp()).ok()?;
+        let wall = self.zone.to_datetime(timestamp);
+        let date = time::Date::from_calendar_date(
+            i32::from(wall.year()),
+            time::Month::try_from(wall.month() as u8).ok()?,
+            wall.day() as u8,
+        )
+        .ok()?;
+        let clock =
+            Time::from_hms(wall.hour() as u8, wall.minute() as u8, wall.second() as u8).ok()?;
+        Some(PrimitiveDateTime::new(date, clock).assume_utc())
+    }
+
+    /// The instants a wall-clock minute is in the zone: none for one the clock skips, two for
+    /// one it passes twice (kube's robfig/cron runs both).
+    fn instants(&self, wall: OffsetDateTime) -> Vec<OffsetDateTime> {
+        let Some(ambiguous) = self.ambiguous(wall) else {
+            return Vec::new();
+        };
+        let found = match ambiguous.offset() {
+            AmbiguousOffset::Gap { .. } => vec![],
+            AmbiguousOffset::Unambiguous { .. } => vec![ambiguous.earlier()],
+            AmbiguousOffset::Fold { .. } => vec![ambiguous.earlier(), ambiguous.later()],
+        };
+        found
+            .into_iter()
+            .filter_map(|t| OffsetDateTime::from_unix_timestamp(t.ok()?.as_second()).ok())
+            .collect()
+    }
+
+    fn ambiguous(&self, wall: OffsetDateTime) -> Option<jiff::tz::AmbiguousTimestamp> {
+        let civil = jiff::civil::DateTime::new(
+            i16::try_from(wall.year()).ok()?,
+            u8::from(wall.month()) as i8,
+            wall.day() as i8,
+            wall.hour() as i8,
+            wall.minute() as i8,
+            0,
+            0,
+        )
+        .ok()?;
+        Some(self.zone.to_ambiguous_timestamp(civil))
     }
 
     fn day_matches(&self, t: OffsetDateTime) -> bool {
@@ -134,7 +198,25 @@ impl Schedule {
     /// The first time after `after` (to the minute) that the schedule runs; None when none
     /// comes within five years (such as the 30th of February).
     pub fn next(&self, after: OffsetDateTime) -> Option<OffsetDateTime> {
-        let after = after.to_offset(time::UtcOffset::UTC);
+        // The wall clock may have turned back within the last hours (a fold): its minutes
+        // from before `after` can come again after it, so the search starts that far back
+        // and keeps only instants after `after`.
+        let lookback = if self.zone == TimeZone::UTC {
+            Duration::ZERO
+        } else {
+            FOLDS_AT_MOST
+        };
+        let mut wall = self.wall_clock(after - lookback)?;
+        loop {
+            wall = self.next_on_the_wall(wall)?;
+            if let Some(instant) = self.instants(wall).into_iter().find(|i| *i > after) {
+                return Some(instant);
+            }
+        }
+    }
+
+    /// The first wall-clock minute after `after` (wall-clock fields) that the fields match.
+    fn next_on_the_wall(&self, after: OffsetDateTime) -> Option<OffsetDateTime> {
         let mut t =
             after.replace_second(0).ok()?.replace_nanosecond(0).ok()? + Duration::minutes(1);
         let limit = after + Duration::days(5 * 366);
@@ -234,6 +316,67 @@ mod tests {
             assert_eq!(schedule.next(at), Some(expected), "{text}");
         }
         assert_eq!(Schedule::parse("0 0 30 feb *").unwrap().next(at), None);
+    }
+
+    #[test]
+    fn a_time_zone_moves_the_wall_clock_and_its_daylight_saving_jumps() {
+        let paris = |text: &str| {
+            Schedule::parse(text)
+                .unwrap()
+                .in_time_zone("Europe/Paris")
+                .unwrap()
+        };
+        // Winter: Paris is UTC+1.
+        assert_eq!(
+            paris("0 9 * * *").next(datetime!(2026-12-05 10:07 UTC)),
+            Some(datetime!(2026-12-06 08:00 UTC))
+        );
+        // Summer: UTC+2.
+        assert_eq!(
+            paris("0 9 * * *").next(datetime!(2027-06-01 00:00 UTC)),
+            Some(datetime!(2027-06-01 07:00 UTC))
+        );
+        // 2027-03-28 springs forward from 02:00 to 03:00: 02:30 does not run that day.
+        assert_eq!(
+            paris("30 2 * * *").next(datetime!(2027-03-27 12:00 UTC)),
+            Some(datetime!(2027-03-29 00:30 UTC))
+        );
+        // 2026-10-25 falls back from 03:00 to 02:00: 02:30 comes twice and runs twice.
+        let fall = paris("30 2 * * *");
+        let first = fall.next(datetime!(2026-10-24 12:00 UTC)).unwrap();
+        assert_eq!(first, datetime!(2026-10-25 00:30 UTC));
+        let second = fall.next(first).unwrap();
+        assert_eq!(second, datetime!(2026-10-25 01:30 UTC));
+        assert_eq!(fall.next(second), Some(datetime!(2026-10-26 01:30 UTC)));
+        // From late in the first pass, the second pass's earlier minute is still to come.
+        assert_eq!(
+            paris("10 2 * * *").next(datetime!(2026-10-25 00:50 UTC)),
+            Some(datetime!(2026-10-25 01:10 UTC))
+        );
+        // Every hour on the fall-back day: every real hour, the repeated one too.
+        let hourly = paris("0 * * * *");
+        let runs: Vec<_> =
+            std::iter::successors(hourly.next(datetime!(2026-10-24 23:30 UTC)), |t| {
+                hourly.next(*t)
+            })
+            .take_while(|t| *t < datetime!(2026-10-25 04:00 UTC))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                datetime!(2026-10-25 00:00 UTC),
+                datetime!(2026-10-25 01:00 UTC),
+                datetime!(2026-10-25 02:00 UTC),
+                datetime!(2026-10-25 03:00 UTC),
+            ]
+        );
+        assert_eq!(
+            Schedule::parse("* * * * *")
+                .unwrap()
+                .in_time_zone("Mars/Olympus")
+                .unwrap_err(),
+            "unknown time zone Mars/Olympus"
+        );
     }
 
     #[test]

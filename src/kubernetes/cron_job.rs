@@ -126,22 +126,30 @@ pub fn plan(cron_job: &CronJob, jobs: &[&Job], now: OffsetDateTime) -> Plan {
     let mut last_schedule = status.last_schedule_time.as_ref().and_then(parse_time);
     let mut active_refs: Vec<Value> = active.iter().map(|j| reference(j)).collect();
     let schedule = Schedule::parse(&spec.schedule);
-    match (&schedule, spec.time_zone.as_deref()) {
+    let zoned = match (&schedule, spec.time_zone.as_deref()) {
+        (Ok(s), Some(zone)) => Some(s.clone().in_time_zone(zone)),
+        _ => None,
+    };
+    match (&schedule, zoned) {
         (Err(why), _) => plan.events.push((
             "Warning",
             "UnparseableSchedule",
             format!("unparseable schedule: {:?} : {why}", spec.schedule),
         )),
-        (Ok(_), Some(zone)) if !matches!(zone, "UTC" | "Etc/UTC") => plan.events.push((
+        (Ok(_), Some(Err(why))) => plan.events.push((
             "Warning",
             "UnknownTimeZone",
             format!(
-                "invalid timeZone: {zone:?}: capictl's controller runs schedules in UTC only; remove spec.timeZone and write the schedule in UTC"
+                "invalid timeZone: {:?}: {why}",
+                spec.time_zone.as_deref().unwrap_or_default()
             ),
         )),
-        (Ok(schedule), _)
+        (Ok(unzoned), zoned)
             if spec.suspend != Some(true) && cron_job.metadata.deletion_timestamp.is_none() =>
         {
+            let schedule = zoned
+                .and_then(Result::ok)
+                .unwrap_or_else(|| unzoned.clone());
             let created = cron_job
                 .metadata
                 .creation_timestamp
@@ -431,12 +439,35 @@ mod tests {
         let plan = plan(&bad, &[], datetime!(2026-12-05 10:30 UTC));
         assert!(plan.create.is_none());
         assert_eq!(plan.events[0].1, "UnparseableSchedule");
-        let zoned = cron_job(
-            json!({"schedule": "* * * * *", "timeZone": "Europe/Paris"}),
+        let unknown = cron_job(
+            json!({"schedule": "* * * * *", "timeZone": "Mars/Olympus"}),
             json!({}),
         );
-        let plan = super::plan(&zoned, &[], datetime!(2026-12-05 10:30 UTC));
+        let plan = super::plan(&unknown, &[], datetime!(2026-12-05 10:30 UTC));
         assert!(plan.create.is_none());
         assert_eq!(plan.events[0].1, "UnknownTimeZone");
+        assert_eq!(
+            plan.events[0].2,
+            "invalid timeZone: \"Mars/Olympus\": unknown time zone Mars/Olympus"
+        );
+    }
+
+    #[test]
+    fn a_schedule_runs_on_its_time_zones_clock() {
+        // 09:00 in Paris is 08:00 UTC in December.
+        let paris = cron_job(
+            json!({"schedule": "0 9 * * *", "timeZone": "Europe/Paris"}),
+            json!({}),
+        );
+        let before = plan(&paris, &[], datetime!(2026-12-06 07:59 UTC));
+        assert!(before.create.is_none());
+        assert_eq!(before.next, Some(datetime!(2026-12-06 08:00 UTC)));
+        let due = plan(&paris, &[], datetime!(2026-12-06 08:00:05 UTC));
+        assert!(due.create.is_some(), "{:?}", due.events);
+        assert!(
+            due.events.iter().all(|e| e.0 != "Warning"),
+            "{:?}",
+            due.events
+        );
     }
 }
