@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+pub mod crash;
 pub mod docker;
 pub mod fixtures;
 pub mod lifecycle;

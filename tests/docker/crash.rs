@@ -14,47 +14,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::Value;
 
+use crate::common::crash::{Live, Moments, Replacing, asked, change, from_env, seed};
 use crate::common::docker::etcd_through;
-use crate::common::fixtures::{upgrade_commands, worker_health_check};
+use crate::common::fixtures::worker_health_check;
 use crate::common::quickstart::*;
 
 const VERSION: &str = "v1.28.13";
 const UPGRADE: &str = "v1.29.10";
-
-/// A small deterministic generator, so that a failing sequence can be replayed by its seed.
-struct Moments(u64);
-
-impl Moments {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % bound
-    }
-}
-
-fn from_env(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| {
-        v.parse()
-            .unwrap_or_else(|_| panic!("{name} is a number: {v:?}"))
-    })
-}
-
-/// A cluster the harness keeps, and what the last run asked of it that replaces Machines.
-struct Live {
-    name: String,
-    workers: usize,
-    version: &'static str,
-    replacing: Replacing,
-}
-
-#[derive(Clone, PartialEq)]
-enum Replacing {
-    Nothing,
-    All,
-    One(String),
-}
 
 /// Removes every container the harness's clusters left, whatever happened.
 struct Sweep(String);
@@ -128,13 +94,7 @@ fn cluster_containers(name: &str) -> (BTreeSet<String>, usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_clusters_converge_after_the_management_cluster_is_killed_at_any_moment() {
     let runs = from_env("CAPICTL_DOCKER_CRASH_RUNS").unwrap_or(3);
-    let seed = from_env("CAPICTL_CRASH_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    });
-    eprintln!("crash sequence seed {seed} (CAPICTL_CRASH_SEED replays it)");
+    let seed = seed();
     let mut moments = Moments(seed);
     let s = Session::start("crash", &format!("{VERSION},{UPGRADE}")).await;
     let _sweep = Sweep(s.cluster.clone());
@@ -148,70 +108,18 @@ async fn docker_clusters_converge_after_the_management_cluster_is_killed_at_any_
         }
         let name = format!("{}-{run}", s.cluster);
         apply_cluster(&s, &name);
-        live.push(Live {
-            name,
-            workers: 1,
-            version: VERSION,
-            replacing: Replacing::Nothing,
+        live.push(Live::new(name, VERSION));
+        change(&mut live, &mut deleted, &mut moments, 1, UPGRADE, &|args| {
+            s.kubectl(args)
         });
-        if live.len() >= 2 {
-            let previous = live.len() - 2;
-            let c = &mut live[previous];
-            c.workers += 1;
-            s.kubectl(&[
-                "scale",
-                "md",
-                &format!("{}-md-0", c.name),
-                &format!("--replicas={}", c.workers),
-            ]);
-        }
-        if live.len() >= 3 {
-            let c = live.remove(0);
-            s.kubectl(&["delete", "cluster", &c.name, "--wait=false"]);
-            deleted.push(c.name);
-        }
-        if live.len() >= 2 {
-            let c = &mut live[0];
-            if c.version != UPGRADE && moments.below(2) == 0 {
-                for command in upgrade_commands(&c.name, UPGRADE) {
-                    s.kubectl(&command.iter().map(String::as_str).collect::<Vec<_>>());
-                }
-                c.version = UPGRADE;
-                c.replacing = Replacing::All;
-            } else {
-                let victim = s.kubectl(&[
-                    "get",
-                    "machines",
-                    "-l",
-                    &format!("cluster.x-k8s.io/deployment-name={}-md-0", c.name),
-                    "-o",
-                    "jsonpath={.items[0].metadata.name}",
-                ]);
-                s.kubectl(&[
-                    "annotate",
-                    "machine",
-                    &victim,
-                    "cluster.x-k8s.io/remediate-machine=",
-                ]);
-                c.replacing = Replacing::One(victim);
-            }
-        }
         // Anywhere from the first writes to the middle of the nodes' bootstrap.
         let delay = Duration::from_millis(moments.below(12_000));
         tokio::time::sleep(delay).await;
         kill_management(&state);
         s.capictl(&["management", "up", "--dir", state.to_str().unwrap()]);
-        let asked: Vec<String> = live
-            .iter()
-            .filter_map(|c| match &c.replacing {
-                Replacing::Nothing => None,
-                Replacing::All => Some(format!("{} upgraded", c.name)),
-                Replacing::One(victim) => Some(format!("{victim} remediated")),
-            })
-            .collect();
         eprintln!(
             "run {run}: killed {delay:?} after the changes ({}), started again",
-            asked.join(", ")
+            asked(&live)
         );
 
         for c in &live {
@@ -233,13 +141,8 @@ async fn docker_clusters_converge_after_the_management_cluster_is_killed_at_any_
             let machines = machines_converge(&s, &c.name, count, c.version, victim).await;
             let prefix = format!("{}-", c.name);
             for machine in kept.iter().filter(|k| k.starts_with(&prefix)) {
-                let asked = match &c.replacing {
-                    Replacing::Nothing => false,
-                    Replacing::All => true,
-                    Replacing::One(victim) => machine.starts_with(&format!("{victim}=")),
-                };
                 assert!(
-                    asked || machines.contains(machine),
+                    c.asked_to_replace(machine) || machines.contains(machine),
                     "seed {seed}, run {run}: {machine} was replaced: {machines:?}"
                 );
             }

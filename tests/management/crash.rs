@@ -6,48 +6,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::fixtures::{upgrade_commands, worker_health_check};
+use crate::common::crash::{Live, Moments, Replacing, asked, change, from_env, seed};
+use crate::common::fixtures::worker_health_check;
 use crate::common::management::*;
 use crate::move_and_upgrade::{init, machine_lines, objects_of, wait_available};
-use crate::production::{machine_uids, machines_once_ready, scale};
-
-/// A small deterministic generator, so that a failing sequence can be replayed by its seed.
-struct Moments(u64);
-
-impl Moments {
-    fn below(&mut self, bound: u64) -> u64 {
-        // Knuth's MMIX constants.
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % bound
-    }
-}
-
-fn from_env(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| {
-        v.parse()
-            .unwrap_or_else(|_| panic!("{name} is a number: {v:?}"))
-    })
-}
-
-/// A cluster the harness keeps: its workers, its Kubernetes version, and what the last run
-/// asked of it that replaces Machines (so that they are not counted as replaced by the crash).
-struct Live {
-    name: String,
-    workers: u64,
-    version: &'static str,
-    /// Machines the last run asked to replace: all of them (an upgrade) or one (remediation).
-    replacing: Replacing,
-}
-
-#[derive(Clone, PartialEq)]
-enum Replacing {
-    Nothing,
-    All,
-    One(String),
-}
+use crate::production::{machine_uids, machines_once_ready};
 
 /// The version each cluster is upgraded to, once.
 const UPGRADE: &str = "v1.31.0";
@@ -61,13 +24,7 @@ const UPGRADE: &str = "v1.31.0";
 #[test]
 fn clusters_converge_after_the_management_cluster_is_killed_at_any_moment() {
     let runs = from_env("CAPICTL_CRASH_RUNS").unwrap_or(3);
-    let seed = from_env("CAPICTL_CRASH_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    });
-    eprintln!("crash sequence seed {seed} (CAPICTL_CRASH_SEED replays it)");
+    let seed = seed();
     let mut moments = Moments(seed);
     let m = Management::up();
     init(&m, "in-memory");
@@ -84,70 +41,22 @@ fn clusters_converge_after_the_management_cluster_is_killed_at_any_moment() {
         let name = format!("crash-{run}");
         m.apply_in_memory_cluster(&name, 1);
         m.kubectl_in(&["apply", "-f", "-"], Some(&worker_health_check(&name)));
-        live.push(Live {
-            name,
-            workers: 1,
-            version: "v1.30.4",
-            replacing: Replacing::Nothing,
+        live.push(Live::new(name, "v1.30.4"));
+        change(&mut live, &mut deleted, &mut moments, 2, UPGRADE, &|args| {
+            m.kubectl(args)
         });
-        if live.len() >= 2 {
-            let previous = live.len() - 2;
-            let c = &mut live[previous];
-            c.workers += 1 + moments.below(2);
-            scale(&m, &format!("{}-md-0", c.name), c.workers as u32);
-        }
-        if live.len() >= 3 {
-            let c = live.remove(0);
-            m.kubectl(&["delete", "cluster", &c.name, "--wait=false"]);
-            deleted.push(c.name);
-        }
-        // The oldest cluster left, which nothing else changes in this run.
-        if live.len() >= 2 {
-            let c = &mut live[0];
-            if c.version != UPGRADE && moments.below(2) == 0 {
-                for command in upgrade_commands(&c.name, UPGRADE) {
-                    m.kubectl(&command.iter().map(String::as_str).collect::<Vec<_>>());
-                }
-                c.version = UPGRADE;
-                c.replacing = Replacing::All;
-            } else {
-                let victim = m.kubectl(&[
-                    "get",
-                    "machines",
-                    "-l",
-                    &format!("cluster.x-k8s.io/deployment-name={}-md-0", c.name),
-                    "-o",
-                    "jsonpath={.items[0].metadata.name}",
-                ]);
-                m.kubectl(&[
-                    "annotate",
-                    "machine",
-                    &victim,
-                    "cluster.x-k8s.io/remediate-machine=",
-                ]);
-                c.replacing = Replacing::One(victim);
-            }
-        }
         let delay = Duration::from_millis(moments.below(4000));
         std::thread::sleep(delay);
         m.kill();
         m.start();
-        let asked: Vec<String> = live
-            .iter()
-            .filter_map(|c| match &c.replacing {
-                Replacing::Nothing => None,
-                Replacing::All => Some(format!("{} upgraded", c.name)),
-                Replacing::One(victim) => Some(format!("{victim} remediated")),
-            })
-            .collect();
         eprintln!(
             "run {run}: killed {delay:?} after the changes ({}), started again",
-            asked.join(", ")
+            asked(&live)
         );
 
         for c in &live {
             wait_available(&m, &c.name);
-            let count = 1 + c.workers as usize;
+            let count = 1 + c.workers;
             let uids = match &c.replacing {
                 Replacing::Nothing => machines_once_ready(&m, &c.name, count),
                 // A rollout or a remediation makes one Machine more at a time, per owner.
@@ -158,13 +67,8 @@ fn clusters_converge_after_the_management_cluster_is_killed_at_any_moment() {
             };
             let prefix = format!("{}-", c.name);
             for machine in kept.iter().filter(|k| k.starts_with(&prefix)) {
-                let asked = match &c.replacing {
-                    Replacing::Nothing => false,
-                    Replacing::All => true,
-                    Replacing::One(victim) => machine.starts_with(&format!("{victim}=")),
-                };
                 assert!(
-                    asked || uids.contains(machine),
+                    c.asked_to_replace(machine) || uids.contains(machine),
                     "seed {seed}, run {run}: {machine} was replaced: {uids:?}"
                 );
             }

@@ -48,18 +48,28 @@ fn condition(m: &Management, kind: &str, name: &str, condition: &str) -> String 
 pub(crate) fn wait_available(m: &Management, cluster: &str) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while condition(m, "cluster", cluster, "Available") != "True" {
-        assert!(
-            Instant::now() < deadline,
-            "Cluster {cluster} not Available in {}:\n{}",
-            m.server(),
-            text(
-                &with(
-                    m,
-                    &["describe", "cluster", cluster, "--show-conditions", "all"]
-                )
-                .stdout
-            )
-        );
+        if Instant::now() > deadline {
+            let tree = with(
+                m,
+                &["describe", "cluster", cluster, "--show-conditions", "all"],
+            );
+            let objects = m
+                .kubectl_command(&[
+                    "get",
+                    "clusters,machines,kcp,md,inmemoryclusters,inmemorymachines",
+                    "-A",
+                ])
+                .output()
+                .unwrap();
+            panic!(
+                "Cluster {cluster} not Available in {}:\n{}{}\n{}{}",
+                m.server(),
+                text(&tree.stdout),
+                text(&tree.stderr),
+                text(&objects.stdout),
+                text(&objects.stderr)
+            );
+        }
         std::thread::sleep(Duration::from_millis(500));
     }
 }
