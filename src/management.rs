@@ -175,14 +175,40 @@ fn home() -> PathBuf {
 }
 
 fn process_alive(pid: u32) -> bool {
-    // Signal 0 checks that the process exists without touching it. A killed server whose
-    // parent (`management up`, gone) left it to an init that does not reap, as in many
-    // containers, stays a zombie: that is a server that is no longer running.
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    // Signal 0 checks that the process exists without touching it. A killed server is no
+    // longer running from the moment it is killed, though it exists a little longer: with
+    // SIGKILL pending or exiting (a loaded machine can take a while to get there; `management
+    // up` right after a `kill -9` saw it and started nothing), or as a zombie its parent
+    // (`management up`, gone) left to an init that does not reap, as in many containers.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    !going_away(&stat, &status) && unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+}
+
+/// Whether a process, by its `/proc/<pid>/stat` and `/proc/<pid>/status`, is a zombie, is
+/// exiting (`PF_EXITING`), or has SIGKILL pending.
+fn going_away(stat: &str, status: &str) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let zombie = fields
+        .first()
+        .is_some_and(|state| matches!(*state, "Z" | "X"));
+    let exiting = fields
+        .get(6)
+        .and_then(|flags| flags.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_EXITING != 0);
+    let killed = status.lines().any(|line| {
+        ["SigPnd:", "ShdPnd:"].iter().any(|field| {
+            line.strip_prefix(field)
+                .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+                .is_some_and(|mask| mask & SIGKILL_BIT != 0)
+        })
     });
-    !zombie && unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+    zombie || exiting || killed
 }
 
 /// The kubeconfig file a command writes to: the flag, else the first of $KUBECONFIG, else
@@ -869,4 +895,39 @@ pub async fn down(dir: &StateDir, wait: Duration) -> Result<Option<RunInfo>, Man
     }
     let _ = std::fs::remove_file(dir.run_info_path());
     Ok(Some(info))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_killed_exiting_or_zombie_server_is_not_running() {
+        let stat = |state: &str, flags: u64| {
+            format!("4242 (capictl) {state} 1 4242 4242 0 -1 {flags} 120 0 0 0 5 3 0 0 20 0 12 0")
+        };
+        let status = |shared: &str| {
+            format!("Name:\tcapictl\nSigPnd:\t0000000000000000\nShdPnd:\t{shared}\n")
+        };
+        let quiet = status("0000000000000000");
+        assert!(
+            !going_away(&stat("S", 4194560), &quiet),
+            "a sleeping server runs"
+        );
+        assert!(
+            going_away(&stat("S", 4194560), &status("0000000000000100")),
+            "SIGKILL pending"
+        );
+        assert!(
+            !going_away(&stat("S", 4194560), &status("0000000000004000")),
+            "SIGTERM is the server's to handle"
+        );
+        assert!(going_away(&stat("R", 4194564), &quiet), "exiting");
+        assert!(going_away(&stat("Z", 4194564), &quiet), "a zombie");
+        // A command name with spaces and parentheses does not shift the fields.
+        let odd = "4242 (capictl (x) y) S 1 4242 4242 0 -1 4194560 120";
+        assert!(!going_away(odd, &quiet));
+        // This very process runs.
+        assert!(process_alive(std::process::id()));
+    }
 }

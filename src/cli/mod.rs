@@ -184,6 +184,7 @@ pub struct UsageError(pub String);
 /// success, 1 on failure, 2 on a usage error.
 pub fn run(cli: Cli) -> ExitCode {
     init_logging(cli.verbose);
+    quiet_when_the_reader_leaves();
     let result = match cli.command {
         Command::Generate(cmd) => cmd.run(),
         Command::Version(args) => version::run(&args),
@@ -216,6 +217,24 @@ pub fn run(cli: Cli) -> ExitCode {
             }
         }
     }
+}
+
+/// A reader that goes away (`capictl ... | head -1`) ends the command quietly with success,
+/// also where the output is printed with `println!`, whose failure is a panic.
+fn quiet_when_the_reader_leaves() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 /// The error and its causes, each once: an error whose message already quotes its cause (a

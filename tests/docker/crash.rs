@@ -22,20 +22,30 @@ use crate::common::quickstart::*;
 const VERSION: &str = "v1.28.13";
 const UPGRADE: &str = "v1.29.10";
 
-/// Removes every container the harness's clusters left, whatever happened.
+/// Removes every container the harness's clusters left, whatever happened: the nodes first,
+/// whose kubelets would start their Pods' containers again, then what is left, until a listing
+/// finds nothing.
 struct Sweep(String);
 
 impl Drop for Sweep {
     fn drop(&mut self) {
-        for c in containers_of_prefix(&self.0) {
-            let _ = Command::new("docker").args(["rm", "-f", "-v", &c]).output();
+        for _ in 0..5 {
+            let left = containers_of_prefix(&self.0);
+            if left.is_empty() {
+                return;
+            }
+            let (nodes, pods): (Vec<_>, Vec<_>) = left.into_iter().partition(|(_, node)| *node);
+            for (c, _) in nodes.into_iter().chain(pods) {
+                let _ = Command::new("docker").args(["rm", "-f", "-v", &c]).output();
+            }
+            std::thread::sleep(Duration::from_secs(1));
         }
     }
 }
 
-/// Names of containers of clusters whose names start with `prefix` (nodes, load balancers,
-/// and their Pods' containers).
-fn containers_of_prefix(prefix: &str) -> Vec<String> {
+/// The containers of clusters whose names start with `prefix` (nodes, load balancers, and
+/// their Pods' containers), each with whether it is a node or load balancer.
+fn containers_of_prefix(prefix: &str) -> Vec<(String, bool)> {
     let out = Command::new("docker")
         .args([
             "ps",
@@ -43,15 +53,22 @@ fn containers_of_prefix(prefix: &str) -> Vec<String> {
             "--filter",
             "label=io.x-k8s.capictl.cluster",
             "--format",
-            "{{.Names}} {{.Label \"io.x-k8s.capictl.cluster\"}}",
+            "{{.Names}} {{.Label \"io.x-k8s.capictl.cluster\"}} {{.Label \"io.x-k8s.kind.role\"}}",
         ])
         .output()
         .unwrap();
     text(&out.stdout)
         .lines()
-        .filter_map(|l| l.split_once(' '))
-        .filter(|(_, owner)| owner.starts_with(&format!("default/{prefix}")))
-        .map(|(name, _)| name.to_string())
+        .filter_map(|l| {
+            let mut fields = l.split(' ');
+            Some((
+                fields.next()?,
+                fields.next()?,
+                fields.next().unwrap_or_default(),
+            ))
+        })
+        .filter(|(_, owner, _)| owner.starts_with(&format!("default/{prefix}")))
+        .map(|(name, _, role)| (name.to_string(), !role.is_empty()))
         .collect()
 }
 

@@ -542,6 +542,18 @@ fn output_cut_short_by_its_reader_is_not_an_error() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stderr(&out), "");
+    // The same where the lines are printed one by one (`management status | head -1`).
+    let dir = std::env::temp_dir().join(format!("capictl-cut-{}", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_capictl"))
+        .args(["management", "status", "--dir", dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
 }
 
 /// Commands that start something long-lived (a server, the controllers, a cluster, an image
