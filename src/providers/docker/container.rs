@@ -423,12 +423,15 @@ pub fn create_body(spec: &Spec, host: &Host) -> ContainerCreateBody {
         Role::Worker => None,
     };
     // kind's nodes need device-mapper on btrfs and zfs, and read the host's kernel modules.
-    let kind_node = |wanted: bool| spec.privileged && wanted;
-    let binds: Vec<String> = kind_node(matches!(host.storage_driver.as_str(), "btrfs" | "zfs"))
+    let device_mapper = spec.privileged && matches!(host.storage_driver.as_str(), "btrfs" | "zfs");
+    let binds: Vec<String> = device_mapper
         .then(|| "/dev/mapper:/dev/mapper:ro".to_string())
         .into_iter()
         .chain(spec.mounts.iter().map(|m| host.bind(m)))
-        .chain(kind_node(host.lib_modules).then(|| host.bind(&Mount::read_only("/lib/modules"))))
+        .chain(
+            (spec.privileged && host.lib_modules)
+                .then(|| host.bind(&Mount::read_only("/lib/modules"))),
+        )
         .collect();
     let mut env = Vec::new();
     if spec.role == Role::ControlPlane {
