@@ -531,29 +531,23 @@ fn clusterctls_backup_restore_and_verbosity_are_understood() {
 
 #[test]
 fn output_cut_short_by_its_reader_is_not_an_error() {
-    // `capictl generate crds | head -1`: the reader leaves; capictl stops quietly.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_capictl"))
-        .args(["generate", "crds"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stderr(&out), "");
-    // The same where the lines are printed one by one (`management status | head -1`).
+    // The reader leaves at once (`| head -1`); capictl stops quietly with success.
+    let cut_short = |args: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_capictl"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?}");
+    };
+    cut_short(&["generate", "crds"]);
+    // The same where the lines are printed one by one.
     let dir = std::env::temp_dir().join(format!("capictl-cut-{}", std::process::id()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_capictl"))
-        .args(["management", "status", "--dir", dir.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stderr(&out), "");
+    cut_short(&["management", "status", "--dir", dir.to_str().unwrap()]);
 }
 
 /// Commands that start something long-lived (a server, the controllers, a cluster, an image

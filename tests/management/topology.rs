@@ -425,16 +425,19 @@ fn a_variable_a_patch_uses_rotates_the_template_as_the_plan_says_beforehand() {
     let kubeconfig = m.kubeconfig().display().to_string();
     // Planned before the class is applied: one error naming what to apply first, not a
     // warning per object that it "differs".
-    let generated_file = m.dir.join("rot-generated.yaml");
-    std::fs::write(&generated_file, &generated).unwrap();
-    let early = capictl(&[
-        "topology",
-        "plan",
-        "-f",
-        generated_file.to_str().unwrap(),
-        "--kubeconfig",
-        &kubeconfig,
-    ]);
+    let whole = m.dir.join("whole.yaml");
+    std::fs::write(&whole, &generated).unwrap();
+    let plan_whole = || {
+        capictl(&[
+            "topology",
+            "plan",
+            "-f",
+            whole.to_str().unwrap(),
+            "--kubeconfig",
+            &kubeconfig,
+        ])
+    };
+    let early = plan_whole();
     let said = text(&early.stderr);
     assert!(!early.status.success(), "{said}");
     assert!(!said.contains("differs"), "{said}");
@@ -490,16 +493,7 @@ fn a_variable_a_patch_uses_rotates_the_template_as_the_plan_says_beforehand() {
     };
     assert_eq!(plan(&m), "No changes for Cluster \"default/rot\".\n");
     // The whole generated file too: its ClusterClass and templates are the stored ones.
-    let whole = m.dir.join("whole.yaml");
-    std::fs::write(&whole, &generated).unwrap();
-    let out = capictl(&[
-        "topology",
-        "plan",
-        "-f",
-        whole.to_str().unwrap(),
-        "--kubeconfig",
-        &kubeconfig,
-    ]);
+    let out = plan_whole();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout),
