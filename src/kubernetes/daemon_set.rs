@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, PodTemplateSpec, Toleration};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::deployment::template_hash;
 use super::expectations::{self, CachedPods, Expectations, Writes};
+use super::history;
 use super::replica_set::{controller_of, is_active, is_available, ready_since};
 use super::scheduler::{matches_node_affinity, untolerated_taint};
 
@@ -84,6 +85,31 @@ pub fn pod_for(ds: &DaemonSet, hash: &str, node: &str) -> Pod {
 fn revision_hash(ds: &DaemonSet) -> String {
     let collisions = ds.status.as_ref().and_then(|s| s.collision_count);
     template_hash(&ds.spec.template, collisions.unwrap_or(0))
+}
+
+/// What the DaemonSet's history needs (its revisions among `revisions`, its Pods among `pods`):
+/// the revision of its template, named `<set>-<hash>` (its Pods carry the hash).
+pub fn history(
+    ds: &DaemonSet,
+    revisions: &[std::sync::Arc<ControllerRevision>],
+    pods: &[&Pod],
+) -> history::Plan {
+    let uid = ds.uid().unwrap_or_default();
+    let name = |hash: &str| format!("{}-{hash}", ds.name_any());
+    let live = pods
+        .iter()
+        .filter(|p| controller_of(**p).as_deref() == Some(uid.as_str()))
+        .filter_map(|p| p.labels().get(REVISION_LABEL))
+        .map(|hash| name(hash))
+        .collect();
+    let hash = revision_hash(ds);
+    let current = history::Current {
+        template: &ds.spec.template,
+        name: name(&hash),
+        hash,
+    };
+    let owned = history::owned_by(ds, revisions);
+    history::plan(ds, &current, &owned, &live, ds.spec.revision_history_limit)
 }
 
 /// The Node a daemon Pod is for: where it is bound, or where its affinity pins it.
@@ -257,6 +283,7 @@ pub async fn run(client: Client) {
     let (sets, watch_sets) = watches.cache::<DaemonSet>(&client);
     let (nodes, watch_nodes) = watches.cache::<Node>(&client);
     let (pods, watch_pods) = watches.cache::<Pod>(&client);
+    let (revisions, watch_revisions) = watches.cache::<ControllerRevision>(&client);
     let work = async {
         let mut expecting = Expectations::default();
         loop {
@@ -276,6 +303,14 @@ pub async fn run(client: Client) {
                     .filter(|p| p.namespace() == ds.namespace())
                     .map(|p| &**p)
                     .collect();
+                let history = history(&ds, &revisions.state(), &mine);
+                if let Err(e) = super::record_history(&client, &*ds, &history).await {
+                    super::report_failure(COMPONENT, &ds.name_any(), &e);
+                    continue;
+                }
+                if history.collision {
+                    continue; // the next pass runs with the new hash
+                }
                 let plan = plan(&ds, &node_refs, &mine, now);
                 match sync(&client, &ds, &plan).await {
                     Ok(writes) => expecting.expect(uid, writes),
@@ -285,7 +320,7 @@ pub async fn run(client: Client) {
             expecting.retain(sets.state().iter().filter_map(|s| s.uid()));
         }
     };
-    tokio::join!(watch_sets, watch_nodes, watch_pods, work);
+    tokio::join!(watch_sets, watch_nodes, watch_pods, watch_revisions, work);
 }
 
 /// Carries out a plan; the Pods created and deleted.

@@ -11,6 +11,7 @@ pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
 pub mod expectations;
+pub mod history;
 pub mod job;
 pub mod pod_eviction;
 pub mod replica_set;
@@ -372,6 +373,34 @@ where
         controller: Some(true),
         block_owner_deletion: Some(true),
     }
+}
+
+/// Records a set's history as planned; on a hash collision, counts it in the set's status
+/// (`collisionCount`), which gives its template another hash.
+pub async fn record_history<K>(
+    client: &Client,
+    set: &K,
+    plan: &history::Plan,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    if plan.collision {
+        let count = serde_json::to_value(set).unwrap_or_default()["status"]["collisionCount"]
+            .as_i64()
+            .unwrap_or(0);
+        return write_status(
+            client,
+            set,
+            serde_json::json!({"collisionCount": count + 1}),
+        )
+        .await;
+    }
+    history::sync(client, set, plan).await
 }
 
 /// Writes an object's status with a merge patch of `status`.

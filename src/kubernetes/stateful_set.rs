@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -53,6 +53,33 @@ fn update_revision(set: &StatefulSet) -> String {
         set.name_any(),
         super::deployment::template_hash(&template, collisions)
     )
+}
+
+/// What the StatefulSet's history needs (its revisions among `revisions`, its Pods `owned`):
+/// the revision of its template, named as its Pods' label and its status's revisions.
+pub fn history(
+    set: &StatefulSet,
+    revisions: &[std::sync::Arc<ControllerRevision>],
+    owned: &[&Pod],
+) -> super::history::Plan {
+    let name = update_revision(set);
+    let status = set.status.as_ref();
+    let live = owned
+        .iter()
+        .filter_map(|p| revision_of(p).cloned())
+        .chain(status.and_then(|s| s.current_revision.clone()))
+        .chain(status.and_then(|s| s.update_revision.clone()))
+        .collect();
+    let current = super::history::Current {
+        template: &set.spec.template,
+        hash: name
+            .strip_prefix(&format!("{}-", set.name_any()))
+            .unwrap_or_default()
+            .to_string(),
+        name,
+    };
+    let mine = super::history::owned_by(set, revisions);
+    super::history::plan(set, &current, &mine, &live, set.spec.revision_history_limit)
 }
 
 fn revision_of(pod: &Pod) -> Option<&String> {
@@ -305,6 +332,7 @@ pub async fn run(client: Client) {
     let (sets, watch_sets) = watches.cache::<StatefulSet>(&client);
     let (pods, watch_pods) = watches.cache::<Pod>(&client);
     let (claims, watch_claims) = watches.cache::<PersistentVolumeClaim>(&client);
+    let (revisions, watch_revisions) = watches.cache::<ControllerRevision>(&client);
     let work = async {
         loop {
             watches.next_pass(Duration::from_secs(5)).await;
@@ -323,6 +351,14 @@ pub async fn run(client: Client) {
                     .filter(|c| c.namespace() == set.namespace())
                     .map(|c| c.name_any())
                     .collect();
+                let history = history(&set, &revisions.state(), &owned);
+                if let Err(e) = super::record_history(&client, &*set, &history).await {
+                    super::report_failure(COMPONENT, &set.name_any(), &e);
+                    continue;
+                }
+                if history.collision {
+                    continue; // the next pass runs with the new hash
+                }
                 let plan = plan(&set, &owned, &claim_names, now);
                 if let Err(e) = sync(&client, &set, &plan).await {
                     super::report_failure(COMPONENT, &set.name_any(), &e);
@@ -330,7 +366,7 @@ pub async fn run(client: Client) {
             }
         }
     };
-    tokio::join!(watch_sets, watch_pods, watch_claims, work);
+    tokio::join!(watch_sets, watch_pods, watch_claims, watch_revisions, work);
 }
 
 /// Carries out a plan. A Pod or claim that exists already (the cache had not shown it yet) is

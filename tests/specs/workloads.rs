@@ -574,6 +574,190 @@ async fn a_stateful_set_and_a_cron_job_run_as_kube_runs_them() {
     );
 }
 
+/// The workload cluster's kubeconfig, written to a file of its own for kubectl.
+async fn workload_kubeconfig(client: &kube::Client, cluster: &str) -> std::path::PathBuf {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), "default");
+    let secret = secrets.get(&format!("{cluster}-kubeconfig")).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("capictl-history-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, &secret.data.unwrap()["value"].0).unwrap();
+    path
+}
+
+/// kubectl's `rollout history` and `rollout undo` on DaemonSets and StatefulSets: each
+/// template the controllers ran is a ControllerRevision, and an undo brings the previous one
+/// back (renumbered as the newest, not copied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_rolls_daemon_sets_and_stateful_sets_back_through_their_history() {
+    let client = available_cluster(2).await;
+    let workload_client = workload(&client, "c1").await;
+    let kubeconfig = workload_kubeconfig(&client, "c1").await;
+    let kubectl = |args: &[&str]| {
+        let out = std::process::Command::new(crate::common::management::kubectl_binary())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let revisions: Api<k8s_openapi::api::apps::v1::ControllerRevision> =
+        Api::namespaced(workload_client.clone(), "default");
+    // name → (revision, image), of the revisions `owner` controls.
+    let history_of = async |owner: &str| -> Vec<(i64, String)> {
+        let mut out: Vec<(i64, String)> = revisions
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|r| r.owner_references().iter().any(|o| o.name == owner))
+            .map(|r| {
+                let image = r.data.0["spec"]["template"]["spec"]["containers"][0]["image"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                (r.revision.unwrap_or(0), image)
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let sets: Api<StatefulSet> = Api::namespaced(workload_client.clone(), "default");
+    for (kind, app, image) in [
+        ("StatefulSet", "db", "postgres:16"),
+        ("DaemonSet", "agent", "agent:1"),
+    ] {
+        let resource = match kind {
+            "StatefulSet" => kube::api::ApiResource::erase::<StatefulSet>(&()),
+            _ => kube::api::ApiResource::erase::<DaemonSet>(&()),
+        };
+        let api: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(workload_client.clone(), "default", &resource);
+        let set = json!({
+            "apiVersion": "apps/v1", "kind": kind,
+            "metadata": {"name": app},
+            "spec": {
+                "selector": {"matchLabels": {"app": app}},
+                "template": {
+                    "metadata": {"labels": {"app": app}},
+                    "spec": {"containers": [{"name": app, "image": image}]},
+                },
+            },
+        });
+        let set = serde_json::from_value(set).unwrap();
+        api.create(&PostParams::default(), &set).await.unwrap();
+    }
+    let pods: Api<Pod> = Api::namespaced(workload_client.clone(), "default");
+    // Every Pod of `app` runs `image` and is Ready, and there are `count` of them.
+    let all_run = async |app: &str, image: &str, count: usize| -> Option<()> {
+        let list = pods
+            .list(&ListParams::default().labels(&format!("app={app}")))
+            .await
+            .ok()?;
+        let live: Vec<&Pod> = list
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let ready = |p: &Pod| {
+            p.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+        };
+        (live.len() == count
+            && live.iter().all(|p| {
+                ready(p) && p.spec.as_ref().unwrap().containers[0].image.as_deref() == Some(image)
+            }))
+        .then_some(())
+    };
+    until("the first templates run", 40, async || {
+        all_run("db", "postgres:16", 1).await?;
+        all_run("agent", "agent:1", 2).await
+    })
+    .await;
+    for (kind, name, container, image) in [
+        ("statefulset", "db", "db", "postgres:17"),
+        ("daemonset", "agent", "agent", "agent:2"),
+    ] {
+        kubectl(&[
+            "set",
+            "image",
+            &format!("{kind}/{name}"),
+            &format!("{container}={image}"),
+        ]);
+    }
+    until("the new templates run", 60, async || {
+        all_run("db", "postgres:17", 1).await?;
+        all_run("agent", "agent:2", 2).await
+    })
+    .await;
+    assert_eq!(
+        history_of("db").await,
+        [(1, "postgres:16".into()), (2, "postgres:17".into())]
+    );
+    assert_eq!(
+        history_of("agent").await,
+        [(1, "agent:1".into()), (2, "agent:2".into())]
+    );
+    let listed = kubectl(&["rollout", "history", "daemonset/agent"]);
+    let rows: Vec<&str> = listed
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.parse::<i64>().is_ok())
+        .collect();
+    assert_eq!(rows, ["1", "2"], "{listed}");
+    let shown = kubectl(&["rollout", "history", "statefulset/db", "--revision=1"]);
+    assert!(shown.contains("postgres:16"), "{shown}");
+
+    for (kind, name) in [("statefulset", "db"), ("daemonset", "agent")] {
+        let undone = kubectl(&["rollout", "undo", &format!("{kind}/{name}")]);
+        assert!(undone.contains("rolled back"), "{undone}");
+    }
+    until("the previous templates run again", 60, async || {
+        all_run("db", "postgres:16", 1).await?;
+        all_run("agent", "agent:1", 2).await
+    })
+    .await;
+    // The undone-to revision is now the newest; no third copy of it.
+    until("the undone-to revisions are renumbered", 20, async || {
+        (history_of("db").await == [(2, "postgres:17".into()), (3, "postgres:16".into())]
+            && history_of("agent").await == [(2, "agent:2".into()), (3, "agent:1".into())])
+        .then_some(())
+    })
+    .await;
+    until(
+        "the StatefulSet's revisions settle on the undone-to one",
+        20,
+        async || {
+            let s = sets.get("db").await.ok()?.status?;
+            let name = revisions
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|r| r.revision == Some(3) && r.owner_references()[0].name == "db")?
+                .name_any();
+            (s.current_revision.as_ref() == Some(&name) && s.update_revision == Some(name))
+                .then_some(())
+        },
+    )
+    .await;
+    std::fs::remove_dir_all(kubeconfig.parent().unwrap()).ok();
+}
+
 /// NodePort Services get node ports of kube-apiserver's range, keep them across updates, give
 /// them back when they become ClusterIP, and never share one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
