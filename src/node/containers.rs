@@ -66,6 +66,29 @@ struct Inspected {
     address: Option<String>,
 }
 
+/// How often a running Pod's configMap, secret, downwardAPI and projected volumes are read
+/// again and rewritten when what they project changed (kubelet's sync period is 1 min).
+const VOLUME_RESYNC: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What a sandbox's projected volumes hold now, to update them in place.
+#[derive(Default)]
+struct Projection {
+    /// A hash of each volume's files, by volume name.
+    volumes: BTreeMap<String, u64>,
+    /// The ServiceAccount tokens issued for the Pod, by [`pods::token_key`].
+    tokens: BTreeMap<String, Issued>,
+    /// When the volumes are read again.
+    next_read: Option<std::time::Instant>,
+}
+
+/// A ServiceAccount token kubelet requested, and when it asks for a new one: once 80% of its
+/// lifetime has passed, as kubelet's token manager does.
+#[derive(Clone)]
+struct Issued {
+    token: String,
+    renew_at: OffsetDateTime,
+}
+
 /// How many Pods of a node start at once.
 const CONCURRENT_POD_STARTS: usize = 8;
 
@@ -98,6 +121,8 @@ pub struct Runtime {
     /// The rules each sandbox holds, by container id (a hash of their text); written by
     /// sandbox starts, which run side by side.
     programmed: Mutex<HashMap<String, u64>>,
+    /// The projected volumes each sandbox holds, by container id; written by sandbox starts.
+    projections: Mutex<HashMap<String, Projection>>,
     /// This node's Pod containers the kernel killed for memory, as the Engine's `oom` events
     /// name them: the Engine's inspection can lose the mark when the OOM event reaches it
     /// before the exit (and then says exit 137 alone), the event stream does not.
@@ -261,6 +286,7 @@ impl Runtime {
             cluster_dns: None,
             rules: String::new(),
             programmed: Mutex::default(),
+            projections: Mutex::default(),
         })
     }
 
@@ -315,8 +341,13 @@ impl Runtime {
             }
         }
         self.keep_probes(client, &running);
+        let refresh: Vec<(&Pod, Option<String>)> = running
+            .iter()
+            .map(|(pod, containers)| (*pod, running_sandbox(containers)))
+            .collect();
         let recheck = self.sync_pods(client, running, host_ip).await;
         self.program_sandboxes(&seen, pods).await;
+        self.refresh_volumes(client, &refresh).await;
         recheck
     }
 
@@ -426,15 +457,7 @@ impl Runtime {
     /// or the Engine's list shows it in another state; otherwise what was read stands.
     async fn seen(&mut self) -> Result<HashMap<String, Vec<Seen>>, bollard::errors::Error> {
         let listed = self
-            .docker
-            .list_containers(Some(ListContainersOptions {
-                all: true,
-                filters: Some(HashMap::from([(
-                    "label".to_string(),
-                    vec![format!("{POD_NODE_LABEL}={}", self.own.name)],
-                )])),
-                ..Default::default()
-            }))
+            .list(format!("{POD_NODE_LABEL}={}", self.own.name))
             .await?;
         let listed_ids: HashSet<String> = listed.iter().filter_map(|c| c.id.clone()).collect();
         self.inspected.retain(|id, _| listed_ids.contains(id));
@@ -444,11 +467,7 @@ impl Runtime {
             .retain(|id| listed_ids.contains(id));
         let mut by_pod: HashMap<String, Vec<Seen>> = HashMap::new();
         for summary in listed {
-            let Some(id) = summary.id else { continue };
-            let labels = summary.labels.unwrap_or_default();
-            let (Some(uid), Some(container)) =
-                (labels.get(POD_UID_LABEL), labels.get(CONTAINER_NAME_LABEL))
-            else {
+            let Some(id) = summary.id.clone() else {
                 continue;
             };
             let listed_state = format!("{:?}", summary.state);
@@ -457,66 +476,115 @@ impl Runtime {
                 .get(&id)
                 .filter(|i| i.listed_state == listed_state && !oom_may_follow(&i.seen.state));
             if let Some(known) = known {
-                by_pod
-                    .entry(uid.clone())
-                    .or_default()
-                    .push(known.seen.clone());
+                let uid = summary.labels.as_ref().and_then(|l| l.get(POD_UID_LABEL));
+                if let Some(uid) = uid {
+                    by_pod
+                        .entry(uid.clone())
+                        .or_default()
+                        .push(known.seen.clone());
+                }
                 continue;
             }
-            let Ok(inspected) = self
-                .docker
-                .inspect_container(
-                    &id,
-                    None::<bollard::query_parameters::InspectContainerOptions>,
-                )
-                .await
-            else {
-                continue; // removed meanwhile
+            let Some((uid, inspected)) = self.inspect(summary).await else {
+                continue;
             };
-            let state = inspected.state.unwrap_or_default();
-            let started_at = docker_time(state.started_at.as_deref());
-            let seen_state = match state.status.map(|s| s.to_string()).as_deref() {
-                Some("running") | Some("paused") | Some("restarting") => {
-                    State::Running { started_at }
-                }
-                Some("exited") | Some("dead") => State::Exited {
-                    exit_code: state.exit_code.unwrap_or(0),
-                    oom_killed: state.oom_killed == Some(true)
-                        || self.oom_killed.lock().unwrap().contains(&id),
-                    started_at,
-                    finished_at: docker_time(state.finished_at.as_deref()),
-                },
-                _ => State::Created,
-            };
-            let seen = Seen {
-                id: id.clone(),
-                container: container.clone(),
-                attempt: labels
-                    .get(ATTEMPT_LABEL)
-                    .and_then(|a| a.parse().ok())
-                    .unwrap_or(0),
-                image_id: format!("docker://{}", inspected.image.unwrap_or_default()),
-                state: seen_state,
-            };
-            let address = inspected
-                .network_settings
-                .and_then(|n| n.networks?.get(&self.own.network)?.ip_address.clone());
-            by_pod.entry(uid.clone()).or_default().push(seen.clone());
-            self.inspected.insert(
-                id,
-                Inspected {
-                    listed_state,
-                    seen,
-                    address,
-                },
-            );
+            by_pod.entry(uid).or_default().push(inspected.seen.clone());
+            self.inspected.insert(id, inspected);
         }
         Ok(by_pod)
     }
 
+    /// One Pod's containers, each inspected now: what a Pod's own start reads back, beside the
+    /// other starts (the node-wide [`Self::seen`] keeps the cache).
+    async fn seen_of(&self, uid: &str) -> Vec<Inspected> {
+        let Ok(listed) = self.list(format!("{POD_UID_LABEL}={uid}")).await else {
+            return vec![];
+        };
+        let mut out = Vec::new();
+        for summary in listed {
+            let ours =
+                summary.labels.as_ref().and_then(|l| l.get(POD_NODE_LABEL)) == Some(&self.own.name);
+            if let Some((_, inspected)) = self.inspect(summary).await.filter(|_| ours) {
+                out.push(inspected);
+            }
+        }
+        out
+    }
+
+    /// The Pod containers (and sandboxes) the Engine lists with this label.
+    async fn list(
+        &self,
+        label: String,
+    ) -> Result<Vec<bollard::models::ContainerSummary>, bollard::errors::Error> {
+        self.docker
+            .list_containers(Some(ListContainersOptions {
+                all: true,
+                filters: Some(HashMap::from([("label".to_string(), vec![label])])),
+                ..Default::default()
+            }))
+            .await
+    }
+
+    /// A listed Pod container as the Engine's inspection shows it, with its Pod's uid; None
+    /// when it is not a Pod container or is gone meanwhile.
+    async fn inspect(
+        &self,
+        summary: bollard::models::ContainerSummary,
+    ) -> Option<(String, Inspected)> {
+        let id = summary.id?;
+        let labels = summary.labels.unwrap_or_default();
+        let (uid, container) = (
+            labels.get(POD_UID_LABEL)?,
+            labels.get(CONTAINER_NAME_LABEL)?,
+        );
+        let inspected = self
+            .docker
+            .inspect_container(
+                &id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .ok()?;
+        let state = inspected.state.unwrap_or_default();
+        let started_at = docker_time(state.started_at.as_deref());
+        let seen_state = match state.status.map(|s| s.to_string()).as_deref() {
+            Some("running") | Some("paused") | Some("restarting") => State::Running { started_at },
+            Some("exited") | Some("dead") => State::Exited {
+                exit_code: state.exit_code.unwrap_or(0),
+                oom_killed: state.oom_killed == Some(true)
+                    || self.oom_killed.lock().unwrap().contains(&id),
+                started_at,
+                finished_at: docker_time(state.finished_at.as_deref()),
+            },
+            _ => State::Created,
+        };
+        let seen = Seen {
+            id,
+            container: container.clone(),
+            attempt: labels
+                .get(ATTEMPT_LABEL)
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(0),
+            image_id: format!("docker://{}", inspected.image.unwrap_or_default()),
+            state: seen_state,
+        };
+        let address = inspected
+            .network_settings
+            .and_then(|n| n.networks?.get(&self.own.network)?.ip_address.clone());
+        Some((
+            uid.clone(),
+            Inspected {
+                listed_state: format!("{:?}", summary.state),
+                seen,
+                address,
+            },
+        ))
+    }
+
     /// Starts what the Pods need, Pods side by side (as kubelet's pod workers; a Pod's own steps
-    /// in order, at most [`CONCURRENT_POD_STARTS`] Pods at once), then writes the statuses that
-    /// changed; when to look again.
+    /// in order, at most [`CONCURRENT_POD_STARTS`] Pods at once), each Pod's status written as
+    /// soon as its own steps are done, then the statuses of the others that changed; when to
+    /// look again.
     async fn sync_pods(
         &mut self,
         client: &Client,
@@ -539,86 +607,92 @@ impl Runtime {
                 )
             })
             .collect();
-        let this = &*self;
+        let probed = self.prober.results();
+        let (this, probed) = (&*self, &probed);
         // Gathered first: a stream of closures would not be Send for the kubelet's task.
         let mut starts = Vec::new();
         for (pod, plan, containers) in plans.iter().filter(|(_, plan, _)| !plan.steps.is_empty()) {
             starts.push(async move {
+                let uid = pod.uid().unwrap_or_default();
                 let outcome = this.run_steps(client, pod, &plan.steps, containers).await;
-                (pod.uid().unwrap_or_default(), outcome)
+                let mut failures = this.failures.get(&uid).cloned().unwrap_or_default();
+                for (key, result) in outcome {
+                    match result {
+                        // A new sandbox starts every container afresh.
+                        Ok(()) if key == SANDBOX => failures.clear(),
+                        Ok(()) => {
+                            failures.remove(&key);
+                        }
+                        Err(failure) => {
+                            failures.insert(key, failure);
+                        }
+                    }
+                }
+                // Read back at once, so that the Pod shows Running without waiting for the
+                // other Pods' starts.
+                let inspected = this.seen_of(&uid).await;
+                let containers: Vec<Seen> = inspected.iter().map(|i| i.seen.clone()).collect();
+                let pod_ip = match host_network(pod) {
+                    true => host_ip.to_string(),
+                    false => newest_sandbox(&containers)
+                        .and_then(|s| inspected.iter().find(|i| i.seen.id == s.id))
+                        .and_then(|i| i.address.clone())
+                        .unwrap_or_default(),
+                };
+                let status = pods::status(
+                    pod,
+                    &containers,
+                    &failures,
+                    probed,
+                    (&pod_ip, host_ip),
+                    OffsetDateTime::now_utc(),
+                );
+                let written = match this.written.get(&uid) == Some(&status) {
+                    true => None,
+                    false => this
+                        .write_status(client, pod, &status)
+                        .await
+                        .then_some(status),
+                };
+                (uid, failures, inspected, written)
             });
         }
-        let outcomes: Vec<(String, Vec<StepOutcome>)> = futures::stream::iter(starts)
+        let started: Vec<_> = futures::stream::iter(starts)
             .buffer_unordered(CONCURRENT_POD_STARTS)
             .collect()
             .await;
-        let started_any = !outcomes.is_empty();
-        for (uid, outcome) in outcomes {
-            let failures = self.failures.entry(uid).or_default();
-            for (key, result) in outcome {
-                match result {
-                    // A new sandbox starts every container afresh.
-                    Ok(()) if key == SANDBOX => failures.clear(),
-                    Ok(()) => {
-                        failures.remove(&key);
-                    }
-                    Err(failure) => {
-                        failures.insert(key, failure);
-                    }
-                }
+        let recheck = plans.iter().filter_map(|(_, plan, _)| plan.recheck).min();
+        for (uid, mut failures, inspected, written) in started {
+            // A failure is shown as itself once; later passes show the back-off.
+            failures.values_mut().for_each(|f| f.fresh = false);
+            self.failures.insert(uid.clone(), failures);
+            for i in inspected {
+                self.inspected.insert(i.seen.id.clone(), i);
+            }
+            if let Some(status) = written {
+                self.written.insert(uid, status);
             }
         }
-        let mut seen = HashMap::new();
-        if started_any {
-            seen = self.seen().await.ok()?;
-        }
-        let mut recheck: Option<OffsetDateTime> = None;
         let mut writes = Vec::new();
-        let probed = self.prober.results();
-        for (pod, plan, containers) in &plans {
+        for (pod, _, containers) in plans.iter().filter(|(_, plan, _)| plan.steps.is_empty()) {
             let uid = pod.uid().unwrap_or_default();
-            let containers = if plan.steps.is_empty() {
-                containers.clone()
-            } else {
-                seen.remove(&uid).unwrap_or_default()
-            };
             let failures = self.failures.get(&uid).cloned().unwrap_or_default();
-            let pod_ip = self.pod_ip(pod, &containers, host_ip);
-            let status = pods::status(
-                pod,
-                &containers,
-                &failures,
-                &probed,
-                (&pod_ip, host_ip),
-                now,
-            );
-            // A failure is shown as itself once; later passes show the back-off.
+            let pod_ip = self.pod_ip(pod, containers, host_ip);
+            let status = pods::status(pod, containers, &failures, probed, (&pod_ip, host_ip), now);
             if let Some(f) = self.failures.get_mut(&uid) {
                 f.values_mut().for_each(|f| f.fresh = false);
             }
             if self.written.get(&uid) != Some(&status) {
                 writes.push((*pod, uid, status));
             }
-            if let Some(at) = plan.recheck {
-                recheck = Some(recheck.map_or(at, |r| r.min(at)));
-            }
         }
+        let this = &*self;
         let mut patches = Vec::new();
         for (pod, uid, status) in writes {
             patches.push(async move {
-                let api: Api<Pod> =
-                    Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
-                let patch = Patch::Merge(json!({"status": status}));
-                match api
-                    .patch_status(&pod.name_any(), &PatchParams::default(), &patch)
+                this.write_status(client, pod, &status)
                     .await
-                {
-                    Ok(_) => Some((uid, status)),
-                    Err(e) => {
-                        crate::kubernetes::report_failure(COMPONENT, &pod.name_any(), &e);
-                        None
-                    }
-                }
+                    .then_some((uid, status))
             });
         }
         let written: Vec<Option<(String, Value)>> = futures::stream::iter(patches)
@@ -627,6 +701,22 @@ impl Runtime {
             .await;
         self.written.extend(written.into_iter().flatten());
         recheck
+    }
+
+    /// Writes a Pod's status; whether it was written (a failure is reported).
+    async fn write_status(&self, client: &Client, pod: &Pod, status: &Value) -> bool {
+        let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+        let patch = Patch::Merge(json!({"status": status}));
+        match api
+            .patch_status(&pod.name_any(), &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                crate::kubernetes::report_failure(COMPONENT, &pod.name_any(), &e);
+                false
+            }
+        }
     }
 
     /// One Pod's steps in order, until one fails: each step's key (the sandbox or a container's
@@ -708,10 +798,7 @@ impl Runtime {
         if host_network(pod) {
             return host_ip.to_string();
         }
-        containers
-            .iter()
-            .filter(|c| c.container == SANDBOX)
-            .max_by_key(|c| c.attempt)
+        newest_sandbox(containers)
             .and_then(|sandbox| self.inspected.get(&sandbox.id)?.address.clone())
             .unwrap_or_default()
     }
@@ -770,8 +857,8 @@ impl Runtime {
             .filter(|v| !pods::is_engine_socket(v))
             .cloned()
             .collect();
-        let sources = self
-            .sources(client, pod, &volumes, &[])
+        let (sources, tokens) = self
+            .sources(client, pod, &volumes, &[], &BTreeMap::new())
             .await
             .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
         let mut files = Vec::new();
@@ -852,32 +939,159 @@ impl Runtime {
             self.programmed
                 .lock()
                 .unwrap()
-                .insert(id, text_hash(&self.rules));
+                .insert(id.clone(), text_hash(&self.rules));
         }
+        let mut projection = Projection {
+            tokens,
+            next_read: Some(std::time::Instant::now() + VOLUME_RESYNC),
+            ..Default::default()
+        };
+        let dir = pods::data_dir(OffsetDateTime::now_utc());
         for (volume, files) in files {
-            if files.is_empty() {
+            if !projects(&volumes, &volume) {
                 continue;
             }
-            let tar =
-                tar_of(&files).map_err(|e| ("CreateContainerError".to_string(), e.to_string()))?;
-            self.docker
-                .upload_to_container(
-                    &name,
-                    Some(UploadToContainerOptions {
-                        path: format!("{VOLUMES_IN_SANDBOX}/{volume}"),
-                        ..Default::default()
-                    }),
-                    bollard::body_full(tar.into()),
-                )
+            let entries = pods::atomic_layout(&files, &dir, pods::DATA_LINK);
+            self.upload(&name, &volume, &entries)
                 .await
-                .map_err(|e| {
-                    (
-                        "CreateContainerError".to_string(),
-                        format!("filling volume {volume:?}: {e}"),
-                    )
-                })?;
+                .map_err(|m| ("CreateContainerError".to_string(), m))?;
+            projection.volumes.insert(volume, files_hash(&files));
         }
+        self.projections.lock().unwrap().insert(id, projection);
         Ok(())
+    }
+
+    /// Writes entries into a volume of the Pod, through its sandbox.
+    async fn upload(
+        &self,
+        sandbox: &str,
+        volume: &str,
+        entries: &[pods::Entry],
+    ) -> Result<(), String> {
+        let tar = tar_of(entries).map_err(|e| e.to_string())?;
+        self.docker
+            .upload_to_container(
+                sandbox,
+                Some(UploadToContainerOptions {
+                    path: format!("{VOLUMES_IN_SANDBOX}/{volume}"),
+                    ..Default::default()
+                }),
+                bollard::body_full(tar.into()),
+            )
+            .await
+            .map_err(|e| format!("filling volume {volume:?}: {}", engine_message(&e)))
+    }
+
+    /// Reads the projected volumes of the running Pods due again and rewrites those whose
+    /// content changed (a ConfigMap or Secret edited, a label changed, a token due for
+    /// renewal), as kubelet updates them: the new files beside the old, then one rename. What
+    /// cannot be read now keeps its content, and is tried again.
+    async fn refresh_volumes(&self, client: &Client, pods: &[(&Pod, Option<String>)]) {
+        let now = std::time::Instant::now();
+        let live: HashSet<&String> = pods.iter().filter_map(|(_, id)| id.as_ref()).collect();
+        self.projections
+            .lock()
+            .unwrap()
+            .retain(|id, _| live.contains(id));
+        for (pod, sandbox) in pods {
+            let Some(sandbox) = sandbox else { continue };
+            let (written, issued) = {
+                let mut projections = self.projections.lock().unwrap();
+                // A sandbox an earlier agent started: its volumes are rewritten once.
+                let p = projections.entry(sandbox.clone()).or_insert_with(|| {
+                    let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
+                    Projection {
+                        volumes: volumes
+                            .filter(|v| projects(std::slice::from_ref(v), &v.name))
+                            .map(|v| (v.name.clone(), 0))
+                            .collect(),
+                        ..Default::default()
+                    }
+                });
+                if p.next_read.is_some_and(|at| at > now) || p.volumes.is_empty() {
+                    continue;
+                }
+                (p.volumes.clone(), p.tokens.clone())
+            };
+            if let Some(p) = self.projections.lock().unwrap().get_mut(sandbox) {
+                p.next_read = Some(now + VOLUME_RESYNC);
+            }
+            let volumes: Vec<k8s_openapi::api::core::v1::Volume> = pod
+                .spec
+                .iter()
+                .flat_map(|s| s.volumes.iter().flatten())
+                .filter(|v| written.contains_key(&v.name))
+                .cloned()
+                .collect();
+            let (sources, tokens) = match self.sources(client, pod, &volumes, &[], &issued).await {
+                Ok(read) => read,
+                Err(e) => {
+                    tracing::warn!(pod = %pod.name_any(), error = %e, "kubelet: a Pod's volumes could not be read again; they keep their content");
+                    continue;
+                }
+            };
+            let dir = pods::data_dir(OffsetDateTime::now_utc());
+            for volume in &volumes {
+                let Ok(files) = pods::volume_files(pod, volume, &sources) else {
+                    continue; // what it reads is gone: kubelet keeps the last content
+                };
+                let hash = files_hash(&files);
+                if written.get(&volume.name) == Some(&hash) {
+                    continue;
+                }
+                match self.swap(sandbox, &volume.name, &files, &dir).await {
+                    Ok(()) => {
+                        if let Some(p) = self.projections.lock().unwrap().get_mut(sandbox) {
+                            p.volumes.insert(volume.name.clone(), hash);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(pod = %pod.name_any(), volume = %volume.name, error = %e, "kubelet: a volume could not be updated; tried again")
+                    }
+                }
+            }
+            if let Some(p) = self.projections.lock().unwrap().get_mut(sandbox) {
+                p.tokens = tokens;
+            }
+        }
+    }
+
+    /// Puts `files` into a volume in place of what it holds: the new directory `dir` and its
+    /// link beside the old, the link renamed over [`pods::DATA_LINK`], then the old directory
+    /// and the top-level links that lead nowhere now removed.
+    async fn swap(
+        &self,
+        sandbox: &str,
+        volume: &str,
+        files: &[pods::VolumeFile],
+        dir: &str,
+    ) -> Result<(), String> {
+        let entries = pods::atomic_layout(files, dir, pods::NEXT_DATA_LINK);
+        self.upload(sandbox, volume, &entries).await?;
+        const SCRIPT: &str = r#"cd "$1" || exit 1
+old=$(readlink "$3")
+mv -T "$2" "$3" || exit 1
+if [ -n "$old" ] && [ "$old" != "$4" ]; then rm -rf -- "$old"; fi
+for f in * .[!.]*; do if [ -L "$f" ] && [ ! -e "$f" ]; then rm -f -- "$f"; fi; done"#;
+        let command: Vec<String> = [
+            "sh",
+            "-c",
+            SCRIPT,
+            "swap",
+            &format!("{VOLUMES_IN_SANDBOX}/{volume}"),
+            pods::NEXT_DATA_LINK,
+            pods::DATA_LINK,
+            dir,
+        ]
+        .map(String::from)
+        .to_vec();
+        let out = exec(&self.docker, sandbox, &command, None)
+            .await
+            .map_err(|e| engine_message(&e))?;
+        match out.code {
+            0 => Ok(()),
+            code => Err(format!("exit {code}: {}", out.stderr.trim())),
+        }
     }
 
     /// Creates and starts a container; its id.
@@ -909,7 +1123,8 @@ impl Runtime {
 
     /// What these volumes and these containers' environments read, from the API: ConfigMaps
     /// and Secrets of the Pod's namespace, and a token of its ServiceAccount per projected
-    /// token source. The sandbox asks for the volumes, each container start for its own
+    /// token source (those `issued` already kept until due for renewal), with the tokens as
+    /// issued now. The sandbox asks for the volumes, each container start for its own
     /// environment alone, so that tokens are requested once per sandbox.
     async fn sources(
         &self,
@@ -917,7 +1132,8 @@ impl Runtime {
         pod: &Pod,
         volumes: &[k8s_openapi::api::core::v1::Volume],
         containers: &[&Container],
-    ) -> Result<Sources, String> {
+        issued: &BTreeMap<String, Issued>,
+    ) -> Result<(Sources, BTreeMap<String, Issued>), String> {
         let namespace = pod.namespace().unwrap_or_default();
         let mut config_maps = HashSet::new();
         let mut secrets = HashSet::new();
@@ -999,7 +1215,15 @@ impl Runtime {
             .filter(|a| !a.is_empty())
             .unwrap_or_else(|| "default".into());
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
+        let mut kept = BTreeMap::new();
+        let now = OffsetDateTime::now_utc();
         for (audience, expiration) in tokens {
+            let key = pods::token_key(audience.as_deref(), expiration);
+            if let Some(token) = issued.get(&key).filter(|t| t.renew_at > now) {
+                sources.tokens.insert(key.clone(), token.token.clone());
+                kept.insert(key, token.clone());
+                continue;
+            }
             let request: TokenRequest = serde_json::from_value(json!({
                 "spec": {
                     "audiences": audience.iter().collect::<Vec<_>>(),
@@ -1012,12 +1236,17 @@ impl Runtime {
                 .create_subresource("token", &account, &PostParams::default(), &request)
                 .await
                 .map_err(|e| format!("requesting a token of ServiceAccount {account:?}: {e}"))?;
-            let token = issued.status.and_then(|s| s.token).unwrap_or_default();
-            sources
-                .tokens
-                .insert(pods::token_key(audience.as_deref(), expiration), token);
+            let status = issued.status.unwrap_or_default();
+            let lifetime = status
+                .expiration_timestamp
+                .map(|t| t.0.as_second() - now.unix_timestamp())
+                .unwrap_or(expiration.unwrap_or(3600));
+            let renew_at = now + time::Duration::seconds(lifetime * 4 / 5);
+            let token = status.token.unwrap_or_default();
+            sources.tokens.insert(key.clone(), token.clone());
+            kept.insert(key, Issued { token, renew_at });
         }
-        Ok(sources)
+        Ok((sources, kept))
     }
 
     /// Whether the image is present as the pull policy asks; when it is not, a pull starts in
@@ -1116,8 +1345,8 @@ impl Runtime {
         if !self.ensure_image(container).await? {
             return Ok(()); // pulling
         }
-        let sources = self
-            .sources(client, pod, &[], &[container])
+        let (sources, _) = self
+            .sources(client, pod, &[], &[container], &BTreeMap::new())
             .await
             .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
         let api_server = self
@@ -1369,6 +1598,14 @@ async fn remove_all(docker: &Docker, uid: &str, containers: &[Seen]) {
 /// Whether a container killed by SIGKILL may yet be marked OOMKilled: the Engine records the
 /// kernel's OOM event apart from the exit, sometimes after it (seconds later on a loaded host),
 /// so such a container is read again for half a minute rather than reported `Error` for good.
+/// The Pod's newest sandbox, whose address is the Pod's.
+fn newest_sandbox(containers: &[Seen]) -> Option<&Seen> {
+    containers
+        .iter()
+        .filter(|c| c.container == SANDBOX)
+        .max_by_key(|c| c.attempt)
+}
+
 fn oom_may_follow(state: &State) -> bool {
     matches!(state, State::Exited { exit_code: 137, oom_killed: false, finished_at, .. }
         if OffsetDateTime::now_utc() - *finished_at < time::Duration::seconds(30))
@@ -1393,18 +1630,56 @@ fn engine_message(e: &bollard::errors::Error) -> String {
     }
 }
 
-/// A tar archive of a volume's files.
-fn tar_of(files: &[pods::VolumeFile]) -> std::io::Result<Vec<u8>> {
+/// A tar archive of a volume's entries.
+fn tar_of(entries: &[pods::Entry]) -> std::io::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
-    for file in files {
+    for entry in entries {
         let mut header = tar::Header::new_gnu();
-        header.set_size(file.content.len() as u64);
-        header.set_mode(file.mode);
         header.set_mtime(0);
-        header.set_cksum();
-        builder.append_data(&mut header, &file.path, file.content.as_slice())?;
+        match entry {
+            pods::Entry::File(file) => {
+                header.set_size(file.content.len() as u64);
+                header.set_mode(file.mode);
+                header.set_cksum();
+                builder.append_data(&mut header, &file.path, file.content.as_slice())?;
+            }
+            pods::Entry::Link { path, target } => {
+                header.set_entry_type(tar::EntryType::Symlink);
+                header.set_size(0);
+                header.set_mode(0o777);
+                builder.append_link(&mut header, path, target)?;
+            }
+        }
     }
     builder.into_inner()
+}
+
+/// A hash of a volume's files, to see whether an update changes them.
+fn files_hash(files: &[pods::VolumeFile]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for f in files {
+        (&f.path, &f.content, f.mode).hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+/// Whether a volume of these is one kubelet projects files into (and updates).
+fn projects(volumes: &[k8s_openapi::api::core::v1::Volume], name: &str) -> bool {
+    volumes.iter().any(|v| {
+        v.name == name
+            && (v.config_map.is_some()
+                || v.secret.is_some()
+                || v.downward_api.is_some()
+                || v.projected.is_some())
+    })
+}
+
+/// The Pod's newest sandbox, when it runs.
+fn running_sandbox(containers: &[Seen]) -> Option<String> {
+    newest_sandbox(containers)
+        .filter(|s| matches!(s.state, State::Running { .. }))
+        .map(|s| s.id.clone())
 }
 
 /// A field of a Pod's metadata as text ("" when missing).

@@ -8,7 +8,7 @@
 //!
 //! The runtime is the Docker Engine ([`super::containers`]); nothing here does I/O.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::{Value, json};
@@ -614,6 +614,67 @@ pub struct VolumeFile {
     pub path: String,
     pub content: Vec<u8>,
     pub mode: u32,
+}
+
+/// An entry of a configMap, secret, downwardAPI or projected volume's directory, as kubelet's
+/// atomic writer lays it out: the files under a directory of their own, [`DATA_LINK`] naming
+/// that directory, and each top-level name a link through it, so that an update (a new
+/// directory, then one rename of the link) never shows a half-written set.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Entry {
+    File(VolumeFile),
+    Link { path: String, target: String },
+}
+
+/// The link naming the directory a volume's files are in now.
+pub const DATA_LINK: &str = "..data";
+/// The link an update makes beside [`DATA_LINK`], then renames over it.
+pub const NEXT_DATA_LINK: &str = "..data_tmp";
+
+/// The directory a volume's files written at `at` go to (`..2026_12_07_01_53_00.123456789`).
+pub fn data_dir(at: OffsetDateTime) -> String {
+    format!(
+        "..{:04}_{:02}_{:02}_{:02}_{:02}_{:02}.{:09}",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second(),
+        at.nanosecond()
+    )
+}
+
+/// The top-level names of a volume's files: what its directory shows through [`DATA_LINK`].
+fn top_level(files: &[VolumeFile]) -> BTreeSet<String> {
+    files
+        .iter()
+        .filter_map(|f| f.path.split('/').find(|c| !c.is_empty()))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The entries that write `files` into directory `dir`, `link` naming it, and the top-level
+/// links through [`DATA_LINK`].
+pub fn atomic_layout(files: &[VolumeFile], dir: &str, link: &str) -> Vec<Entry> {
+    let mut out: Vec<Entry> = files
+        .iter()
+        .map(|f| {
+            Entry::File(VolumeFile {
+                path: format!("{dir}/{}", f.path.trim_start_matches('/')),
+                ..f.clone()
+            })
+        })
+        .collect();
+    out.push(Entry::Link {
+        path: link.to_string(),
+        target: dir.to_string(),
+    });
+    out.extend(top_level(files).into_iter().map(|name| Entry::Link {
+        target: format!("{DATA_LINK}/{name}"),
+        path: name,
+    }));
+    out
 }
 
 /// What a Pod's volumes read: ConfigMaps and Secrets of its namespace by name, and the
@@ -1488,6 +1549,39 @@ mod tests {
         );
         let no_cluster_dns = dns_settings(&pod(json!({"containers": []})), None);
         assert_eq!(no_cluster_dns, None);
+    }
+
+    #[test]
+    fn volumes_are_laid_out_as_kubelets_atomic_writer_lays_them_out() {
+        let file = |path: &str| VolumeFile {
+            path: path.into(),
+            content: b"x".to_vec(),
+            mode: 0o644,
+        };
+        let at = OffsetDateTime::from_unix_timestamp_nanos(1_765_072_380_000_000_042).unwrap();
+        let dir = data_dir(at);
+        assert_eq!(dir, "..2025_12_07_01_53_00.000000042");
+        let entries = atomic_layout(
+            &[file("ca.crt"), file("conf/app.yaml"), file("conf/log.yaml")],
+            &dir,
+            NEXT_DATA_LINK,
+        );
+        let link = |path: &str, target: &str| Entry::Link {
+            path: path.into(),
+            target: target.into(),
+        };
+        assert_eq!(
+            entries,
+            [
+                Entry::File(file(&format!("{dir}/ca.crt"))),
+                Entry::File(file(&format!("{dir}/conf/app.yaml"))),
+                Entry::File(file(&format!("{dir}/conf/log.yaml"))),
+                link("..data_tmp", &dir),
+                link("ca.crt", "..data/ca.crt"),
+                link("conf", "..data/conf"),
+            ],
+            "files under their directory, the link to rename over ..data, each top-level name once through ..data"
+        );
     }
 
     #[test]

@@ -494,6 +494,7 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     cluster.kubectl(&["delete", "job", "once", "--wait=true"]);
     probes_and_hooks(&s, &cluster, &busybox).await;
     attach_to_a_pod(&s, &cluster, &busybox).await;
+    volumes_follow_their_sources(&s, &cluster, &busybox).await;
     // Deleted Pods take their containers with them.
     cluster.kubectl(&["delete", "pod", "crash", "unpullable", "oom", "--wait=true"]);
     wait(&s, "the deleted Pods' containers are gone", 60, || {
@@ -1161,6 +1162,74 @@ async fn attach_to_a_pod(s: &Session, cluster: &Workload<'_>, busybox: &str) {
         .await;
         cluster.kubectl(&["delete", "pod", &name, "--wait=true"]);
     }
+}
+
+/// A running Pod's configMap and downwardAPI volumes follow what they project, as kubelet
+/// updates them: a key changed and one removed in the ConfigMap, a label added to the Pod;
+/// the files live behind `..data`, which names the directory they are in now.
+async fn volumes_follow_their_sources(s: &Session, cluster: &Workload<'_>, busybox: &str) {
+    cluster.kubectl(&[
+        "create",
+        "configmap",
+        "greeting",
+        "--from-literal=message=hello",
+        "--from-literal=farewell=bye",
+    ]);
+    let reader = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mounts", "labels": {"app": "mounts"}},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "app", "image": busybox, "command": ["sleep", "3600"],
+                "volumeMounts": [{"name": "greeting", "mountPath": "/etc/greeting"},
+                                 {"name": "info", "mountPath": "/etc/info"}],
+            }],
+            "volumes": [
+                {"name": "greeting", "configMap": {"name": "greeting"}},
+                {"name": "info", "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+            ],
+        },
+    });
+    let path = s.dir.join("mounts.json");
+    std::fs::write(&path, reader.to_string()).unwrap();
+    cluster.kubectl(&["apply", "-f", &path.display().to_string()]);
+    wait(s, "the mounts Pod runs", 90, || {
+        match cluster.state("mounts").0.as_str() {
+            "running" => Ok(()),
+            other => Err(other.to_string()),
+        }
+    })
+    .await;
+    let read = |command: &str| cluster.kubectl(&["exec", "mounts", "--", "sh", "-c", command]);
+    assert_eq!(read("cat /etc/greeting/message"), "hello");
+    assert_eq!(read("ls /etc/greeting"), "farewell\nmessage\n");
+    let first = read("readlink /etc/greeting/..data");
+    assert!(first.starts_with("..20"), "{first}");
+    cluster.kubectl(&[
+        "patch",
+        "configmap",
+        "greeting",
+        "--type=merge",
+        "-p",
+        r#"{"data": {"message": "bonjour", "farewell": null}}"#,
+    ]);
+    cluster.kubectl(&["label", "pod", "mounts", "tier=gold"]);
+    wait(s, "the volumes show the new content", 60, || {
+        let now = read("cat /etc/greeting/message; echo; ls /etc/greeting; cat /etc/info/labels");
+        match now.contains("bonjour\nmessage\n") && now.contains("tier=\"gold\"") {
+            true => Ok(()),
+            false => Err(now),
+        }
+    })
+    .await;
+    assert_ne!(read("readlink /etc/greeting/..data"), first);
+    assert_eq!(
+        read("ls -a /etc/greeting | grep -c '^\\.\\.20'"),
+        "1\n",
+        "the old directory is gone"
+    );
+    cluster.kubectl(&["delete", "pod", "mounts", "--wait=true"]);
+    cluster.kubectl(&["delete", "configmap", "greeting"]);
 }
 
 /// Upstream's ClusterClass quick-start (`cluster-template-development.yaml` with the
