@@ -233,3 +233,182 @@ pub async fn check(probe: &Probe, timeout: Duration) -> bool {
     .await
     .is_ok()
 }
+
+#[cfg(test)]
+mod tests {
+    //! Each check against a real server on 127.0.0.1: what passes, what fails, and the words.
+
+    use super::*;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+    use tokio::net::TcpListener;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    /// An HTTP/1.1 server answering every request with `status`, and the requests it read.
+    async fn http_server(
+        status: u16,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> (u16, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (sent, seen) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            loop {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let (tls, sent) = (tls.clone(), sent.clone());
+                tokio::spawn(async move {
+                    let answer = async |mut s: Box<dyn AsyncReadWrite>| {
+                        let mut request = vec![0u8; 4096];
+                        let n = s.read(&mut request).await.unwrap_or(0);
+                        let _ = sent.send(String::from_utf8_lossy(&request[..n]).to_string());
+                        let response = format!("HTTP/1.1 {status} X\r\nContent-Length: 0\r\n\r\n");
+                        let _ = s.write_all(response.as_bytes()).await;
+                    };
+                    match tls {
+                        Some(acceptor) => {
+                            answer(Box::new(acceptor.accept(tcp).await.unwrap())).await
+                        }
+                        None => answer(Box::new(tcp)).await,
+                    }
+                });
+            }
+        });
+        (port, seen)
+    }
+
+    trait AsyncReadWrite: AsyncRead + AsyncWrite + Unpin + Send {}
+    impl<T: AsyncRead + AsyncWrite + Unpin + Send> AsyncReadWrite for T {}
+
+    /// A port nothing listens on.
+    async fn closed_port() -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap().port()
+    }
+
+    #[tokio::test]
+    async fn http_probes_pass_on_2xx_and_3xx_and_say_why_otherwise() {
+        let headers = [("X-Probe".to_string(), "yes".to_string())];
+        for (status, passes) in [(200, true), (302, true), (404, false), (503, false)] {
+            let (port, mut seen) = http_server(status, None).await;
+            let result = http_get(false, "127.0.0.1", port, "/healthz", &headers, SECOND).await;
+            assert_eq!(result.is_ok(), passes, "{status}: {result:?}");
+            if !passes {
+                assert_eq!(
+                    result.unwrap_err(),
+                    format!("HTTP probe failed with statuscode: {status}")
+                );
+            }
+            let request = seen.recv().await.unwrap();
+            assert!(
+                request.starts_with("GET /healthz HTTP/1.1\r\n"),
+                "{request}"
+            );
+            assert!(request.contains("User-Agent: kube-probe/capictl\r\n"));
+            assert!(request.contains("X-Probe: yes\r\n"));
+        }
+        let port = closed_port().await;
+        assert_eq!(
+            http_get(false, "127.0.0.1", port, "/", &[], SECOND).await,
+            Err(format!(
+                "Get \"http://127.0.0.1:{port}/\": dial tcp 127.0.0.1:{port}: connect: connection refused"
+            ))
+        );
+    }
+
+    #[tokio::test]
+    async fn https_probes_do_not_check_the_servers_certificate() {
+        crate::install_crypto_provider();
+        let pki = crate::pki::Pki::generate("probe-ca").unwrap();
+        let serving = pki.serving_certificate(&["127.0.0.1".into()]).unwrap();
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(serving.cert.as_bytes())
+                .collect::<Result<_, _>>()
+                .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(serving.key.as_bytes()).unwrap();
+        let config = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let (port, mut seen) = http_server(200, Some(acceptor)).await;
+        assert_eq!(
+            http_get(true, "127.0.0.1", port, "/livez", &[], SECOND).await,
+            Ok(())
+        );
+        assert!(seen.recv().await.unwrap().starts_with("GET /livez "));
+    }
+
+    #[tokio::test]
+    async fn tcp_probes_pass_when_the_port_accepts() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert_eq!(tcp_connect("127.0.0.1", port, SECOND).await, Ok(()));
+        drop(listener);
+        assert_eq!(
+            tcp_connect("127.0.0.1", port, SECOND).await,
+            Err(format!(
+                "dial tcp 127.0.0.1:{port}: connect: connection refused"
+            ))
+        );
+    }
+
+    /// A gRPC server over HTTP/2 answering `grpc.health.v1.Health/Check`: SERVING for the
+    /// server as a whole (""), NOT_SERVING for any named service.
+    async fn grpc_server() -> u16 {
+        use http_body_util::{BodyExt, StreamBody};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let service = hyper::service::service_fn(
+                    |request: http::Request<hyper::body::Incoming>| async move {
+                        assert_eq!(request.uri().path(), "/grpc.health.v1.Health/Check");
+                        let body = request.into_body().collect().await.unwrap().to_bytes();
+                        // The request's frame: a flag, a length, then field 1 (the service).
+                        let asked =
+                            String::from_utf8_lossy(body.get(7..).unwrap_or_default()).to_string();
+                        let mut trailers = http::HeaderMap::new();
+                        let mut frames = Vec::new();
+                        let serving = if asked.is_empty() { 1u8 } else { 2 };
+                        let mut frame = vec![0u8, 0, 0, 0, 2];
+                        frame.extend([0x08, serving]);
+                        frames.push(Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(
+                            bytes::Bytes::from(frame),
+                        )));
+                        trailers.insert("grpc-status", "0".parse().unwrap());
+                        frames.push(Ok(hyper::body::Frame::trailers(trailers)));
+                        let response = http::Response::builder()
+                            .header("content-type", "application/grpc")
+                            .body(StreamBody::new(futures::stream::iter(frames)))
+                            .unwrap();
+                        Ok::<_, std::convert::Infallible>(response)
+                    },
+                );
+                tokio::spawn(
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service),
+                );
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn grpc_probes_pass_when_the_service_is_serving() {
+        let port = grpc_server().await;
+        assert_eq!(grpc_health("127.0.0.1", port, "", SECOND).await, Ok(()));
+        assert_eq!(
+            grpc_health("127.0.0.1", port, "db", SECOND).await,
+            Err("service unhealthy (responded with \"NOT_SERVING\")".to_string())
+        );
+        let closed = closed_port().await;
+        let refused = grpc_health("127.0.0.1", closed, "", SECOND)
+            .await
+            .unwrap_err();
+        assert!(
+            refused.starts_with(&format!("failed to connect service \"127.0.0.1:{closed}\"")),
+            "{refused}"
+        );
+    }
+}
