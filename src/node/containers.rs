@@ -346,7 +346,7 @@ impl Runtime {
             .map(|(pod, containers)| (*pod, running_sandbox(containers)))
             .collect();
         let recheck = self.sync_pods(client, running, host_ip).await;
-        self.program_sandboxes(&seen, pods).await;
+        self.program_sandboxes(&seen).await;
         self.refresh_volumes(client, &refresh).await;
         recheck
     }
@@ -387,18 +387,13 @@ impl Runtime {
         }
     }
 
-    /// Brings the Service rules of every running sandbox (but those in the node's namespace)
-    /// to the current ones; a sandbox that refuses is tried again on the next pass.
-    async fn program_sandboxes(&mut self, seen: &HashMap<String, Vec<Seen>>, pods: &[Pod]) {
-        let own_namespace: HashSet<String> = pods
-            .iter()
-            .filter(|p| host_network(p))
-            .filter_map(|p| p.uid())
-            .collect();
+    /// Brings the Service rules of every running sandbox to the current ones (a `hostNetwork`
+    /// Pod's sandbox programs the node's own namespace, as kube-proxy does); a sandbox that
+    /// refuses is tried again on the next pass.
+    async fn program_sandboxes(&mut self, seen: &HashMap<String, Vec<Seen>>) {
         let sandboxes: Vec<String> = seen
-            .iter()
-            .filter(|(uid, _)| !own_namespace.contains(*uid))
-            .flat_map(|(_, containers)| containers)
+            .values()
+            .flatten()
             .filter(|c| c.container == SANDBOX && matches!(c.state, State::Running { .. }))
             .map(|c| c.id.clone())
             .collect();
@@ -917,8 +912,9 @@ impl Runtime {
             labels: Some(self.labels(pod, SANDBOX, attempt)),
             host_config: Some(HostConfig {
                 network_mode: Some(network_mode),
-                // For the Services' rules in the Pod's namespace: the sandbox alone holds it.
-                cap_add: (!host_network(pod)).then(|| vec!["NET_ADMIN".into()]),
+                // For the Services' rules in the Pod's namespace (the node's, for a
+                // hostNetwork Pod): the sandbox alone holds it.
+                cap_add: Some(vec!["NET_ADMIN".into()]),
                 dns: dns.as_ref().map(|d| d.servers.clone()),
                 dns_search: dns.as_ref().map(|d| d.searches.clone()),
                 dns_options: dns.as_ref().map(|d| d.options.clone()),
@@ -931,16 +927,14 @@ impl Runtime {
             ..Default::default()
         };
         let id = self.create_and_start(&name, body).await?;
-        if !host_network(pod) {
-            // Before any container starts, so that its first request finds the Services.
-            self.program(&id)
-                .await
-                .map_err(|m| ("CreatePodSandboxError".to_string(), m))?;
-            self.programmed
-                .lock()
-                .unwrap()
-                .insert(id.clone(), text_hash(&self.rules));
-        }
+        // Before any container starts, so that its first request finds the Services.
+        self.program(&id)
+            .await
+            .map_err(|m| ("CreatePodSandboxError".to_string(), m))?;
+        self.programmed
+            .lock()
+            .unwrap()
+            .insert(id.clone(), text_hash(&self.rules));
         let mut projection = Projection {
             tokens,
             next_read: Some(std::time::Instant::now() + VOLUME_RESYNC),

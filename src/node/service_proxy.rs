@@ -19,6 +19,19 @@ use crate::kubernetes::endpoints::SERVICE_NAME_LABEL;
 /// The chain in each Pod's `nat` table that holds the rules; `OUTPUT` jumps to it.
 pub const CHAIN: &str = "CAPICTL-SERVICES";
 
+/// How long a ClientIP affinity lasts when the Service does not say (kube's default, 3 h).
+const DEFAULT_AFFINITY_SECONDS: i32 = 10800;
+
+/// The `recent` list that remembers the sources a Service port's endpoint was given: named
+/// for both, as kube-proxy names an endpoint's chain (`KUBE-SEP-<hash>`).
+fn endpoint_list(service_port: &str, address: &str, target: i32) -> String {
+    let text = format!("{service_port}/{address}:{target}");
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("CAPICTL-SEP-{hash:016X}")
+}
+
 /// Where a node's DNS server listens, and the cluster DNS address Pods ask.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterDns {
@@ -103,6 +116,12 @@ pub fn rules(
             continue; // the node's DNS server answers there
         }
         let by_port = endpoints(service, slices);
+        let affinity = (spec.session_affinity.as_deref() == Some("ClientIP")).then(|| {
+            spec.session_affinity_config
+                .as_ref()
+                .and_then(|c| c.client_ip.as_ref()?.timeout_seconds)
+                .unwrap_or(DEFAULT_AFFINITY_SECONDS)
+        });
         for port in spec.ports.iter().flatten() {
             let protocol = port.protocol.as_deref().unwrap_or("TCP").to_lowercase();
             if protocol == "sctp" {
@@ -122,6 +141,23 @@ pub fn rules(
                     format!(":{name}")
                 }
             );
+            let matching = format!(
+                "-A {CHAIN} -d {ip}/32 -p {protocol} --dport {} -m comment --comment \"{comment}\"",
+                port.port
+            );
+            // ClientIP affinity, as kube-proxy keeps it: each endpoint remembers the sources
+            // it was given (`recent`), and a source seen within the timeout goes back to it.
+            let remembered = |address: &str, target: &i32| {
+                affinity.map(|_| endpoint_list(&comment, address, *target))
+            };
+            if let Some(seconds) = affinity {
+                for (address, target) in targets {
+                    let list = remembered(address, target).unwrap_or_default();
+                    out.push_str(&format!(
+                        "{matching} -m recent --name {list} --rcheck --seconds {seconds} --reap -m recent --name {list} --set -j DNAT --to-destination {address}:{target}\n"
+                    ));
+                }
+            }
             for (i, (address, target)) in targets.iter().enumerate() {
                 let left = targets.len() - i;
                 let spread = if left > 1 {
@@ -132,9 +168,11 @@ pub fn rules(
                 } else {
                     String::new()
                 };
+                let remember = remembered(address, target)
+                    .map(|list| format!(" -m recent --name {list} --set"))
+                    .unwrap_or_default();
                 out.push_str(&format!(
-                    "-A {CHAIN} -d {ip}/32 -p {protocol} --dport {} -m comment --comment \"{comment}\"{spread} -j DNAT --to-destination {address}:{target}\n",
-                    port.port
+                    "{matching}{spread}{remember} -j DNAT --to-destination {address}:{target}\n"
                 ));
             }
         }
@@ -278,6 +316,36 @@ mod tests {
         -A CAPICTL-SERVICES -d 10.96.0.20/32 -p tcp --dport 80 -m comment --comment "default/web:http" -m statistic --mode random --probability 0.3333333333 -j DNAT --to-destination 172.18.0.7:8080
         -A CAPICTL-SERVICES -d 10.96.0.20/32 -p tcp --dport 80 -m comment --comment "default/web:http" -m statistic --mode random --probability 0.5000000000 -j DNAT --to-destination 172.18.0.8:8080
         -A CAPICTL-SERVICES -d 10.96.0.20/32 -p tcp --dport 80 -m comment --comment "default/web:http" -j DNAT --to-destination 172.18.0.9:8080
+        COMMIT
+        "#);
+    }
+
+    #[test]
+    fn client_ip_affinity_sends_a_source_back_to_its_endpoint() {
+        let mut web = service(
+            "web",
+            "10.96.0.20",
+            json!([{"name": "http", "port": 80, "targetPort": 8080}]),
+        );
+        let spec = web.spec.as_mut().unwrap();
+        spec.session_affinity = Some("ClientIP".into());
+        spec.session_affinity_config =
+            serde_json::from_value(json!({"clientIP": {"timeoutSeconds": 600}})).unwrap();
+        let web_slice = slice(
+            "web",
+            json!([{"name": "http", "port": 8080, "protocol": "TCP"}]),
+            json!([
+                endpoint("172.18.0.7", true, true, false),
+                endpoint("172.18.0.8", true, true, false),
+            ]),
+        );
+        insta::assert_snapshot!(rules(&[&web], &[&web_slice], None, "172.18.0.4"), @r#"
+        *nat
+        :CAPICTL-SERVICES - [0:0]
+        -A CAPICTL-SERVICES -d 10.96.0.20/32 -p tcp --dport 80 -m comment --comment "default/web:http" -m recent --name CAPICTL-SEP-B1BB5A0A8E524CDA --rcheck --seconds 600 --reap -m recent --name CAPICTL-SEP-B1BB5A0A8E524CDA --set -j DNAT --to-destination 172.18.0.7:8080
+        -A CAPICTL-SERVICES -d 10.96.0.20/32 -p tcp --dport 80 -m comment --comment "default/web:http" -m recent --name CAPICTL-SEP-4D4211A8BFCFEF19 --rcheck --seconds 600 --reap -m recent --name CAPICTL-SEP-4D4211A8BFCFEF19 --set -j DNAT --to-destination 172.18.0.8:8080
+        -A CAPICTL-SERVICES -d 10.96.0.20/32 -p tcp --dport 80 -m comment --comment "default/web:http" -m statistic --mode random --probability 0.5000000000 -m recent --name CAPICTL-SEP-B1BB5A0A8E524CDA --set -j DNAT --to-destination 172.18.0.7:8080
+        -A CAPICTL-SERVICES -d 10.96.0.20/32 -p tcp --dport 80 -m comment --comment "default/web:http" -m recent --name CAPICTL-SEP-4D4211A8BFCFEF19 --set -j DNAT --to-destination 172.18.0.8:8080
         COMMIT
         "#);
     }

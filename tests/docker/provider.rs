@@ -207,6 +207,7 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
     let lookup = fetch_from_pod(&asker, "busybox", "http://kubernetes-no-such-service/")
         .expect_err("an unknown Service name does not resolve");
     assert!(lookup.contains("bad address"), "{lookup}");
+    services_beyond_the_basics(&s, &cluster, &busybox, &asker, &names).await;
     node_port(&s, &cluster, &names).await;
     api_endpoints_follow_the_control_planes(&s, &cluster).await;
     // A Pod reaches the API by the `kubernetes` Service's name.
@@ -1162,6 +1163,77 @@ async fn attach_to_a_pod(s: &Session, cluster: &Workload<'_>, busybox: &str) {
         .await;
         cluster.kubectl(&["delete", "pod", &name, "--wait=true"]);
     }
+}
+
+/// ClientIP session affinity keeps a Pod's requests on one endpoint, and a `hostNetwork` Pod
+/// reaches a Service by its cluster IP as kube-proxy's node rules let it.
+async fn services_beyond_the_basics(
+    s: &Session,
+    cluster: &Workload<'_>,
+    busybox: &str,
+    asker: &str,
+    web: &[&String],
+) {
+    let cluster_ip = cluster.json(&["get", "service", "web"])["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let affinity = |value: &str| {
+        let patch = format!(r#"{{"spec": {{"sessionAffinity": "{value}"}}}}"#);
+        cluster.kubectl(&["patch", "service", "web", "-p", &patch]);
+    };
+    affinity("ClientIP");
+    wait(s, "the web Service keeps the asker on one Pod", 60, || {
+        let mut answered = std::collections::BTreeSet::new();
+        for _ in 0..8 {
+            let url = format!("http://{cluster_ip}/hostname");
+            answered.insert(fetch_from_pod(asker, "busybox", &url)?);
+        }
+        match answered.len() {
+            1 => Ok(()),
+            _ => Err(format!("8 requests reached {answered:?}")),
+        }
+    })
+    .await;
+    affinity("None");
+    let host = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "on-host"},
+        "spec": {
+            "hostNetwork": true, "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "app", "image": busybox, "command": ["sleep", "3600"]}],
+        },
+    });
+    let path = s.dir.join("on-host.json");
+    std::fs::write(&path, host.to_string()).unwrap();
+    cluster.kubectl(&["apply", "-f", &path.display().to_string()]);
+    wait(s, "the hostNetwork Pod reaches the web Service", 90, || {
+        let url = format!("http://{cluster_ip}/hostname");
+        let out = s.run(
+            &crate::common::quickstart::kubectl_binary(),
+            &[
+                "--kubeconfig",
+                &cluster.kubeconfig,
+                "exec",
+                "on-host",
+                "--",
+                // wget's own -T crashes Debian's static busybox.
+                "timeout",
+                "5",
+                "wget",
+                "-q",
+                "-O",
+                "-",
+                &url,
+            ],
+        );
+        let answer = text(&out.stdout);
+        match web.iter().any(|w| **w == answer) {
+            true => Ok(()),
+            false => Err(format!("{answer:?} {}", text(&out.stderr))),
+        }
+    })
+    .await;
+    cluster.kubectl(&["delete", "pod", "on-host", "--wait=true"]);
 }
 
 /// A running Pod's configMap and downwardAPI volumes follow what they project, as kubelet
