@@ -1226,7 +1226,7 @@ async fn services_beyond_the_basics(
                 &url,
             ],
         );
-        let answer = text(&out.stdout);
+        let answer = text(&out.stdout).trim().to_string();
         match web.iter().any(|w| **w == answer) {
             true => Ok(()),
             false => Err(format!("{answer:?} {}", text(&out.stderr))),
