@@ -520,6 +520,31 @@ impl Runtime {
             .await
     }
 
+    /// Whether the Engine recorded an OOM kill of container `id` since `started_at`: asked of
+    /// its event log when the container exited with 137 and neither its inspection nor the
+    /// event stream marked it (the mark can come after the exit, and a busy node's stream
+    /// after the inspection).
+    async fn oom_recorded(&self, id: &str, started_at: OffsetDateTime) -> bool {
+        let filters = HashMap::from([
+            ("container", vec![id.to_string()]),
+            ("event", vec!["oom".to_string()]),
+        ]);
+        let now = OffsetDateTime::now_utc().unix_timestamp();
+        let options = bollard::query_parameters::EventsOptionsBuilder::new()
+            .filters(&filters)
+            .since(&(started_at.unix_timestamp() - 1).to_string())
+            // Up to now: the log as it stands, without waiting for what comes next.
+            .until(&now.to_string())
+            .build();
+        let mut events = self.docker.events(Some(options));
+        let found = tokio::time::timeout(std::time::Duration::from_secs(5), events.next()).await;
+        let recorded = matches!(found, Ok(Some(Ok(_))));
+        if recorded {
+            self.oom_killed.lock().unwrap().insert(id.to_string());
+        }
+        recorded
+    }
+
     /// A listed Pod container as the Engine's inspection shows it, with its Pod's uid; None
     /// when it is not a Pod container or is gone meanwhile.
     async fn inspect(
@@ -544,13 +569,18 @@ impl Runtime {
         let started_at = docker_time(state.started_at.as_deref());
         let seen_state = match state.status.map(|s| s.to_string()).as_deref() {
             Some("running") | Some("paused") | Some("restarting") => State::Running { started_at },
-            Some("exited") | Some("dead") => State::Exited {
-                exit_code: state.exit_code.unwrap_or(0),
-                oom_killed: state.oom_killed == Some(true)
-                    || self.oom_killed.lock().unwrap().contains(&id),
-                started_at,
-                finished_at: docker_time(state.finished_at.as_deref()),
-            },
+            Some("exited") | Some("dead") => {
+                let exit_code = state.exit_code.unwrap_or(0);
+                let oom_killed = state.oom_killed == Some(true)
+                    || self.oom_killed.lock().unwrap().contains(&id)
+                    || (exit_code == 137 && self.oom_recorded(&id, started_at).await);
+                State::Exited {
+                    exit_code,
+                    oom_killed,
+                    started_at,
+                    finished_at: docker_time(state.finished_at.as_deref()),
+                }
+            }
             _ => State::Created,
         };
         let seen = Seen {
