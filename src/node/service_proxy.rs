@@ -181,12 +181,19 @@ pub fn rules(
     out
 }
 
-/// The endpoints each TCP node port of the NodePort and LoadBalancer Services leads to, as
-/// kube-proxy forwards a node's ports (UDP and SCTP node ports are not served).
+/// A node port's transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+/// The endpoints each TCP and UDP node port of the NodePort and LoadBalancer Services leads to,
+/// as kube-proxy forwards a node's ports (SCTP node ports are not served).
 pub fn node_ports(
     services: &[&Service],
     slices: &[&EndpointSlice],
-) -> BTreeMap<u16, Vec<(String, i32)>> {
+) -> BTreeMap<(Transport, u16), Vec<(String, i32)>> {
     let mut out = BTreeMap::new();
     for service in services {
         let spec = service.spec.clone().unwrap_or_default();
@@ -195,15 +202,17 @@ pub fn node_ports(
         }
         let by_port = endpoints(service, slices);
         for port in spec.ports.iter().flatten() {
-            let tcp = port.protocol.as_deref().unwrap_or("TCP") == "TCP";
+            let transport = match port.protocol.as_deref().unwrap_or("TCP") {
+                "TCP" => Transport::Tcp,
+                "UDP" => Transport::Udp,
+                _ => continue,
+            };
             let Some(node_port) = port.node_port.and_then(|p| u16::try_from(p).ok()) else {
                 continue;
             };
-            if !tcp {
-                continue;
-            }
             let name = port.name.clone().unwrap_or_default();
-            out.insert(node_port, by_port.get(&name).cloned().unwrap_or_default());
+            let targets = by_port.get(&name).cloned().unwrap_or_default();
+            out.insert((transport, node_port), targets);
         }
     }
     out
@@ -256,7 +265,8 @@ mod tests {
         );
         let slices = [slice(
             "web",
-            json!([{"name": "http", "port": 8080, "protocol": "TCP"}]),
+            json!([{"name": "http", "port": 8080, "protocol": "TCP"},
+                   {"name": "dns", "port": 5353, "protocol": "UDP"}]),
             json!([
                 endpoint("172.18.0.9", true, true, false),
                 endpoint("172.18.0.10", false, false, false)
@@ -270,8 +280,17 @@ mod tests {
         web.spec.as_mut().unwrap().type_ = Some("NodePort".into());
         assert_eq!(
             node_ports(&[&web, &plain], &refs),
-            BTreeMap::from([(30080, vec![("172.18.0.9".to_string(), 8080)])]),
-            "TCP node ports of NodePort Services, each to its port's ready endpoints"
+            BTreeMap::from([
+                (
+                    (Transport::Tcp, 30080),
+                    vec![("172.18.0.9".to_string(), 8080)]
+                ),
+                (
+                    (Transport::Udp, 30053),
+                    vec![("172.18.0.9".to_string(), 5353)]
+                ),
+            ]),
+            "TCP and UDP node ports of NodePort Services, each to its port's ready endpoints"
         );
     }
 
