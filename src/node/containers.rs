@@ -89,6 +89,41 @@ struct Issued {
     renew_at: OffsetDateTime,
 }
 
+/// The ConfigMaps and Secrets read in one pass, by (is a Secret, namespace, name); None where
+/// there is none.
+type Reads = Mutex<HashMap<(bool, String, String), Option<BTreeMap<String, Vec<u8>>>>>;
+
+/// The data of a ConfigMap (or, `secret`, a Secret) as a volume or environment reads it:
+/// text and binary keys alike; None when there is none.
+async fn read_data(
+    client: &Client,
+    (secret, namespace, name): &(bool, String, String),
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
+    if *secret {
+        let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+        let Some(s) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        let data = s
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0));
+        let text = s.string_data.unwrap_or_default().into_iter();
+        return Ok(Some(
+            data.chain(text.map(|(k, v)| (k, v.into_bytes()))).collect(),
+        ));
+    }
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let Some(cm) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let text = cm.data.unwrap_or_default().into_iter();
+    let binary = cm.binary_data.unwrap_or_default().into_iter();
+    let data = text.map(|(k, v)| (k, v.into_bytes()));
+    Ok(Some(data.chain(binary.map(|(k, v)| (k, v.0))).collect()))
+}
+
 /// How many Pods of a node start at once.
 const CONCURRENT_POD_STARTS: usize = 8;
 
@@ -883,7 +918,7 @@ impl Runtime {
             .cloned()
             .collect();
         let (sources, tokens) = self
-            .sources(client, pod, &volumes, &[], &BTreeMap::new())
+            .sources(client, pod, &volumes, &[], &BTreeMap::new(), None)
             .await
             .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
         let mut files = Vec::new();
@@ -1012,6 +1047,8 @@ impl Runtime {
     /// cannot be read now keeps its content, and is tried again.
     async fn refresh_volumes(&self, client: &Client, pods: &[(&Pod, Option<String>)]) {
         let now = std::time::Instant::now();
+        // Pods of a namespace mostly read the same objects (kube-root-ca.crt): once a pass.
+        let reads = Reads::default();
         let live: HashSet<&String> = pods.iter().filter_map(|(_, id)| id.as_ref()).collect();
         self.projections
             .lock()
@@ -1047,7 +1084,10 @@ impl Runtime {
                 .filter(|v| written.contains_key(&v.name))
                 .cloned()
                 .collect();
-            let (sources, tokens) = match self.sources(client, pod, &volumes, &[], &issued).await {
+            let read = self
+                .sources(client, pod, &volumes, &[], &issued, Some(&reads))
+                .await;
+            let (sources, tokens) = match read {
                 Ok(read) => read,
                 Err(e) => {
                     tracing::warn!(pod = %pod.name_any(), error = %e, "kubelet: a Pod's volumes could not be read again; they keep their content");
@@ -1157,6 +1197,7 @@ for f in * .[!.]*; do if [ -L "$f" ] && [ ! -e "$f" ]; then rm -f -- "$f"; fi; d
         volumes: &[k8s_openapi::api::core::v1::Volume],
         containers: &[&Container],
         issued: &BTreeMap<String, Issued>,
+        reads: Option<&Reads>,
     ) -> Result<(Sources, BTreeMap<String, Issued>), String> {
         let namespace = pod.namespace().unwrap_or_default();
         let mut config_maps = HashSet::new();
@@ -1192,44 +1233,28 @@ for f in * .[!.]*; do if [ -L "$f" ] && [ ! -e "$f" ]; then rm -f -- "$f"; fi; d
             }
         }
         let mut sources = Sources::default();
-        let config_map_api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-        for name in config_maps {
-            if let Some(cm) = config_map_api
-                .get_opt(&name)
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                let mut data: BTreeMap<String, Vec<u8>> = cm
-                    .data
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, v.into_bytes()))
-                    .collect();
-                data.extend(
-                    cm.binary_data
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k, v.0)),
-                );
-                sources.config_maps.insert(name, data);
-            }
-        }
-        let secret_api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-        for name in secrets {
-            if let Some(s) = secret_api.get_opt(&name).await.map_err(|e| e.to_string())? {
-                let mut data: BTreeMap<String, Vec<u8>> = s
-                    .data
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, v.0))
-                    .collect();
-                data.extend(
-                    s.string_data
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k, v.into_bytes())),
-                );
-                sources.secrets.insert(name, data);
+        for (secret, names) in [(false, config_maps), (true, secrets)] {
+            for name in names {
+                let key = (secret, namespace.clone(), name);
+                let known = reads.and_then(|r| r.lock().unwrap().get(&key).cloned());
+                let data = match known {
+                    Some(data) => data,
+                    None => {
+                        let data = read_data(client, &key).await?;
+                        if let Some(r) = reads {
+                            r.lock().unwrap().insert(key.clone(), data.clone());
+                        }
+                        data
+                    }
+                };
+                let (_, _, name) = key;
+                let into = match secret {
+                    false => &mut sources.config_maps,
+                    true => &mut sources.secrets,
+                };
+                if let Some(data) = data {
+                    into.insert(name, data);
+                }
             }
         }
         let account = pod
@@ -1370,7 +1395,7 @@ for f in * .[!.]*; do if [ -L "$f" ] && [ ! -e "$f" ]; then rm -f -- "$f"; fi; d
             return Ok(()); // pulling
         }
         let (sources, _) = self
-            .sources(client, pod, &[], &[container], &BTreeMap::new())
+            .sources(client, pod, &[], &[container], &BTreeMap::new(), None)
             .await
             .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
         let api_server = self
