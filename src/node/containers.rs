@@ -64,6 +64,9 @@ struct Inspected {
     seen: Seen,
     /// Its address on the node's network (a sandbox's is its Pod's).
     address: Option<String>,
+    /// When this agent first saw it exited: an OOM mark is waited for from then, however late
+    /// a busy node's pass came after the exit.
+    exited_seen: Option<std::time::Instant>,
 }
 
 /// How often a running Pod's configMap, secret, downwardAPI and projected volumes are read
@@ -504,7 +507,7 @@ impl Runtime {
             let known = self
                 .inspected
                 .get(&id)
-                .filter(|i| i.listed_state == listed_state && !oom_may_follow(&i.seen.state));
+                .filter(|i| i.listed_state == listed_state && !oom_may_follow(i));
             if let Some(known) = known {
                 let uid = summary.labels.as_ref().and_then(|l| l.get(POD_UID_LABEL));
                 if let Some(uid) = uid {
@@ -519,9 +522,18 @@ impl Runtime {
                 continue;
             };
             by_pod.entry(uid).or_default().push(inspected.seen.clone());
-            self.inspected.insert(id, inspected);
+            self.remember(inspected);
         }
         Ok(by_pod)
+    }
+
+    /// Keeps an inspection, with when the container was first seen exited.
+    fn remember(&mut self, mut inspected: Inspected) {
+        let id = inspected.seen.id.clone();
+        if let Some(earlier) = self.inspected.get(&id).and_then(|i| i.exited_seen) {
+            inspected.exited_seen = inspected.exited_seen.map(|_| earlier);
+        }
+        self.inspected.insert(id, inspected);
     }
 
     /// One Pod's containers, each inspected now: what a Pod's own start reads back, beside the
@@ -634,6 +646,8 @@ impl Runtime {
         Some((
             uid.clone(),
             Inspected {
+                exited_seen: matches!(seen.state, State::Exited { .. })
+                    .then(std::time::Instant::now),
                 listed_state: format!("{:?}", summary.state),
                 seen,
                 address,
@@ -726,9 +740,7 @@ impl Runtime {
             // A failure is shown as itself once; later passes show the back-off.
             failures.values_mut().for_each(|f| f.fresh = false);
             self.failures.insert(uid.clone(), failures);
-            for i in inspected {
-                self.inspected.insert(i.seen.id.clone(), i);
-            }
+            inspected.into_iter().for_each(|i| self.remember(i));
             if let Some(status) = written {
                 self.written.insert(uid, status);
             }
@@ -1655,9 +1667,13 @@ fn newest_sandbox(containers: &[Seen]) -> Option<&Seen> {
         .max_by_key(|c| c.attempt)
 }
 
-fn oom_may_follow(state: &State) -> bool {
-    matches!(state, State::Exited { exit_code: 137, oom_killed: false, finished_at, .. }
-        if OffsetDateTime::now_utc() - *finished_at < time::Duration::seconds(30))
+/// Whether a container's OOM mark may still come: it exited with 137 without one, less than
+/// 30 s ago or first seen exited less than 30 s ago.
+fn oom_may_follow(inspected: &Inspected) -> bool {
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+    matches!(inspected.seen.state, State::Exited { exit_code: 137, oom_killed: false, finished_at, .. }
+        if OffsetDateTime::now_utc() - finished_at < WAIT
+            || inspected.exited_seen.is_some_and(|at| at.elapsed() < WAIT))
 }
 
 fn text_hash(text: &str) -> u64 {

@@ -335,7 +335,10 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
         if states == expected && restarts >= 1 {
             Ok(())
         } else {
-            Err(format!("{states:?}, crash restarted {restarts} times"))
+            let oom = &cluster.json(&["get", "pod", "oom"])["status"]["containerStatuses"];
+            Err(format!(
+                "{states:?}, crash restarted {restarts} times; oom: {oom}"
+            ))
         }
     })
     .await;
