@@ -428,7 +428,7 @@ impl Runtime {
     /// Brings the Service rules of every running sandbox to the current ones (a `hostNetwork`
     /// Pod's sandbox programs the node's own namespace, as kube-proxy does); a sandbox that
     /// refuses is tried again on the next pass.
-    async fn program_sandboxes(&mut self, seen: &HashMap<String, Vec<Seen>>) {
+    async fn program_sandboxes(&self, seen: &HashMap<String, Vec<Seen>>) {
         let sandboxes: Vec<String> = seen
             .values()
             .flatten()
@@ -440,19 +440,29 @@ impl Runtime {
             .unwrap()
             .retain(|id, _| sandboxes.contains(id));
         let hash = text_hash(&self.rules);
+        let this = self;
+        // Side by side: a Service change reaches every sandbox, and an exec each one after the
+        // other held up the node's pass (its starts and statuses) on a busy machine.
+        let mut programs = Vec::new();
         for id in sandboxes {
             if self.programmed.lock().unwrap().get(&id) == Some(&hash) {
                 continue;
             }
-            match self.program(&id).await {
-                Ok(()) => {
-                    self.programmed.lock().unwrap().insert(id, hash);
+            programs.push(async move {
+                match this.program(&id).await {
+                    Ok(()) => {
+                        this.programmed.lock().unwrap().insert(id, hash);
+                    }
+                    Err(e) => {
+                        tracing::warn!(sandbox = %id, error = %e, "kubelet: the Services' rules were not applied")
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(sandbox = %id, error = %e, "kubelet: the Services' rules were not applied")
-                }
-            }
+            });
         }
+        futures::stream::iter(programs)
+            .buffer_unordered(CONCURRENT_POD_STARTS)
+            .collect::<Vec<()>>()
+            .await;
     }
 
     /// Applies the current Service rules in a sandbox's network namespace, through the
