@@ -94,19 +94,21 @@ pub fn history(
     revisions: &[std::sync::Arc<ControllerRevision>],
     pods: &[&Pod],
 ) -> history::Plan {
-    let uid = ds.uid().unwrap_or_default();
-    let name = |hash: &str| format!("{}-{hash}", ds.name_any());
+    let uid = ds.uid();
     let live = pods
         .iter()
-        .filter(|p| controller_of(**p).as_deref() == Some(uid.as_str()))
+        .filter(|p| uid.is_some() && controller_of(**p) == uid)
         .filter_map(|p| p.labels().get(REVISION_LABEL))
-        .map(|hash| name(hash))
+        .map(|hash| history::revision_name(&ds.name_any(), hash))
         .collect();
-    let hash = revision_hash(ds);
     let current = history::Current {
         template: &ds.spec.template,
-        name: name(&hash),
-        hash,
+        hash: revision_hash(ds),
+        collision_count: ds
+            .status
+            .as_ref()
+            .and_then(|s| s.collision_count)
+            .unwrap_or(0),
     };
     let owned = history::owned_by(ds, revisions);
     history::plan(ds, &current, &owned, &live, ds.spec.revision_history_limit)
@@ -293,6 +295,7 @@ pub async fn run(client: Client) {
             let pods = pods.state();
             let cached = CachedPods::of(&pods);
             let now = k8s_openapi::jiff::Timestamp::now().as_second();
+            let revisions = revisions.state();
             for ds in sets.state() {
                 let uid = ds.uid().unwrap_or_default();
                 if !expecting.settled(&uid, &cached) {
@@ -303,13 +306,9 @@ pub async fn run(client: Client) {
                     .filter(|p| p.namespace() == ds.namespace())
                     .map(|p| &**p)
                     .collect();
-                let history = history(&ds, &revisions.state(), &mine);
-                if let Err(e) = super::record_history(&client, &*ds, &history).await {
-                    super::report_failure(COMPONENT, &ds.name_any(), &e);
+                let history = history(&ds, &revisions, &mine);
+                if !super::keep_history(&client, &*ds, &history, COMPONENT).await {
                     continue;
-                }
-                if history.collision {
-                    continue; // the next pass runs with the new hash
                 }
                 let plan = plan(&ds, &node_refs, &mine, now);
                 match sync(&client, &ds, &plan).await {

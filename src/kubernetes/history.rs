@@ -18,6 +18,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::daemon_set::REVISION_LABEL;
+use super::replica_set::controller_of;
 
 /// kube's default `revisionHistoryLimit` for DaemonSets and StatefulSets.
 pub const DEFAULT_LIMIT: i32 = 10;
@@ -29,12 +30,18 @@ pub fn data(template: &PodTemplateSpec) -> Value {
     json!({"spec": {"template": template}})
 }
 
+/// The name of a set's revision whose label carries `hash`: `<set>-<hash>`.
+pub fn revision_name(set: &str, hash: &str) -> String {
+    format!("{set}-{hash}")
+}
+
 /// The template a set runs now, as its history sees it.
 pub struct Current<'a> {
     pub template: &'a PodTemplateSpec,
-    /// The revision's name (`<set>-<hash>`) and the hash its label carries.
-    pub name: String,
+    /// The template's hash, its revision's label (and, after the set's name, its name).
     pub hash: String,
+    /// The set's `status.collisionCount`, which the hash includes.
+    pub collision_count: i32,
 }
 
 /// What a set's history needs.
@@ -46,9 +53,9 @@ pub struct Plan {
     pub renumber: Option<(String, i64)>,
     /// Revisions no Pod runs beyond the limit, oldest first.
     pub delete: Vec<String>,
-    /// Another template holds the current one's name: the set's `collisionCount` must grow,
+    /// Another template holds the current one's name: the set's `collisionCount` to record,
     /// which changes the hash.
-    pub collision: bool,
+    pub collision: Option<i32>,
 }
 
 /// What the history of `owner` (its revisions `owned`, the revisions its Pods run `live`, and
@@ -64,6 +71,7 @@ where
     K: Resource<DynamicType = ()>,
 {
     let data = data(current.template);
+    let name = revision_name(&owner.name_any(), &current.hash);
     let mut out = Plan::default();
     let newest = owned.iter().filter_map(|r| r.revision).max().unwrap_or(0);
     let holds = |r: &&&ControllerRevision| r.data.0 == data;
@@ -71,7 +79,7 @@ where
     let equal = owned
         .iter()
         .filter(holds)
-        .max_by_key(|r| (r.name_any() == current.name, r.revision));
+        .max_by_key(|r| (r.name_any() == name, r.revision));
     let kept = match equal {
         Some(revision) => {
             if revision.revision.unwrap_or(0) < newest {
@@ -79,13 +87,13 @@ where
             }
             revision.name_any()
         }
-        None if owned.iter().any(|r| r.name_any() == current.name) => {
-            out.collision = true;
+        None if owned.iter().any(|r| r.name_any() == name) => {
+            out.collision = Some(current.collision_count + 1);
             return out;
         }
         None => {
-            out.create = Some(revision(owner, current, data, newest + 1));
-            current.name.clone()
+            out.create = Some(revision(owner, current, &name, data, newest + 1));
+            name
         }
     };
     let limit = usize::try_from(limit.unwrap_or(DEFAULT_LIMIT)).unwrap_or(0);
@@ -101,7 +109,13 @@ where
 
 /// The revision of `current`, numbered `number`: the template's labels and the hash, the
 /// set's annotations (its `kubernetes.io/change-cause` is what `rollout history` shows).
-fn revision<K>(owner: &K, current: &Current, data: Value, number: i64) -> ControllerRevision
+fn revision<K>(
+    owner: &K,
+    current: &Current,
+    name: &str,
+    data: Value,
+    number: i64,
+) -> ControllerRevision
 where
     K: Resource<DynamicType = ()>,
 {
@@ -115,7 +129,7 @@ where
     let annotations = owner.annotations().clone();
     ControllerRevision {
         metadata: kube::api::ObjectMeta {
-            name: Some(current.name.clone()),
+            name: Some(name.to_string()),
             namespace: owner.namespace(),
             labels: Some(labels),
             annotations: (!annotations.is_empty()).then_some(annotations),
@@ -127,7 +141,7 @@ where
     }
 }
 
-/// The revisions `owner` controls, from those of its namespace.
+/// The revisions `owner` controls, among `revisions`.
 pub fn owned_by<'a, K>(
     owner: &K,
     revisions: &'a [std::sync::Arc<ControllerRevision>],
@@ -135,21 +149,16 @@ pub fn owned_by<'a, K>(
 where
     K: Resource<DynamicType = ()>,
 {
-    let uid = owner.uid().unwrap_or_default();
+    let uid = owner.uid();
     revisions
         .iter()
-        .filter(|r| r.namespace() == owner.namespace())
-        .filter(|r| {
-            r.owner_references()
-                .iter()
-                .any(|o| o.controller == Some(true) && o.uid == uid)
-        })
+        .filter(|r| uid.is_some() && controller_of(&***r) == uid)
         .map(|r| &**r)
         .collect()
 }
 
-/// Carries out a history plan for `owner` (a collision is the caller's to record). A revision
-/// made or removed already (the cache had not shown it) is as good as done.
+/// Carries out a history plan for `owner` (a collision is the caller's to record in the set's
+/// status). A revision made or removed already (the cache had not shown it) is as good as done.
 pub async fn sync<K>(client: &Client, owner: &K, plan: &Plan) -> Result<(), kube::Error>
 where
     K: Resource<DynamicType = ()>,
@@ -199,24 +208,23 @@ mod tests {
         .unwrap()
     }
 
+    fn current<'a>(template: &'a PodTemplateSpec, image: &str) -> Current<'a> {
+        Current {
+            template,
+            hash: image.into(),
+            collision_count: 0,
+        }
+    }
+
     fn stored(image: &str, number: i64) -> ControllerRevision {
         let t = template(image);
-        let current = Current {
-            template: &t,
-            name: format!("agent-{image}"),
-            hash: image.into(),
-        };
-        revision(&owner(), &current, data(&t), number)
+        let name = revision_name("agent", image);
+        revision(&owner(), &current(&t, image), &name, data(&t), number)
     }
 
     #[test]
     fn each_template_is_recorded_once_and_an_undo_renumbers_its_revision() {
         let (one, two) = (template("agent:1"), template("agent:2"));
-        let current = |t, image: &str| Current {
-            template: t,
-            name: format!("agent-{image}"),
-            hash: image.to_string(),
-        };
         let none = BTreeSet::new();
         // The first template: revision 1, labelled and annotated as kube makes it.
         let first = plan(&owner(), &current(&one, "agent:1"), &[], &none, None);
@@ -268,11 +276,7 @@ mod tests {
             (1..=5).map(|n| stored(&format!("agent:{n}"), n)).collect();
         let refs: Vec<&ControllerRevision> = revisions.iter().collect();
         let five = template("agent:5");
-        let current = Current {
-            template: &five,
-            name: "agent-agent:5".into(),
-            hash: "agent:5".into(),
-        };
+        let current = current(&five, "agent:5");
         // Pods still run revision 1: it stays whatever its age.
         let live = BTreeSet::from(["agent-agent:1".to_string()]);
         let trimmed = plan(&owner(), &current, &refs, &live, Some(1));
@@ -292,12 +296,10 @@ mod tests {
     fn a_name_holding_another_template_is_a_collision() {
         let other = stored("agent:1", 1);
         let two = template("agent:2");
-        let current = Current {
-            template: &two,
-            name: "agent-agent:1".into(),
-            hash: "agent:1".into(),
-        };
+        let mut current = current(&two, "agent:1");
+        current.collision_count = 2;
         let out = plan(&owner(), &current, &[&other], &BTreeSet::new(), None);
-        assert!(out.collision && out.create.is_none());
+        assert_eq!(out.collision, Some(3), "the count grows by one");
+        assert!(out.create.is_none());
     }
 }

@@ -375,32 +375,31 @@ where
     }
 }
 
-/// Records a set's history as planned; on a hash collision, counts it in the set's status
-/// (`collisionCount`), which gives its template another hash.
-pub async fn record_history<K>(
+/// Records a set's history as planned (on a hash collision, the new `collisionCount` in its
+/// status, which gives its template another hash); whether the set's Pods may be planned in
+/// this pass: not after a collision or a failure, which is reported.
+pub async fn keep_history<K>(
     client: &Client,
     set: &K,
     plan: &history::Plan,
-) -> Result<(), kube::Error>
+    component: &str,
+) -> bool
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + DeserializeOwned
-        + serde::Serialize
         + std::fmt::Debug,
 {
-    if plan.collision {
-        let count = serde_json::to_value(set).unwrap_or_default()["status"]["collisionCount"]
-            .as_i64()
-            .unwrap_or(0);
-        return write_status(
-            client,
-            set,
-            serde_json::json!({"collisionCount": count + 1}),
-        )
-        .await;
+    let result = match plan.collision {
+        Some(count) => {
+            write_status(client, set, serde_json::json!({"collisionCount": count})).await
+        }
+        None => history::sync(client, set, plan).await,
+    };
+    if let Err(e) = &result {
+        report_failure(component, &set.name_any(), e);
     }
-    history::sync(client, set, plan).await
+    result.is_ok() && plan.collision.is_none()
 }
 
 /// Writes an object's status with a merge patch of `status`.

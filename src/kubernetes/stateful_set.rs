@@ -40,19 +40,16 @@ pub struct Plan {
     pub status: Value,
 }
 
-/// The revision name of a template: `<set>-<hash>`, its Pods' `controller-revision-hash`.
+/// The hash of the StatefulSet's current template (with its collision count).
+fn revision_hash(set: &StatefulSet) -> String {
+    let collisions = set.status.as_ref().and_then(|s| s.collision_count);
+    super::deployment::template_hash(&set.spec.template, collisions.unwrap_or(0))
+}
+
+/// The revision name of the current template: `<set>-<hash>`, its Pods'
+/// `controller-revision-hash`.
 fn update_revision(set: &StatefulSet) -> String {
-    let template = set.spec.clone().template;
-    let collisions = set
-        .status
-        .as_ref()
-        .and_then(|s| s.collision_count)
-        .unwrap_or(0);
-    format!(
-        "{}-{}",
-        set.name_any(),
-        super::deployment::template_hash(&template, collisions)
-    )
+    super::history::revision_name(&set.name_any(), &revision_hash(set))
 }
 
 /// What the StatefulSet's history needs (its revisions among `revisions`, its Pods `owned`):
@@ -62,7 +59,6 @@ pub fn history(
     revisions: &[std::sync::Arc<ControllerRevision>],
     owned: &[&Pod],
 ) -> super::history::Plan {
-    let name = update_revision(set);
     let status = set.status.as_ref();
     let live = owned
         .iter()
@@ -72,11 +68,8 @@ pub fn history(
         .collect();
     let current = super::history::Current {
         template: &set.spec.template,
-        hash: name
-            .strip_prefix(&format!("{}-", set.name_any()))
-            .unwrap_or_default()
-            .to_string(),
-        name,
+        hash: revision_hash(set),
+        collision_count: status.and_then(|s| s.collision_count).unwrap_or(0),
     };
     let mine = super::history::owned_by(set, revisions);
     super::history::plan(set, &current, &mine, &live, set.spec.revision_history_limit)
@@ -339,6 +332,7 @@ pub async fn run(client: Client) {
             let pods = pods.state();
             let claims = claims.state();
             let now = k8s_openapi::jiff::Timestamp::now().as_second();
+            let revisions = revisions.state();
             for set in sets.state() {
                 let uid = set.uid().unwrap_or_default();
                 let owned: Vec<&Pod> = pods
@@ -351,13 +345,9 @@ pub async fn run(client: Client) {
                     .filter(|c| c.namespace() == set.namespace())
                     .map(|c| c.name_any())
                     .collect();
-                let history = history(&set, &revisions.state(), &owned);
-                if let Err(e) = super::record_history(&client, &*set, &history).await {
-                    super::report_failure(COMPONENT, &set.name_any(), &e);
+                let history = history(&set, &revisions, &owned);
+                if !super::keep_history(&client, &*set, &history, COMPONENT).await {
                     continue;
-                }
-                if history.collision {
-                    continue; // the next pass runs with the new hash
                 }
                 let plan = plan(&set, &owned, &claim_names, now);
                 if let Err(e) = sync(&client, &set, &plan).await {
