@@ -92,17 +92,24 @@ struct Issued {
     renew_at: OffsetDateTime,
 }
 
-/// The ConfigMaps and Secrets read in one pass, by (is a Secret, namespace, name); None where
-/// there is none.
-type Reads = Mutex<HashMap<(bool, String, String), Option<BTreeMap<String, Vec<u8>>>>>;
+/// What a Pod's volumes and environment read data from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Source {
+    ConfigMap,
+    Secret,
+}
 
-/// The data of a ConfigMap (or, `secret`, a Secret) as a volume or environment reads it:
-/// text and binary keys alike; None when there is none.
+/// The ConfigMaps and Secrets read in one pass, by (kind, namespace, name); None where there
+/// is none.
+type Reads = HashMap<(Source, String, String), Option<BTreeMap<String, Vec<u8>>>>;
+
+/// The data of a ConfigMap or Secret as a volume or environment reads it: text and binary keys
+/// alike; None when there is none.
 async fn read_data(
     client: &Client,
-    (secret, namespace, name): &(bool, String, String),
+    (source, namespace, name): &(Source, String, String),
 ) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
-    if *secret {
+    if *source == Source::Secret {
         let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
         let Some(s) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
             return Ok(None);
@@ -439,8 +446,7 @@ impl Runtime {
             .lock()
             .unwrap()
             .retain(|id, _| sandboxes.contains(id));
-        let hash = text_hash(&self.rules);
-        let this = self;
+        let hash = hash_of(&self.rules);
         // Side by side: a Service change reaches every sandbox, and an exec each one after the
         // other held up the node's pass (its starts and statuses) on a busy machine.
         let mut programs = Vec::new();
@@ -449,9 +455,9 @@ impl Runtime {
                 continue;
             }
             programs.push(async move {
-                match this.program(&id).await {
+                match self.program(&id).await {
                     Ok(()) => {
-                        this.programmed.lock().unwrap().insert(id, hash);
+                        self.programmed.lock().unwrap().insert(id, hash);
                     }
                     Err(e) => {
                         tracing::warn!(sandbox = %id, error = %e, "kubelet: the Services' rules were not applied")
@@ -577,31 +583,6 @@ impl Runtime {
             .await
     }
 
-    /// Whether the Engine recorded an OOM kill of container `id` since `started_at`: asked of
-    /// its event log when the container exited with 137 and neither its inspection nor the
-    /// event stream marked it (the mark can come after the exit, and a busy node's stream
-    /// after the inspection).
-    async fn oom_recorded(&self, id: &str, started_at: OffsetDateTime) -> bool {
-        let filters = HashMap::from([
-            ("container", vec![id.to_string()]),
-            ("event", vec!["oom".to_string()]),
-        ]);
-        let now = OffsetDateTime::now_utc().unix_timestamp();
-        let options = bollard::query_parameters::EventsOptionsBuilder::new()
-            .filters(&filters)
-            .since(&(started_at.unix_timestamp() - 1).to_string())
-            // Up to now: the log as it stands, without waiting for what comes next.
-            .until(&now.to_string())
-            .build();
-        let mut events = self.docker.events(Some(options));
-        let found = tokio::time::timeout(std::time::Duration::from_secs(5), events.next()).await;
-        let recorded = matches!(found, Ok(Some(Ok(_))));
-        if recorded {
-            self.oom_killed.lock().unwrap().insert(id.to_string());
-        }
-        recorded
-    }
-
     /// A listed Pod container as the Engine's inspection shows it, with its Pod's uid; None
     /// when it is not a Pod container or is gone meanwhile.
     async fn inspect(
@@ -628,9 +609,8 @@ impl Runtime {
             Some("running") | Some("paused") | Some("restarting") => State::Running { started_at },
             Some("exited") | Some("dead") => {
                 let exit_code = state.exit_code.unwrap_or(0);
-                let oom_killed = state.oom_killed == Some(true)
-                    || self.oom_killed.lock().unwrap().contains(&id)
-                    || (exit_code == 137 && self.oom_recorded(&id, started_at).await);
+                let oom_killed =
+                    state.oom_killed == Some(true) || self.oom_killed.lock().unwrap().contains(&id);
                 State::Exited {
                     exit_code,
                     oom_killed,
@@ -694,53 +674,13 @@ impl Runtime {
         let probed = self.prober.results();
         let (this, probed) = (&*self, &probed);
         // Gathered first: a stream of closures would not be Send for the kubelet's task.
-        let mut starts = Vec::new();
-        for (pod, plan, containers) in plans.iter().filter(|(_, plan, _)| !plan.steps.is_empty()) {
-            starts.push(async move {
-                let uid = pod.uid().unwrap_or_default();
-                let outcome = this.run_steps(client, pod, &plan.steps, containers).await;
-                let mut failures = this.failures.get(&uid).cloned().unwrap_or_default();
-                for (key, result) in outcome {
-                    match result {
-                        // A new sandbox starts every container afresh.
-                        Ok(()) if key == SANDBOX => failures.clear(),
-                        Ok(()) => {
-                            failures.remove(&key);
-                        }
-                        Err(failure) => {
-                            failures.insert(key, failure);
-                        }
-                    }
-                }
-                // Read back at once, so that the Pod shows Running without waiting for the
-                // other Pods' starts.
-                let inspected = this.seen_of(&uid).await;
-                let containers: Vec<Seen> = inspected.iter().map(|i| i.seen.clone()).collect();
-                let pod_ip = match host_network(pod) {
-                    true => host_ip.to_string(),
-                    false => newest_sandbox(&containers)
-                        .and_then(|s| inspected.iter().find(|i| i.seen.id == s.id))
-                        .and_then(|i| i.address.clone())
-                        .unwrap_or_default(),
-                };
-                let status = pods::status(
-                    pod,
-                    &containers,
-                    &failures,
-                    probed,
-                    (&pod_ip, host_ip),
-                    OffsetDateTime::now_utc(),
-                );
-                let written = match this.written.get(&uid) == Some(&status) {
-                    true => None,
-                    false => this
-                        .write_status(client, pod, &status)
-                        .await
-                        .then_some(status),
-                };
-                (uid, failures, inspected, written)
-            });
-        }
+        let starts: Vec<_> = plans
+            .iter()
+            .filter(|(_, plan, _)| !plan.steps.is_empty())
+            .map(|(pod, plan, containers)| {
+                this.start_and_report(client, pod, &plan.steps, containers, probed, host_ip)
+            })
+            .collect();
         let started: Vec<_> = futures::stream::iter(starts)
             .buffer_unordered(CONCURRENT_POD_STARTS)
             .collect()
@@ -783,6 +723,54 @@ impl Runtime {
             .await;
         self.written.extend(written.into_iter().flatten());
         recheck
+    }
+
+    /// Runs one Pod's steps, reads its containers back at once and writes its status when it
+    /// changed, so that the Pod shows Running without waiting for the other Pods' starts: its
+    /// uid, its failures after the steps, what was inspected, and the status written.
+    async fn start_and_report(
+        &self,
+        client: &Client,
+        pod: &Pod,
+        steps: &[Step],
+        containers: &[Seen],
+        probed: &HashMap<String, prober::Results>,
+        host_ip: &str,
+    ) -> (
+        String,
+        BTreeMap<String, StartFailure>,
+        Vec<Inspected>,
+        Option<Value>,
+    ) {
+        let uid = pod.uid().unwrap_or_default();
+        let outcome = self.run_steps(client, pod, steps, containers).await;
+        let mut failures = self.failures.get(&uid).cloned().unwrap_or_default();
+        for (key, result) in outcome {
+            match result {
+                // A new sandbox starts every container afresh.
+                Ok(()) if key == SANDBOX => failures.clear(),
+                Ok(()) => {
+                    failures.remove(&key);
+                }
+                Err(failure) => {
+                    failures.insert(key, failure);
+                }
+            }
+        }
+        let inspected = self.seen_of(&uid).await;
+        let containers: Vec<Seen> = inspected.iter().map(|i| i.seen.clone()).collect();
+        let address_of = |id: &str| inspected.iter().find(|i| i.seen.id == id)?.address.clone();
+        let pod_ip = pod_address(pod, &containers, host_ip, address_of);
+        let now = OffsetDateTime::now_utc();
+        let status = pods::status(pod, &containers, &failures, probed, (&pod_ip, host_ip), now);
+        let written = match self.written.get(&uid) == Some(&status) {
+            true => None,
+            false => self
+                .write_status(client, pod, &status)
+                .await
+                .then_some(status),
+        };
+        (uid, failures, inspected, written)
     }
 
     /// Writes a Pod's status; whether it was written (a failure is reported).
@@ -874,15 +862,11 @@ impl Runtime {
         outcome
     }
 
-    /// The Pod's address: its sandbox's on the node's network (as last inspected), or the
-    /// node's.
+    /// The Pod's address, its sandbox's as last inspected.
     fn pod_ip(&self, pod: &Pod, containers: &[Seen], host_ip: &str) -> String {
-        if host_network(pod) {
-            return host_ip.to_string();
-        }
-        newest_sandbox(containers)
-            .and_then(|sandbox| self.inspected.get(&sandbox.id)?.address.clone())
-            .unwrap_or_default()
+        pod_address(pod, containers, host_ip, |id| {
+            self.inspected.get(id)?.address.clone()
+        })
     }
 
     fn labels(&self, pod: &Pod, container: &str, attempt: u32) -> HashMap<String, String> {
@@ -944,7 +928,7 @@ impl Runtime {
             .await
             .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
         let mut files = Vec::new();
-        for volume in &volumes {
+        for volume in volumes.iter().filter(|v| pods::projects(v)) {
             files.push((
                 volume.name.clone(),
                 pods::volume_files(pod, volume, &sources)
@@ -1021,7 +1005,7 @@ impl Runtime {
         self.programmed
             .lock()
             .unwrap()
-            .insert(id.clone(), text_hash(&self.rules));
+            .insert(id.clone(), hash_of(&self.rules));
         let mut projection = Projection {
             tokens,
             next_read: Some(std::time::Instant::now() + VOLUME_RESYNC),
@@ -1029,14 +1013,11 @@ impl Runtime {
         };
         let dir = pods::data_dir(OffsetDateTime::now_utc());
         for (volume, files) in files {
-            if !projects(&volumes, &volume) {
-                continue;
-            }
             let entries = pods::atomic_layout(&files, &dir, pods::DATA_LINK);
             self.upload(&name, &volume, &entries)
                 .await
                 .map_err(|m| ("CreateContainerError".to_string(), m))?;
-            projection.volumes.insert(volume, files_hash(&files));
+            projection.volumes.insert(volume, hash_of(&files));
         }
         self.projections.lock().unwrap().insert(id, projection);
         Ok(())
@@ -1070,7 +1051,7 @@ impl Runtime {
     async fn refresh_volumes(&self, client: &Client, pods: &[(&Pod, Option<String>)]) {
         let now = std::time::Instant::now();
         // Pods of a namespace mostly read the same objects (kube-root-ca.crt): once a pass.
-        let reads = Reads::default();
+        let mut reads = Reads::new();
         let live: HashSet<&String> = pods.iter().filter_map(|(_, id)| id.as_ref()).collect();
         self.projections
             .lock()
@@ -1085,7 +1066,7 @@ impl Runtime {
                     let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
                     Projection {
                         volumes: volumes
-                            .filter(|v| projects(std::slice::from_ref(v), &v.name))
+                            .filter(|v| pods::projects(v))
                             .map(|v| (v.name.clone(), 0))
                             .collect(),
                         ..Default::default()
@@ -1094,11 +1075,9 @@ impl Runtime {
                 if p.next_read.is_some_and(|at| at > now) || p.volumes.is_empty() {
                     continue;
                 }
+                p.next_read = Some(now + VOLUME_RESYNC);
                 (p.volumes.clone(), p.tokens.clone())
             };
-            if let Some(p) = self.projections.lock().unwrap().get_mut(sandbox) {
-                p.next_read = Some(now + VOLUME_RESYNC);
-            }
             let volumes: Vec<k8s_openapi::api::core::v1::Volume> = pod
                 .spec
                 .iter()
@@ -1107,7 +1086,7 @@ impl Runtime {
                 .cloned()
                 .collect();
             let read = self
-                .sources(client, pod, &volumes, &[], &issued, Some(&reads))
+                .sources(client, pod, &volumes, &[], &issued, Some(&mut reads))
                 .await;
             let (sources, tokens) = match read {
                 Ok(read) => read,
@@ -1121,7 +1100,7 @@ impl Runtime {
                 let Ok(files) = pods::volume_files(pod, volume, &sources) else {
                     continue; // what it reads is gone: kubelet keeps the last content
                 };
-                let hash = files_hash(&files);
+                let hash = hash_of(&files);
                 if written.get(&volume.name) == Some(&hash) {
                     continue;
                 }
@@ -1219,7 +1198,7 @@ for f in * .[!.]*; do if [ -L "$f" ] && [ ! -e "$f" ]; then rm -f -- "$f"; fi; d
         volumes: &[k8s_openapi::api::core::v1::Volume],
         containers: &[&Container],
         issued: &BTreeMap<String, Issued>,
-        reads: Option<&Reads>,
+        mut reads: Option<&mut Reads>,
     ) -> Result<(Sources, BTreeMap<String, Issued>), String> {
         let namespace = pod.namespace().unwrap_or_default();
         let mut config_maps = HashSet::new();
@@ -1255,24 +1234,24 @@ for f in * .[!.]*; do if [ -L "$f" ] && [ ! -e "$f" ]; then rm -f -- "$f"; fi; d
             }
         }
         let mut sources = Sources::default();
-        for (secret, names) in [(false, config_maps), (true, secrets)] {
+        for (source, names) in [(Source::ConfigMap, config_maps), (Source::Secret, secrets)] {
             for name in names {
-                let key = (secret, namespace.clone(), name);
-                let known = reads.and_then(|r| r.lock().unwrap().get(&key).cloned());
+                let key = (source, namespace.clone(), name);
+                let known = reads.as_ref().and_then(|r| r.get(&key).cloned());
                 let data = match known {
                     Some(data) => data,
                     None => {
                         let data = read_data(client, &key).await?;
-                        if let Some(r) = reads {
-                            r.lock().unwrap().insert(key.clone(), data.clone());
+                        if let Some(r) = reads.as_mut() {
+                            r.insert(key.clone(), data.clone());
                         }
                         data
                     }
                 };
                 let (_, _, name) = key;
-                let into = match secret {
-                    false => &mut sources.config_maps,
-                    true => &mut sources.secrets,
+                let into = match source {
+                    Source::ConfigMap => &mut sources.config_maps,
+                    Source::Secret => &mut sources.secrets,
                 };
                 if let Some(data) = data {
                     into.insert(name, data);
@@ -1666,9 +1645,22 @@ async fn remove_all(docker: &Docker, uid: &str, containers: &[Seen]) {
     }
 }
 
-/// Whether a container killed by SIGKILL may yet be marked OOMKilled: the Engine records the
-/// kernel's OOM event apart from the exit, sometimes after it (seconds later on a loaded host),
-/// so such a container is read again for half a minute rather than reported `Error` for good.
+/// A Pod's address: the node's for a `hostNetwork` Pod, else its newest sandbox's on the
+/// node's network (`address_of` a container id).
+fn pod_address(
+    pod: &Pod,
+    containers: &[Seen],
+    host_ip: &str,
+    address_of: impl Fn(&str) -> Option<String>,
+) -> String {
+    if host_network(pod) {
+        return host_ip.to_string();
+    }
+    newest_sandbox(containers)
+        .and_then(|sandbox| address_of(&sandbox.id))
+        .unwrap_or_default()
+}
+
 /// The Pod's newest sandbox, whose address is the Pod's.
 fn newest_sandbox(containers: &[Seen]) -> Option<&Seen> {
     containers
@@ -1677,19 +1669,29 @@ fn newest_sandbox(containers: &[Seen]) -> Option<&Seen> {
         .max_by_key(|c| c.attempt)
 }
 
-/// Whether a container's OOM mark may still come: it exited with 137 without one, less than
-/// 30 s ago or first seen exited less than 30 s ago.
+/// Whether a container killed by SIGKILL may yet be marked OOMKilled: the Engine records the
+/// kernel's OOM event apart from the exit, sometimes after it (seconds later on a loaded host),
+/// so such a container is read again for half a minute from when this agent first saw it
+/// exited (however late a busy node's pass came) rather than reported `Error` for good.
 fn oom_may_follow(inspected: &Inspected) -> bool {
-    const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-    matches!(inspected.seen.state, State::Exited { exit_code: 137, oom_killed: false, finished_at, .. }
-        if OffsetDateTime::now_utc() - finished_at < WAIT
-            || inspected.exited_seen.is_some_and(|at| at.elapsed() < WAIT))
+    matches!(
+        inspected.seen.state,
+        State::Exited {
+            exit_code: 137,
+            oom_killed: false,
+            ..
+        }
+    ) && inspected
+        .exited_seen
+        .is_some_and(|at| at.elapsed() < std::time::Duration::from_secs(30))
 }
 
-fn text_hash(text: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
+/// A hash of what the node last wrote somewhere (rules, a volume's files), to tell whether
+/// writing again would change it.
+fn hash_of(value: &impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut hasher);
+    value.hash(&mut hasher);
     hasher.finish()
 }
 
@@ -1727,27 +1729,6 @@ fn tar_of(entries: &[pods::Entry]) -> std::io::Result<Vec<u8>> {
         }
     }
     builder.into_inner()
-}
-
-/// A hash of a volume's files, to see whether an update changes them.
-fn files_hash(files: &[pods::VolumeFile]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    for f in files {
-        (&f.path, &f.content, f.mode).hash(&mut hasher);
-    }
-    hasher.finish()
-}
-
-/// Whether a volume of these is one kubelet projects files into (and updates).
-fn projects(volumes: &[k8s_openapi::api::core::v1::Volume], name: &str) -> bool {
-    volumes.iter().any(|v| {
-        v.name == name
-            && (v.config_map.is_some()
-                || v.secret.is_some()
-                || v.downward_api.is_some()
-                || v.projected.is_some())
-    })
 }
 
 /// The Pod's newest sandbox, when it runs.

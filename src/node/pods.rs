@@ -566,12 +566,7 @@ pub fn refused(pod: &Pod, container: &Container) -> Option<String> {
         }
     }
     for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-        let supported = volume.empty_dir.is_some()
-            || volume.config_map.is_some()
-            || volume.secret.is_some()
-            || volume.downward_api.is_some()
-            || volume.projected.is_some()
-            || is_engine_socket(volume);
+        let supported = volume.empty_dir.is_some() || projects(volume) || is_engine_socket(volume);
         if let Some(host_path) = &volume.host_path
             && !is_engine_socket(volume)
         {
@@ -608,8 +603,17 @@ pub fn is_engine_socket(volume: &k8s_openapi::api::core::v1::Volume) -> bool {
     })
 }
 
+/// Whether kubelet projects files into a volume (and keeps them current): a configMap,
+/// secret, downwardAPI or projected volume.
+pub fn projects(volume: &k8s_openapi::api::core::v1::Volume) -> bool {
+    volume.config_map.is_some()
+        || volume.secret.is_some()
+        || volume.downward_api.is_some()
+        || volume.projected.is_some()
+}
+
 /// A file of a configMap, secret, downwardAPI or projected volume.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Hash)]
 pub struct VolumeFile {
     pub path: String,
     pub content: Vec<u8>,
