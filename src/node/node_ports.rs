@@ -17,8 +17,8 @@ use super::service_proxy::Transport;
 /// The endpoints a node port leads to: (address, port).
 type Targets = Arc<RwLock<Vec<(String, i32)>>>;
 
-/// How long a UDP client's flow to its endpoint lasts without a datagram either way (the
-/// kernel's conntrack keeps an unanswered UDP flow 30 s).
+/// How long a UDP client's flow to its endpoint lasts without an answer from the endpoint
+/// (the kernel's conntrack keeps an unanswered UDP flow 30 s).
 const UDP_IDLE: Duration = Duration::from_secs(30);
 
 /// The node ports this node serves.

@@ -147,12 +147,10 @@ pub fn rules(
             );
             // ClientIP affinity, as kube-proxy keeps it: each endpoint remembers the sources
             // it was given (`recent`), and a source seen within the timeout goes back to it.
-            let remembered = |address: &str, target: &i32| {
-                affinity.map(|_| endpoint_list(&comment, address, *target))
-            };
+            let list = |address: &str, target: i32| endpoint_list(&comment, address, target);
             if let Some(seconds) = affinity {
                 for (address, target) in targets {
-                    let list = remembered(address, target).unwrap_or_default();
+                    let list = list(address, *target);
                     out.push_str(&format!(
                         "{matching} -m recent --name {list} --rcheck --seconds {seconds} --reap -m recent --name {list} --set -j DNAT --to-destination {address}:{target}\n"
                     ));
@@ -168,8 +166,8 @@ pub fn rules(
                 } else {
                     String::new()
                 };
-                let remember = remembered(address, target)
-                    .map(|list| format!(" -m recent --name {list} --set"))
+                let remember = affinity
+                    .map(|_| format!(" -m recent --name {} --set", list(address, *target)))
                     .unwrap_or_default();
                 out.push_str(&format!(
                     "{matching}{spread}{remember} -j DNAT --to-destination {address}:{target}\n"
