@@ -1129,31 +1129,52 @@ pub async fn move_to_cluster(
         return Ok(Outcome::Moved(discovered.plan));
     }
 
-    // 3.–4. Pause, create; undone on failure.
-    let mut journal = Journal::for_plan(target_id, target.name.clone(), plan);
+    // 3.–4. Pause, look again, create; undone on failure.
+    let mut journal = Journal::for_plan(target_id.clone(), target.name.clone(), plan);
     write_journal(source, &options.namespace, &journal).await?;
+    let mut paused = Roots::of(plan);
     let mut created = Vec::new();
-    let result = pause_and_create(source, target, plan, progress, &mut created).await;
-    if let Err(e) = result {
-        progress.phase_done();
-        let problems = undo_creates(target, &created, &namespaces).await;
-        let resumed = set_paused(source, &clusters, &classes, false).await;
-        let journal_removed = remove_journal(source, &options.namespace).await;
-        let undone = if problems.is_empty() && resumed.is_ok() && journal_removed.is_ok() {
-            "nothing was changed: the objects created in the target were removed and the source resumed".to_string()
-        } else {
-            format!(
-                "undoing it failed too, check both clusters: {}",
-                problems
-                    .into_iter()
-                    .chain(resumed.err().map(|e| e.to_string()))
-                    .chain(journal_removed.err().map(|e| e.to_string()))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        };
-        return refused(format!("{e}\n{undone}"));
+    let result = async {
+        pause(source, plan, progress).await?;
+        // What moves, looked at again now that the controllers have stopped: until the pause
+        // they went on, and what they deleted meanwhile (an old MachineSet of a rollout, say)
+        // must not be read back.
+        let settled = discover(source, options, &paused.with(&paused_by_move)).await?;
+        // A Cluster created meanwhile moves too, paused like the others.
+        let settled_roots = Roots::of(&settled.plan);
+        if !settled_roots.within(&paused) {
+            paused.add(settled_roots);
+            pause(source, &settled.plan, progress).await?;
+        }
+        journal = Journal::for_plan(target_id, target.name.clone(), &settled.plan);
+        write_journal(source, &options.namespace, &journal).await?;
+        create_all(source, target, &settled.plan, progress, &mut created).await?;
+        Ok::<_, MoveError>(settled.plan)
     }
+    .await;
+    let plan = match result {
+        Ok(plan) => plan,
+        Err(e) => {
+            progress.phase_done();
+            let problems = undo_creates(target, &created, &namespaces).await;
+            let resumed = set_paused(source, &paused.clusters, &paused.classes, false).await;
+            let journal_removed = remove_journal(source, &options.namespace).await;
+            let undone = if problems.is_empty() && resumed.is_ok() && journal_removed.is_ok() {
+                "nothing was changed: the objects created in the target were removed and the source resumed".to_string()
+            } else {
+                format!(
+                    "undoing it failed too, check both clusters: {}",
+                    problems
+                        .into_iter()
+                        .chain(resumed.err().map(|e| e.to_string()))
+                        .chain(journal_removed.err().map(|e| e.to_string()))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            };
+            return refused(format!("{e}\n{undone}"));
+        }
+    };
 
     // 5.–6. Delete from the source, resume the target: from here on, forward only.
     journal.phase = Phase::Deleting;
@@ -1161,7 +1182,7 @@ pub async fn move_to_cluster(
     let forward = async {
         delete_sources(source, &journal, progress).await?;
         progress.step("Resuming the target cluster");
-        set_paused(target, &clusters, &classes, false).await?;
+        set_paused(target, &journal.clusters, &journal.cluster_classes, false).await?;
         remove_journal(source, &options.namespace).await
     };
     forward.await.map_err(|e| {
@@ -1169,27 +1190,71 @@ pub async fn move_to_cluster(
             "{e}\nthe objects are all in the target; run the same move again to finish deleting them from the source and resume the target"
         ))
     })?;
-    Ok(Outcome::Moved(discovered.plan))
+    Ok(Outcome::Moved(plan))
 }
 
-async fn pause_and_create(
+/// The Clusters and ClusterClasses a move pauses.
+struct Roots {
+    clusters: Vec<ObjectRef>,
+    classes: Vec<ObjectRef>,
+}
+
+impl Roots {
+    fn of(plan: &Plan) -> Roots {
+        Roots {
+            clusters: plan.core("Cluster"),
+            classes: plan.core("ClusterClass"),
+        }
+    }
+
+    fn add(&mut self, other: Roots) {
+        for (ours, theirs) in [
+            (&mut self.clusters, other.clusters),
+            (&mut self.classes, other.classes),
+        ] {
+            for o in theirs {
+                if !ours.contains(&o) {
+                    ours.push(o);
+                }
+            }
+        }
+    }
+
+    fn within(&self, other: &Roots) -> bool {
+        self.clusters.iter().all(|c| other.clusters.contains(c))
+            && self.classes.iter().all(|c| other.classes.contains(c))
+    }
+
+    /// These and `others`, as a set.
+    fn with(&self, others: &BTreeSet<ObjectRef>) -> BTreeSet<ObjectRef> {
+        self.clusters
+            .iter()
+            .chain(&self.classes)
+            .chain(others)
+            .cloned()
+            .collect()
+    }
+}
+
+/// Pauses the plan's Clusters and ClusterClasses and waits until their providers are ready
+/// to move and the source's controllers have let go of them.
+async fn pause(source: &Endpoint, plan: &Plan, progress: &dyn Progress) -> Result<()> {
+    progress.step("Pausing the source cluster");
+    let roots = Roots::of(plan);
+    set_paused(source, &roots.clusters, &roots.classes, true).await?;
+    progress.step("Waiting for all resources to be ready to move");
+    wait_for_block_move(source, plan, progress).await?;
+    wait_for_claims_released(source, &roots.clusters, progress).await
+}
+
+/// Creates the plan's objects in the target, group by group, recording what it created.
+async fn create_all(
     source: &Endpoint,
     target: &Endpoint,
     plan: &Plan,
     progress: &dyn Progress,
     created: &mut Vec<ObjectRef>,
 ) -> Result<()> {
-    progress.step("Pausing the source cluster");
-    set_paused(
-        source,
-        &plan.core("Cluster"),
-        &plan.core("ClusterClass"),
-        true,
-    )
-    .await?;
-    progress.step("Waiting for all resources to be ready to move");
-    wait_for_block_move(source, plan, progress).await?;
-    wait_for_claims_released(source, &plan.core("Cluster"), progress).await?;
     progress.phase("Creating objects in the target cluster", plan.len());
     let mut new_uids: BTreeMap<String, String> = BTreeMap::new();
     for group in &plan.groups {

@@ -11,4 +11,5 @@ mod machine;
 mod machine_deployment;
 mod machine_health_check;
 mod manager;
+mod mover;
 mod workloads;
