@@ -22,7 +22,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("apiserver", &["build_info", "metrics", "pki", "yaml"]),
     // Contracts and clients below the reconcilers.
     ("kubeadm", &["api", "kubeconfig", "pki", "yaml"]),
-    ("workload", &["api", "cache", "kubeadm", "pki"]),
+    (
+        "workload",
+        &["api", "cache", "kubeadm", "kubernetes", "pki"],
+    ),
     ("topology", &["api", "apiserver"]),
     // Kubernetes' own loops for workload clusters (scheduler, ReplicaSets, Deployments).
     ("kubernetes", &[]),

@@ -38,6 +38,7 @@ pub mod reasons {
     pub const WAITING_FOR_PRE_TERMINATE_HOOK: &str = "WaitingForPreTerminateHook";
     pub const WAITING_FOR_BOOTSTRAP_DELETION: &str = "WaitingForBootstrapDeletion";
     pub const DRAINING_NODE: &str = "DrainingNode";
+    pub const WAITING_FOR_VOLUME_DETACH: &str = "WaitingForVolumeDetach";
     pub const DELETING_NODE: &str = "DeletingNode";
     pub const INSPECTION_FAILED: &str = "InspectionFailed";
     pub const CONNECTION_DOWN: &str = "ConnectionDown";
@@ -57,6 +58,9 @@ pub const PRE_DRAIN_HOOK: &str = "pre-drain.delete.hook.machine.cluster.x-k8s.io
 pub const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
 /// On a Machine: delete it without draining its Node.
 pub const EXCLUDE_DRAIN_ANNOTATION: &str = "machine.cluster.x-k8s.io/exclude-node-draining";
+/// On a Machine: delete it without waiting for its Node's volumes to detach.
+pub const EXCLUDE_WAIT_FOR_VOLUME_DETACH_ANNOTATION: &str =
+    "machine.cluster.x-k8s.io/exclude-wait-for-node-volume-detach";
 /// When a control-plane Machine's certificates expire (RFC 3339), on its KubeadmConfig (the
 /// control plane provider writes it) or on the Machine (a user may); the Machine controller
 /// records it as `status.certificatesExpiryDate`.

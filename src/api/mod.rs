@@ -17,6 +17,7 @@ pub mod kubeadm_config;
 pub mod kubeadm_control_plane;
 pub mod machine;
 pub mod machine_deployment;
+pub mod machine_drain_rule;
 pub mod machine_health_check;
 pub mod machine_set;
 mod schema;
@@ -59,6 +60,7 @@ pub use machine_deployment::MachineDeployment;
 pub use machine_deployment::{
     MACHINE_DEPLOYMENT_FINALIZER, MAX_REPLICAS_ANNOTATION, REVISION_ANNOTATION, TEMPLATE_HASH_LABEL,
 };
+pub use machine_drain_rule::{MachineDrainRule, POD_DRAIN_LABEL};
 pub use machine_health_check::MachineHealthCheck;
 pub use machine_health_check::{REMEDIATE_MACHINE_ANNOTATION, SKIP_REMEDIATION_ANNOTATION};
 pub use machine_set::MachineSet;
@@ -84,7 +86,7 @@ type Kind = (&'static str, fn() -> CustomResourceDefinition);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
 pub enum CrdSet {
     /// cluster.x-k8s.io: Cluster, Machine, MachineSet, MachineDeployment, MachineHealthCheck,
-    /// ClusterClass.
+    /// MachineDrainRule, ClusterClass.
     Core,
     /// bootstrap.cluster.x-k8s.io: KubeadmConfig, KubeadmConfigTemplate.
     KubeadmBootstrap,
@@ -135,6 +137,7 @@ impl CrdSet {
                 of::<MachineSet>(),
                 of::<MachineDeployment>(),
                 of::<MachineHealthCheck>(),
+                of::<MachineDrainRule>(),
             ],
             CrdSet::KubeadmBootstrap => vec![of::<KubeadmConfig>(), of::<KubeadmConfigTemplate>()],
             CrdSet::KubeadmControlPlane => vec![

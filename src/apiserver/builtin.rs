@@ -648,6 +648,15 @@ const BUILTINS: &[Builtin] = &[
         false,
         false,
     ),
+    stored(
+        "storage.k8s.io",
+        "VolumeAttachment",
+        "volumeattachments",
+        &[],
+        false,
+        true,
+        true,
+    ),
     Builtin {
         group: "apiregistration.k8s.io",
         version: "v1",

@@ -15,6 +15,7 @@ use crate::apiserver::status::{ApiError, FieldCause};
 mod cluster;
 mod cluster_class;
 mod kubeadm_control_plane;
+mod machine_drain_rule;
 
 use cluster::ClusterRules;
 pub use cluster::cluster_causes;
@@ -22,6 +23,7 @@ use cluster_class::ClusterClassRules;
 pub use cluster_class::cluster_class_causes;
 use kubeadm_control_plane::KubeadmControlPlaneRules;
 pub use kubeadm_control_plane::kubeadm_control_plane_causes;
+use machine_drain_rule::MachineDrainRuleRules;
 
 /// A kind a provider's webhooks take, for its webhook configurations.
 pub struct WebhookTarget {
@@ -71,6 +73,12 @@ pub const TARGETS: &[WebhookTarget] = &[
         plural: "machinehealthchecks",
     },
     WebhookTarget {
+        provider: crate::api::CrdSet::Core,
+        group: "cluster.x-k8s.io",
+        kind: "MachineDrainRule",
+        plural: "machinedrainrules",
+    },
+    WebhookTarget {
         provider: crate::api::CrdSet::KubeadmControlPlane,
         group: "controlplane.cluster.x-k8s.io",
         kind: "KubeadmControlPlane",
@@ -91,6 +99,7 @@ pub fn register(chain: &Chain) {
     chain.register(Arc::new(ClusterRules));
     chain.register(Arc::new(ClusterClassRules));
     chain.register(Arc::new(KubeadmControlPlaneRules));
+    chain.register(Arc::new(MachineDrainRuleRules));
 }
 
 /// Why an object with deletion protection may not be deleted.
@@ -289,6 +298,7 @@ mod tests {
             Arc::new(ClusterRules),
             Arc::new(ClusterClassRules),
             Arc::new(KubeadmControlPlaneRules),
+            Arc::new(MachineDrainRuleRules),
         ];
         for t in TARGETS {
             assert!(
@@ -304,6 +314,7 @@ mod tests {
             ("cluster.x-k8s.io", "MachineSet"),
             ("cluster.x-k8s.io", "MachineDeployment"),
             ("cluster.x-k8s.io", "MachineHealthCheck"),
+            ("cluster.x-k8s.io", "MachineDrainRule"),
             ("controlplane.cluster.x-k8s.io", "KubeadmControlPlane"),
         ] {
             assert!(

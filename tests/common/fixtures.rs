@@ -213,3 +213,39 @@ pub fn upgrade_commands(cluster: &str, version: &str) -> [Vec<String>; 2] {
         ),
     ]
 }
+
+/// A PodDisruptionBudget `web` in the workload cluster's default namespace wanting
+/// `min_available` Pods labelled `app: web`.
+pub async fn web_budget(
+    workload: &Client,
+    min_available: i32,
+) -> Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> {
+    let budgets = Api::namespaced(workload.clone(), "default");
+    let budget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}}
+    }))
+    .unwrap();
+    budgets
+        .create(&kube::api::PostParams::default(), &budget)
+        .await
+        .unwrap();
+    budgets
+}
+
+/// A Pod bound to `node` in the workload cluster's default namespace, reported Running and
+/// Ready as a kubelet would.
+pub async fn running_pod(workload: &Client, name: &str, labels: Value, node: &str) {
+    use kube::api::{Patch, PatchParams, PostParams};
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(workload.clone(), "default");
+    let pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "c"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let ready = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(ready))
+        .await
+        .unwrap();
+}

@@ -1,14 +1,14 @@
 //! The Machine controller.
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use capictl::api::Machine;
 
-use crate::common::fixtures::available_cluster;
+use crate::common::fixtures::{available_cluster, running_pod, web_budget};
 use crate::common::lifecycle::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,55 +46,10 @@ async fn a_disruption_budget_holds_a_drain_until_the_node_drain_timeout() {
     let client = available_cluster(1).await;
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
     let workload_client = workload(&client, "c1").await;
-    let worker = until("the worker has its Node", 20, async || {
-        let m = machines
-            .list(&ListParams::default().labels("pool=md-0"))
-            .await
-            .ok()?
-            .items
-            .pop()?;
-        m.status.as_ref()?.node_ref.is_some().then_some(m)
-    })
-    .await;
-    let node = worker
-        .status
-        .as_ref()
-        .unwrap()
-        .node_ref
-        .as_ref()
-        .unwrap()
-        .name
-        .clone();
+    let (worker, node) = worker_and_node(&machines).await;
     let pods: Api<Pod> = Api::namespaced(workload_client.clone(), "default");
-    pods.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "metadata": {"name": "web", "labels": {"app": "web"}},
-            "spec": {"nodeName": node, "containers": [{"name": "web", "image": "web"}]}
-        }))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
-    pods.patch_status(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})),
-    )
-    .await
-    .unwrap();
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(workload_client.clone(), "default");
-    budgets
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "web"},
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    running_pod(&workload_client, "web", json!({"app": "web"}), &node).await;
+    let budgets = web_budget(&workload_client, 1).await;
     machines
         .delete(&worker.name_any(), &DeleteParams::default())
         .await
@@ -152,4 +107,204 @@ async fn a_disruption_budget_holds_a_drain_until_the_node_drain_timeout() {
         pods.get_opt("web").await.unwrap().is_some(),
         "the Pod was evicted"
     );
+}
+
+/// The worker of `available_cluster` with its Node's name, once it has one.
+async fn worker_and_node(machines: &Api<Machine>) -> (Machine, String) {
+    let worker = until("the worker has its Node", 20, async || {
+        let m = machines
+            .list(&ListParams::default().labels("pool=md-0"))
+            .await
+            .ok()?
+            .items
+            .pop()?;
+        m.status.as_ref()?.node_ref.is_some().then_some(m)
+    })
+    .await;
+    let node = worker
+        .status
+        .as_ref()
+        .unwrap()
+        .node_ref
+        .as_ref()
+        .unwrap()
+        .name
+        .clone();
+    (worker, node)
+}
+
+/// The Machine's Deleting condition once `check` holds for it.
+async fn deleting_when(
+    machines: &Api<Machine>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition) -> bool,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    until(what, 30, async || {
+        let m = machines.get(name).await.ok()?;
+        let deleting = m
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Deleting")?;
+        check(&deleting).then_some(deleting)
+    })
+    .await
+}
+
+async fn machine_gone(machines: &Api<Machine>, name: &str) {
+    until("the Machine is gone", 30, async || {
+        machines.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machine_drain_rules_and_the_drain_label_order_and_skip_pods() {
+    let client = available_cluster(1).await;
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let workload_client = workload(&client, "c1").await;
+    let (worker, node) = worker_and_node(&machines).await;
+    // Databases go last, after everything else has left the Node.
+    apply(
+        &client,
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDrainRule",
+            "metadata": {"name": "databases-last"},
+            "spec": {"drain": {"behavior": "Drain", "order": 10}, "pods": [{"selector": {"matchLabels": {"app": "db"}}}]}
+        }),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(workload_client.clone(), "default");
+    for (name, labels) in [
+        ("web", json!({"app": "web"})),
+        ("db", json!({"app": "db"})),
+        (
+            "kept",
+            json!({"app": "web", "cluster.x-k8s.io/drain": "skip"}),
+        ),
+    ] {
+        running_pod(&workload_client, name, labels, &node).await;
+    }
+    // Two Pods labelled app=web and a budget wanting two of them: web cannot go.
+    let budgets = web_budget(&workload_client, 2).await;
+    machines
+        .delete(&worker.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+    let held = deleting_when(&machines, &worker.name_any(), "the first round is held by the budget", |c| {
+        c.message.contains("* Pod default/web: cannot evict pod as it would violate the pod's disruption budget.")
+    })
+    .await;
+    assert_eq!(held.reason, "DrainingNode");
+    assert!(
+        held.message.ends_with(
+            "\nAfter above Pods have been removed from the Node, the following Pods will be evicted: default/db"
+        ),
+        "{}",
+        held.message
+    );
+    assert!(!held.message.contains("kept"), "{}", held.message);
+    for name in ["db", "kept"] {
+        let pod = pods.get(name).await.unwrap();
+        assert!(
+            pod.metadata.deletion_timestamp.is_none(),
+            "{name} was evicted in the first round"
+        );
+    }
+    // Relaxed, the budget lets web go; then db goes; kept stays.
+    budgets
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    until("db is evicted", 30, async || {
+        let db = pods.get_opt("db").await.ok()?;
+        db.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    machine_gone(&machines, &worker.name_any()).await;
+    let kept = pods.get("kept").await.unwrap();
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "the skipped Pod was evicted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_waits_for_its_nodes_volumes_to_detach() {
+    let client = available_cluster(1).await;
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let workload_client = workload(&client, "c1").await;
+    let (worker, node) = worker_and_node(&machines).await;
+    let volumes: Api<PersistentVolume> = Api::all(workload_client.clone());
+    volumes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "pv-data"},
+                "spec": {
+                    "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                    "csi": {"driver": "disk.example", "volumeHandle": "vol-1"},
+                    "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "default", "name": "data"}
+                }
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let attachments: Api<VolumeAttachment> = Api::all(workload_client.clone());
+    attachments
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "va-1"},
+                "spec": {"attacher": "disk.example", "nodeName": node, "source": {"persistentVolumeName": "pv-data"}}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    attachments
+        .patch_status(
+            "va-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"attached": true}})),
+        )
+        .await
+        .unwrap();
+    machines
+        .delete(&worker.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+    let waiting = deleting_when(
+        &machines,
+        &worker.name_any(),
+        "the Machine waits for the volume",
+        |c| c.reason == "WaitingForVolumeDetach",
+    )
+    .await;
+    assert!(
+        waiting
+            .message
+            .starts_with("Waiting for Node volumes to be detached (started at ")
+            && waiting
+                .message
+                .ends_with(")\n* PersistentVolumeClaims: default/data"),
+        "{}",
+        waiting.message
+    );
+    let machine = machines.get(&worker.name_any()).await.unwrap();
+    let deletion = machine.status.unwrap().deletion.unwrap();
+    assert!(deletion.wait_for_node_volume_detach_start_time.is_some());
+    assert!(
+        deletion.node_drain_start_time.is_some(),
+        "the drain came first"
+    );
+    // Detached, the volume no longer holds the Machine.
+    attachments
+        .delete("va-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    machine_gone(&machines, &worker.name_any()).await;
 }

@@ -8,14 +8,13 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet}
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Endpoints, Event, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use capictl::api::Machine;
 
-use crate::common::fixtures::available_cluster;
+use crate::common::fixtures::{available_cluster, web_budget};
 use crate::common::lifecycle::*;
 
 /// The web Pods that run: name → (node, Pod IP).
@@ -276,18 +275,7 @@ async fn a_deployment_spreads_rolls_and_is_drained_within_its_budget() {
     .await;
 
     // A budget of 3 holds the drain of a worker: the Machine's Deleting condition names it.
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(workload_client.clone(), "default");
-    budgets
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "web"},
-                "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "web"}}}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    let budgets = web_budget(&workload_client, 3).await;
     until(
         "the disruption controller counts the budget",
         20,

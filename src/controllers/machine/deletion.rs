@@ -7,19 +7,20 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
 
 use super::hooks;
 use crate::api;
 use crate::api::machine::MachineDeletionStatus;
-use crate::api::{Cluster, Machine};
+use crate::api::{Cluster, Machine, MachineDrainRule};
 use crate::conditions::{self, NewCondition, Status};
 use crate::reconcile::common;
 use crate::reconcile::events::Severity;
 use crate::reconcile::external::Deletion;
 use crate::reconcile::{Context, Result, StepContext};
+use crate::workload::drain;
 
 /// How far a Machine's deletion has come.
 #[derive(Debug, PartialEq)]
@@ -99,26 +100,17 @@ async fn next_step(
         _ => None,
     };
 
-    if let (Some(client), Some(node)) = (&remote, &node_name)
-        && let Some(waiting) = drain(machine, client, node, deletion).await?
-    {
-        // Evictions refused (a PodDisruptionBudget, say) are what a user must act on.
-        if let Progress::Waiting {
-            reason: api::machine::reasons::DRAINING_NODE,
-            message,
-            ..
-        } = &waiting
-            && message.contains("\n* ")
+    if let (Some(client), Some(node), Some(cluster)) = (&remote, &node_name, cluster) {
+        let rules = drain_rules(ctx, &ns).await?;
+        let rules = drain::rules_for(&rules, machine, cluster);
+        if let Some(waiting) =
+            drain_node(ctx, machine, client, node, rules.clone(), deletion).await?
         {
-            ctx.events.publish(
-                super::CONTROLLER,
-                machine,
-                Severity::Warning,
-                "FailedDrainNode",
-                message.clone(),
-            );
+            return Ok(waiting);
         }
-        return Ok(waiting);
+        if let Some(waiting) = wait_for_volumes(machine, client, node, rules, deletion).await? {
+            return Ok(waiting);
+        }
     }
     let pre_terminate = hooks(machine.annotations(), api::PRE_TERMINATE_HOOK);
     if !pre_terminate.is_empty() {
@@ -202,12 +194,41 @@ async fn next_step(
     Ok(Progress::Done)
 }
 
+/// The MachineDrainRules of the Machine's namespace (none where their kind is not served).
+async fn drain_rules(ctx: &Context, namespace: &str) -> Result<Vec<MachineDrainRule>> {
+    match Api::<MachineDrainRule>::namespaced(ctx.client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => Ok(list.items),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(e).step("listing MachineDrainRules"),
+    }
+}
+
+/// A start time as upstream's messages show it (RFC 3339, to the second).
+fn to_seconds(t: &Time) -> String {
+    Timestamp::from_second(t.0.as_second())
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+/// Whether a step guarded by `annotation` and timed out by `timeout` seconds from `started`
+/// still applies: not excluded, and not past its timeout (none when 0).
+fn still_applies(machine: &Machine, annotation: &str, started: &Time, timeout: i32) -> bool {
+    !machine.annotations().contains_key(annotation)
+        && (timeout <= 0 || common::seconds_since(started) <= i64::from(timeout))
+}
+
 /// Pre-drain hooks, then the drain (unless excluded or timed out); what it waits for, if
-/// anything.
-async fn drain(
+/// anything. Evictions refused (a PodDisruptionBudget, say) are an Event too: what a user
+/// must act on.
+async fn drain_node(
+    ctx: &Context,
     machine: &Machine,
     client: &Client,
     node: &str,
+    rules: Vec<&MachineDrainRule>,
     deletion: &mut MachineDeletionStatus,
 ) -> Result<Option<Progress>> {
     let pre_drain = hooks(machine.annotations(), api::PRE_DRAIN_HOOK);
@@ -224,12 +245,6 @@ async fn drain(
             2,
         )));
     }
-    if machine
-        .annotations()
-        .contains_key(api::EXCLUDE_DRAIN_ANNOTATION)
-    {
-        return Ok(None);
-    }
     let started = deletion
         .node_drain_start_time
         .get_or_insert(Time(Timestamp::now()))
@@ -240,23 +255,61 @@ async fn drain(
         .as_ref()
         .and_then(|d| d.node_drain_timeout_seconds)
         .unwrap_or(0);
-    if timeout > 0 && common::seconds_since(&started) > i64::from(timeout) {
+    if !still_applies(machine, api::EXCLUDE_DRAIN_ANNOTATION, &started, timeout) {
         return Ok(None);
     }
-    let remaining = crate::workload::drain::drain(client, node).await?;
-    if remaining.pods == 0 {
+    let remaining = drain::drain(client, node, rules).await?;
+    if remaining.completed() {
         return Ok(None);
     }
-    let mut message = format!(
-        "Drain not completed yet (started at {}): {} Pods to evict",
-        started.0, remaining.pods
-    );
-    for refused in &remaining.refused {
-        message.push_str(&format!("\n* {refused}"));
+    let message = remaining.message(&to_seconds(&started));
+    if !remaining.refused.is_empty() {
+        ctx.events.publish(
+            super::CONTROLLER,
+            machine,
+            Severity::Warning,
+            "FailedDrainNode",
+            message.clone(),
+        );
     }
     Ok(Some(Progress::waiting(
         api::machine::reasons::DRAINING_NODE,
         message,
+        2,
+    )))
+}
+
+/// After the drain, the Node's volumes detaching (unless excluded or timed out), as upstream
+/// waits for them so that a volume is not lost with the machine it was attached to.
+async fn wait_for_volumes(
+    machine: &Machine,
+    client: &Client,
+    node: &str,
+    rules: Vec<&MachineDrainRule>,
+    deletion: &mut MachineDeletionStatus,
+) -> Result<Option<Progress>> {
+    let started = deletion
+        .wait_for_node_volume_detach_start_time
+        .clone()
+        .unwrap_or(Time(Timestamp::now()));
+    let timeout = machine
+        .spec
+        .deletion
+        .as_ref()
+        .and_then(|d| d.node_volume_detach_timeout_seconds)
+        .unwrap_or(0);
+    let annotation = api::machine::EXCLUDE_WAIT_FOR_VOLUME_DETACH_ANNOTATION;
+    if !still_applies(machine, annotation, &started, timeout) {
+        return Ok(None);
+    }
+    let attached = drain::volumes_to_detach(client, node, rules).await?;
+    if attached.is_empty() {
+        return Ok(None);
+    }
+    deletion.wait_for_node_volume_detach_start_time = Some(started.clone());
+    Ok(Some(Progress::waiting(
+        api::machine::reasons::WAITING_FOR_VOLUME_DETACH,
+        attached.message(&to_seconds(&started)),
         2,
     )))
 }
