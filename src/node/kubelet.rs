@@ -422,9 +422,8 @@ async fn start(
     kubeconfig: &std::path::Path,
     pods_changed: &std::sync::Arc<tokio::sync::Notify>,
 ) -> Result<Loop> {
-    let flags = std::fs::read_to_string(KubeletFlags::file(layout))
-        .map(|t| KubeletFlags::parse(&t))
-        .unwrap_or_default();
+    // kubeadm writes the flags before kubelet.conf; the Node is registered with them once.
+    let flags = KubeletFlags::parse(&super::read_file(&KubeletFlags::file(layout))?);
     let name = flags
         .hostname_override
         .clone()

@@ -140,8 +140,17 @@ async fn the_quick_start_on_docker_upgrades_remediates_and_deletes() {
             {
                 Ok(())
             } else {
+                // A Pod off the workers: what its Node's taints were then says how it got there.
+                let taints: Vec<String> = nodes
+                    .iter()
+                    .filter(|n| !workers.contains(n))
+                    .map(|n| match cluster.try_json(&["get", "node", n]) {
+                        Ok(node) => format!("{n}: {}", node["spec"]["taints"]),
+                        Err(e) => format!("{n}: {e}"),
+                    })
+                    .collect();
                 Err(format!(
-                    "web Pods Running: {running:?}; workers {workers:?}"
+                    "web Pods Running: {running:?}; workers {workers:?}; other Nodes' taints {taints:?}"
                 ))
             }
         }

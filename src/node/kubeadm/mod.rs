@@ -284,6 +284,11 @@ fn control_plane_files(
     node: &Node,
     endpoint: &str,
 ) -> Result<Identity> {
+    // The flags go first: the kubelet starts once kubelet.conf exists and registers the Node
+    // with the taints and labels it reads then (a joining control plane registered untainted,
+    // and took workloads, when the flags came after).
+    let flags = kubelet_flags(config, node, true);
+    write_if_changed(&KubeletFlags::file(layout), &flags.render(), 0o644)?;
     let id = identity(config, node, endpoint);
     let pki_dir = layout.path(config.str_at("/certificatesDir"));
     for made in pki::ensure_certificates(&pki_dir, &id)? {
@@ -292,8 +297,6 @@ fn control_plane_files(
     for written in pki::ensure_kubeconfigs(layout, &id)? {
         println!("[kubeconfig] Wrote {}", written.display());
     }
-    let flags = kubelet_flags(config, node, true);
-    write_if_changed(&KubeletFlags::file(layout), &flags.render(), 0o644)?;
     Ok(id)
 }
 
