@@ -224,7 +224,7 @@ fn completion_scripts_in_the_repository_are_current() {
 fn generate_crds_prints_one_provider_or_all() {
     let all: Vec<serde_json::Value> =
         capictl::yaml::from_multiple(&stdout(&capictl(&["generate", "crds"]))).unwrap();
-    assert_eq!(all.len(), 24);
+    assert_eq!(all.len(), 25);
     assert!(all.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
 
     let docker: Vec<serde_json::Value> = capictl::yaml::from_multiple(&stdout(&capictl(&[
@@ -260,7 +260,7 @@ fn generate_crds_prints_one_provider_or_all() {
         "core,clusterctl",
     ])))
     .unwrap();
-    assert_eq!(two.len(), 7);
+    assert_eq!(two.len(), 8);
 }
 
 fn capictl_env(args: &[&str], env: &[(&str, &str)]) -> Output {
