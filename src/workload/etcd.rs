@@ -270,6 +270,34 @@ fn unreachable(e: impl std::fmt::Display) -> EtcdError {
     EtcdError::Unreachable(e.to_string())
 }
 
+/// A client of the first of `urls` whose member answers, tried in order, as upstream's
+/// control plane provider reaches etcd through the first available node: a client balanced
+/// over every member sent some calls to one that had stopped (a member just removed, its Pod
+/// not yet gone), and those calls failed however many members were fine.
+pub async fn first_answering(
+    urls: impl IntoIterator<Item = String>,
+    tls: &etcd_client::TlsOptions,
+) -> Result<etcd_client::Client> {
+    let mut failures = Vec::new();
+    for url in urls {
+        let answered = async {
+            let mut client =
+                etcd_client::Client::connect([url.as_str()], Some(options(tls))).await?;
+            client.status().await?;
+            Ok::<_, etcd_client::Error>(client)
+        };
+        match answered.await {
+            Ok(client) => return Ok(client),
+            Err(e) => failures.push(format!("{url}: {e}")),
+        }
+    }
+    Err(EtcdError::Unreachable(if failures.is_empty() {
+        "no etcd member to ask".into()
+    } else {
+        format!("no etcd member answers: {}", failures.join("; "))
+    }))
+}
+
 fn options(tls: &etcd_client::TlsOptions) -> etcd_client::ConnectOptions {
     etcd_client::ConnectOptions::new()
         .with_tls(tls.clone())
@@ -376,9 +404,7 @@ impl EtcdClient for NetworkClient {
                 ));
             }
             // etcd takes MoveLeader only from the leader itself.
-            let mut on_leader = etcd_client::Client::connect(leader_urls, Some(options(&self.tls)))
-                .await
-                .map_err(unreachable)?;
+            let mut on_leader = first_answering(leader_urls, &self.tls).await?;
             on_leader
                 .move_leader(target.id())
                 .await
@@ -409,9 +435,7 @@ impl EtcdClient for NetworkClient {
                     "no etcd member but {name} is reachable through the workload API server"
                 )));
             }
-            let mut c = etcd_client::Client::connect(others, Some(options(&self.tls)))
-                .await
-                .map_err(unreachable)?;
+            let mut c = first_answering(others, &self.tls).await?;
             c.member_remove(member.id())
                 .await
                 .map_err(|e| EtcdError::Refused(format!("removing etcd member {name}: {e}")))?;
@@ -491,10 +515,7 @@ impl EtcdClients for NetworkEtcd {
                     &client_cert.cert,
                     &client_cert.key,
                 ));
-            let endpoints: Vec<String> = routes.values().cloned().collect();
-            let client = etcd_client::Client::connect(endpoints, Some(options(&tls)))
-                .await
-                .map_err(unreachable)?;
+            let client = first_answering(routes.values().cloned(), &tls).await?;
             Ok(Arc::new(NetworkClient {
                 client,
                 tls,

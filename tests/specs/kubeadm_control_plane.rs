@@ -356,3 +356,51 @@ async fn clusters_come_up_with_cas_made_by_openssl_and_say_which_secret_cannot_s
     .await;
     assert!(message.contains("Secret broken-ca: tls.key"), "{message}");
 }
+
+/// The control plane provider reaches etcd through the first member that answers: a member
+/// that stopped (removed, its Pod not yet gone) is passed over instead of failing the calls
+/// a balanced client would send it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_is_reached_through_the_first_member_that_answers() {
+    // It waits for etcd on a runtime of its own: started off this one.
+    let (etcd, files) = std::thread::spawn(crate::common::Etcd::start_tls)
+        .join()
+        .unwrap();
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap();
+    let tls = etcd_client::TlsOptions::new()
+        .ca_certificate(etcd_client::Certificate::from_pem(read(&files.ca)))
+        .identity(etcd_client::Identity::from_pem(
+            read(&files.cert),
+            read(&files.key),
+        ));
+    // A stopped member behind its tunnel: the connection is taken, then closed.
+    let stopped = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let stopped_url = format!("https://{}", stopped.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for connection in stopped.incoming() {
+            drop(connection);
+        }
+    });
+    let first = capictl::workload::etcd::first_answering(
+        [stopped_url.clone(), etcd.endpoint.clone()],
+        &tls,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the live member is passed over: {e}"));
+    let mut client = first;
+    for _ in 0..5 {
+        client
+            .member_list()
+            .await
+            .expect("every call reaches the live member");
+    }
+    let none = capictl::workload::etcd::first_answering([stopped_url], &tls)
+        .await
+        .err()
+        .expect("a stopped member alone does not answer");
+    assert!(
+        none.to_string()
+            .starts_with("etcd cannot be reached: no etcd member answers: https://127.0.0.1:"),
+        "{none}"
+    );
+}
