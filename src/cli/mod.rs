@@ -276,9 +276,10 @@ fn init_logging(verbose: u8) {
         _ => "trace",
     };
     // kube's client logs every failed connection as an ERROR of its own before the command
-    // reports it; that line is for -v.
+    // reports it, and a watch whose server went away ("eof in poll") as a WARN though the
+    // watcher reconnects; those lines are for -v.
     let default = if verbose == 0 {
-        format!("{default},kube_client::client::builder=off")
+        format!("{default},kube_client::client::builder=off,kube_client::client=error")
     } else {
         default.to_string()
     };
