@@ -317,6 +317,23 @@ pub fn free_cluster_ip(cidr: (Ipv4Addr, u8), used: &[String], seed: u32) -> Opti
     })
 }
 
+/// A service range as kube-apiserver's `--service-cluster-ip-range` gives it (its first,
+/// IPv4 block: `10.96.0.0/12`).
+pub fn parse_service_range(flag: &str) -> Option<(Ipv4Addr, u8)> {
+    let (address, prefix) = flag.split(',').next()?.trim().split_once('/')?;
+    let prefix: u8 = prefix.parse().ok().filter(|p| (1..=30).contains(p))?;
+    let network = u32::from(address.parse::<Ipv4Addr>().ok()?) & (u32::MAX << (32 - prefix));
+    Some((Ipv4Addr::from(network), prefix))
+}
+
+/// Whether an address is of a service range.
+pub fn in_range(range: (Ipv4Addr, u8), ip: &str) -> bool {
+    let (network, prefix) = range;
+    let mask = u32::MAX << (32 - u32::from(prefix));
+    ip.parse::<Ipv4Addr>()
+        .is_ok_and(|a| u32::from(a) & mask == u32::from(network))
+}
+
 /// The ports NodePort Services are given, kube-apiserver's default `--service-node-port-range`.
 pub const NODE_PORT_RANGE: std::ops::RangeInclusive<i64> = 30000..=32767;
 
@@ -549,5 +566,31 @@ mod tests {
         assert_eq!(free_cluster_ip(cidr, &["10.96.0.2".into()], 7), None);
         let wide = free_cluster_ip(SERVICE_CIDR, &[], 12345).unwrap();
         assert!(wide.starts_with("10.") && wide != "10.96.0.1", "{wide}");
+    }
+
+    #[test]
+    fn a_service_range_is_read_as_kube_apiserver_reads_its_flag() {
+        let capd = parse_service_range("10.128.0.0/12").unwrap();
+        assert_eq!(capd, (Ipv4Addr::new(10, 128, 0, 0), 12));
+        assert_eq!(
+            parse_service_range("10.96.5.0/12,fd00::/108"),
+            Some(SERVICE_CIDR),
+            "the first block, its host bits cleared"
+        );
+        for bad in [
+            "",
+            "10.96.0.0",
+            "10.96.0.0/0",
+            "10.96.0.0/31",
+            "fd00::/108",
+            "x/12",
+        ] {
+            assert_eq!(parse_service_range(bad), None, "{bad:?}");
+        }
+        assert!(in_range(capd, "10.128.0.10"));
+        assert!(in_range(capd, "10.143.255.254"));
+        assert!(!in_range(capd, "10.144.0.1"));
+        assert!(!in_range(capd, "10.96.0.10"));
+        assert!(!in_range(capd, "not an address"));
     }
 }

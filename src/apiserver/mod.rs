@@ -134,6 +134,8 @@ pub struct ApiServer {
     /// The Kubernetes version `/version` reports, for a node's API server; capictl's own
     /// otherwise.
     kubernetes_version: std::sync::OnceLock<String>,
+    /// Where Services' cluster IPs come from ([`ApiServer::set_service_range`]).
+    service_range: std::sync::OnceLock<(std::net::Ipv4Addr, u8)>,
 }
 
 impl ApiServer {
@@ -154,6 +156,7 @@ impl ApiServer {
             log_source: Default::default(),
             exec_source: Default::default(),
             kubernetes_version: Default::default(),
+            service_range: Default::default(),
             store,
             registry: builtin::registry(),
             admission: Default::default(),
@@ -236,6 +239,19 @@ impl ApiServer {
     /// stands for that kube-apiserver.
     pub fn set_kubernetes_version(&self, version: String) {
         let _ = self.kubernetes_version.set(version);
+    }
+
+    /// The range Services' cluster IPs come from, as `--service-cluster-ip-range` gives it
+    /// (the cluster's service subnet); kube-apiserver's default, 10.96.0.0/12, until set.
+    pub fn set_service_range(&self, range: (std::net::Ipv4Addr, u8)) {
+        let _ = self.service_range.set(range);
+    }
+
+    fn service_range(&self) -> (std::net::Ipv4Addr, u8) {
+        self.service_range
+            .get()
+            .copied()
+            .unwrap_or(defaults::SERVICE_CIDR)
     }
 
     /// How much of a request the audit log records (nothing without one).
@@ -533,10 +549,59 @@ impl ApiServer {
                 defaults::mount_service_account_token(object, &object::random_suffix());
             }
             if Self::is_service(resource) {
+                self.check_requested_cluster_ip(resource, object)?;
                 self.assign_node_ports(resource, object, None)?;
             }
         }
         Self::validate(resource, object, None)
+    }
+
+    /// A cluster IP a new Service asks for must be of the service range and no other
+    /// Service's, as kube-apiserver's allocator requires: two Services on one address would
+    /// each get the other's traffic.
+    fn check_requested_cluster_ip(
+        &self,
+        services: &Resource,
+        object: &Value,
+    ) -> Result<(), ApiError> {
+        let asked: Vec<&str> = object["spec"]["clusterIPs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .chain(std::iter::once(&object["spec"]["clusterIP"]))
+            .filter_map(Value::as_str)
+            .filter(|ip| !ip.is_empty() && *ip != "None")
+            .collect();
+        let Some(ip) = asked.first() else {
+            return Ok(());
+        };
+        let listed = format!("[]string{{{:?}}}", ip);
+        let (network, prefix) = self.service_range();
+        let refusal = match defaults::in_range((network, prefix), ip) {
+            false => Some(format!(
+                "the provided IP ({ip}) is not in the valid range. The range of valid IPs is {network}/{prefix}"
+            )),
+            true if self
+                .cluster_ips_in_use(services)
+                .iter()
+                .any(|used| used == ip) =>
+            {
+                Some("provided IP is already allocated".to_string())
+            }
+            true => None,
+        };
+        match refusal {
+            None => Ok(()),
+            Some(why) => Err(ApiError::invalid(
+                "Service",
+                "",
+                object::name_of(object),
+                vec![status::FieldCause::invalid(
+                    "spec.clusterIPs",
+                    format!("Invalid value: {listed}: failed to allocate IP {ip}: {why}"),
+                )],
+            )),
+        }
     }
 
     fn is_service(resource: &Resource) -> bool {
@@ -647,8 +712,14 @@ impl ApiServer {
 
     /// A cluster IP no Service has, from the service range.
     fn free_cluster_ip(&self, services: &Resource) -> Option<String> {
+        let used = self.cluster_ips_in_use(services);
+        defaults::free_cluster_ip(self.service_range(), &used, rand::random())
+    }
+
+    /// The cluster IPs the stored Services hold.
+    fn cluster_ips_in_use(&self, services: &Resource) -> Vec<String> {
         let (records, _, _) = self.store.list(&services.prefix(), None, None, |_| true);
-        let used: Vec<String> = records
+        records
             .iter()
             .flat_map(|r| {
                 let mut service = r.value();
@@ -661,8 +732,7 @@ impl ApiServer {
                     .chain(std::iter::once(spec["clusterIP"].take()))
             })
             .filter_map(|ip| ip.as_str().map(String::from))
-            .collect();
-        defaults::free_cluster_ip(defaults::SERVICE_CIDR, &used, rand::random())
+            .collect()
     }
 
     /// What kube-apiserver records of who created an object: a CertificateSigningRequest's

@@ -114,6 +114,12 @@ pub async fn run(args: &[String]) -> Result<()> {
         .and_then(|range| super::kubeadm::config::service_ip(range, 1))
         .map(|ip| ip.to_string());
     server.set_kubernetes_version(super::kubernetes_version());
+    if let Some(range) = flags
+        .get("service-cluster-ip-range")
+        .and_then(|r| apiserver::defaults::parse_service_range(r))
+    {
+        server.set_service_range(range);
+    }
     apiserver::ensure_kubernetes_service(&server, cluster_ip).await;
     // `kubectl logs` and `kubectl exec` reach what the nodes' kubelets run on the Docker Engine.
     if let Some(engine) = super::containers::EngineStreams::connect().await {

@@ -817,6 +817,50 @@ async fn node_ports_are_allocated_once_and_kept() {
     assert_eq!(node_port_of(&other), Some(given));
 }
 
+/// A Service may ask for its cluster IP, as kube-apiserver allows: one of the service range
+/// that no other Service holds; anything else is refused naming the field and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requested_cluster_ip_is_of_the_range_and_never_shared() {
+    let client = api_server().await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let asking = |name: &str, ip: &str| -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"clusterIP": ip, "selector": {"app": name}, "ports": [{"port": 80}]},
+        }))
+        .unwrap()
+    };
+    let dns = services
+        .create(&PostParams::default(), &asking("dns", "10.96.0.10"))
+        .await
+        .unwrap();
+    assert_eq!(dns.spec.unwrap().cluster_ip.as_deref(), Some("10.96.0.10"));
+    for (ip, said) in [
+        (
+            "10.96.0.10",
+            "spec.clusterIPs: Invalid value: []string{\"10.96.0.10\"}: failed to allocate IP 10.96.0.10: provided IP is already allocated",
+        ),
+        (
+            "10.128.0.10",
+            "spec.clusterIPs: Invalid value: []string{\"10.128.0.10\"}: failed to allocate IP 10.128.0.10: the provided IP (10.128.0.10) is not in the valid range. The range of valid IPs is 10.96.0.0/12",
+        ),
+    ] {
+        let refused = services
+            .create(&PostParams::default(), &asking("other", ip))
+            .await
+            .unwrap_err();
+        let kube::Error::Api(status) = refused else {
+            panic!("{refused}")
+        };
+        assert_eq!(status.code, 422, "{ip}");
+        assert!(status.message.contains(said), "{ip}: {}", status.message);
+    }
+    assert!(
+        services.get_opt("other").await.unwrap().is_none(),
+        "nothing is stored"
+    );
+}
+
 /// A controller that has just started (a new leader of the control planes) must not act on
 /// caches that have not listed their kinds yet: an empty Pod cache would empty every Service's
 /// endpoints. Its passes wait for every cache.
