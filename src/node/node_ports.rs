@@ -81,7 +81,20 @@ fn pick(targets: &Targets) -> Option<String> {
         0 => return None,
         n => targets[rand::random_range(0..n)].clone(),
     };
-    Some(super::kubeadm::pki::join_host_port(&address, port as u16))
+    Some(address_of(&address, port))
+}
+
+fn address_of(address: &str, port: i32) -> String {
+    super::kubeadm::pki::join_host_port(address, port as u16)
+}
+
+/// Whether `address` is still one of the targets.
+fn targeted(targets: &Targets, address: &str) -> bool {
+    targets
+        .read()
+        .unwrap()
+        .iter()
+        .any(|(a, p)| address_of(a, *p) == address)
 }
 
 /// Accepts connections until aborted, each forwarded to an endpoint picked at random; one that
@@ -102,32 +115,51 @@ async fn forward(listener: TcpListener, targets: Targets) {
     }
 }
 
+/// A UDP client's flow: its socket toward the endpoint it was given.
+struct Flow {
+    socket: Arc<UdpSocket>,
+    endpoint: String,
+}
+
+type Flows = Arc<Mutex<HashMap<SocketAddr, Flow>>>;
+
 /// Relays datagrams until aborted: each client gets a socket of its own toward an endpoint
-/// picked at random on its first datagram, kept while the flow is active, and the endpoint's
+/// picked at random on its first datagram, kept while the flow is active and the endpoint is
+/// still one of the Service's (kube-proxy clears a removed endpoint's UDP conntrack entries so
+/// that its clients move on, rather than send into a Pod that is gone), and the endpoint's
 /// answers go back to the client from the node port; a datagram that comes while there is no
 /// endpoint is dropped.
 async fn relay(listener: Arc<UdpSocket>, targets: Targets) {
-    let flows: Arc<Mutex<HashMap<SocketAddr, Arc<UdpSocket>>>> = Arc::default();
+    let flows: Flows = Arc::default();
     let mut buffer = vec![0u8; 65_536];
     loop {
         let Ok((n, client)) = listener.recv_from(&mut buffer).await else {
             continue;
         };
-        let known = flows.lock().unwrap().get(&client).cloned();
+        let known = flows
+            .lock()
+            .unwrap()
+            .get(&client)
+            .filter(|f| targeted(&targets, &f.endpoint))
+            .map(|f| f.socket.clone());
         let upstream = match known {
             Some(u) => u,
             None => {
-                let Some(address) = pick(&targets) else {
+                let Some(endpoint) = pick(&targets) else {
                     continue;
                 };
                 let Ok(socket) = UdpSocket::bind("0.0.0.0:0").await else {
                     continue;
                 };
-                if socket.connect(&address).await.is_err() {
+                if socket.connect(&endpoint).await.is_err() {
                     continue;
                 }
                 let socket = Arc::new(socket);
-                flows.lock().unwrap().insert(client, socket.clone());
+                let flow = Flow {
+                    socket: socket.clone(),
+                    endpoint,
+                };
+                flows.lock().unwrap().insert(client, flow);
                 tokio::spawn(answer(
                     socket.clone(),
                     listener.clone(),
@@ -142,18 +174,24 @@ async fn relay(listener: Arc<UdpSocket>, targets: Targets) {
 }
 
 /// Sends an endpoint's answers back to `client` until the flow is idle for [`UDP_IDLE`], then
-/// forgets it.
+/// forgets it, unless the client has a newer flow by then.
 async fn answer(
     upstream: Arc<UdpSocket>,
     listener: Arc<UdpSocket>,
     client: SocketAddr,
-    flows: Arc<Mutex<HashMap<SocketAddr, Arc<UdpSocket>>>>,
+    flows: Flows,
 ) {
     let mut buffer = vec![0u8; 65_536];
     while let Ok(Ok(n)) = tokio::time::timeout(UDP_IDLE, upstream.recv(&mut buffer)).await {
         let _ = listener.send_to(&buffer[..n], client).await;
     }
-    flows.lock().unwrap().remove(&client);
+    let mut flows = flows.lock().unwrap();
+    if flows
+        .get(&client)
+        .is_some_and(|f| Arc::ptr_eq(&f.socket, &upstream))
+    {
+        flows.remove(&client);
+    }
 }
 
 #[cfg(test)]
@@ -170,6 +208,21 @@ mod tests {
             .port()
     }
 
+    /// A UDP endpoint on loopback that answers "`name` got <datagram>"; its port.
+    async fn udp_endpoint(name: &'static str) -> u16 {
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let port = socket.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let mut buffer = [0u8; 64];
+            loop {
+                let (n, from) = socket.recv_from(&mut buffer).await.unwrap();
+                let reply = [format!("{name} got ").as_bytes(), &buffer[..n]].concat();
+                socket.send_to(&reply, from).await.unwrap();
+            }
+        });
+        port
+    }
+
     #[tokio::test]
     async fn tcp_and_udp_node_ports_reach_an_endpoint_and_follow_the_table() {
         // Endpoints that answer with their own name.
@@ -181,16 +234,7 @@ mod tests {
                 c.write_all(b"tcp endpoint").await.unwrap();
             }
         });
-        let udp_endpoint = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let udp_target = udp_endpoint.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            let mut buffer = [0u8; 64];
-            loop {
-                let (n, from) = udp_endpoint.recv_from(&mut buffer).await.unwrap();
-                let reply = [b"udp endpoint got ", &buffer[..n]].concat();
-                udp_endpoint.send_to(&reply, from).await.unwrap();
-            }
-        });
+        let udp_target = udp_endpoint("udp endpoint").await;
         let (tcp_port, udp_port) = (free_port(), free_port());
         let to = |port: u16| vec![("127.0.0.1".to_string(), i32::from(port))];
         let mut ports = NodePorts::default();
@@ -221,11 +265,30 @@ mod tests {
             );
         }
 
+        // The endpoint leaves the Service for another: the client's flow moves to the new one
+        // (the old one, still answering, gets nothing more).
+        let moved_port = udp_endpoint("new endpoint").await;
+        ports
+            .serve(BTreeMap::from([
+                ((Transport::Tcp, tcp_port), to(tcp_target)),
+                ((Transport::Udp, udp_port), to(moved_port)),
+            ]))
+            .await;
+        client.send(b"three").await.unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(5), client.recv(&mut buffer))
+            .await
+            .expect("an answer from the new endpoint")
+            .unwrap();
+        assert_eq!(
+            std::str::from_utf8(&buffer[..n]).unwrap(),
+            "new endpoint got three"
+        );
+
         // A port the table no longer has is closed.
         ports
             .serve(BTreeMap::from([(
                 (Transport::Udp, udp_port),
-                to(udp_target),
+                to(moved_port),
             )]))
             .await;
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
