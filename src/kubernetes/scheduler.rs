@@ -1,7 +1,8 @@
 //! kube-scheduler's default profile, for the workload clusters' control planes: a Pod goes to
 //! a Node that passes every filter (unschedulable, taints, node affinity and selector, host
 //! ports, resources, required pod anti-affinity), the one that spreads the Pod's siblings best
-//! and is least allocated; a Pod no Node takes is told why in kube-scheduler's words.
+//! and is least allocated; a Pod whose PersistentVolumeClaims are missing or unbound goes
+//! nowhere yet; a Pod no Node takes is told why in kube-scheduler's words.
 //!
 //! [`place`] decides, purely; [`run`] watches Pods and Nodes and binds.
 
@@ -9,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Taint, Toleration};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -64,12 +65,22 @@ pub struct FitError {
     pub nodes: usize,
     /// Each Node's reasons.
     pub reasons: Vec<Vec<Reason>>,
+    /// Why the Pod could go to no Node whatever the Nodes (kube's PreFilter plugins): then
+    /// no Node is looked at.
+    pub pre_filter: Option<String>,
 }
 
 impl std::fmt::Display for FitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.nodes == 0 {
             return write!(f, "no nodes available to schedule pods");
+        }
+        if let Some(why) = &self.pre_filter {
+            return write!(
+                f,
+                "0/{n} nodes are available: {why}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling.",
+                n = self.nodes
+            );
         }
         let mut histogram: BTreeMap<String, usize> = BTreeMap::new();
         let (mut helpful, mut not_helpful) = (0, 0);
@@ -370,7 +381,41 @@ pub fn place<'a>(pod: &Pod, nodes: &'a [Node], on_nodes: &[Placed]) -> Result<&'
         .ok_or(FitError {
             nodes: nodes.len(),
             reasons,
+            pre_filter: None,
         })
+}
+
+/// The claims a cluster has, by namespace and name, for [`claims_unready`].
+pub type Claims<'a> = BTreeMap<(String, String), &'a PersistentVolumeClaim>;
+
+/// Why the Pod's PersistentVolumeClaims keep it off every Node, in kube-scheduler's
+/// VolumeBinding words: a claim that does not exist or is being deleted, or one not bound to
+/// a volume (capictl's clusters have no volume provisioner, as upstream's Docker clusters
+/// have none: such a Pod waits, as there, until a volume is bound to its claim).
+pub fn claims_unready(pod: &Pod, claims: &Claims) -> Option<String> {
+    let namespace = namespace_of(pod);
+    let mut unbound = false;
+    for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        let Some(source) = &volume.persistent_volume_claim else {
+            continue;
+        };
+        let name = &source.claim_name;
+        match claims.get(&(namespace.clone(), name.clone())) {
+            None => return Some(format!("persistentvolumeclaim {name:?} not found")),
+            Some(c) if c.metadata.deletion_timestamp.is_some() => {
+                return Some(format!("persistentvolumeclaim {name:?} is being deleted"));
+            }
+            Some(c) => {
+                let bound = c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+                    && c.spec
+                        .as_ref()
+                        .and_then(|s| s.volume_name.as_deref())
+                        .is_some_and(|v| !v.is_empty());
+                unbound |= !bound;
+            }
+        }
+    }
+    unbound.then(|| "pod has unbound immediate PersistentVolumeClaims".to_string())
 }
 
 /// Whether this scheduler places the Pod: unbound, not going away, asking for it.
@@ -399,21 +444,28 @@ pub async fn run(client: Client) {
     let watches = super::Watches::default();
     let (pods, watch_pods) = watches.cache::<Pod>(&client);
     let (nodes, watch_nodes) = watches.cache::<Node>(&client);
+    let (claims, watch_claims) = watches.cache::<PersistentVolumeClaim>(&client);
     let schedule = async {
         // What was last said about each unschedulable Pod, so it is said once per change.
         let mut told: BTreeMap<String, String> = BTreeMap::new();
         loop {
             watches.next_pass(Duration::from_secs(5)).await;
-            schedule_pending(&client, &pods.state(), &nodes.state(), &mut told).await;
+            let claims = claims.state();
+            let claims: Claims = claims
+                .iter()
+                .map(|c| ((c.namespace().unwrap_or_default(), c.name_any()), &**c))
+                .collect();
+            schedule_pending(&client, &pods.state(), &nodes.state(), &claims, &mut told).await;
         }
     };
-    tokio::join!(watch_pods, watch_nodes, schedule);
+    tokio::join!(watch_pods, watch_nodes, watch_claims, schedule);
 }
 
 async fn schedule_pending(
     client: &Client,
     pods: &[Arc<Pod>],
     nodes: &[Arc<Node>],
+    claims: &Claims<'_>,
     told: &mut BTreeMap<String, String>,
 ) {
     let nodes: Vec<Node> = nodes.iter().map(|n| (**n).clone()).collect();
@@ -444,7 +496,15 @@ async fn schedule_pending(
             })
             .collect();
         let api: Api<Pod> = Api::namespaced(client.clone(), &namespace_of(pod));
-        match place(pod, &nodes, &placed) {
+        let placement = match claims_unready(pod, claims) {
+            Some(why) => Err(FitError {
+                nodes: nodes.len(),
+                reasons: Vec::new(),
+                pre_filter: Some(why),
+            }),
+            None => place(pod, &nodes, &placed),
+        };
+        match placement {
             Ok(node) => {
                 let node = node.name_any();
                 let binding = json!({
@@ -687,6 +747,61 @@ mod tests {
         assert_eq!(
             message[0].as_ref().unwrap_err(),
             "0/6 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 1 node(s) were unschedulable, 3 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }. preemption: 0/6 nodes are available: 1 No preemption victims found for incoming pod, 5 Preemption is not helpful for scheduling."
+        );
+    }
+
+    #[test]
+    fn a_pod_waits_for_its_claims_to_exist_and_be_bound() {
+        let claim = |name: &str,
+                     status: serde_json::Value,
+                     deleting: bool|
+         -> PersistentVolumeClaim {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "default",
+                    "deletionTimestamp": if deleting { Some("2026-01-01T00:00:00Z") } else { None }},
+                "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": status["volume"]},
+                "status": {"phase": status["phase"]},
+            }))
+            .unwrap()
+        };
+        let stored = [
+            claim("bound", json!({"phase": "Bound", "volume": "pv-1"}), false),
+            claim("pending", json!({"phase": "Pending"}), false),
+            claim("going", json!({"phase": "Bound", "volume": "pv-2"}), true),
+        ];
+        let claims: Claims = stored
+            .iter()
+            .map(|c| (("default".to_string(), c.name_any()), c))
+            .collect();
+        let using = |name: &str| {
+            pod(
+                "db-0",
+                json!({"containers": [{"name": "c"}], "volumes": [
+                    {"name": "scratch", "emptyDir": {}},
+                    {"name": "data", "persistentVolumeClaim": {"claimName": name}}
+                ]}),
+            )
+        };
+        assert_eq!(claims_unready(&pod("web", json!({})), &claims), None);
+        assert_eq!(claims_unready(&using("bound"), &claims), None);
+        for (name, why) in [
+            (
+                "pending",
+                "pod has unbound immediate PersistentVolumeClaims",
+            ),
+            ("missing", "persistentvolumeclaim \"missing\" not found"),
+            ("going", "persistentvolumeclaim \"going\" is being deleted"),
+        ] {
+            assert_eq!(claims_unready(&using(name), &claims).as_deref(), Some(why));
+        }
+        let told = FitError {
+            nodes: 6,
+            reasons: Vec::new(),
+            pre_filter: claims_unready(&using("pending"), &claims),
+        };
+        assert_eq!(
+            told.to_string(),
+            "0/6 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/6 nodes are available: 6 Preemption is not helpful for scheduling."
         );
     }
 }

@@ -817,6 +817,51 @@ async fn node_ports_are_allocated_once_and_kept() {
     assert_eq!(node_port_of(&other), Some(given));
 }
 
+/// A StatefulSet's Pods wait for their claims as on upstream's Docker clusters, which have no
+/// volume provisioner: unscheduled, saying so in kube-scheduler's words, until a volume is
+/// bound to the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_wait_unscheduled_for_unbound_claims() {
+    let client = available_cluster(1).await;
+    let workload_client = workload(&client, "c1").await;
+    let sets: Api<StatefulSet> = Api::namespaced(workload_client.clone(), "default");
+    sets.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "db"},
+            "spec": {
+                "replicas": 1, "serviceName": "db",
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "db", "image": "db", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}},
+                "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]
+            }
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(workload_client.clone(), "default");
+    let message = until("db-0 is held for its claim", 20, async || {
+        let pod = pods.get_opt("db-0").await.ok()??;
+        let condition = pod
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+        condition.message
+    })
+    .await;
+    assert_eq!(
+        message,
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    );
+    let pod = pods.get("db-0").await.unwrap();
+    assert!(
+        pod.spec.unwrap().node_name.is_none(),
+        "the Pod is bound to no Node"
+    );
+}
+
 /// A Service may ask for its cluster IP, as kube-apiserver allows: one of the service range
 /// that no other Service holds; anything else is refused naming the field and why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
