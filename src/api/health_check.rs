@@ -15,6 +15,12 @@ pub enum ConditionStatus {
     Unknown,
 }
 
+impl std::fmt::Display for ConditionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
 /// A Node condition that makes a Machine unhealthy once it has held for `timeoutSeconds`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

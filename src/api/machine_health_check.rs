@@ -26,6 +26,7 @@ pub mod reasons {
     pub const NODE_STARTUP_TIMEOUT: &str = "NodeStartupTimeout";
     pub const NODE_DELETED: &str = "NodeDeleted";
     pub const UNHEALTHY_NODE: &str = "UnhealthyNode";
+    pub const UNHEALTHY_MACHINE: &str = "UnhealthyMachine";
     pub const HAS_REMEDIATE_ANNOTATION: &str = "HasRemediateAnnotation";
 }
 

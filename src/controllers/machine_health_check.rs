@@ -23,7 +23,7 @@ use futures::future::BoxFuture;
 
 use crate::api;
 use crate::api::health_check::HealthChecks;
-use crate::api::machine_health_check::MachineHealthCheckStatus;
+use crate::api::machine_health_check::{MachineHealthCheckStatus, reasons};
 use crate::api::{Cluster, Machine, MachineHealthCheck};
 use crate::conditions::{NewCondition, Status};
 use crate::reconcile::runtime::Wiring;
@@ -64,10 +64,38 @@ pub fn check(
         let d = Duration::from_secs(remaining.max(0) as u64 + 1);
         next = Some(next.map_or(d, |n| n.min(d)));
     };
+    // The Machine's own conditions count with or without a Node: a Machine whose bootstrap
+    // never succeeds has none.
+    let machine_conditions: Vec<(String, String, Option<Timestamp>)> = machine
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .map(|c| {
+            (
+                c.type_.clone(),
+                c.status.clone(),
+                Some(c.last_transition_time.0),
+            )
+        })
+        .collect();
+    let machine_rules = checks
+        .unhealthy_machine_conditions
+        .iter()
+        .flatten()
+        .map(|r| (r.type_.as_str(), r.status.to_string(), r.timeout_seconds));
+    if let Some(unhealthy) = held_too_long(
+        ("Machine", reasons::UNHEALTHY_MACHINE),
+        machine_rules,
+        &machine_conditions,
+        now,
+        &mut wait,
+    ) {
+        return unhealthy;
+    }
     let Some(node) = node else {
         let timeout = i64::from(checks.node_startup_timeout_seconds.unwrap_or(600));
         if timeout == 0 {
-            return Health::Healthy;
+            return next.map_or(Health::Healthy, Health::Pending);
         }
         let elapsed = now.as_second() - started.as_second();
         if elapsed > timeout {
@@ -78,40 +106,68 @@ pub fn check(
                 ),
             };
         }
-        return Health::Pending(Duration::from_secs((timeout - elapsed) as u64 + 1));
+        wait(timeout - elapsed);
+        return Health::Pending(next.expect("set just above"));
     };
-    let node_conditions = node
+    let node_conditions: Vec<(String, String, Option<Timestamp>)> = node
         .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    for rule in checks.unhealthy_node_conditions.iter().flatten() {
-        let Some(c) = node_conditions
-            .iter()
-            .find(|c| c.type_ == rule.type_ && c.status == rule.status)
-        else {
-            continue;
-        };
-        let since = c
-            .last_transition_time
-            .as_ref()
-            .map(|t| now.as_second() - t.0.as_second())
-            .unwrap_or(0);
-        if since > i64::from(rule.timeout_seconds) {
-            return Health::Unhealthy {
-                reason: api::machine_health_check::reasons::UNHEALTHY_NODE,
-                message: format!(
-                    "Health check failed: Condition {} on Node is reporting status {} for more than {}s",
-                    rule.type_, rule.status, rule.timeout_seconds
-                ),
-            };
-        }
-        wait(i64::from(rule.timeout_seconds) - since);
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .map(|c| {
+            let since = c.last_transition_time.as_ref().map(|t| t.0);
+            (c.type_.clone(), c.status.clone(), since)
+        })
+        .collect();
+    let node_rules = checks
+        .unhealthy_node_conditions
+        .iter()
+        .flatten()
+        .map(|r| (r.type_.as_str(), r.status.clone(), r.timeout_seconds));
+    if let Some(unhealthy) = held_too_long(
+        ("Node", reasons::UNHEALTHY_NODE),
+        node_rules,
+        &node_conditions,
+        now,
+        &mut wait,
+    ) {
+        return unhealthy;
     }
     match next {
         Some(d) => Health::Pending(d),
         None => Health::Healthy,
     }
+}
+
+/// The verdict (with `reason`) on the first rule (type, status, timeout in seconds) whose
+/// condition on `on` (a Node or the Machine; its conditions as type, status and since when) has
+/// held longer than the rule allows; for the others that hold, `wait` hears how long they have
+/// left.
+fn held_too_long<'a>(
+    (on, reason): (&str, &'static str),
+    rules: impl Iterator<Item = (&'a str, String, i32)>,
+    conditions: &[(String, String, Option<Timestamp>)],
+    now: Timestamp,
+    wait: &mut impl FnMut(i64),
+) -> Option<Health> {
+    for (type_, status, timeout) in rules {
+        let Some((_, _, since)) = conditions
+            .iter()
+            .find(|(t, s, _)| t == type_ && *s == status)
+        else {
+            continue;
+        };
+        let held = since.map_or(0, |t| now.as_second() - t.as_second());
+        if held > i64::from(timeout) {
+            return Some(Health::Unhealthy {
+                reason,
+                message: format!(
+                    "Health check failed: Condition {type_} on {on} is reporting status {status} for more than {timeout}s"
+                ),
+            });
+        }
+        wait(i64::from(timeout) - held);
+    }
+    None
 }
 
 /// Whether `triggerIf` allows remediation with this many unhealthy Machines.
@@ -579,6 +635,49 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_machines_own_conditions_make_it_unhealthy_with_or_without_a_node() {
+        let now = Timestamp::from_second(1_700_000_000).unwrap();
+        let checks: HealthChecks = serde_json::from_value(json!({
+            "nodeStartupTimeoutSeconds": 600,
+            "unhealthyMachineConditions": [{"type": "BootstrapConfigReady", "status": "False", "timeoutSeconds": 120}]
+        }))
+        .unwrap();
+        let with = |status: &str, seconds_ago: i64| -> Machine {
+            let mut m = machine(json!({}));
+            let since = Timestamp::from_second(now.as_second() - seconds_ago).unwrap();
+            m.status = serde_json::from_value(json!({"conditions": [
+                {"type": "BootstrapConfigReady", "status": status, "reason": "R", "message": "", "lastTransitionTime": since.to_string()}
+            ]}))
+            .unwrap();
+            m
+        };
+        let started = Timestamp::from_second(now.as_second() - 300).unwrap();
+        assert_eq!(
+            check(&checks, &with("False", 200), None, started, now),
+            Health::Unhealthy {
+                reason: "UnhealthyMachine",
+                message: "Health check failed: Condition BootstrapConfigReady on Machine is reporting status False for more than 120s".into(),
+            },
+            "no Node is needed"
+        );
+        assert_eq!(
+            check(&checks, &with("False", 100), None, started, now),
+            Health::Pending(Duration::from_secs(21)),
+            "the condition's timeout comes before the Node's start-up timeout"
+        );
+        assert_eq!(
+            check(
+                &checks,
+                &with("True", 200),
+                Some(&node("True", 100, now)),
+                started,
+                now
+            ),
+            Health::Healthy
+        );
     }
 
     #[test]
