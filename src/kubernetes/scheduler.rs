@@ -444,14 +444,14 @@ pub async fn run(client: Client) {
     let watches = super::Watches::default();
     let (pods, watch_pods) = watches.cache::<Pod>(&client);
     let (nodes, watch_nodes) = watches.cache::<Node>(&client);
-    let (claims, watch_claims) = watches.cache::<PersistentVolumeClaim>(&client);
+    let (claim_cache, watch_claims) = watches.cache::<PersistentVolumeClaim>(&client);
     let schedule = async {
         // What was last said about each unschedulable Pod, so it is said once per change.
         let mut told: BTreeMap<String, String> = BTreeMap::new();
         loop {
             watches.next_pass(Duration::from_secs(5)).await;
-            let claims = claims.state();
-            let claims: Claims = claims
+            let stored = claim_cache.state();
+            let claims: Claims = stored
                 .iter()
                 .map(|c| ((c.namespace().unwrap_or_default(), c.name_any()), &**c))
                 .collect();
