@@ -475,7 +475,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
     }
     crate::webhooks::register(&server.admission);
     // The management cluster has no Service network; kubeadm's default range's first address.
-    apiserver::ensure_kubernetes_service(&server, Some("10.96.0.1".into())).await;
+    apiserver::ensure_kubernetes_service(&server).await;
     let system_controllers = server.start_system_controllers().await;
     let listener = bind(dir, &options.listen).await?;
     let address = listener.local_addr().map_err(io(&dir.path))?;

@@ -326,6 +326,12 @@ pub fn parse_service_range(flag: &str) -> Option<(Ipv4Addr, u8)> {
     Some((Ipv4Addr::from(network), prefix))
 }
 
+/// The `default/kubernetes` Service's address: the first of the service range, as
+/// kube-apiserver gives it (and [`free_cluster_ip`] never hands out).
+pub fn kubernetes_service_ip(range: (Ipv4Addr, u8)) -> String {
+    Ipv4Addr::from(u32::from(range.0) + 1).to_string()
+}
+
 /// Whether an address is of a service range.
 pub fn in_range(range: (Ipv4Addr, u8), ip: &str) -> bool {
     let (network, prefix) = range;
@@ -587,6 +593,7 @@ mod tests {
         ] {
             assert_eq!(parse_service_range(bad), None, "{bad:?}");
         }
+        assert_eq!(kubernetes_service_ip(capd), "10.128.0.1");
         assert!(in_range(capd, "10.128.0.10"));
         assert!(in_range(capd, "10.143.255.254"));
         assert!(!in_range(capd, "10.144.0.1"));

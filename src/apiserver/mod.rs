@@ -917,18 +917,16 @@ fn is_anonymous(path: &str, authorization: authz::Authorization) -> bool {
 }
 
 /// The `default/kubernetes` Service every cluster has, at the service range's first address.
-pub async fn ensure_kubernetes_service(server: &Arc<ApiServer>, cluster_ip: Option<String>) {
+pub async fn ensure_kubernetes_service(server: &Arc<ApiServer>) {
     let client = kube::Client::new(local_router(server.clone()), "default");
     let api: kube::Api<k8s_openapi::api::core::v1::Service> =
         kube::Api::namespaced(client, "default");
-    let mut spec = json!({
+    let spec = json!({
         "type": "ClusterIP",
         "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
         "sessionAffinity": "None",
+        "clusterIP": defaults::kubernetes_service_ip(server.service_range()),
     });
-    if let Some(ip) = cluster_ip {
-        spec["clusterIP"] = json!(ip);
-    }
     let service = serde_json::from_value(json!({
         "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
         "spec": spec,

@@ -109,10 +109,6 @@ pub async fn run(args: &[String]) -> Result<()> {
     let server = ApiServer::start(store, authorization)
         .await
         .map_err(|e| NodeError::Failed(format!("starting the API server: {e:?}")))?;
-    let cluster_ip = flags
-        .get("service-cluster-ip-range")
-        .and_then(|range| super::kubeadm::config::service_ip(range, 1))
-        .map(|ip| ip.to_string());
     server.set_kubernetes_version(super::kubernetes_version());
     if let Some(range) = flags
         .get("service-cluster-ip-range")
@@ -120,7 +116,7 @@ pub async fn run(args: &[String]) -> Result<()> {
     {
         server.set_service_range(range);
     }
-    apiserver::ensure_kubernetes_service(&server, cluster_ip).await;
+    apiserver::ensure_kubernetes_service(&server).await;
     // `kubectl logs` and `kubectl exec` reach what the nodes' kubelets run on the Docker Engine.
     if let Some(engine) = super::containers::EngineStreams::connect().await {
         let engine = std::sync::Arc::new(engine);

@@ -119,7 +119,7 @@ impl Workloads {
         }
         // Only the cluster's admin kubeconfig reaches a simulated cluster.
         let server = ApiServer::start(Store::in_memory(), Authorization::AlwaysAllow).await?;
-        apiserver::ensure_kubernetes_service(&server, Some("10.96.0.1".into())).await;
+        apiserver::ensure_kubernetes_service(&server).await;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port.unwrap_or(0)))
             .await
             .map_err(|source| WorkloadError::Listen {
