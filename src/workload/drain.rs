@@ -267,21 +267,18 @@ fn list_to_string(items: &[String], n: usize) -> String {
     }
 }
 
-/// The Node's Pods and what decides their fate; `None` when the Node is gone.
+/// The Node's Pods and what decides their fate.
 async fn judged<'a>(
     client: &Client,
-    node: &str,
+    node: &Node,
     rules: Vec<&'a MachineDrainRule>,
-) -> Result<Option<(Node, Vec<Pod>, Judge<'a>)>, kube::Error> {
-    let Some(found) = Api::<Node>::all(client.clone()).get_opt(node).await? else {
-        return Ok(None);
-    };
+) -> Result<(Vec<Pod>, Judge<'a>), kube::Error> {
     let pods = Api::<Pod>::all(client.clone())
-        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+        .list(&ListParams::default().fields(&format!("spec.nodeName={}", node.name_any())))
         .await?
         .items;
     let mut judge = Judge {
-        unreachable: unreachable(&found),
+        unreachable: unreachable(node),
         now: Timestamp::now(),
         ..Judge::default()
     };
@@ -305,7 +302,7 @@ async fn judged<'a>(
             .collect();
     }
     judge.rules = rules;
-    Ok(Some((found, pods, judge)))
+    Ok((pods, judge))
 }
 
 /// Cordons the Node and evicts this round's Pods; returns what is left.
@@ -314,9 +311,10 @@ pub async fn drain(
     node: &str,
     rules: Vec<&MachineDrainRule>,
 ) -> Result<Remaining, kube::Error> {
-    let Some((found, pods, judge)) = judged(client, node, rules).await? else {
+    let Some(found) = Api::<Node>::all(client.clone()).get_opt(node).await? else {
         return Ok(Remaining::default());
     };
+    let (pods, judge) = judged(client, &found, rules).await?;
     if found.spec.as_ref().and_then(|s| s.unschedulable) != Some(true) {
         let cordon = json!({"spec": {"unschedulable": true}});
         Api::<Node>::all(client.clone())
@@ -486,23 +484,22 @@ pub async fn volumes_to_detach(
     node: &str,
     rules: Vec<&MachineDrainRule>,
 ) -> Result<Attached, kube::Error> {
-    let Some((found, pods, judge)) = judged(client, node, rules).await? else {
+    let Some(found) = Api::<Node>::all(client.clone()).get_opt(node).await? else {
         return Ok(Attached::default());
     };
-    if judge.unreachable {
+    if unreachable(&found) {
         return Ok(Attached::default());
     }
     let attachments = Api::<VolumeAttachment>::all(client.clone())
         .list(&ListParams::default())
         .await?
         .items;
-    let listed = found
-        .status
-        .as_ref()
-        .is_some_and(|s| s.volumes_attached.as_ref().is_some_and(|v| !v.is_empty()));
-    if !listed && attachments.is_empty() {
+    // Nothing attached (every Node of a cluster without volumes): the Pods and volumes need
+    // not be read.
+    if attached(&found, &attachments, &[], &BTreeSet::new()).is_empty() {
         return Ok(Attached::default());
     }
+    let (pods, judge) = judged(client, &found, rules).await?;
     let ignored: BTreeSet<String> = round(&pods, &judge)
         .skipped
         .iter()
