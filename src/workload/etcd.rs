@@ -270,16 +270,17 @@ fn unreachable(e: impl std::fmt::Display) -> EtcdError {
     EtcdError::Unreachable(e.to_string())
 }
 
-/// A client of the first of `urls` whose member answers, tried in order, as upstream's
-/// control plane provider reaches etcd through the first available node: a client balanced
-/// over every member sent some calls to one that had stopped (a member just removed, its Pod
-/// not yet gone), and those calls failed however many members were fine.
+/// A client of the first member whose URL answers, tried in order, as upstream's control
+/// plane provider reaches etcd through the first available node: a client balanced over
+/// every member sent some calls to one that had stopped (a member just removed, its Pod not
+/// yet gone), and those calls failed however many members were fine. Each member comes as
+/// the URL it advertises (what a failure names) and the URL that reaches it from here.
 pub async fn first_answering(
-    urls: impl IntoIterator<Item = String>,
+    members: impl IntoIterator<Item = (String, String)>,
     tls: &etcd_client::TlsOptions,
 ) -> Result<etcd_client::Client> {
     let mut failures = Vec::new();
-    for url in urls {
+    for (advertised, url) in members {
         let answered = async {
             let mut client =
                 etcd_client::Client::connect([url.as_str()], Some(options(tls))).await?;
@@ -288,7 +289,7 @@ pub async fn first_answering(
         };
         match answered.await {
             Ok(client) => return Ok(client),
-            Err(e) => failures.push(format!("{url}: {e}")),
+            Err(e) => failures.push(format!("{advertised}: {e}")),
         }
     }
     Err(EtcdError::Unreachable(if failures.is_empty() {
@@ -306,12 +307,12 @@ fn options(tls: &etcd_client::TlsOptions) -> etcd_client::ConnectOptions {
 }
 
 impl NetworkClient {
-    /// The local URLs that reach `member` (its advertised client URLs through their tunnels).
-    fn local_urls(&self, member: &etcd_client::Member) -> Vec<String> {
+    /// Each client URL `member` advertises and the local URL that reaches it (its tunnel).
+    fn local_urls(&self, member: &etcd_client::Member) -> Vec<(String, String)> {
         member
             .client_urls()
             .iter()
-            .filter_map(|u| self.routes.get(u).cloned())
+            .filter_map(|u| Some((u.clone(), self.routes.get(u)?.clone())))
             .collect()
     }
 
@@ -393,7 +394,7 @@ impl EtcdClient for NetworkClient {
                 .ok_or_else(|| EtcdError::NoSuchMember(to.to_string()))?;
             let mut c = self.client.clone();
             let leader = c.status().await.map_err(unreachable)?.leader();
-            let leader_urls: Vec<String> = members
+            let leader_urls: Vec<(String, String)> = members
                 .iter()
                 .find(|m| m.id() == leader)
                 .map(|m| self.local_urls(m))
@@ -425,7 +426,7 @@ impl EtcdClient for NetworkClient {
                 )));
             }
             // Asked of the others: a member cannot be relied on to remove itself.
-            let others: Vec<String> = members
+            let others: Vec<(String, String)> = members
                 .iter()
                 .filter(|m| m.id() != member.id())
                 .flat_map(|m| self.local_urls(m))
@@ -515,7 +516,7 @@ impl EtcdClients for NetworkEtcd {
                     &client_cert.cert,
                     &client_cert.key,
                 ));
-            let client = first_answering(routes.values().cloned(), &tls).await?;
+            let client = first_answering(routes.clone(), &tls).await?;
             Ok(Arc::new(NetworkClient {
                 client,
                 tls,

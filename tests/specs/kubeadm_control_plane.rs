@@ -382,7 +382,10 @@ async fn etcd_is_reached_through_the_first_member_that_answers() {
         }
     });
     let first = capictl::workload::etcd::first_answering(
-        [stopped_url.clone(), etcd.endpoint.clone()],
+        [
+            (stopped_url.clone(), stopped_url.clone()),
+            (etcd.endpoint.clone(), etcd.endpoint.clone()),
+        ],
         &tls,
     )
     .await
@@ -394,13 +397,30 @@ async fn etcd_is_reached_through_the_first_member_that_answers() {
             .await
             .expect("every call reaches the live member");
     }
-    let none = capictl::workload::etcd::first_answering([stopped_url], &tls)
-        .await
-        .err()
-        .expect("a stopped member alone does not answer");
+    let none = capictl::workload::etcd::first_answering(
+        [(stopped_url.clone(), stopped_url.clone())],
+        &tls,
+    )
+    .await
+    .err()
+    .expect("a stopped member alone does not answer");
     assert!(
         none.to_string()
             .starts_with("etcd cannot be reached: no etcd member answers: https://127.0.0.1:"),
         "{none}"
+    );
+    // A failure names the member by the URL it advertises, not the tunnel that reached it.
+    let named = capictl::workload::etcd::first_answering(
+        [("https://172.18.0.5:2379".to_string(), stopped_url)],
+        &tls,
+    )
+    .await
+    .err()
+    .expect("a stopped member alone does not answer");
+    assert!(
+        named.to_string().starts_with(
+            "etcd cannot be reached: no etcd member answers: https://172.18.0.5:2379: "
+        ),
+        "{named}"
     );
 }
