@@ -38,6 +38,36 @@ impl ProviderInfo {
             .filter(move |t| t.provider == set)
     }
 
+    /// Whether its manager serves webhooks on a real management cluster: admission for its
+    /// kinds, or conversion of its CRDs that serve v1beta1 too.
+    pub fn serves_webhooks(&self) -> bool {
+        self.webhook_targets().next().is_some()
+            || self
+                .crds
+                .crds()
+                .iter()
+                .any(|crd| crd.spec.conversion.is_some())
+    }
+
+    /// Its CRDs, those that convert between versions sent to its webhook Service in
+    /// `namespace` (`/convert`), as upstream's CRDs are.
+    pub fn crds(&self, namespace: &str) -> Vec<Value> {
+        self.crds
+            .crds()
+            .into_iter()
+            .map(|crd| {
+                let mut crd = serde_json::to_value(crd).expect("CRDs serialize");
+                if crd["spec"]["conversion"]["strategy"] == "Webhook" {
+                    crd["spec"]["conversion"]["webhook"]["clientConfig"] = json!({"service": {
+                        "name": self.webhook_service(), "namespace": namespace,
+                        "path": "/convert", "port": 443,
+                    }});
+                }
+                crd
+            })
+            .collect()
+    }
+
     pub fn webhook_service(&self) -> String {
         format!("{}-webhook-service", self.prefix())
     }
@@ -142,12 +172,7 @@ pub fn components(p: &ProviderInfo, image: &str, namespace: &str, workloads: boo
         ("MANAGER_IMAGE", image),
     ];
     let mut objects = render(template::NAMESPACE, &variables);
-    objects.extend(
-        p.crds
-            .crds()
-            .into_iter()
-            .map(|crd| serde_json::to_value(crd).expect("CRDs serialize")),
-    );
+    objects.extend(p.crds(namespace));
     if workloads {
         objects.extend(render(template::MANAGER, &variables));
         if p.crds == CrdSet::Docker {
@@ -155,7 +180,7 @@ pub fn components(p: &ProviderInfo, image: &str, namespace: &str, workloads: boo
                 reach_the_engine(deployment);
             }
         }
-        if p.webhook_targets().next().is_some() {
+        if p.serves_webhooks() {
             for deployment in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
                 serve_webhooks(p, deployment);
             }
@@ -293,19 +318,25 @@ pub fn webhook_hosts(p: &ProviderInfo, namespace: &str) -> Vec<String> {
     ]
 }
 
-/// Puts the CA that signed the webhook serving certificate into the webhook configurations, so
-/// the API server trusts the managers' webhooks.
+/// Puts the CA that signed the webhook serving certificate into the webhook configurations and
+/// the CRDs' conversion webhooks, so the API server trusts the managers' webhooks.
 pub fn with_ca_bundle(mut objects: Vec<Value>, ca: &str) -> Vec<Value> {
     use base64::Engine;
     let bundle = base64::engine::general_purpose::STANDARD.encode(ca);
-    for object in objects.iter_mut().filter(|o| {
-        matches!(
-            o["kind"].as_str(),
-            Some("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration")
-        )
-    }) {
-        for webhook in object["webhooks"].as_array_mut().into_iter().flatten() {
-            webhook["clientConfig"]["caBundle"] = json!(bundle);
+    for object in &mut objects {
+        match object["kind"].as_str() {
+            Some("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration") => {
+                for webhook in object["webhooks"].as_array_mut().into_iter().flatten() {
+                    webhook["clientConfig"]["caBundle"] = json!(bundle);
+                }
+            }
+            Some("CustomResourceDefinition") => {
+                let webhook = &mut object["spec"]["conversion"]["webhook"];
+                if webhook.is_object() {
+                    webhook["clientConfig"]["caBundle"] = json!(bundle);
+                }
+            }
+            _ => {}
         }
     }
     objects

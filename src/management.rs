@@ -474,6 +474,7 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
         server.enable_audit(log);
     }
     crate::webhooks::register(&server.admission);
+    crate::webhooks::conversion::register(&server);
     // The management cluster has no Service network; kubeadm's default range's first address.
     apiserver::ensure_kubernetes_service(&server).await;
     let system_controllers = server.start_system_controllers().await;

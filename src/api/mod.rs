@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod cluster_class;
 pub mod clusterctl;
 pub mod common;
+pub mod conversion;
 pub mod dev;
 pub mod docker;
 pub mod health_check;
@@ -170,11 +171,12 @@ impl CrdSet {
         self.kinds().into_iter().map(|(name, _)| name).collect()
     }
 
-    /// The CRDs of this set, labelled as an installed provider's are.
+    /// The CRDs of this set, labelled as an installed provider's are, each serving v1beta1
+    /// beside v1beta2 where upstream still does.
     pub fn crds(self) -> Vec<CustomResourceDefinition> {
         self.kinds()
             .into_iter()
-            .map(|(_, crd)| self.label(crd()))
+            .map(|(_, crd)| self.label(with_spoke_version(crd())))
             .collect()
     }
 
@@ -188,12 +190,66 @@ impl CrdSet {
         } else {
             labels.insert(PROVIDER_LABEL.into(), self.provider_label().into());
             // The contract label lists the API versions of this CRD that implement the
-            // contract; core controllers read it to know which version to fetch.
+            // contract; core controllers read it to know which version to fetch. A version
+            // kept for an older contract is labelled with that one, as upstream's are.
             let versions: Vec<&str> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
-            labels.insert(CONTRACT_LABEL.into(), versions.join("_"));
+            let (older, current): (Vec<&str>, Vec<&str>) =
+                versions.iter().partition(|v| **v == conversion::SPOKE);
+            labels.insert(CONTRACT_LABEL.into(), current.join("_"));
+            if !older.is_empty() {
+                labels.insert("cluster.x-k8s.io/v1beta1".into(), older.join("_"));
+            }
         }
         crd
     }
+}
+
+/// `crd` with its kind's v1beta1 version added (served, deprecated, not stored), its schema
+/// and printer columns derived from v1beta2's by the conversion rules, and conversion by
+/// webhook, as upstream's CRDs declare it; `capictl init` points the webhook at the provider.
+fn with_spoke_version(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let group = crd.spec.group.clone();
+    let kind = crd.spec.names.kind.clone();
+    if conversion::rules_of(&group, &kind).is_none() {
+        return crd;
+    }
+    let mut value = serde_json::to_value(&crd).expect("CRDs serialize");
+    let versions = value["spec"]["versions"].as_array_mut().expect("versions");
+    let Some(hub) = versions
+        .iter()
+        .find(|v| v["name"] == conversion::HUB)
+        .cloned()
+    else {
+        return crd;
+    };
+    let mut spoke = hub.clone();
+    spoke["name"] = serde_json::json!(conversion::SPOKE);
+    spoke["storage"] = serde_json::json!(false);
+    spoke["deprecated"] = serde_json::json!(true);
+    let hub_schema = &hub["schema"]["openAPIV3Schema"];
+    spoke["schema"]["openAPIV3Schema"] =
+        conversion::spoke_schema(&group, &kind, hub_schema).expect("rules exist");
+    if spoke["schema"]["openAPIV3Schema"]["properties"]
+        .get("status")
+        .is_none()
+        && let Some(subresources) = spoke["subresources"].as_object_mut()
+    {
+        subresources.remove("status");
+    }
+    for column in spoke["additionalPrinterColumns"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        let path = column["jsonPath"].as_str().unwrap_or_default();
+        column["jsonPath"] = serde_json::json!(conversion::spoke_json_path(&group, &kind, path));
+    }
+    versions.insert(0, spoke);
+    value["spec"]["conversion"] = serde_json::json!({
+        "strategy": "Webhook",
+        "webhook": {"conversionReviewVersions": ["v1"]},
+    });
+    serde_json::from_value(value).expect("a CRD")
 }
 
 /// The CRDs of the given sets, in install order.

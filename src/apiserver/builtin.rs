@@ -809,5 +809,6 @@ fn from_builtin(b: &Builtin) -> Resource {
         storage_version: b.version.into(),
         crd_name: None,
         storage_group: super::events::storage_group(b.group, b.plural),
+        converter: None,
     }
 }

@@ -270,6 +270,55 @@ impl Call<'_> {
         }
     }
 
+    /// A stored object in this request's version (the stored object itself when that is it).
+    fn in_request_version(&self, stored: &Value) -> Value {
+        match object::to_version(&self.resource, stored.clone()) {
+            Ok(converted) => converted,
+            Err((stored, _)) => stored,
+        }
+    }
+
+    /// `object`, written in this request's version, in the version it is stored in: converted,
+    /// then defaulted and checked by the storage version's schema too (its CEL rules speak of
+    /// its own fields), so that what is stored is what a client of that version may write.
+    fn to_storage(&self, object: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+        let resource = &self.resource;
+        let Some(converter) = &resource.converter else {
+            return Ok(());
+        };
+        if resource.version == resource.storage_version {
+            return Ok(());
+        }
+        let name = object::name_of(object).to_string();
+        *object = converter
+            .convert(std::mem::take(object), &resource.storage_version)
+            .map_err(|e| {
+                ApiError::bad_request(format!(
+                    "{kind} \"{name}\" in version \"{version}\" cannot be converted to version \"{storage}\": {e}",
+                    kind = resource.kind,
+                    version = resource.version,
+                    storage = resource.storage_version,
+                ))
+            })?;
+        let storage =
+            self.server
+                .registry
+                .get(&resource.group, &resource.storage_version, &resource.plural);
+        if let Some(schema) = storage.as_ref().and_then(|r| r.schema.clone()) {
+            schema::apply_defaults(&schema, object);
+            let causes = schema::validate(&schema, object, old);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(
+                    &resource.kind,
+                    &resource.group,
+                    &name,
+                    causes,
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Parses a request's body, keeping the keys it repeats for [`Call::apply_schema`].
     fn parse_body(&self, body: &[u8]) -> Result<Value, ApiError> {
         let (value, duplicates) = patch::parse_with_duplicates(body)?;
@@ -688,6 +737,7 @@ impl Call<'_> {
     async fn create_object(&self, mut obj: Value) -> Result<Response, ApiError> {
         object::prepare_create(&self.resource, &mut obj, self.namespace())?;
         self.apply_schema(&mut obj, None)?;
+        self.to_storage(&mut obj, None)?;
         self.check_namespace().await?;
         self.server.strategy_create(&self.resource, &mut obj)?;
         self.server
@@ -699,7 +749,8 @@ impl Call<'_> {
         let name = object::name_of(&obj).to_string();
         if self.dry_run() {
             super::store::check_size(&obj)?;
-            return Ok(self.respond_object(StatusCode::CREATED, obj));
+            let shown = self.in_request_version(&obj);
+            return Ok(self.respond_object(StatusCode::CREATED, shown));
         }
         let key = self.key(&name);
         let record = self
@@ -738,7 +789,7 @@ impl Call<'_> {
         }
         if self.dry_run() {
             super::store::check_size(&new)?;
-            let mut out = new;
+            let mut out = self.in_request_version(&new);
             out["metadata"]["resourceVersion"] = json!(current.mod_revision.to_string());
             return Ok(Ok(Answer::Made(out)));
         }
@@ -749,7 +800,8 @@ impl Call<'_> {
         {
             Ok(Updated::Stored(record)) => Ok(Ok(Answer::Stored(record))),
             Ok(Updated::Unchanged) => Ok(Ok(Answer::Stored(current.clone()))),
-            Ok(Updated::Removed(mut gone, revision)) => {
+            Ok(Updated::Removed(gone, revision)) => {
+                let mut gone = self.in_request_version(&gone);
                 gone["metadata"]["resourceVersion"] = json!(revision.to_string());
                 Ok(Ok(Answer::Made(gone)))
             }
@@ -797,10 +849,12 @@ impl Call<'_> {
                 ));
             }
             let old = current.value();
+            let old_sent = self.in_request_version(&old);
             let mut new = sent.clone();
-            object::prepare_update(&self.resource, &old, &mut new, target)?;
-            self.track(Some(&old), &mut new);
-            self.apply_schema(&mut new, Some(&old))?;
+            object::prepare_update(&self.resource, &old_sent, &mut new, target)?;
+            self.track(Some(&old_sent), &mut new);
+            self.apply_schema(&mut new, Some(&old_sent))?;
+            self.to_storage(&mut new, Some(&old))?;
             self.server
                 .strategy_update(&self.resource, &old, &mut new)?;
             self.admit(Operation::Update, Some(&old), &mut new, target)
@@ -860,6 +914,7 @@ impl Call<'_> {
                 },
             };
             let old = current.value();
+            let old_sent = self.in_request_version(&old);
             let presented =
                 object::present_value(&self.resource, old.clone(), current.mod_revision);
             let mut new = match &applied {
@@ -874,7 +929,7 @@ impl Call<'_> {
                 .map_err(|c| ApiError::apply_conflict(c.to_string()))?,
                 None => {
                     let mut patched = patch::apply_patch(kind, presented, body)?;
-                    self.track(Some(&old), &mut patched);
+                    self.track(Some(&old_sent), &mut patched);
                     patched
                 }
             };
@@ -893,8 +948,9 @@ impl Call<'_> {
                 Some(rv) if rv != current.mod_revision => return Err(self.conflict(name)),
                 _ => {}
             }
-            object::prepare_update(&self.resource, &old, &mut new, target)?;
-            self.apply_schema(&mut new, Some(&old))?;
+            object::prepare_update(&self.resource, &old_sent, &mut new, target)?;
+            self.apply_schema(&mut new, Some(&old_sent))?;
+            self.to_storage(&mut new, Some(&old))?;
             self.server
                 .strategy_update(&self.resource, &old, &mut new)?;
             self.admit(Operation::Update, Some(&old), &mut new, target)
@@ -1249,7 +1305,7 @@ impl Call<'_> {
                 let given = lifecycle::grace_period(&self.resource, &old, grace);
                 let preview = match lifecycle::plan_delete(&self.resource, &old, propagation, given)
                 {
-                    DeletePlan::Mark(marked) => marked,
+                    DeletePlan::Mark(marked) => self.in_request_version(&marked),
                     DeletePlan::Remove | DeletePlan::AlreadyDeleting => self.present(&current),
                 };
                 return Ok(self.respond_object(StatusCode::OK, preview));

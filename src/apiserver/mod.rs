@@ -14,6 +14,7 @@ pub mod builtin;
 pub mod builtin_types;
 pub mod cel;
 pub mod component_policy;
+pub mod conversion;
 mod crds;
 pub mod csr;
 pub mod defaults;

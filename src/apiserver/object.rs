@@ -87,10 +87,42 @@ pub fn present(resource: &Resource, record: &Record, revision: u64) -> Value {
 /// [`present`] of an object already decoded from its record.
 pub fn present_value(resource: &Resource, mut object: Value, revision: u64) -> Value {
     super::events::to_view(resource, &mut object);
-    object["apiVersion"] = json!(resource.api_version());
+    match to_version(resource, object) {
+        Ok(converted) => {
+            object = converted;
+            object["apiVersion"] = json!(resource.api_version());
+        }
+        // Shown as what it is rather than mislabelled; the log says why.
+        Err((stored, error)) => {
+            tracing::error!(
+                kind = %resource.kind,
+                name = name_of(&stored),
+                "converting to {}: {error}",
+                resource.api_version()
+            );
+            object = stored;
+        }
+    }
     object["kind"] = json!(resource.kind);
     metadata_mut(&mut object).insert("resourceVersion".into(), json!(revision.to_string()));
     object
+}
+
+/// A stored object in `resource`'s version, by the resource's converter when the object is in
+/// another; the object back with the converter's error when that fails.
+pub fn to_version(resource: &Resource, object: Value) -> Result<Value, (Value, String)> {
+    let Some(converter) = &resource.converter else {
+        return Ok(object);
+    };
+    let same = object["apiVersion"]
+        .as_str()
+        .is_none_or(|v| is_api_version(resource, v));
+    if same {
+        return Ok(object);
+    }
+    converter
+        .convert(object.clone(), &resource.version)
+        .map_err(|error| (object, error))
 }
 
 /// Writes [`present`] as JSON into `out`, without `metadata.managedFields` unless

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
+use super::conversion::{Converter, Converters};
 use serde_json::Value;
 
 /// How a Table cell is computed from an object.
@@ -94,6 +95,9 @@ pub struct Resource {
     /// The group whose keys hold this resource's objects, when not its own (the
     /// `events.k8s.io` Events are core Events, [`super::events`]).
     pub storage_group: Option<String>,
+    /// What converts this version's objects to and from the storage version, for a CRD that
+    /// converts by webhook and whose group registered one ([`Registry::register_converter`]).
+    pub converter: Option<Arc<dyn Converter>>,
 }
 
 impl Resource {
@@ -178,6 +182,7 @@ pub fn key_prefix(group: &str, plural: &str) -> String {
 /// Every resource served, by (group, version, plural).
 pub struct Registry {
     resources: RwLock<BTreeMap<ResourceKey, Arc<Resource>>>,
+    converters: RwLock<Converters>,
 }
 
 impl Registry {
@@ -194,6 +199,7 @@ impl Registry {
             .collect();
         Registry {
             resources: RwLock::new(resources),
+            converters: RwLock::default(),
         }
     }
 
@@ -214,9 +220,55 @@ impl Registry {
         self.resources.read().unwrap().values().cloned().collect()
     }
 
+    /// Converts the objects of `group`'s CRDs that convert by webhook with `converter`, from
+    /// now on and for the CRDs served already.
+    pub fn register_converter(&self, group: &str, converter: Arc<dyn Converter>) {
+        self.converters
+            .write()
+            .unwrap()
+            .insert(group.to_string(), converter.clone());
+        let mut all = self.resources.write().unwrap();
+        for resource in all.values_mut() {
+            if resource.group == group
+                && resource.crd_name.is_some()
+                && converter.converts(&resource.kind)
+            {
+                let mut with = (**resource).clone();
+                with.converter = Some(converter.clone());
+                *resource = Arc::new(with);
+            }
+        }
+    }
+
+    /// The converters registered, by group (what the conversion webhook serves).
+    pub fn converters(&self) -> Converters {
+        self.converters.read().unwrap().clone()
+    }
+
+    /// The version a kind of a group is stored in, if it is served.
+    pub fn storage_version(&self, group: &str, kind: &str) -> Option<String> {
+        let all = self.resources.read().unwrap();
+        all.values()
+            .find(|r| r.group == group && r.kind == kind)
+            .map(|r| r.storage_version.clone())
+    }
+
     /// Serves the versions of a CRD (replacing what it served before). The CRD must be valid.
     pub fn install_crd(&self, crd: &Value) -> Vec<Arc<Resource>> {
-        let resources = resources_of_crd(crd);
+        let mut resources = resources_of_crd(crd);
+        if crd["spec"]["conversion"]["strategy"] == "Webhook"
+            && let Some(converter) = self
+                .converters
+                .read()
+                .unwrap()
+                .get(crd["spec"]["group"].as_str().unwrap_or_default())
+        {
+            for resource in &mut resources {
+                if converter.converts(&resource.kind) {
+                    Arc::make_mut(resource).converter = Some(converter.clone());
+                }
+            }
+        }
         let name = crd["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
@@ -372,6 +424,7 @@ pub fn resources_of_crd(crd: &Value) -> Vec<Arc<Resource>> {
                 storage_version: storage_version.clone(),
                 crd_name: Some(name.to_string()),
                 storage_group: None,
+                converter: None,
             })
         })
         .collect()

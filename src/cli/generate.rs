@@ -106,7 +106,21 @@ impl Generate {
                 let mut sets: Vec<CrdSet> = args.provider.iter().flat_map(|c| c.sets()).collect();
                 sets.sort_unstable();
                 sets.dedup();
-                let text = crate::yaml::to_multiple(&api::crds(&sets))?;
+                // Each set's CRDs as its provider installs them in its default namespace.
+                let crds: Vec<serde_json::Value> = sets
+                    .iter()
+                    .flat_map(
+                        |set| match crate::init::PROVIDERS.iter().find(|p| p.crds == *set) {
+                            Some(p) => p.crds(p.namespace),
+                            None => set
+                                .crds()
+                                .into_iter()
+                                .map(|crd| serde_json::to_value(crd).expect("CRDs serialize"))
+                                .collect(),
+                        },
+                    )
+                    .collect();
+                let text = crate::yaml::to_multiple(&crds)?;
                 std::io::stdout().lock().write_all(text.as_bytes())?;
                 Ok(())
             }

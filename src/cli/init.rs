@@ -345,7 +345,7 @@ pub(super) async fn init(args: Args) -> anyhow::Result<()> {
             p.label()
         );
         let mut objects = init::components(p, &args.image, namespace, !embedded);
-        if !embedded && p.webhook_targets().next().is_some() {
+        if !embedded && p.serves_webhooks() {
             // The namespace first, for the webhook certificate's Secret.
             apply(&client, &objects[0]).await?;
             let ca = webhook_ca(&client, p, namespace).await?;

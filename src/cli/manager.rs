@@ -229,7 +229,12 @@ async fn webhook_server(
     crate::webhooks::register(&chain);
     Ok(listener::serve(
         listener,
-        measure_webhooks(metrics, webhook_router(chain)),
+        measure_webhooks(
+            metrics,
+            webhook_router(chain).merge(crate::apiserver::conversion::webhook_router(Arc::new(
+                crate::webhooks::conversion::converters(Default::default()),
+            ))),
+        ),
         config,
         std::future::pending(),
     ))

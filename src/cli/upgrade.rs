@@ -382,7 +382,7 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<()> {
                     keep_user_settings(object, &old, replicas.get(&r.name).copied().flatten());
                 }
             }
-            if p.webhook_targets().next().is_some() {
+            if p.serves_webhooks() {
                 let ca = super::init::webhook_ca(&client, p, &r.namespace).await?;
                 objects = init::with_ca_bundle(objects, &ca);
             }

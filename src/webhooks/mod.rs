@@ -14,6 +14,7 @@ use crate::apiserver::status::{ApiError, FieldCause};
 
 mod cluster;
 mod cluster_class;
+pub mod conversion;
 mod kubeadm_control_plane;
 mod machine_drain_rule;
 

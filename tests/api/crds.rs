@@ -52,15 +52,17 @@ fn every_crd_is_in_the_cluster_api_category_with_status_where_the_kind_has_one()
             json!(["cluster-api"]),
             "{name}"
         );
-        let version = &crd["spec"]["versions"][0];
-        let has_status = version["schema"]["openAPIV3Schema"]["properties"]
-            .get("status")
-            .is_some();
-        assert_eq!(
-            version["subresources"].get("status").is_some(),
-            has_status,
-            "{name}"
-        );
+        for version in crd["spec"]["versions"].as_array().unwrap() {
+            let has_status = version["schema"]["openAPIV3Schema"]["properties"]
+                .get("status")
+                .is_some();
+            assert_eq!(
+                version["subresources"].get("status").is_some(),
+                has_status,
+                "{name} {}",
+                version["name"]
+            );
+        }
     }
 }
 
