@@ -22,6 +22,9 @@ _capictl() {
             capictl,completion)
                 cmd="capictl__subcmd__completion"
                 ;;
+            capictl,convert)
+                cmd="capictl__subcmd__convert"
+                ;;
             capictl,delete)
                 cmd="capictl__subcmd__delete"
                 ;;
@@ -183,6 +186,9 @@ _capictl() {
                 ;;
             capictl__subcmd__help,completion)
                 cmd="capictl__subcmd__help__subcmd__completion"
+                ;;
+            capictl__subcmd__help,convert)
+                cmd="capictl__subcmd__help__subcmd__convert"
                 ;;
             capictl__subcmd__help,delete)
                 cmd="capictl__subcmd__help__subcmd__delete"
@@ -380,7 +386,7 @@ _capictl() {
 
     case "${cmd}" in
         capictl)
-            opts="-v -h -V --verbose --help --version quickstart init generate describe get move topology upgrade images alpha delete management manager version completion help"
+            opts="-v -h -V --verbose --help --version quickstart init generate describe get move convert topology upgrade images alpha delete management manager version completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -734,6 +740,32 @@ _capictl() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__convert)
+            opts="-f -v -h -V --filename --to --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --filename)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --to)
+                    COMPREPLY=($(compgen -W "v1beta1 v1beta2" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1294,7 +1326,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help)
-            opts="quickstart init generate describe get move topology upgrade images alpha delete management manager version completion help"
+            opts="quickstart init generate describe get move convert topology upgrade images alpha delete management manager version completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1392,6 +1424,20 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help__subcmd__completion)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__convert)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

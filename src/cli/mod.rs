@@ -5,6 +5,7 @@ use std::io::Write;
 mod alpha;
 mod completion;
 mod connect;
+mod convert;
 mod delete;
 pub mod describe;
 mod generate;
@@ -61,6 +62,8 @@ pub enum Command {
     /// Move Clusters and their objects to another management cluster, or save them to a
     /// directory and restore them from it.
     Move(r#move::Args),
+    /// Convert Cluster API YAML between v1beta1 and v1beta2, as the management cluster does.
+    Convert(convert::Args),
     /// Managed topologies: what the topology controller will do for Clusters with
     /// `spec.topology`.
     #[command(subcommand)]
@@ -198,6 +201,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Delete(args) => delete::run(args),
         Command::Images(cmd) => cmd.run(),
         Command::Move(args) => r#move::run(args),
+        Command::Convert(args) => convert::run(&args),
         Command::Upgrade(cmd) => cmd.run(),
         Command::Topology(cmd) => cmd.run(),
         Command::Alpha(cmd) => cmd.run(),

@@ -134,6 +134,10 @@ pub fn read_directory(dir: &Path) -> Result<Vec<(PathBuf, Value)>> {
         let text = std::fs::read_to_string(&path).map_err(|e| not_saved(e.to_string()))?;
         let object: Value =
             crate::yaml::from_str(&text).map_err(|e| not_saved(format!("not YAML ({e})")))?;
+        // A directory saved by a management cluster that stored v1beta1 (upstream before
+        // v1.11, or a backup written then) restores as v1beta2, as that cluster would serve it.
+        let object = crate::api::conversion::convert_offline(object, crate::api::conversion::HUB)
+            .map_err(|e| not_saved(format!("converting: {e}")))?;
         let complete = object["apiVersion"].is_string()
             && object["kind"].is_string()
             && object["metadata"]["name"].is_string()

@@ -143,6 +143,68 @@ async fn the_manager_serves_the_admission_webhooks_over_https() {
     .unwrap();
     assert_eq!(skipped["response"]["allowed"], false);
 
+    // A ConversionReview as kube-apiserver sends it for a CRD that converts by webhook: a
+    // v1beta1 Cluster read in v1beta2, and back.
+    let v1beta1 = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+        "metadata": {"name": "c", "namespace": "default", "uid": "6f1b8c3e-0000-4000-8000-000000000001"},
+        "spec": {
+            "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerCluster", "name": "c", "namespace": "default"},
+            "topology": {"class": "quick-start", "version": "v1.30.4",
+                         "controlPlane": {"replicas": 1, "nodeDrainTimeout": "1m30s"}},
+        },
+    });
+    let conversion_review = |desired: &str, objects: Value| {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "1c7f2a34-5555-6666-7777-888899990000", "desiredAPIVersion": desired, "objects": objects},
+        })
+    };
+    let up = post(
+        "/convert",
+        &conversion_review("cluster.x-k8s.io/v1beta2", json!([v1beta1])),
+    )
+    .await
+    .unwrap();
+    let response = &up["response"];
+    assert_eq!(up["kind"], "ConversionReview");
+    assert_eq!(response["uid"], "1c7f2a34-5555-6666-7777-888899990000");
+    assert_eq!(response["result"]["status"], "Success", "{up}");
+    let hub = &response["convertedObjects"][0];
+    assert_eq!(hub["apiVersion"], "cluster.x-k8s.io/v1beta2");
+    assert_eq!(hub["spec"]["topology"]["classRef"]["name"], "quick-start");
+    assert_eq!(
+        hub["spec"]["topology"]["controlPlane"]["deletion"]["nodeDrainTimeoutSeconds"],
+        90
+    );
+    assert_eq!(
+        hub["spec"]["infrastructureRef"],
+        json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster", "name": "c"})
+    );
+    assert_eq!(hub["metadata"]["uid"], v1beta1["metadata"]["uid"]);
+    let down = post(
+        "/convert",
+        &conversion_review("cluster.x-k8s.io/v1beta1", json!([hub])),
+    )
+    .await
+    .unwrap();
+    assert_eq!(down["response"]["convertedObjects"][0], v1beta1);
+    // An object that cannot be converted fails the review, naming the field.
+    let mut bad = v1beta1.clone();
+    bad["spec"]["topology"]["controlPlane"]["nodeDrainTimeout"] = json!("soon");
+    let failed = post(
+        "/convert",
+        &conversion_review("cluster.x-k8s.io/v1beta2", json!([bad])),
+    )
+    .await
+    .unwrap();
+    assert_eq!(failed["response"]["result"]["status"], "Failure");
+    let message = failed["response"]["result"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.topology.controlPlane.nodeDrainTimeout"),
+        "{message}"
+    );
+
     // Each review is counted by path and code, as controller-runtime's webhook server does.
     let scraped = tokio::task::spawn_blocking(move || {
         use std::io::{Read, Write};

@@ -29,6 +29,7 @@ fn help_lists_every_subcommand_with_a_description() {
         "describe",
         "get",
         "move",
+        "convert",
         "upgrade",
         "delete",
         "management",
@@ -806,4 +807,55 @@ fn errors_name_what_they_are_about_and_hints_repeat_the_flags() {
         assert_eq!(out.status.code(), Some(1), "{color}: {}", stderr(&out));
     }
     let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn convert_turns_v1beta1_yaml_into_v1beta2_and_back_and_names_bad_fields() {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/testdata/v1beta1-standard-ha.yaml"
+    );
+    let up = capictl(&["convert", "-f", fixture]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    let hub = stdout(&up);
+    insta::assert_snapshot!("convert-v1beta1-to-v1beta2", hub);
+
+    let dir = std::env::temp_dir().join(format!("capictl-convert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hub_file = dir.join("hub.yaml");
+    std::fs::write(&hub_file, &hub).unwrap();
+    let down = capictl(&[
+        "convert",
+        "-f",
+        hub_file.to_str().unwrap(),
+        "--to",
+        "v1beta1",
+    ]);
+    assert!(down.status.success(), "{}", stderr(&down));
+    let back: Vec<serde_json::Value> = capictl::yaml::from_multiple(&stdout(&down)).unwrap();
+    let original: Vec<serde_json::Value> =
+        capictl::yaml::from_multiple(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    assert_eq!(
+        back, original,
+        "v1beta1 → v1beta2 → v1beta1 gives back the file"
+    );
+
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\n---\napiVersion: cluster.x-k8s.io/v1beta1\nkind: MachineHealthCheck\nmetadata: {name: mhc}\nspec:\n  clusterName: c\n  nodeStartupTimeout: soon\n",
+    )
+    .unwrap();
+    let out = capictl(&["convert", "-f", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout(&out),
+        "",
+        "nothing is written when a document cannot be converted"
+    );
+    assert_eq!(
+        stderr(&out).trim(),
+        "Error: document 2 (MachineHealthCheck \"mhc\"): spec.nodeStartupTimeout: \"soon\" is not a duration (write it as Go does: 90s, 1m30s, 1h)"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -676,3 +676,202 @@ fn a_topology_cluster_moves_with_its_class_and_the_target_makes_nothing_new() {
         "{c}"
     );
 }
+
+/// A ClusterClass written for Cluster API v1.10 (v1beta1) and seed 003's v1beta1 Cluster.
+fn v1beta1_class_and_cluster() -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/testdata/v1beta1-standard-ha.yaml"),
+    )
+    .unwrap()
+}
+
+#[test]
+fn v1beta1_yaml_comes_up_reads_in_both_versions_and_restores_from_a_v1beta1_directory() {
+    let (source, target) = (Management::up(), Management::up());
+    // The Dev kinds come with the Docker provider.
+    init(&source, "docker");
+    init(&target, "docker");
+    let yaml = v1beta1_class_and_cluster();
+    source.kubectl_in(&["apply", "-n", "default", "-f", "-"], Some(&yaml));
+    wait_until("the v1beta1 Cluster Available", 240, || {
+        available(&source, "prod-a")
+    });
+
+    // Read in v1beta1: upstream's v1beta1 fields, the v1beta2 conditions under status.v1beta2.
+    let old = json(
+        &source,
+        &["get", "clusters.v1beta1.cluster.x-k8s.io", "prod-a"],
+    );
+    assert_eq!(old["apiVersion"], "cluster.x-k8s.io/v1beta1");
+    assert_eq!(old["spec"]["topology"]["class"], "standard-ha");
+    assert_eq!(
+        old["status"]["controlPlaneReady"], true,
+        "{}",
+        old["status"]
+    );
+    let available_v1beta2 = old["status"]["v1beta2"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Available")
+        .unwrap();
+    assert_eq!(available_v1beta2["status"], "True");
+    let table = source.kubectl(&["get", "clusters.v1beta1.cluster.x-k8s.io", "prod-a"]);
+    assert!(
+        table.lines().nth(1).unwrap().contains("standard-ha"),
+        "{table}"
+    );
+
+    // Stored in v1beta2, as upstream's conversion places each field.
+    let class = json(&source, &["get", "clusterclass", "standard-ha"]);
+    let workers = &class["spec"]["workers"]["machineDeployments"][0];
+    assert_eq!(workers["deletion"]["order"], "Oldest");
+    assert_eq!(
+        workers["rollout"]["strategy"]["rollingUpdate"]["maxSurge"],
+        1
+    );
+    assert_eq!(
+        workers["healthCheck"]["checks"]["unhealthyNodeConditions"][0]["timeoutSeconds"],
+        300
+    );
+    assert_eq!(
+        workers["healthCheck"]["remediation"]["triggerIf"]["unhealthyLessThanOrEqualTo"],
+        "40%"
+    );
+    let c = json(&source, &["get", "cluster", "prod-a"]);
+    let kcp_name = c["spec"]["controlPlaneRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let kcp = json(&source, &["get", "kubeadmcontrolplane", &kcp_name]);
+    let spec = &kcp["spec"]["kubeadmConfigSpec"];
+    assert_eq!(
+        spec["initConfiguration"]["nodeRegistration"]["kubeletExtraArgs"],
+        serde_json::json!([{"name": "eviction-hard", "value": "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%"}])
+    );
+    assert_eq!(
+        spec["initConfiguration"]["timeouts"]["controlPlaneComponentHealthCheckSeconds"],
+        1200
+    );
+    assert_eq!(
+        kcp["spec"]["machineTemplate"]["spec"]["deletion"]["nodeDrainTimeoutSeconds"],
+        90
+    );
+    assert_eq!(kcp["spec"]["replicas"], 3);
+
+    // Applied again, nothing changes: the round trip through v1beta2 loses nothing.
+    let again = source.kubectl_in(&["apply", "-n", "default", "-f", "-"], Some(&yaml));
+    assert!(again.lines().all(|l| l.ends_with(" unchanged")), "{again}");
+
+    // A watch in v1beta1 sees a change written in v1beta2.
+    let mut watch = source
+        .kubectl_command(&[
+            "get",
+            "clusters.v1beta1.cluster.x-k8s.io",
+            "prod-a",
+            "--watch-only",
+            "-o",
+            "jsonpath={.apiVersion} {.metadata.labels.team}{\"\\n\"}",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    // Labelled until the watch (which may not be open yet) shows a label it was given.
+    let mut seen = None;
+    for i in 0..60 {
+        let label = format!("team=t{i}");
+        source.kubectl(&[
+            "label",
+            "clusters.v1beta2.cluster.x-k8s.io",
+            "prod-a",
+            &label,
+            "--overwrite",
+        ]);
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            if line.contains(" t") {
+                seen = Some(line);
+                break;
+            }
+        }
+        if seen.is_some() {
+            break;
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let seen = seen.expect("the v1beta1 watch saw the label written in v1beta2");
+    assert!(seen.starts_with("cluster.x-k8s.io/v1beta1 t"), "{seen}");
+
+    // Saved, written back as v1beta1 (as a management cluster that stored v1beta1 would have
+    // saved it), and restored into another management cluster: it comes up there.
+    // A move waits for no Machine, as upstream's: every one of the 3 + 5 has its Node first.
+    wait_until("every Machine with a Node", 240, || {
+        let nodes = source.kubectl(&[
+            "get",
+            "machines",
+            "-o",
+            "jsonpath={.items[*].status.nodeRef.name}",
+        ]);
+        match nodes.split_whitespace().count() {
+            8 => Ok(()),
+            n => Err(format!("{n} of 8")),
+        }
+    });
+    let backup = source.dir.join("backup");
+    std::fs::create_dir_all(&backup).unwrap();
+    let kubeconfig = source.kubeconfig().display().to_string();
+    let saved = capictl(&[
+        "move",
+        "--to-directory",
+        backup.to_str().unwrap(),
+        "--kubeconfig",
+        &kubeconfig,
+    ]);
+    assert!(saved.status.success(), "{}", text(&saved.stderr));
+    source.down();
+    let mut spoke_files = 0;
+    for entry in std::fs::read_dir(&backup).unwrap() {
+        let path = entry.unwrap().path();
+        let out = capictl(&["convert", "-f", path.to_str().unwrap(), "--to", "v1beta1"]);
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            path.display(),
+            text(&out.stderr)
+        );
+        let converted = text(&out.stdout);
+        spoke_files += usize::from(converted.contains("/v1beta1\n"));
+        std::fs::write(&path, converted).unwrap();
+    }
+    assert!(spoke_files > 10, "{spoke_files} files in v1beta1");
+    let to = target.kubeconfig().display().to_string();
+    let restored = capictl(&[
+        "move",
+        "--from-directory",
+        backup.to_str().unwrap(),
+        "--kubeconfig",
+        &to,
+    ]);
+    assert!(restored.status.success(), "{}", text(&restored.stderr));
+    wait_until("the restored Cluster Available", 240, || {
+        available(&target, "prod-a")
+    });
+    let class = json(&target, &["get", "clusterclass", "standard-ha"]);
+    assert_eq!(
+        class["spec"]["workers"]["machineDeployments"][0]["deletion"]["order"],
+        "Oldest"
+    );
+}

@@ -147,6 +147,20 @@ impl Direction {
     }
 }
 
+/// Any object in `to_version` where it is a Cluster API kind served in both versions (else as
+/// it is), without a management cluster to ask: a v1beta1 reference made from a v1beta2 one
+/// names the contract's version of its kind.
+pub fn convert_offline(object: Value, to_version: &str) -> Result<Value, ConversionError> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let (group, _) = split_api_version(api_version);
+    let kind = object["kind"].as_str().unwrap_or_default();
+    if rules_of(group, kind).is_none() {
+        return Ok(object);
+    }
+    let contract = |group: &str, _: &str| format!("{group}/{}", crate::api::CONTRACT_VERSION);
+    convert(object, to_version, &contract)
+}
+
 /// Removes the conversion data from `metadata`, returning it parsed.
 fn take_conversion_data(metadata: &mut Value) -> Option<Value> {
     let annotations = metadata.get_mut("annotations")?.as_object_mut()?;
