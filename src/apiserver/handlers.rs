@@ -441,10 +441,16 @@ impl Call<'_> {
         // The registered rules' request reads the store through a `dyn Lookup`, which is not
         // `Send`: it is made afresh for each step rather than held across the webhook calls.
         let stored = StoredObjects(self.server);
+        // A converted request is admitted in the version it was converted to, the stored one,
+        // as kube-apiserver sends webhooks (matchPolicy Equivalent) the version they name.
+        let version = match self.resource.converter {
+            Some(_) => &self.resource.storage_version,
+            None => &self.resource.version,
+        };
         let request = || admission::Request {
             operation,
             group: &self.resource.group,
-            version: &self.resource.version,
+            version,
             kind: &self.resource.kind,
             namespace: self.namespace(),
             name: &name,
@@ -455,7 +461,7 @@ impl Call<'_> {
         let attributes = admission_webhooks::Attributes {
             operation,
             group: &self.resource.group,
-            version: &self.resource.version,
+            version,
             kind: &self.resource.kind,
             resource: &self.resource.plural,
             subresource: match target {

@@ -17,7 +17,7 @@ use kube::{Client, Resource, ResourceExt};
 use rand::Rng;
 use serde_json::json;
 
-use crate::reconcile::common;
+use crate::reconcile::{common, external};
 use futures::future::BoxFuture;
 
 use crate::api;
@@ -162,12 +162,50 @@ async fn ensure_bootstrap_token(workload: &Client, token: &str) -> Result<()> {
     Ok(())
 }
 
-/// The spec's own files, with contents from Secrets resolved.
+/// What a file whose `contentFormat` is `Template` may use, as upstream passes it:
+/// `.controlPlane.version` when the control plane has a version (absent otherwise, so that
+/// `{{ if .controlPlane }}` can tell).
+fn template_data(control_plane_version: Option<&str>) -> serde_json::Value {
+    match control_plane_version {
+        Some(version) => json!({"controlPlane": {"version": version}}),
+        None => json!({}),
+    }
+}
+
+/// A file's content as `contentFormat` says: verbatim, or rendered as a Go text/template
+/// (at most 1 MiB, upstream's bound).
+fn file_content(
+    file: &crate::api::kubeadm_config::File,
+    content: String,
+    data: &serde_json::Value,
+) -> Result<String> {
+    use crate::api::kubeadm_config::FileContentFormat;
+    if file.content_format != Some(FileContentFormat::Template) {
+        return Ok(content);
+    }
+    let rendered = crate::gotemplate::render(&content, data).map_err(|e| {
+        Error::Invalid(format!(
+            "Failed to prepare spec.files: failed to execute template for file {:?}: {e}",
+            file.path
+        ))
+    })?;
+    if rendered.len() > 1 << 20 {
+        return Err(Error::Invalid(format!(
+            "Failed to prepare spec.files: template for file {:?} renders to more than 1048576 bytes",
+            file.path
+        )));
+    }
+    Ok(rendered)
+}
+
+/// The spec's own files, with contents from Secrets resolved and templates rendered.
 async fn spec_files(
     client: &Client,
     namespace: &str,
     spec: &KubeadmConfigSpec,
+    control_plane_version: Option<&str>,
 ) -> Result<Vec<WriteFile>> {
+    let data = template_data(control_plane_version);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut out = Vec::new();
     for f in spec.files.iter().flatten() {
@@ -193,6 +231,7 @@ async fn spec_files(
             (Some(c), None) => c.clone(),
             (None, None) => String::new(),
         };
+        let content = file_content(f, content, &data)?;
         out.push(WriteFile {
             path: f.path.clone(),
             owner: f.owner.clone().unwrap_or_else(|| "root:root".into()),
@@ -450,7 +489,15 @@ async fn bootstrap_data(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Res
             files.push(WriteFile::new(key_path, "0600", &pair.key));
         }
     }
-    files.extend(spec_files(&ctx.client, &ns, spec).await?);
+    let control_plane_version = match &cluster.spec.control_plane_ref {
+        Some(reference) => ctx.external.get(&ns, reference).await?.and_then(|cp| {
+            external::field(&cp, &["spec", "version"])?
+                .as_str()
+                .map(String::from)
+        }),
+        None => None,
+    };
+    files.extend(spec_files(&ctx.client, &ns, spec, control_plane_version.as_deref()).await?);
     let (action, kubeadm) = if init {
         (
             cloudinit::Action::Init,
@@ -507,6 +554,28 @@ async fn bootstrap_data(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn template_files_render_with_the_control_plane_version_and_raw_ones_stay() {
+        let file = |format: Option<&str>| -> crate::api::kubeadm_config::File {
+            serde_json::from_value(json!({"path": "/etc/v", "contentFormat": format})).unwrap()
+        };
+        let text = "{{ if .controlPlane }}cp {{ .controlPlane.version }}{{ else }}none{{ end }}";
+        let with = template_data(Some("v1.30.4"));
+        let without = template_data(None);
+        for (format, data, want) in [
+            (Some("Template"), &with, "cp v1.30.4"),
+            (Some("Template"), &without, "none"),
+            (Some("Raw"), &with, text),
+            (None, &with, text),
+        ] {
+            let got = file_content(&file(format), text.into(), data).unwrap();
+            assert_eq!(got, want, "{format:?}");
+        }
+        let broken = file_content(&file(Some("Template")), "{{ .controlPlane".into(), &with);
+        let message = broken.unwrap_err().to_string();
+        assert!(message.contains("\"/etc/v\""), "{message}");
+    }
 
     fn config(status: serde_json::Value) -> KubeadmConfig {
         serde_json::from_value(json!({

@@ -535,6 +535,12 @@ fn compute_status(
         .and_then(|s| s.status.as_ref())
         .and_then(|s| s.up_to_date_replicas)
         .or(Some(0));
+    // The versions its sets' Machines run, as upstream v1.12+ reports them.
+    status.versions = Some(super::machines::merge_versions(
+        sets.iter()
+            .filter_map(|s| s.status.as_ref()?.versions.clone())
+            .flatten(),
+    ));
     let mut selector = md.spec.selector.match_labels.clone().unwrap_or_default();
     selector.remove(api::TEMPLATE_HASH_LABEL);
     status.selector = Some(super::machines::selector_string(&selector));
@@ -678,7 +684,8 @@ mod tests {
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "ns"},
             "spec": {"clusterName": "c", "selector": {}, "template": {"spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "t"}}}},
-            "status": {"replicas": replicas, "readyReplicas": available, "availableReplicas": available, "upToDateReplicas": up_to_date},
+            "status": {"replicas": replicas, "readyReplicas": available, "availableReplicas": available, "upToDateReplicas": up_to_date,
+                       "versions": [{"version": if name == "new" { "v1.30.4" } else { "v1.29.10" }, "replicas": replicas}]},
         }))
         .unwrap()
     }
@@ -783,6 +790,18 @@ mod tests {
             assert_eq!(status.up_to_date_replicas, Some(u), "{name}");
             assert_eq!(status.selector.as_deref(), Some("pool=a"), "{name}");
             assert_eq!(status.observed_generation, Some(2), "{name}");
+            let versions: Vec<(String, i32)> = status
+                .versions
+                .iter()
+                .flatten()
+                .map(|v| (v.version.clone(), v.replicas.unwrap()))
+                .collect();
+            let mut want = vec![];
+            if let Some((old, _)) = case.old {
+                want.push(("v1.29.10".to_string(), old));
+            }
+            want.push(("v1.30.4".to_string(), r));
+            assert_eq!(versions, want, "{name}");
             for (type_, want_status, reason, message) in case.conditions {
                 let c = expect_condition(status.conditions.as_ref(), type_, name);
                 assert_eq!(

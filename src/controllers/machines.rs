@@ -118,9 +118,20 @@ pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
 
 /// Kubernetes versions and how many Machines run each, oldest first.
 pub fn versions(versions: impl Iterator<Item = String>) -> Vec<crate::api::common::StatusVersion> {
+    merge_versions(versions.map(|version| crate::api::common::StatusVersion {
+        version,
+        replicas: Some(1),
+    }))
+}
+
+/// Counts of machines by version (each a `status.versions` entry of a MachineSet, a
+/// MachineDeployment, or one Machine) summed into one `status.versions`.
+pub fn merge_versions(
+    counted: impl Iterator<Item = crate::api::common::StatusVersion>,
+) -> Vec<crate::api::common::StatusVersion> {
     let mut counts: std::collections::BTreeMap<String, i32> = std::collections::BTreeMap::new();
-    for v in versions {
-        *counts.entry(v).or_default() += 1;
+    for v in counted {
+        *counts.entry(v.version).or_default() += v.replicas.unwrap_or(0);
     }
     let mut out: Vec<crate::api::common::StatusVersion> = counts
         .into_iter()
@@ -150,5 +161,16 @@ mod tests {
             .map(|v| (v.version.as_str(), v.replicas.unwrap()))
             .collect();
         assert_eq!(got, [("v1.29.9", 1), ("v1.29.10", 2), ("v1.30.0", 1)]);
+    }
+
+    #[test]
+    fn the_versions_of_several_sets_add_up_by_version() {
+        let of = |version: &str, replicas: i32| crate::api::common::StatusVersion {
+            version: version.into(),
+            replicas: Some(replicas),
+        };
+        let merged =
+            merge_versions([of("v1.30.4", 2), of("v1.29.10", 1), of("v1.30.4", 3)].into_iter());
+        assert_eq!(merged, [of("v1.29.10", 1), of("v1.30.4", 5)]);
     }
 }

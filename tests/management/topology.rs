@@ -830,6 +830,18 @@ fn v1beta1_yaml_comes_up_reads_in_both_versions_and_restores_from_a_v1beta1_dire
             n => Err(format!("{n} of 8")),
         }
     });
+    // The versions the machines run (upstream v1.12's status), read in v1beta1.
+    wait_until("the workers' versions on the Cluster", 60, || {
+        let c = json(
+            &source,
+            &["get", "clusters.v1beta1.cluster.x-k8s.io", "prod-a"],
+        );
+        let want = serde_json::json!([{"version": "v1.34.0", "replicas": 5}]);
+        match &c["status"]["v1beta2"]["workers"]["versions"] {
+            v if *v == want => Ok(()),
+            other => Err(other.to_string()),
+        }
+    });
     let backup = source.dir.join("backup");
     std::fs::create_dir_all(&backup).unwrap();
     let kubeconfig = source.kubeconfig().display().to_string();

@@ -11,7 +11,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::api;
 use crate::api::cluster::{ClusterStatus, ReplicasSummary};
-use crate::api::common::ApiEndpoint;
+use crate::api::common::{ApiEndpoint, StatusVersion};
 use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
 use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status, SummaryOptions};
 use crate::reconcile::common;
@@ -644,7 +644,28 @@ fn count_workers(d: &Descendants) -> ReplicasSummary {
         .workers
         .iter()
         .filter(|m| common::controller_of(m.owner_references()).is_none());
+    // The versions the workers run: their MachineDeployments' and standalone MachineSets'
+    // `status.versions`, and each standalone Machine's.
+    let mut versions: Vec<StatusVersion> = d
+        .deployments
+        .iter()
+        .filter_map(|md| md.status.as_ref()?.versions.clone())
+        .flatten()
+        .collect();
+    versions.extend(
+        d.sets
+            .iter()
+            .filter(|ms| !ms.labels().contains_key(api::DEPLOYMENT_NAME_LABEL))
+            .filter_map(|ms| ms.status.as_ref()?.versions.clone())
+            .flatten(),
+    );
     for m in standalone_machines {
+        if let Some(version) = &m.spec.version {
+            versions.push(StatusVersion {
+                version: version.clone(),
+                replicas: Some(1),
+            });
+        }
         let one = |t: &str| Some(i32::from(is_true(m, t)));
         add(
             Some(1),
@@ -654,6 +675,9 @@ fn count_workers(d: &Descendants) -> ReplicasSummary {
             one("UpToDate"),
         );
     }
+    sum.versions = Some(crate::controllers::machines::merge_versions(
+        versions.into_iter(),
+    ));
     sum
 }
 

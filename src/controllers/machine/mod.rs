@@ -7,6 +7,7 @@
 
 mod deletion;
 mod status;
+mod taints;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -295,7 +296,8 @@ async fn find_node(ctx: &Context, machine: &Machine, cluster: &Cluster) -> Resul
     )
 }
 
-/// Keeps the Node's Cluster API annotations, and takes off the uninitialized taint.
+/// Keeps the Node's Cluster API annotations and the Machine's taints ([`taints`]), and takes off
+/// the uninitialized taint.
 async fn sync_node(client: &Client, machine: &Machine, node: &Node) -> Result<()> {
     let owner = common::controller_of(machine.owner_references());
     let mut want = BTreeMap::from([
@@ -333,13 +335,28 @@ async fn sync_node(client: &Client, machine: &Machine, node: &Node) -> Result<()
     let uninitialized = taints
         .iter()
         .any(|t| t.key == "node.cluster.x-k8s.io/uninitialized");
-    if annotations_ok && labels_ok && !uninitialized {
+    let kept: Vec<_> = taints
+        .iter()
+        .filter(|t| t.key != "node.cluster.x-k8s.io/uninitialized")
+        .cloned()
+        .collect();
+    let propagated = taints::propagate(
+        &kept,
+        node.annotations()
+            .get(taints::TAINTS_FROM_MACHINE_ANNOTATION)
+            .map(String::as_str),
+        machine.spec.taints.as_deref().unwrap_or_default(),
+    );
+    if annotations_ok && labels_ok && !uninitialized && propagated.is_none() {
         return Ok(());
     }
-    let kept: Vec<_> = taints
-        .into_iter()
-        .filter(|t| t.key != "node.cluster.x-k8s.io/uninitialized")
-        .collect();
+    let kept = match propagated {
+        Some((taints, owned)) => {
+            want.insert(taints::TAINTS_FROM_MACHINE_ANNOTATION.into(), owned);
+            taints
+        }
+        None => kept,
+    };
     let patch = json!({
         "metadata": {"annotations": want, "labels": labels, "resourceVersion": node.resource_version()},
         "spec": {"taints": kept},
