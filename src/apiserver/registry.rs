@@ -210,9 +210,20 @@ impl Registry {
 
     /// The resource whose objects are stored under `key`.
     pub fn of_key(&self, key: &str) -> Option<Arc<Resource>> {
-        // Versions of one resource share its storage; any of them describes the object.
+        // Versions of one resource share its storage; the stored version describes the object
+        // as it is stored (another would convert it).
         let all = self.resources.read().unwrap();
-        all.values().find(|r| key.starts_with(&r.prefix())).cloned()
+        let mut stored_under = all.values().filter(|r| key.starts_with(&r.prefix()));
+        let first = stored_under.next()?;
+        if first.version == first.storage_version {
+            return Some(first.clone());
+        }
+        Some(
+            stored_under
+                .find(|r| r.version == r.storage_version)
+                .unwrap_or(first)
+                .clone(),
+        )
     }
 
     /// Every resource, ordered by group, version and plural.

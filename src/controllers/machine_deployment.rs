@@ -290,6 +290,10 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
         sets.push(new_set.clone());
     }
 
+    update_in_place(&ctx, &md, &sets)
+        .await
+        .step("updating the MachineSets in place")?;
+
     // Status, computed once from what this reconcile saw.
     let status = compute_status(&md, &sets, new_set.as_ref(), &rollout, paused);
     let settled = status.replicas == Some(rollout.desired)
@@ -316,6 +320,28 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
 }
 
 /// Deletes the MachineSets; the finalizer goes once they are gone.
+/// Gives every MachineSet's template what the MachineDeployment's changed in place, for its
+/// Machines to take without a rollout.
+async fn update_in_place(ctx: &Context, md: &MachineDeployment, sets: &[MachineSet]) -> Result<()> {
+    let api =
+        Api::<MachineSet>::namespaced(ctx.client.clone(), &md.namespace().unwrap_or_default());
+    for set in sets {
+        let template = &set.spec.template;
+        let meta = template.metadata.clone().unwrap_or_default();
+        let changes = super::machines::in_place_changes(
+            &md.spec.template,
+            &meta.labels.unwrap_or_default(),
+            &meta.annotations.unwrap_or_default(),
+            &template.spec,
+        );
+        if let Some((metadata, spec)) = changes {
+            let patch = json!({"spec": {"template": {"metadata": metadata, "spec": spec}}});
+            common::patch_merge(&api, &set.name_any(), patch).await?;
+        }
+    }
+    Ok(())
+}
+
 async fn reconcile_delete(md: &MachineDeployment, scope: &Scope) -> Result<Action> {
     for s in scope.sets.iter().filter(|s| !common::deleting(*s)) {
         scope

@@ -344,6 +344,9 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
     {
         return Ok(Action::await_change());
     }
+    update_in_place(&ctx, &ms, &scope)
+        .await
+        .step("updating the Machines in place")?;
     let blocked = sync_replicas(&ctx, &ms, &scope, cluster)
         .await
         .step("scaling the Machines")?;
@@ -364,6 +367,25 @@ pub async fn reconcile(ms: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action>
     } else {
         Duration::from_secs(1)
     }))
+}
+
+/// Gives the live Machines what the template changed in place (labels, annotations, deletion
+/// timeouts, minReadySeconds, readiness gates, taints), as upstream does without a rollout.
+async fn update_in_place(ctx: &Context, ms: &MachineSet, scope: &Scope) -> Result<()> {
+    let api = Api::<Machine>::namespaced(ctx.client.clone(), &ms.namespace().unwrap_or_default());
+    for machine in scope.live() {
+        let changes = super::machines::in_place_changes(
+            &ms.spec.template,
+            machine.labels(),
+            machine.annotations(),
+            &machine.spec,
+        );
+        if let Some((metadata, spec)) = changes {
+            let patch = json!({"metadata": metadata, "spec": spec});
+            common::patch_merge(&api, &machine.name_any(), patch).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Deletes the Machines; the finalizer goes once they are gone.

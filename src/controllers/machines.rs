@@ -145,6 +145,80 @@ pub fn merge_versions(
     out
 }
 
+/// What an object made from a Machine template (a Machine from its MachineSet's, a
+/// MachineSet's template from its MachineDeployment's) takes from it in place, without a
+/// rollout, as upstream propagates it: the template's labels and annotations (added or
+/// changed, never removed: others may have set theirs), and the Machine's deletion timeouts,
+/// minReadySeconds, readiness gates and taints. `labels`, `annotations` and `spec` are the
+/// object's now; the answer is the merge patch of its metadata and of its spec, or None when
+/// nothing differs.
+pub fn in_place_changes(
+    template: &crate::api::machine::MachineTemplateSpec,
+    labels: &std::collections::BTreeMap<String, String>,
+    annotations: &std::collections::BTreeMap<String, String>,
+    spec: &crate::api::machine::MachineSpec,
+) -> Option<(serde_json::Value, serde_json::Value)> {
+    use serde_json::{Map, Value, json};
+    let changed = |want: Option<&std::collections::BTreeMap<String, String>>,
+                   have: &std::collections::BTreeMap<String, String>| {
+        want.into_iter()
+            .flatten()
+            .filter(|(k, v)| have.get(*k) != Some(v))
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect::<Map<String, Value>>()
+    };
+    let meta = template.metadata.as_ref();
+    let mut metadata = Map::new();
+    let new_labels = changed(meta.and_then(|m| m.labels.as_ref()), labels);
+    if !new_labels.is_empty() {
+        metadata.insert("labels".into(), Value::Object(new_labels));
+    }
+    let new_annotations = changed(meta.and_then(|m| m.annotations.as_ref()), annotations);
+    if !new_annotations.is_empty() {
+        metadata.insert("annotations".into(), Value::Object(new_annotations));
+    }
+    let want = &template.spec;
+    let value = |v: serde_json::Result<Value>| v.expect("JSON");
+    let mut fields = Map::new();
+    // A merge patch merges objects: what the template no longer sets is written as null.
+    let (want_deletion, had) = (
+        value(serde_json::to_value(&want.deletion)),
+        value(serde_json::to_value(&spec.deletion)),
+    );
+    if want_deletion != had {
+        let mut deletion = want_deletion;
+        if let (Some(keep), Some(old)) = (deletion.as_object_mut(), had.as_object()) {
+            for key in old.keys() {
+                keep.entry(key.clone()).or_insert(Value::Null);
+            }
+        }
+        fields.insert("deletion".into(), deletion);
+    }
+    for (name, want, have) in [
+        (
+            "minReadySeconds",
+            json!(want.min_ready_seconds),
+            json!(spec.min_ready_seconds),
+        ),
+        (
+            "readinessGates",
+            value(serde_json::to_value(&want.readiness_gates)),
+            value(serde_json::to_value(&spec.readiness_gates)),
+        ),
+        (
+            "taints",
+            value(serde_json::to_value(&want.taints)),
+            value(serde_json::to_value(&spec.taints)),
+        ),
+    ] {
+        if want != have {
+            fields.insert(name.into(), want);
+        }
+    }
+    (!metadata.is_empty() || !fields.is_empty())
+        .then_some((Value::Object(metadata), Value::Object(fields)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +235,47 @@ mod tests {
             .map(|v| (v.version.as_str(), v.replicas.unwrap()))
             .collect();
         assert_eq!(got, [("v1.29.9", 1), ("v1.29.10", 2), ("v1.30.0", 1)]);
+    }
+
+    #[test]
+    fn in_place_fields_reach_what_was_made_from_the_template() {
+        let template: crate::api::machine::MachineTemplateSpec = serde_json::from_value(serde_json::json!({
+            "metadata": {"labels": {"pool": "a", "tier": "gold"}},
+            "spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "t"},
+                     "deletion": {"nodeDrainTimeoutSeconds": 10},
+                     "taints": [{"key": "k", "effect": "NoSchedule", "propagation": "Always"}]}
+        }))
+        .unwrap();
+        let mut spec = template.spec.clone();
+        let labels = std::collections::BTreeMap::from([
+            ("pool".to_string(), "a".to_string()),
+            ("tier".to_string(), "gold".to_string()),
+            ("theirs".to_string(), "x".to_string()),
+        ]);
+        let none = std::collections::BTreeMap::new();
+        assert_eq!(
+            in_place_changes(&template, &labels, &none, &spec),
+            None,
+            "up to date"
+        );
+        spec.deletion = serde_json::from_value(
+            serde_json::json!({"nodeDrainTimeoutSeconds": 20, "nodeDeletionTimeoutSeconds": 5}),
+        )
+        .unwrap();
+        spec.taints = None;
+        let (metadata, changed) =
+            in_place_changes(&template, &std::collections::BTreeMap::new(), &none, &spec).unwrap();
+        assert_eq!(
+            metadata,
+            serde_json::json!({"labels": {"pool": "a", "tier": "gold"}})
+        );
+        assert_eq!(
+            changed,
+            serde_json::json!({
+                "deletion": {"nodeDrainTimeoutSeconds": 10, "nodeDeletionTimeoutSeconds": null},
+                "taints": [{"key": "k", "effect": "NoSchedule", "propagation": "Always"}],
+            })
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use capictl::api::{self, CrdSet};
 use capictl::apiserver::schema;
 
 /// Objects generated per kind and direction.
-const SAMPLES: u64 = 100;
+const SAMPLES: u64 = 50;
 
 fn crd_of(group: &str, kind: &str) -> Value {
     api::crds(&CrdSet::ALL)
@@ -147,23 +147,36 @@ fn round_trip(object: &Value, to: &str, to_schema: &Value) -> Result<(), String>
 
 #[test]
 fn every_kind_round_trips_through_the_other_version_without_loss() {
-    let mut failures = Vec::new();
-    for (group, kind) in conversion::kinds() {
-        let crd = crd_of(group, kind);
-        let hub = version_schema(&crd, HUB);
-        let spoke = version_schema(&crd, SPOKE);
-        for seed in 0..SAMPLES {
-            let mut rng = StdRng::seed_from_u64(seed);
-            let old = typed(generate(&spoke, &mut rng, 0), group, SPOKE, kind);
-            if let Err(e) = round_trip(&old, HUB, &hub) {
-                failures.push(format!("{kind} v1beta1 seed {seed}: {e}"));
-            }
-            let new = typed(generate(&hub, &mut rng, 0), group, HUB, kind);
-            if let Err(e) = round_trip(&new, SPOKE, &spoke) {
-                failures.push(format!("{kind} v1beta2 seed {seed}: {e}"));
-            }
-        }
-    }
+    // One thread per kind: the machine's cores share the work.
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = conversion::kinds()
+            .into_iter()
+            .map(|(group, kind)| {
+                scope.spawn(move || {
+                    let crd = crd_of(group, kind);
+                    let hub = version_schema(&crd, HUB);
+                    let spoke = version_schema(&crd, SPOKE);
+                    let mut failures = Vec::new();
+                    for seed in 0..SAMPLES {
+                        let mut rng = StdRng::seed_from_u64(seed);
+                        let old = typed(generate(&spoke, &mut rng, 0), group, SPOKE, kind);
+                        if let Err(e) = round_trip(&old, HUB, &hub) {
+                            failures.push(format!("{kind} v1beta1 seed {seed}: {e}"));
+                        }
+                        let new = typed(generate(&hub, &mut rng, 0), group, HUB, kind);
+                        if let Err(e) = round_trip(&new, SPOKE, &spoke) {
+                            failures.push(format!("{kind} v1beta2 seed {seed}: {e}"));
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
     assert!(
         failures.is_empty(),
         "{} failures, the first: {}",

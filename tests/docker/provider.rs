@@ -1374,12 +1374,52 @@ async fn cluster_class_quick_starts_come_up_on_docker() {
     );
     up_and_gone(&s).await;
 
-    s.apply_generated(
-        &["--infrastructure", "docker", "--flavor", "topology"],
-        "v1.28.13",
-        1,
-        1,
-    );
+    // capictl's Docker topology flavor written in v1beta1, as a v1.10 user's repository has
+    // it: every Docker, kubeadm and core kind converts on its way in.
+    let generated = s.dir.join("topology.yaml");
+    std::fs::write(
+        &generated,
+        s.capictl(&[
+            "generate",
+            "cluster",
+            &s.cluster,
+            "--infrastructure",
+            "docker",
+            "--flavor",
+            "topology",
+            "--kubernetes-version",
+            "v1.28.13",
+            "--control-plane-machine-count",
+            "1",
+            "--worker-machine-count",
+            "1",
+            "--target-namespace",
+            "default",
+        ]),
+    )
+    .unwrap();
+    let v1beta1 = s.capictl(&[
+        "convert",
+        "-f",
+        generated.to_str().unwrap(),
+        "--to",
+        "v1beta1",
+    ]);
+    for kind in [
+        "DockerClusterTemplate",
+        "DockerMachineTemplate",
+        "KubeadmControlPlaneTemplate",
+        "ClusterClass",
+        "Cluster",
+    ] {
+        assert!(
+            v1beta1.contains(&format!("/v1beta1\nkind: {kind}\n")),
+            "{kind} in v1beta1:\n{v1beta1}"
+        );
+    }
+    let written = s.dir.join("topology-v1beta1.yaml");
+    std::fs::write(&written, v1beta1).unwrap();
+    s.kubectl(&["apply", "-f", written.to_str().unwrap()]);
     s.wait_available(400).await;
     let c = s.json(&["get", "cluster", &s.cluster]);
     assert_eq!(c["spec"]["infrastructureRef"]["kind"], "DockerCluster");

@@ -308,3 +308,127 @@ async fn a_machine_waits_for_its_nodes_volumes_to_detach() {
         .unwrap();
     machine_gone(&machines, &worker.name_any()).await;
 }
+
+/// The Node's taints as `key=value:Effect`, and its taints-from-machine annotation.
+async fn node_taints(nodes: &Api<Node>, name: &str) -> Option<(Vec<String>, Option<String>)> {
+    let node = nodes.get(name).await.ok()?;
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .iter()
+        .map(|t| {
+            format!(
+                "{}={}:{}",
+                t.key,
+                t.value.clone().unwrap_or_default(),
+                t.effect
+            )
+        })
+        .collect();
+    let owned = node
+        .annotations()
+        .get("cluster.x-k8s.io/taints-from-machine")
+        .cloned();
+    Some((taints, owned))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machines_taints_reach_its_node_and_follow_its_changes() {
+    let client = available_cluster(1).await;
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let nodes: Api<Node> = Api::all(workload(&client, "c1").await);
+    let (worker, node) = worker_and_node(&machines).await;
+    let taints = json!({"spec": {"taints": [
+        {"key": "pool", "value": "gpu", "effect": "NoSchedule", "propagation": "Always"},
+        {"key": "warm", "value": "up", "effect": "NoSchedule", "propagation": "OnInitialization"},
+    ]}});
+    machines
+        .patch(
+            &worker.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&taints),
+        )
+        .await
+        .unwrap();
+    // Always taints follow the Machine; OnInitialization ones only reach a new Node.
+    until("the Always taint on the Node", 30, async || {
+        let (taints, owned) = node_taints(&nodes, &node).await?;
+        (taints == ["pool=gpu:NoSchedule"] && owned.as_deref() == Some("pool:NoSchedule"))
+            .then_some(())
+    })
+    .await;
+    let dropped = json!({"spec": {"taints": null}});
+    machines
+        .patch(
+            &worker.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&dropped),
+        )
+        .await
+        .unwrap();
+    until("the taint gone with the Machine's", 30, async || {
+        let (taints, owned) = node_taints(&nodes, &node).await?;
+        (taints.is_empty() && owned.as_deref() == Some("")).then_some(())
+    })
+    .await;
+
+    // From the MachineDeployment's template the taints reach the Machine in place (no
+    // rollout): its initialized Node gets the Always one only; a new Machine's new Node, both.
+    let deployments: Api<capictl::api::MachineDeployment> = Api::namespaced(client.clone(), NS);
+    let template_taints = json!({"spec": {"template": {"spec": taints["spec"]}}});
+    deployments
+        .patch(
+            "md-0",
+            &PatchParams::default(),
+            &Patch::Merge(&template_taints),
+        )
+        .await
+        .unwrap();
+    until(
+        "the Machine's taints from its template, its Node's Always taint",
+        60,
+        async || {
+            let m = machines.get(&worker.name_any()).await.ok()?;
+            let (taints, owned) = node_taints(&nodes, &node).await?;
+            (m.spec.taints.as_ref()?.len() == 2
+                && taints == ["pool=gpu:NoSchedule"]
+                && owned.as_deref() == Some("pool:NoSchedule"))
+            .then_some(())
+        },
+    )
+    .await;
+    let one_more = json!({"spec": {"replicas": 2}});
+    deployments
+        .patch("md-0", &PatchParams::default(), &Patch::Merge(&one_more))
+        .await
+        .unwrap();
+    until("the new worker's Node with both taints", 90, async || {
+        let list = machines
+            .list(&ListParams::default().labels("pool=md-0"))
+            .await
+            .ok()?;
+        let new = list
+            .items
+            .iter()
+            .find(|m| m.name_any() != worker.name_any())?;
+        let node = new.status.as_ref()?.node_ref.as_ref()?.name.clone();
+        let (mut taints, owned) = node_taints(&nodes, &node).await?;
+        taints.sort();
+        (taints == ["pool=gpu:NoSchedule", "warm=up:NoSchedule"]
+            && owned.as_deref() == Some("pool:NoSchedule"))
+        .then_some(())
+    })
+    .await;
+    assert_eq!(
+        machines
+            .list(&ListParams::default().labels("pool=md-0"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        2,
+        "no rollout: the first worker is still there"
+    );
+}

@@ -113,7 +113,9 @@ pub fn convert(
     let kept = take_conversion_data(&mut metadata);
     let source = object;
     let mut converted = plain(rules, &kind, &source, direction, &to, &context)?;
-    if let Some(kept) = kept.filter(|k| k["apiVersion"] == json!(to)) {
+    // Only a copy of this very kind in the target version speaks for it (an annotation
+    // copied from a template to the object made from it does not).
+    if let Some(kept) = kept.filter(|k| k["apiVersion"] == json!(to) && k["kind"] == json!(kind)) {
         restore(rules, &kind, &mut converted, &kept, direction, &context);
     }
     // What converting back without help would not give again goes with the object.
