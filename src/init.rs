@@ -257,9 +257,9 @@ fn push(list: &mut Value, item: Value) {
     list.as_array_mut().expect("a list").push(item);
 }
 
-/// The webhook Service and the mutating and validating configurations that send the
-/// provider's kinds to it. Their caBundle is filled in by [`with_ca_bundle`] once the
-/// serving certificate exists.
+/// The webhook Service (which the CRDs' conversion also goes to) and the mutating and
+/// validating configurations that send the provider's kinds to it. Their caBundle is filled in
+/// by [`with_ca_bundle`] once the serving certificate exists.
 fn webhook_objects(p: &ProviderInfo, variables: &[(&str, &str)]) -> Vec<Value> {
     let entries = |operation: &str, path: &str| -> Vec<Value> {
         p.webhook_targets()
@@ -278,6 +278,9 @@ fn webhook_objects(p: &ProviderInfo, variables: &[(&str, &str)]) -> Vec<Value> {
             .collect()
     };
     let mut objects = render(template::WEBHOOKS, variables);
+    // A provider whose webhook server only converts has no admission configurations.
+    let admits = p.webhook_targets().next().is_some();
+    objects.retain(|o| admits || o["kind"] == "Service");
     for object in &mut objects {
         match object["kind"].as_str() {
             Some("MutatingWebhookConfiguration") => {

@@ -270,12 +270,17 @@ impl Call<'_> {
         }
     }
 
-    /// A stored object in this request's version (the stored object itself when that is it).
-    fn in_request_version(&self, stored: &Value) -> Value {
-        match object::to_version(&self.resource, stored.clone()) {
+    /// A stored object in this request's version: the stored object itself, not copied, when
+    /// that is it (nearly every write).
+    fn in_request_version<'a>(&self, stored: &'a Value) -> std::borrow::Cow<'a, Value> {
+        let resource = &self.resource;
+        if resource.converter.is_none() || resource.version == resource.storage_version {
+            return std::borrow::Cow::Borrowed(stored);
+        }
+        std::borrow::Cow::Owned(match object::to_version(resource, stored.clone()) {
             Ok(converted) => converted,
             Err((stored, _)) => stored,
-        }
+        })
     }
 
     /// `object`, written in this request's version, in the version it is stored in: converted,
@@ -755,7 +760,7 @@ impl Call<'_> {
         let name = object::name_of(&obj).to_string();
         if self.dry_run() {
             super::store::check_size(&obj)?;
-            let shown = self.in_request_version(&obj);
+            let shown = self.in_request_version(&obj).into_owned();
             return Ok(self.respond_object(StatusCode::CREATED, shown));
         }
         let key = self.key(&name);
@@ -795,7 +800,7 @@ impl Call<'_> {
         }
         if self.dry_run() {
             super::store::check_size(&new)?;
-            let mut out = self.in_request_version(&new);
+            let mut out = self.in_request_version(&new).into_owned();
             out["metadata"]["resourceVersion"] = json!(current.mod_revision.to_string());
             return Ok(Ok(Answer::Made(out)));
         }
@@ -807,7 +812,7 @@ impl Call<'_> {
             Ok(Updated::Stored(record)) => Ok(Ok(Answer::Stored(record))),
             Ok(Updated::Unchanged) => Ok(Ok(Answer::Stored(current.clone()))),
             Ok(Updated::Removed(gone, revision)) => {
-                let mut gone = self.in_request_version(&gone);
+                let mut gone = self.in_request_version(&gone).into_owned();
                 gone["metadata"]["resourceVersion"] = json!(revision.to_string());
                 Ok(Ok(Answer::Made(gone)))
             }
@@ -1311,7 +1316,7 @@ impl Call<'_> {
                 let given = lifecycle::grace_period(&self.resource, &old, grace);
                 let preview = match lifecycle::plan_delete(&self.resource, &old, propagation, given)
                 {
-                    DeletePlan::Mark(marked) => self.in_request_version(&marked),
+                    DeletePlan::Mark(marked) => self.in_request_version(&marked).into_owned(),
                     DeletePlan::Remove | DeletePlan::AlreadyDeleting => self.present(&current),
                 };
                 return Ok(self.respond_object(StatusCode::OK, preview));

@@ -121,8 +121,22 @@ async fn a_cluster_runs_its_own_providers_as_pods_and_manages_itself() {
     wait(
         &s,
         "the cluster Available under its own providers",
-        120,
-        || available(&host.json(&["get", "cluster", &s.cluster])),
+        300,
+        || {
+            available(&host.json(&["get", "cluster", &s.cluster])).map_err(|cluster| {
+                // What the control plane and its Machines say, for a run where it is not.
+                let kcp = &host.json(&["get", "kcp"])["items"][0]["status"];
+                let machines: Vec<Value> = host.json(&["get", "machines"])["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|m| {
+                        serde_json::json!({"name": m["metadata"]["name"], "annotations": m["metadata"]["annotations"], "conditions": m["status"]["conditions"]})
+                    })
+                    .collect();
+                format!("{cluster}\nKubeadmControlPlane status: {kcp}\nMachines: {machines:?}")
+            })
+        },
     )
     .await;
 

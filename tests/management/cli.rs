@@ -109,7 +109,16 @@ fn generate_provider_prints_what_init_installs() {
     );
     assert!(
         !kinds.contains(&"ValidatingWebhookConfiguration"),
-        "the Docker provider has no webhooks"
+        "the Docker provider has no admission webhooks"
+    );
+    // Its webhook server converts its CRDs between v1beta1 and v1beta2.
+    let docker_cluster = docs
+        .iter()
+        .find(|d| d["metadata"]["name"] == "dockerclusters.infrastructure.cluster.x-k8s.io")
+        .unwrap();
+    assert_eq!(
+        docker_cluster["spec"]["conversion"]["webhook"]["clientConfig"]["service"],
+        serde_json::json!({"name": "capd-webhook-service", "namespace": "capd-system", "path": "/convert", "port": 443})
     );
 
     // The kubeadm control plane's webhooks: a Service in front of the manager's port 9443,

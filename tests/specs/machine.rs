@@ -353,7 +353,7 @@ async fn a_machines_taints_reach_its_node_and_follow_its_changes() {
         .await
         .unwrap();
     // Always taints follow the Machine; OnInitialization ones only reach a new Node.
-    until("the Always taint on the Node", 30, async || {
+    until("the Always taint on the Node", 60, async || {
         let (taints, owned) = node_taints(&nodes, &node).await?;
         (taints == ["pool=gpu:NoSchedule"] && owned.as_deref() == Some("pool:NoSchedule"))
             .then_some(())
@@ -368,7 +368,7 @@ async fn a_machines_taints_reach_its_node_and_follow_its_changes() {
         )
         .await
         .unwrap();
-    until("the taint gone with the Machine's", 30, async || {
+    until("the taint gone with the Machine's", 60, async || {
         let (taints, owned) = node_taints(&nodes, &node).await?;
         (taints.is_empty() && owned.as_deref() == Some("")).then_some(())
     })
@@ -388,7 +388,7 @@ async fn a_machines_taints_reach_its_node_and_follow_its_changes() {
         .unwrap();
     until(
         "the Machine's taints from its template, its Node's Always taint",
-        60,
+        90,
         async || {
             let m = machines.get(&worker.name_any()).await.ok()?;
             let (taints, owned) = node_taints(&nodes, &node).await?;
@@ -404,7 +404,7 @@ async fn a_machines_taints_reach_its_node_and_follow_its_changes() {
         .patch("md-0", &PatchParams::default(), &Patch::Merge(&one_more))
         .await
         .unwrap();
-    until("the new worker's Node with both taints", 90, async || {
+    until("the new worker's Node with both taints", 120, async || {
         let list = machines
             .list(&ListParams::default().labels("pool=md-0"))
             .await

@@ -297,8 +297,28 @@ async fn find_node(ctx: &Context, machine: &Machine, cluster: &Cluster) -> Resul
 }
 
 /// Keeps the Node's Cluster API annotations and the Machine's taints ([`taints`]), and takes off
-/// the uninitialized taint.
+/// the uninitialized taint. The patch carries the Node's resourceVersion (its taints are
+/// written whole); a Node changed meanwhile (its kubelet's heartbeat) is read again and the
+/// patch made anew, rather than the reconcile failing and backing off.
 async fn sync_node(client: &Client, machine: &Machine, node: &Node) -> Result<()> {
+    let nodes = Api::<Node>::all(client.clone());
+    let mut node = std::borrow::Cow::Borrowed(node);
+    for _ in 0..3 {
+        let Some(patch) = node_patch(machine, &node) else {
+            return Ok(());
+        };
+        match common::patch_merge(&nodes, &node.name_any(), patch).await {
+            Err(crate::reconcile::Error::Kube(kube::Error::Api(e))) if e.code == 409 => {
+                node = std::borrow::Cow::Owned(nodes.get(&node.name_any()).await?);
+            }
+            other => return other.map(|_| ()),
+        }
+    }
+    Ok(())
+}
+
+/// The merge patch that gives `node` what `machine` wants on it, or None when it has it.
+fn node_patch(machine: &Machine, node: &Node) -> Option<serde_json::Value> {
     let owner = common::controller_of(machine.owner_references());
     let mut want = BTreeMap::from([
         (
@@ -348,7 +368,7 @@ async fn sync_node(client: &Client, machine: &Machine, node: &Node) -> Result<()
         machine.spec.taints.as_deref().unwrap_or_default(),
     );
     if annotations_ok && labels_ok && !uninitialized && propagated.is_none() {
-        return Ok(());
+        return None;
     }
     let kept = match propagated {
         Some((taints, owned)) => {
@@ -357,12 +377,10 @@ async fn sync_node(client: &Client, machine: &Machine, node: &Node) -> Result<()
         }
         None => kept,
     };
-    let patch = json!({
+    Some(json!({
         "metadata": {"annotations": want, "labels": labels, "resourceVersion": node.resource_version()},
         "spec": {"taints": kept},
-    });
-    common::patch_merge(&Api::<Node>::all(client.clone()), &node.name_any(), patch).await?;
-    Ok(())
+    }))
 }
 
 /// The Machines to reconcile when a workload cluster's Node changes: the one named in the
