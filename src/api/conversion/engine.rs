@@ -295,27 +295,31 @@ pub fn apply(
     direction: Direction,
     context: &Context<'_>,
 ) -> Result<(), ConversionError> {
-    let from = |r: &Rule| match direction {
-        Direction::Up => r.old.clone(),
-        Direction::Down => r.new.clone(),
-    };
-    let to = |r: &Rule| match direction {
-        Direction::Up => r.new.clone(),
-        Direction::Down => r.old.clone(),
-    };
+    fn from(r: &Rule, direction: Direction) -> &str {
+        match direction {
+            Direction::Up => &r.old,
+            Direction::Down => &r.new,
+        }
+    }
+    fn to(r: &Rule, direction: Direction) -> &str {
+        match direction {
+            Direction::Up => &r.new,
+            Direction::Down => &r.old,
+        }
+    }
+    let from = |r| from(r, direction);
+    let to = |r| to(r, direction);
     // An object a source place goes through that the target version does not have at all
     // goes too when nothing is left in it (`deletion: {}` has no v1beta1 place).
     let mut target_places = std::collections::HashSet::new();
     for rule in rules {
-        let target = to(rule);
-        let segs = segments(&target);
+        let segs = segments(to(rule));
         for end in 1..=segs.len() {
             target_places.insert(render(&segs[..end]));
         }
     }
     for rule in rules {
-        let source = from(rule);
-        let segs = segments(&source);
+        let segs = segments(from(rule));
         drop_empty(object, &segs, 0, &|depth| {
             target_places.contains(&render(&segs[..=depth]))
         });
@@ -334,23 +338,24 @@ pub fn apply(
         .filter(|r| !(r.copy && direction == Direction::Up))
         .filter(|r| !from(r).is_empty())
         .collect();
-    order.sort_by_key(|r| std::cmp::Reverse(segments(&from(r)).len()));
+    // Each path parsed once for the sort, not once per comparison.
+    order.sort_by_cached_key(|r| std::cmp::Reverse(segments(from(r)).len()));
     for rule in order {
         let mut found = Vec::new();
-        take(object, &segments(&from(rule)), &mut Vec::new(), &mut found);
+        take(object, &segments(from(rule)), &mut Vec::new(), &mut found);
         if !(rule.copy && direction == Direction::Down) {
             taken.push((rule, found));
         }
     }
-    taken.sort_by_key(|(r, _)| segments(&to(r)).len());
+    taken.sort_by_cached_key(|(r, _)| segments(to(r)).len());
     for (rule, found) in taken {
         let target = to(rule);
         if target.is_empty() {
             continue;
         }
-        let segs = segments(&target);
+        let segs = segments(target);
         for (keys, value) in found {
-            let path = || from(rule);
+            let path = || from(rule).to_string();
             if let Some(changed) = change(rule.how, direction, value, context, &path)? {
                 put(object, &segs, &keys, changed);
             }
