@@ -914,7 +914,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__describe__subcmd__cluster)
-            opts="-n -c -o -v -h -V --namespace --show-conditions --show-machinesets --show-templates --echo --color --output --grouping --kubeconfig --kubeconfig-context --verbose --help --version"
+            opts="-n -c -o -v -h -V --namespace --show-conditions --show-machinesets --show-resourcesets --show-templates --echo --color --output --grouping --kubeconfig --kubeconfig-context --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -133,6 +133,7 @@ false\t''"
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l kubeconfig -d 'The management cluster\'s kubeconfig [default: $KUBECONFIG, else ~/.kube/config, else in-cluster, else the embedded management cluster]' -r -F
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l kubeconfig-context -d 'The kubeconfig context to use [default: the current one]' -r
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l show-machinesets -d 'Show the MachineSets between MachineDeployments and their Machines'
+complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l show-resourcesets -d 'Show the ClusterResourceSets applied to the Cluster (its ClusterResourceSetBinding\'s)'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l show-templates -d 'Show the templates the control plane and the MachineDeployments make Machines from'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -l echo -d 'Always show Machines\' infrastructure machines and bootstrap configs'
 complete -c capictl -n "__fish_capictl_using_subcommand describe; and __fish_seen_subcommand_from cluster" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'

@@ -27,6 +27,8 @@ pub struct Objects {
     pub machine_sets: Vec<Value>,
     pub machines: Vec<Value>,
     pub machine_health_checks: Vec<Value>,
+    /// With `--show-resourcesets`: the ClusterResourceSets the Cluster's binding names.
+    pub cluster_resource_sets: Vec<Value>,
     /// Infrastructure machines, bootstrap configs and (with `--show-templates`) the templates,
     /// by `(kind, name)`.
     pub referenced: BTreeMap<(String, String), Value>,
@@ -172,6 +174,12 @@ impl<'a> Node<'a> {
             children,
             remark: None,
         }
+    }
+
+    /// A heading over a row per object, or nothing when there are none.
+    fn listing(name: &str, objects: &'a [Value]) -> Option<Node<'a>> {
+        (!objects.is_empty())
+            .then(|| Node::heading(name, objects.iter().map(Node::object).collect()))
     }
 }
 
@@ -330,6 +338,10 @@ fn tree<'a>(objects: &'a Objects, options: &Options) -> Node<'a> {
     if let Some(infra) = &objects.infrastructure {
         root.children.push(Node::object(infra));
     }
+    root.children.extend(Node::listing(
+        "ClusterResourceSets",
+        &objects.cluster_resource_sets,
+    ));
     let mut placed: HashSet<&str> = HashSet::new();
     if let Some(cp) = &objects.control_plane {
         let machines: Vec<&Value> = objects
@@ -416,16 +428,10 @@ fn tree<'a>(objects: &'a Objects, options: &Options) -> Node<'a> {
     if !workers.is_empty() {
         root.children.push(Node::heading("Workers", workers));
     }
-    if !objects.machine_health_checks.is_empty() {
-        root.children.push(Node::heading(
-            "MachineHealthChecks",
-            objects
-                .machine_health_checks
-                .iter()
-                .map(Node::object)
-                .collect(),
-        ));
-    }
+    root.children.extend(Node::listing(
+        "MachineHealthChecks",
+        &objects.machine_health_checks,
+    ));
     echo_children(&mut root, objects, options);
     root
 }
@@ -619,6 +625,11 @@ fn cells(node: &Node) -> Cells {
         }
         "ClusterClass" => Cells {
             condition: condition(o, api::cluster_class::topology::TOPOLOGY_RECONCILED).cloned(),
+            ..Default::default()
+        },
+        "ClusterResourceSet" => Cells {
+            condition: condition(o, api::cluster_resource_set::conditions::RESOURCES_APPLIED)
+                .cloned(),
             ..Default::default()
         },
         "MachineHealthCheck" => Cells {
@@ -1042,6 +1053,7 @@ mod tests {
                 "kind": "MachineHealthCheck", "metadata": {"name": "c1-workers", "namespace": "default"},
                 "status": {"expectedMachines": 2, "currentHealthy": 2, "conditions": [cond("RemediationAllowed", "True", "RemediationAllowed", 300, "")]}
             })],
+            cluster_resource_sets: Vec::new(),
             referenced,
         }
     }
@@ -1066,6 +1078,22 @@ mod tests {
     #[test]
     fn without_grouping_and_with_machine_sets() {
         insta::assert_snapshot!(render(&objects(), &options("", false, true)));
+    }
+
+    #[test]
+    fn with_resource_sets() {
+        let mut o = objects();
+        o.cluster_resource_sets = vec![
+            json!({
+                "kind": "ClusterResourceSet", "metadata": {"name": "calico", "namespace": "default"},
+                "status": {"conditions": [cond("ResourcesApplied", "True", "Applied", 200, "")]}
+            }),
+            json!({
+                "kind": "ClusterResourceSet", "metadata": {"name": "cloud-config", "namespace": "default"},
+                "status": {"conditions": [cond("ResourcesApplied", "False", "InternalError", 100, "ConfigMap cloud-config not found; waiting for it to be created")]}
+            }),
+        ];
+        insta::assert_snapshot!(render(&o, &options("", true, false)));
     }
 
     #[test]

@@ -161,7 +161,12 @@ fn render(template: &str, variables: &[(&str, &str)]) -> Vec<Value> {
 /// The provider's objects, in the order they are installed. `workloads` adds RBAC and the
 /// Deployment (left out on the embedded management cluster, which runs the controllers itself).
 pub fn components(p: &ProviderInfo, image: &str, namespace: &str, workloads: bool) -> Vec<Value> {
-    let api_groups: Vec<String> = p.crds.crds().iter().map(|c| c.spec.group.clone()).collect();
+    let mut api_groups: Vec<String> = Vec::new();
+    for crd in p.crds.crds() {
+        if !api_groups.contains(&crd.spec.group) {
+            api_groups.push(crd.spec.group);
+        }
+    }
     let api_groups = serde_json::to_string(&api_groups).expect("strings serialize");
     let variables = [
         ("PROVIDER_NAMESPACE", namespace),

@@ -53,6 +53,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "gotemplate",
             "kubeadm",
             "kubeconfig",
+            "kubernetes",
             "pki",
             "reconcile",
             "topology",

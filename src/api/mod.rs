@@ -7,6 +7,7 @@
 
 pub mod cluster;
 pub mod cluster_class;
+pub mod cluster_resource_set;
 pub mod clusterctl;
 pub mod common;
 pub mod conversion;
@@ -30,6 +31,7 @@ use kube::CustomResourceExt;
 
 pub use cluster::{CLUSTER_FINALIZER, Cluster};
 pub use cluster_class::ClusterClass;
+pub use cluster_resource_set::{ClusterResourceSet, ClusterResourceSetBinding};
 pub use clusterctl::Provider;
 pub use common::{
     CLAIMED_BY_ANNOTATION, CLONED_FROM_GROUP_KIND_ANNOTATION, CLONED_FROM_NAME_ANNOTATION,
@@ -87,7 +89,8 @@ type Kind = (&'static str, fn() -> CustomResourceDefinition);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
 pub enum CrdSet {
     /// cluster.x-k8s.io: Cluster, Machine, MachineSet, MachineDeployment, MachineHealthCheck,
-    /// MachineDrainRule, ClusterClass.
+    /// MachineDrainRule, ClusterClass; addons.cluster.x-k8s.io: ClusterResourceSet,
+    /// ClusterResourceSetBinding.
     Core,
     /// bootstrap.cluster.x-k8s.io: KubeadmConfig, KubeadmConfigTemplate.
     KubeadmBootstrap,
@@ -139,6 +142,8 @@ impl CrdSet {
                 of::<MachineDeployment>(),
                 of::<MachineHealthCheck>(),
                 of::<MachineDrainRule>(),
+                of::<ClusterResourceSet>(),
+                of::<ClusterResourceSetBinding>(),
             ],
             CrdSet::KubeadmBootstrap => vec![of::<KubeadmConfig>(), of::<KubeadmConfigTemplate>()],
             CrdSet::KubeadmControlPlane => vec![

@@ -9,7 +9,10 @@ use serde_json::Value;
 use super::UsageError;
 use super::connect::ClusterArgs;
 use crate::api::common::ContractVersionedObjectReference;
-use crate::api::{Cluster, Machine, MachineDeployment, MachineHealthCheck, MachineSet};
+use crate::api::{
+    Cluster, ClusterResourceSet, ClusterResourceSetBinding, Machine, MachineDeployment,
+    MachineHealthCheck, MachineSet,
+};
 use crate::describe::{self, ConditionFilter, Objects, Options};
 use crate::reconcile::external::Resolver;
 
@@ -33,6 +36,9 @@ pub struct DescribeClusterArgs {
     /// Show the MachineSets between MachineDeployments and their Machines.
     #[arg(long)]
     show_machinesets: bool,
+    /// Show the ClusterResourceSets applied to the Cluster (its ClusterResourceSetBinding's).
+    #[arg(long)]
+    show_resourcesets: bool,
     /// Show the templates the control plane and the MachineDeployments make Machines from.
     #[arg(long)]
     show_templates: bool,
@@ -151,7 +157,10 @@ async fn cluster(args: DescribeClusterArgs) -> anyhow::Result<()> {
     };
     let (client, default_namespace) = args.cluster.client().await?;
     let ns = args.namespace.clone().unwrap_or(default_namespace);
-    let objects = read(&client, &ns, &args.name, args.show_templates).await?;
+    let mut objects = read(&client, &ns, &args.name, args.show_templates).await?;
+    if args.show_resourcesets {
+        objects.cluster_resource_sets = resource_sets(&client, &ns, &args.name).await?;
+    }
     let options = Options {
         show_conditions,
         show_machine_sets: args.show_machinesets,
@@ -194,6 +203,25 @@ pub async fn tree(client: &Client, namespace: &str, name: &str) -> anyhow::Resul
         color: color_by_default(),
     };
     Ok(describe::render(&objects, &options))
+}
+
+/// The ClusterResourceSets a Cluster's binding names, in the binding's order (a set deleted
+/// since is left out).
+async fn resource_sets(client: &Client, ns: &str, cluster: &str) -> anyhow::Result<Vec<Value>> {
+    let Some(binding) = Api::<ClusterResourceSetBinding>::namespaced(client.clone(), ns)
+        .get_opt(cluster)
+        .await?
+    else {
+        return Ok(Vec::new());
+    };
+    let sets: Api<ClusterResourceSet> = Api::namespaced(client.clone(), ns);
+    let mut found = Vec::new();
+    for entry in binding.spec.bindings.iter().flatten() {
+        if let Some(set) = sets.get_opt(&entry.cluster_resource_set_name).await? {
+            found.push(to_value(&set));
+        }
+    }
+    Ok(found)
 }
 
 async fn read(
@@ -290,6 +318,7 @@ async fn read(
         machine_sets: list::<MachineSet>(client, ns, &selector).await?,
         machines: machines.iter().map(to_value).collect(),
         machine_health_checks,
+        cluster_resource_sets: Vec::new(),
         referenced: referenced_objects,
         cluster: to_value(&cluster),
     })

@@ -373,7 +373,7 @@ pub(super) async fn init(args: Args) -> anyhow::Result<()> {
 
 /// Waits, with a spinner per provider, until each is ready: every CRD Established and, unless
 /// its controllers run inside the embedded cluster, its Deployment Available.
-async fn wait_for_providers(
+pub(super) async fn wait_for_providers(
     client: &Client,
     providers: &[(&ProviderInfo, &str)],
     embedded: bool,

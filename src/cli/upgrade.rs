@@ -390,6 +390,17 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<()> {
         for object in &objects {
             super::init::apply(&client, object).await?;
         }
+        // Objects stored in an older version are read through the provider's conversion
+        // webhook, which the Deployment just applied serves: it must answer first.
+        if !embedded && p.serves_webhooks() {
+            super::init::wait_for_providers(
+                &client,
+                &[(p, &r.namespace)],
+                embedded,
+                MIGRATION_WAIT,
+            )
+            .await?;
+        }
         migrate_stored_versions(&client, &objects).await?;
         super::init::apply(&client, &init::inventory(p, &version, &r.namespace)).await?;
     }
@@ -485,6 +496,9 @@ fn keep_user_settings(new: &mut Value, old: &Deployment, replicas: Option<i32>) 
     }
 }
 
+/// How long `upgrade apply` waits for an upgraded provider's webhook server before migrating.
+const MIGRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Where a CRD's storage version changed, rewrites every stored object at the new one (an
 /// empty patch, as upstream's crdmigrator does) and then records that only it is stored.
 async fn migrate_stored_versions(client: &Client, objects: &[Value]) -> anyhow::Result<()> {
@@ -519,7 +533,25 @@ async fn migrate_stored_versions(client: &Client, objects: &[Value]) -> anyhow::
             &crd.spec.names.plural,
         );
         let all: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
-        for o in all.list(&ListParams::default()).await?.items {
+        // The webhook's Service may lag a moment behind its Deployment being Available.
+        let started = std::time::Instant::now();
+        let listed = loop {
+            match all.list(&ListParams::default()).await {
+                Ok(listed) => break listed,
+                Err(kube::Error::Api(s))
+                    if s.code >= 500 && started.elapsed() < std::time::Duration::from_secs(60) =>
+                {
+                    eprintln!("Waiting for {name}'s conversion webhook: {}", s.message);
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                }
+                Err(e) => {
+                    return Err(anyhow::anyhow!(
+                        "reading {name} to migrate it to {storage}: {e}"
+                    ));
+                }
+            }
+        };
+        for o in listed.items {
             let api: Api<kube::api::DynamicObject> = match o.namespace() {
                 Some(ns) => Api::namespaced_with(client.clone(), &ns, &resource),
                 None => Api::all_with(client.clone(), &resource),

@@ -8,6 +8,8 @@
 
 pub mod cluster;
 pub mod cluster_class;
+pub mod cluster_resource_set;
+pub mod cluster_resource_set_binding;
 pub mod kubeadm_config;
 pub mod kubeadm_control_plane;
 pub mod machine;
@@ -28,6 +30,9 @@ mod tests {
     fn no_reconciler_imports_another() {
         const RECONCILERS: &[&str] = &[
             "cluster",
+            "cluster_class",
+            "cluster_resource_set",
+            "cluster_resource_set_binding",
             "kubeadm_config",
             "kubeadm_control_plane",
             "machine",

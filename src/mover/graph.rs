@@ -147,6 +147,9 @@ pub struct Node {
     pub keep_in_source: bool,
     /// A Cluster's `spec.topology.classRef`, as (namespace, name).
     class: Option<(String, String)>,
+    /// A ClusterResourceSetBinding's `spec.clusterName`: the Cluster it records, which
+    /// soft-owns it as clusterctl's graph has it.
+    bound_cluster: Option<String>,
 }
 
 /// Why an object stays in the source.
@@ -247,6 +250,7 @@ impl Graph {
                     tenants: BTreeSet::new(),
                     keep_in_source: false,
                     class: None,
+                    bound_cluster: None,
                 });
                 Some(owner_uid)
             })
@@ -265,6 +269,12 @@ impl Graph {
             .is_core("Cluster")
             .then(|| class_in_use(object))
             .flatten();
+        let bound_cluster = (object_ref.kind == "ClusterResourceSetBinding"
+            && object_ref
+                .api_version
+                .starts_with("addons.cluster.x-k8s.io/"))
+        .then(|| string_at(object, &["spec", "clusterName"]).map(str::to_string))
+        .flatten();
         let node = Node {
             object: object_ref,
             uid: uid.to_string(),
@@ -282,6 +292,7 @@ impl Graph {
             tenants: BTreeSet::new(),
             keep_in_source: false,
             class,
+            bound_cluster,
         };
         self.nodes.insert(uid.to_string(), node);
     }
@@ -314,6 +325,11 @@ impl Graph {
             }
             if let Some((class_ns, class)) = &n.class
                 && let Some(owner) = self.find("ClusterClass", class_ns, class)
+            {
+                links.push((n.uid.clone(), owner));
+            }
+            if let Some(cluster) = &n.bound_cluster
+                && let Some(owner) = self.find("Cluster", ns, cluster)
             {
                 links.push((n.uid.clone(), owner));
             }
@@ -695,6 +711,35 @@ mod tests {
         o["spec"] = json!({"topology": {"classRef": {"name": "quick-start"}}});
         f.add(&cluster, o);
         assert!(f.plan(&[]).nodes().all(|n| !n.keep_in_source));
+    }
+
+    #[test]
+    fn a_resource_set_binding_moves_after_its_cluster_and_its_set() {
+        let cluster = crd_type("cluster.x-k8s.io", "Cluster");
+        let set = crd_type("addons.cluster.x-k8s.io", "ClusterResourceSet");
+        let binding = crd_type("addons.cluster.x-k8s.io", "ClusterResourceSetBinding");
+        let mut f = Fixture::new();
+        f.add(&set, object("cni", &[]))
+            .add(
+                &Type::core("ConfigMap"),
+                object("cni-manifests", &[("ClusterResourceSet", "cni")]),
+            )
+            .add(&cluster, object("a", &[]));
+        let mut b = object("a-binding", &[("ClusterResourceSet", "cni")]);
+        b["spec"] = json!({"clusterName": "a"});
+        f.add(&binding, b);
+        let plan = f.plan(&[]);
+        let groups: Vec<Vec<String>> = plan.groups.iter().map(|g| names(g)).collect();
+        assert_eq!(
+            groups,
+            vec![vec!["a", "cni"], vec!["a-binding", "cni-manifests"]]
+        );
+        let moved = plan.nodes().find(|n| n.object.name == "a-binding").unwrap();
+        assert_eq!(
+            moved.tenants.len(),
+            2,
+            "both the Cluster and the set reach it"
+        );
     }
 
     #[test]

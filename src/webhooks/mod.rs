@@ -14,6 +14,7 @@ use crate::apiserver::status::{ApiError, FieldCause};
 
 mod cluster;
 mod cluster_class;
+mod cluster_resource_set;
 pub mod conversion;
 mod kubeadm_control_plane;
 mod machine_drain_rule;
@@ -22,6 +23,7 @@ use cluster::ClusterRules;
 pub use cluster::cluster_causes;
 use cluster_class::ClusterClassRules;
 pub use cluster_class::cluster_class_causes;
+use cluster_resource_set::ClusterResourceSetRules;
 use kubeadm_control_plane::KubeadmControlPlaneRules;
 pub use kubeadm_control_plane::kubeadm_control_plane_causes;
 use machine_drain_rule::MachineDrainRuleRules;
@@ -80,6 +82,18 @@ pub const TARGETS: &[WebhookTarget] = &[
         plural: "machinedrainrules",
     },
     WebhookTarget {
+        provider: crate::api::CrdSet::Core,
+        group: "addons.cluster.x-k8s.io",
+        kind: "ClusterResourceSet",
+        plural: "clusterresourcesets",
+    },
+    WebhookTarget {
+        provider: crate::api::CrdSet::Core,
+        group: "addons.cluster.x-k8s.io",
+        kind: "ClusterResourceSetBinding",
+        plural: "clusterresourcesetbindings",
+    },
+    WebhookTarget {
         provider: crate::api::CrdSet::KubeadmControlPlane,
         group: "controlplane.cluster.x-k8s.io",
         kind: "KubeadmControlPlane",
@@ -101,6 +115,7 @@ pub fn register(chain: &Chain) {
     chain.register(Arc::new(ClusterClassRules));
     chain.register(Arc::new(KubeadmControlPlaneRules));
     chain.register(Arc::new(MachineDrainRuleRules));
+    chain.register(Arc::new(ClusterResourceSetRules));
 }
 
 /// Why an object with deletion protection may not be deleted.
@@ -300,6 +315,7 @@ mod tests {
             Arc::new(ClusterClassRules),
             Arc::new(KubeadmControlPlaneRules),
             Arc::new(MachineDrainRuleRules),
+            Arc::new(ClusterResourceSetRules),
         ];
         for t in TARGETS {
             assert!(
@@ -316,6 +332,8 @@ mod tests {
             ("cluster.x-k8s.io", "MachineDeployment"),
             ("cluster.x-k8s.io", "MachineHealthCheck"),
             ("cluster.x-k8s.io", "MachineDrainRule"),
+            ("addons.cluster.x-k8s.io", "ClusterResourceSet"),
+            ("addons.cluster.x-k8s.io", "ClusterResourceSetBinding"),
             ("controlplane.cluster.x-k8s.io", "KubeadmControlPlane"),
         ] {
             assert!(

@@ -1341,18 +1341,90 @@ async fn cluster_class_quick_starts_come_up_on_docker() {
                 .contains("server: https://127.0.0.1:")
         );
         all_nodes_ready(s, &workload, 2).await;
+        // The ClusterResourceSet's DaemonSet came with the cluster and runs on both nodes.
+        let cluster = Workload {
+            session: s,
+            kubeconfig: workload.clone(),
+        };
+        wait(
+            s,
+            "the resource set's DaemonSet runs on both nodes",
+            120,
+            || {
+                let ds =
+                    cluster.try_json(&["get", "daemonset", "-n", "kube-system", "node-agent"])?;
+                let status = &ds["status"];
+                if status["desiredNumberScheduled"] == 2 && status["numberReady"] == 2 {
+                    Ok(())
+                } else {
+                    Err(format!("DaemonSet status: {status}"))
+                }
+            },
+        )
+        .await;
+        let binding = s.json(&["get", "clusterresourcesetbinding", &s.cluster]);
+        assert_eq!(
+            binding["spec"]["bindings"][0]["resources"][0]["applied"], true,
+            "{binding}"
+        );
         s.kubectl(&["delete", "cluster", &s.cluster, "--timeout=180s"]);
         assert_eq!(
             s.containers(),
             Vec::<String>::new(),
             "no container of the cluster is left"
         );
+        assert!(
+            s.json(&["get", "clusterresourcesetbindings"])["items"]
+                .as_array()
+                .unwrap()
+                .is_empty(),
+            "the binding went with its Cluster"
+        );
+    };
+    // Every Cluster labelled `node-agent: busybox` gets a DaemonSet on each of its nodes, as
+    // a CNI is installed with a ClusterResourceSet.
+    let busybox = busybox_image();
+    let daemon_set = json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "node-agent", "namespace": "kube-system"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "node-agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "node-agent"}},
+                "spec": {
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [{"name": "agent", "image": busybox, "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]}],
+                },
+            },
+        },
+    });
+    let resource_set = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "node-agent", "namespace": "default"},
+            "data": {"agent.json": daemon_set.to_string()},
+        },
+        {
+            "apiVersion": "addons.cluster.x-k8s.io/v1beta2", "kind": "ClusterResourceSet",
+            "metadata": {"name": "node-agent", "namespace": "default"},
+            "spec": {
+                "clusterSelector": {"matchLabels": {"node-agent": "busybox"}},
+                "resources": [{"name": "node-agent", "kind": "ConfigMap"}],
+            },
+        },
+    ]});
+    let resource_set_file = s.dir.join("resource-set.json");
+    std::fs::write(&resource_set_file, resource_set.to_string()).unwrap();
+    s.kubectl(&["apply", "-f", resource_set_file.to_str().unwrap()]);
+    let label = |s: &Session| {
+        s.kubectl(&["label", "cluster", &s.cluster, "node-agent=busybox"]);
     };
 
     let class = crate::common::upstream("templates/clusterclass-quick-start.yaml");
     s.kubectl(&["apply", "-n", "default", "-f", class.to_str().unwrap()]);
     let template = crate::common::upstream("templates/cluster-template-development.yaml");
     s.apply_generated(&["--from", template.to_str().unwrap()], "v1.28.13", 1, 1);
+    label(&s);
     s.wait_available(400).await;
     // The patches reached the objects: kind's node image asked for (capictl's ran instead),
     // the Pod Security admission configuration on the control plane.
@@ -1420,6 +1492,7 @@ async fn cluster_class_quick_starts_come_up_on_docker() {
     let written = s.dir.join("topology-v1beta1.yaml");
     std::fs::write(&written, v1beta1).unwrap();
     s.kubectl(&["apply", "-f", written.to_str().unwrap()]);
+    label(&s);
     s.wait_available(400).await;
     let c = s.json(&["get", "cluster", &s.cluster]);
     assert_eq!(c["spec"]["infrastructureRef"]["kind"], "DockerCluster");

@@ -5,6 +5,7 @@
 mod common;
 
 mod cluster;
+mod cluster_resource_set;
 mod kubeadm_config;
 mod kubeadm_control_plane;
 mod machine;

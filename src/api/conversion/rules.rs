@@ -30,12 +30,7 @@ fn under(rules: Vec<Rule>, old: &str, new: &str) -> Vec<Rule> {
 /// The v1beta1 conditions and failure fields, kept under `status.deprecated.v1beta1`; the
 /// v1beta2 conditions, kept under `status.v1beta2` in v1beta1.
 fn conditions() -> Vec<Rule> {
-    vec![
-        r(
-            "status.conditions",
-            "status.deprecated.v1beta1.conditions",
-            Same,
-        ),
+    let mut rules = vec![
         r(
             "status.failureReason",
             "status.deprecated.v1beta1.failureReason",
@@ -46,10 +41,23 @@ fn conditions() -> Vec<Rule> {
             "status.deprecated.v1beta1.failureMessage",
             Same,
         ),
+        new_only("status.initialization"),
+    ];
+    rules.extend(conditions_only());
+    rules
+}
+
+/// [`conditions`] for a kind that never had failure fields (a ClusterResourceSet).
+fn conditions_only() -> Vec<Rule> {
+    vec![
+        r(
+            "status.conditions",
+            "status.deprecated.v1beta1.conditions",
+            Same,
+        ),
         r("status.v1beta2.conditions", "status.conditions", Same),
         // What is left there once the fields above moved is nothing this kind had.
         new_only("status.deprecated"),
-        new_only("status.initialization"),
     ]
 }
 
@@ -540,6 +548,7 @@ fn infrastructure_machine() -> Vec<Rule> {
 /// Every kind served in v1beta1, by group and kind, with its rules.
 pub fn all() -> Vec<(&'static str, &'static str, Vec<Rule>)> {
     const CORE: &str = "cluster.x-k8s.io";
+    const ADDONS: &str = "addons.cluster.x-k8s.io";
     const BOOTSTRAP: &str = "bootstrap.cluster.x-k8s.io";
     const CONTROL_PLANE: &str = "controlplane.cluster.x-k8s.io";
     const INFRASTRUCTURE: &str = "infrastructure.cluster.x-k8s.io";
@@ -564,6 +573,8 @@ pub fn all() -> Vec<(&'static str, &'static str, Vec<Rule>)> {
         (CORE, "MachineDeployment", machine_deployment()),
         (CORE, "MachineHealthCheck", machine_health_check()),
         (CORE, "MachineDrainRule", vec![]),
+        (ADDONS, "ClusterResourceSet", conditions_only()),
+        (ADDONS, "ClusterResourceSetBinding", vec![]),
         (BOOTSTRAP, "KubeadmConfig", kubeadm_config()),
         (
             BOOTSTRAP,
