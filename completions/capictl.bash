@@ -2196,7 +2196,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__serve)
-            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --tls-san --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --request-timeout --watch-history-mb --verbose --help --version"
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --tls-san --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --request-timeout --watch-history-mb --autoscaler --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2288,7 +2288,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__management__subcmd__up)
-            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --tls-san --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --request-timeout --watch-history-mb --verbose --help --version"
+            opts="-v -h -V --dir --listen --kubeconfig --no-kubeconfig --context --tls-san --etcd-endpoints --etcd-cafile --etcd-certfile --etcd-keyfile --audit-policy-file --audit-log-path --audit-log-maxsize --audit-log-maxbackup --request-timeout --watch-history-mb --autoscaler --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2362,7 +2362,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__manager)
-            opts="-v -h -V --kubeconfig --kubeconfig-context --leader-elect --leader-election-namespace --leader-elect-lease-duration --leader-elect-renew-deadline --leader-elect-retry-period --providers --concurrency --webhook-port --webhook-cert-dir --kube-api-qps --kube-api-burst --metrics-bind-address --verbose --help --version"
+            opts="-v -h -V --kubeconfig --kubeconfig-context --leader-elect --leader-election-namespace --leader-elect-lease-duration --leader-elect-renew-deadline --leader-elect-retry-period --providers --concurrency --autoscaler --webhook-port --webhook-cert-dir --kube-api-qps --kube-api-burst --metrics-bind-address --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

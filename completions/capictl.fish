@@ -300,6 +300,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l request-timeout -d 'How long a request may take to send its body (a Go duration: 30s, 1m)' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l watch-history-mb -d 'Megabytes of past events kept for watches to resume from, across every resource; a watcher further behind gets 410 Gone and lists again' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l no-kubeconfig -d 'Write no kubeconfig context (the admin kubeconfig in the state directory is always there)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -l autoscaler -d 'Run the cluster autoscaler: node groups (MachineDeployments with the cluster-api-autoscaler-node-group-min-size and -max-size annotations) grow for Pods no Node fits and shrink by Nodes left empty'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from up" -s V -l version -d 'Print version'
@@ -319,6 +320,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_s
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l request-timeout -d 'How long a request may take to send its body (a Go duration: 30s, 1m)' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l watch-history-mb -d 'Megabytes of past events kept for watches to resume from, across every resource; a watcher further behind gets 410 Gone and lists again' -r
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l no-kubeconfig -d 'Write no kubeconfig context (the admin kubeconfig in the state directory is always there)'
+complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -l autoscaler -d 'Run the cluster autoscaler: node groups (MachineDeployments with the cluster-api-autoscaler-node-group-min-size and -max-size annotations) grow for Pods no Node fits and shrink by Nodes left empty'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand management; and __fish_seen_subcommand_from serve" -s V -l version -d 'Print version'
@@ -360,6 +362,7 @@ complete -c capictl -n "__fish_capictl_using_subcommand manager" -l webhook-cert
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kube-api-qps -d 'Average requests per second to the API server' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l kube-api-burst -d 'Requests allowed at once above the average' -r
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -l metrics-bind-address -d 'Serve Prometheus metrics on /metrics, and /healthz and /readyz, at this address (e.g. :8080 or 127.0.0.1:8080; 0: do not serve them)' -r
+complete -c capictl -n "__fish_capictl_using_subcommand manager" -l autoscaler -d 'Run the cluster autoscaler: node groups (MachineDeployments with the cluster-api-autoscaler-node-group-min-size and -max-size annotations) grow for Pods no Node fits and shrink by Nodes left empty'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s v -l verbose -d 'More log output on stderr (-v info, -vv debug, -vvv trace; clusterctl\'s `-v N` works too: 1-2 info, 3-4 debug, 5 and more trace)'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s h -l help -d 'Print help'
 complete -c capictl -n "__fish_capictl_using_subcommand manager" -s V -l version -d 'Print version'

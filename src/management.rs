@@ -251,6 +251,8 @@ pub struct ServeOptions {
     /// More names and addresses for the serving certificate (a load balancer's, a DNS name),
     /// beside localhost and the listening address.
     pub tls_sans: Vec<String>,
+    /// Run the cluster autoscaler with the controllers.
+    pub autoscaler: bool,
 }
 
 /// What one client may cost the server (kube-apiserver's `--request-timeout`, and a bound on
@@ -528,7 +530,10 @@ pub async fn start(options: &ServeOptions) -> Result<Running, ManagementError> {
     // the processes serving it at a time.
     let shared_store = !options.etcd_endpoints.is_empty();
     let (stop_controllers, controllers_stopped) = tokio::sync::oneshot::channel();
-    let options = crate::manager::Options::default();
+    let options = crate::manager::Options {
+        autoscaler: options.autoscaler,
+        ..Default::default()
+    };
     server.metrics.register(|r| options.metrics.register(r));
     let local = kube::Client::new(
         tower::ServiceBuilder::new()
@@ -816,6 +821,9 @@ pub async fn up(
     command.args(options.limits.args());
     if !options.tls_sans.is_empty() {
         command.arg("--tls-san").arg(options.tls_sans.join(","));
+    }
+    if options.autoscaler {
+        command.arg("--autoscaler");
     }
     if !options.etcd_endpoints.is_empty() {
         command

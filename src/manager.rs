@@ -34,6 +34,9 @@ pub struct Options {
     pub providers: Vec<String>,
     /// Where the controllers' series go; the caller registers them where it serves metrics.
     pub metrics: Arc<ControllerMetrics>,
+    /// Run the cluster autoscaler for the node groups the size annotations mark
+    /// ([`crate::controllers::autoscaler`]); off unless asked for.
+    pub autoscaler: bool,
 }
 
 impl Options {
@@ -48,6 +51,7 @@ impl Default for Options {
             concurrency: 10,
             providers: Vec::new(),
             metrics: ControllerMetrics::new(),
+            autoscaler: false,
         }
     }
 }
@@ -187,6 +191,10 @@ pub async fn run(
             tracing::info!("starting {}", provider.what);
             for controller in (provider.controllers)(&wiring, &contexts) {
                 running.spawn(controller);
+            }
+            if provider.crds == CrdSet::Core && options.autoscaler {
+                tracing::info!("starting the cluster autoscaler");
+                running.spawn(crate::controllers::autoscaler::controller(&wiring));
             }
         }
         tokio::select! {

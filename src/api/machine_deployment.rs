@@ -20,6 +20,17 @@ pub const TEMPLATE_HASH_LABEL: &str = "machine-template-hash";
 pub const REVISION_ANNOTATION: &str = "machinedeployment.clusters.x-k8s.io/revision";
 /// On a MachineSet: the most Machines its MachineDeployment may have during a rollout.
 pub const MAX_REPLICAS_ANNOTATION: &str = "machinedeployment.clusters.x-k8s.io/max-replicas";
+/// On a MachineDeployment or MachineSet: the fewest replicas the cluster autoscaler scales it
+/// down to (with [`AUTOSCALER_MAX_SIZE_ANNOTATION`], it is a node group the autoscaler owns).
+pub const AUTOSCALER_MIN_SIZE_ANNOTATION: &str =
+    "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size";
+/// On a MachineDeployment or MachineSet: the most replicas the cluster autoscaler scales it up to.
+pub const AUTOSCALER_MAX_SIZE_ANNOTATION: &str =
+    "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size";
+/// On a node group: how long one of its nodes stays unneeded before the autoscaler removes it
+/// (a Go duration; 10m when unset, as the cluster autoscaler's `--scale-down-unneeded-time`).
+pub const AUTOSCALER_SCALE_DOWN_UNNEEDED_TIME_ANNOTATION: &str =
+    "cluster.x-k8s.io/autoscaling-options-scaledownunneededtime";
 
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

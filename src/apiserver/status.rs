@@ -232,7 +232,7 @@ impl ApiError {
 }
 
 /// One wrong field of an invalid object.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldCause {
     /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueNotSupported`, …
     pub reason: &'static str,

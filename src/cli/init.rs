@@ -260,6 +260,7 @@ async fn connect(args: &Args) -> anyhow::Result<Client> {
                 audit: Default::default(),
                 limits: Default::default(),
                 tls_sans: Vec::new(),
+                autoscaler: false,
             };
             super::management::up(&options).await?;
             if let Some(before) = before.filter(|b| b != crate::management::DEFAULT_CONTEXT) {

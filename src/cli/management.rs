@@ -104,6 +104,11 @@ pub struct ServeArgs {
     /// watcher further behind gets 410 Gone and lists again.
     #[arg(long, value_name = "MB", default_value_t = 256)]
     watch_history_mb: usize,
+    /// Run the cluster autoscaler: node groups (MachineDeployments with the
+    /// cluster-api-autoscaler-node-group-min-size and -max-size annotations) grow for Pods no
+    /// Node fits and shrink by Nodes left empty.
+    #[arg(long)]
+    autoscaler: bool,
 }
 
 impl ServeArgs {
@@ -130,6 +135,7 @@ impl ServeArgs {
                 watch_history_bytes: self.watch_history_mb << 20,
             },
             tls_sans: self.tls_san.clone(),
+            autoscaler: self.autoscaler,
         }
     }
 }

@@ -44,6 +44,11 @@ pub struct Args {
     /// How many objects of one kind are reconciled at once.
     #[arg(long, default_value_t = 10, value_name = "N")]
     concurrency: u16,
+    /// Run the cluster autoscaler: node groups (MachineDeployments with the
+    /// cluster-api-autoscaler-node-group-min-size and -max-size annotations) grow for Pods no
+    /// Node fits and shrink by Nodes left empty.
+    #[arg(long)]
+    autoscaler: bool,
     /// Serve the providers' admission webhooks on this port (0: do not serve them).
     #[arg(long, default_value_t = 0, value_name = "PORT")]
     webhook_port: u16,
@@ -98,6 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             concurrency: args.concurrency,
             providers: args.providers.clone(),
             metrics: controller_metrics.clone(),
+            autoscaler: args.autoscaler,
         };
         let mut terminate =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

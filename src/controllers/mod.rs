@@ -6,6 +6,7 @@
 //! references, status patches, provider objects reached through their contract) is
 //! [`crate::reconcile`]; the workload clusters are reached through [`crate::workload`].
 
+pub mod autoscaler;
 pub mod cluster;
 pub mod cluster_class;
 pub mod cluster_resource_set;
@@ -29,6 +30,7 @@ mod tests {
     #[test]
     fn no_reconciler_imports_another() {
         const RECONCILERS: &[&str] = &[
+            "autoscaler",
             "cluster",
             "cluster_class",
             "cluster_resource_set",

@@ -18,6 +18,7 @@ mod cluster_resource_set;
 pub mod conversion;
 mod kubeadm_control_plane;
 mod machine_drain_rule;
+pub mod replicas;
 
 use cluster::ClusterRules;
 pub use cluster::cluster_causes;
@@ -27,6 +28,7 @@ use cluster_resource_set::ClusterResourceSetRules;
 use kubeadm_control_plane::KubeadmControlPlaneRules;
 pub use kubeadm_control_plane::kubeadm_control_plane_causes;
 use machine_drain_rule::MachineDrainRuleRules;
+use replicas::ReplicasDefault;
 
 /// A kind a provider's webhooks take, for its webhook configurations.
 pub struct WebhookTarget {
@@ -111,6 +113,7 @@ pub fn register(chain: &Chain) {
     chain.register(Arc::new(ClusterNameLabel));
     chain.register(Arc::new(VersionDefaults));
     chain.register(Arc::new(SelectorMatchesTemplate));
+    chain.register(Arc::new(ReplicasDefault));
     chain.register(Arc::new(ClusterRules));
     chain.register(Arc::new(ClusterClassRules));
     chain.register(Arc::new(KubeadmControlPlaneRules));
@@ -311,6 +314,7 @@ mod tests {
             Arc::new(ClusterNameLabel),
             Arc::new(VersionDefaults),
             Arc::new(SelectorMatchesTemplate),
+            Arc::new(ReplicasDefault),
             Arc::new(ClusterRules),
             Arc::new(ClusterClassRules),
             Arc::new(KubeadmControlPlaneRules),

@@ -52,11 +52,14 @@ pub async fn management(sets: &[CrdSet]) -> Client {
 /// An embedded management cluster on `store`, with the CRDs of `sets` and the controllers
 /// running.
 pub async fn management_on(store: Store, sets: &[CrdSet]) -> Client {
+    management_with(store, sets, manager::Options::default()).await
+}
+
+/// [`management_on`], the controllers run with `options`.
+pub async fn management_with(store: Store, sets: &[CrdSet], options: manager::Options) -> Client {
     let client = install_crds(api_server_on(store).await, sets).await;
     let c = client.clone();
-    tokio::spawn(async move {
-        manager::run(c, manager::Options::default(), std::future::pending()).await
-    });
+    tokio::spawn(async move { manager::run(c, options, std::future::pending()).await });
     client
 }
 

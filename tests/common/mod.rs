@@ -247,6 +247,7 @@ pub async fn serve_in_process(
         audit: Default::default(),
         limits: Default::default(),
         tls_sans: Vec::new(),
+        autoscaler: false,
     };
     let running = capictl::management::start(&options).await.unwrap();
     (dir, options, running)

@@ -234,7 +234,7 @@ fn completion_scripts_in_the_repository_are_current() {
 fn generate_crds_prints_one_provider_or_all() {
     let all: Vec<serde_json::Value> =
         capictl::yaml::from_multiple(&stdout(&capictl(&["generate", "crds"]))).unwrap();
-    assert_eq!(all.len(), 25);
+    assert_eq!(all.len(), 27);
     assert!(all.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
 
     let docker: Vec<serde_json::Value> = capictl::yaml::from_multiple(&stdout(&capictl(&[

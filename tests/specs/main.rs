@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod autoscaler;
 mod cluster;
 mod cluster_resource_set;
 mod kubeadm_config;

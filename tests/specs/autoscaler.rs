@@ -1,0 +1,167 @@
+//! The cluster autoscaler (`--autoscaler`): a MachineDeployment annotated as a node group grows
+//! from its minimum toward its maximum while Pods fit no Node, stops at the maximum saying so,
+//! and shrinks back to its minimum once its Nodes run nothing; a MachineDeployment written
+//! without replicas gets its minimum, and keeps what the autoscaler set when written again.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use capictl::api::{Cluster, CrdSet, MachineDeployment};
+use capictl::apiserver::store::Store;
+
+use crate::common::fixtures::{
+    cluster, control_plane_machine, in_memory_cluster, in_memory_machine,
+    in_memory_machine_template, machine_deployment,
+};
+use crate::common::lifecycle::*;
+
+async fn replicas(deployments: &Api<MachineDeployment>) -> (Option<i32>, Option<i32>) {
+    let md = deployments.get("md-0").await.unwrap();
+    (md.spec.replicas, md.status.and_then(|s| s.ready_replicas))
+}
+
+async fn event_notes(client: &kube::Client, reason: &str) -> Vec<String> {
+    Api::<Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.message)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_group_grows_for_pending_pods_and_shrinks_back_within_its_bounds() {
+    let options = capictl::manager::Options {
+        autoscaler: true,
+        ..Default::default()
+    };
+    let client = management_with(
+        Store::in_memory(),
+        &[CrdSet::Core, CrdSet::InMemory],
+        options,
+    )
+    .await;
+    // A node group of 1 to 3 workers, written without replicas.
+    let mut md = machine_deployment("c1", "md-0", 1, "c1-workers-v1");
+    md["spec"].as_object_mut().unwrap().remove("replicas");
+    md["metadata"]["annotations"] = json!({
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "3",
+        "cluster.x-k8s.io/autoscaling-options-scaledownunneededtime": "5s",
+    });
+    for object in [
+        cluster("c1"),
+        in_memory_cluster("c1"),
+        in_memory_machine("c1-cp-0", "1s"),
+        control_plane_machine("c1", "c1-cp-0"),
+        in_memory_machine_template("c1-workers-v1"),
+        md,
+    ] {
+        apply(&client, object).await;
+    }
+    let deployments: Api<MachineDeployment> = Api::namespaced(client.clone(), NS);
+    assert_eq!(
+        replicas(&deployments).await.0,
+        Some(1),
+        "defaulted to the minimum"
+    );
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    until("the Cluster is Available", 60, async || {
+        let c = clusters.get("c1").await.ok()?;
+        condition_true(c.status.as_ref()?.conditions.as_ref(), "Available").then_some(())
+    })
+    .await;
+
+    // Three Pods of 20 of a Node's 32 CPUs: one fits the worker, two wait for Nodes.
+    let workload = workload(&client, "c1").await;
+    let apps: Api<Deployment> = Api::namespaced(workload.clone(), "default");
+    let big = |replicas: i32| -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "big"},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": "big"}},
+                "template": {
+                    "metadata": {"labels": {"app": "big"}},
+                    "spec": {"containers": [{"name": "big", "image": "big:1", "resources": {"requests": {"cpu": "20"}}}]},
+                },
+            },
+        }))
+        .unwrap()
+    };
+    apps.create(&PostParams::default(), &big(3)).await.unwrap();
+    until(
+        "the group grows to 3 and the Deployment is available",
+        90,
+        async || {
+            let ready = apps.get("big").await.ok()?.status?.available_replicas;
+            (replicas(&deployments).await == (Some(3), Some(3)) && ready == Some(3)).then_some(())
+        },
+    )
+    .await;
+    let up = event_notes(&client, "TriggeredScaleUp").await;
+    assert!(
+        up.iter()
+            .any(|n| n.contains("fit no Node: scaling from 1 to 3 replicas (max 3)")),
+        "{up:?}"
+    );
+
+    // A fourth Pod finds the group at its maximum, which stays.
+    apps.patch(
+        "big",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 4}})),
+    )
+    .await
+    .unwrap();
+    let at_max = until(
+        "the autoscaler says the group is at its maximum",
+        60,
+        async || {
+            let notes = event_notes(&client, "NotTriggerScaleUp").await;
+            (!notes.is_empty()).then_some(notes)
+        },
+    )
+    .await;
+    assert!(
+        at_max[0].contains("at its maximum of 3 replicas"),
+        "{at_max:?}"
+    );
+    assert_eq!(replicas(&deployments).await.0, Some(3));
+
+    // Re-applying the MachineDeployment without replicas (a GitOps sync) keeps the
+    // autoscaler's count.
+    deployments
+        .patch(
+            "md-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": null}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(replicas(&deployments).await.0, Some(3));
+
+    // The Pods go: the empty Nodes go, one at a time, down to the minimum and no further.
+    apps.delete("big", &DeleteParams::default()).await.unwrap();
+    until("the group shrinks back to 1", 120, async || {
+        (replicas(&deployments).await == (Some(1), Some(1))).then_some(())
+    })
+    .await;
+    let down = event_notes(&client, "ScaleDown").await;
+    assert!(
+        down.iter()
+            .any(|n| n.contains("scaling from 2 to 1 replicas (min 1)")),
+        "{down:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
+    assert_eq!(
+        replicas(&deployments).await.0,
+        Some(1),
+        "never below the minimum"
+    );
+}
