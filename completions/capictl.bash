@@ -22,6 +22,9 @@ _capictl() {
             capictl,completion)
                 cmd="capictl__subcmd__completion"
                 ;;
+            capictl,config)
+                cmd="capictl__subcmd__config"
+                ;;
             capictl,convert)
                 cmd="capictl__subcmd__convert"
                 ;;
@@ -121,6 +124,18 @@ _capictl() {
             capictl__subcmd__alpha__subcmd__rollout__subcmd__help,undo)
                 cmd="capictl__subcmd__alpha__subcmd__rollout__subcmd__help__subcmd__undo"
                 ;;
+            capictl__subcmd__config,help)
+                cmd="capictl__subcmd__config__subcmd__help"
+                ;;
+            capictl__subcmd__config,repositories)
+                cmd="capictl__subcmd__config__subcmd__repositories"
+                ;;
+            capictl__subcmd__config__subcmd__help,help)
+                cmd="capictl__subcmd__config__subcmd__help__subcmd__help"
+                ;;
+            capictl__subcmd__config__subcmd__help,repositories)
+                cmd="capictl__subcmd__config__subcmd__help__subcmd__repositories"
+                ;;
             capictl__subcmd__delete,cluster)
                 cmd="capictl__subcmd__delete__subcmd__cluster"
                 ;;
@@ -157,6 +172,9 @@ _capictl() {
             capictl__subcmd__generate,provider)
                 cmd="capictl__subcmd__generate__subcmd__provider"
                 ;;
+            capictl__subcmd__generate,yaml)
+                cmd="capictl__subcmd__generate__subcmd__yaml"
+                ;;
             capictl__subcmd__generate__subcmd__help,cluster)
                 cmd="capictl__subcmd__generate__subcmd__help__subcmd__cluster"
                 ;;
@@ -168,6 +186,9 @@ _capictl() {
                 ;;
             capictl__subcmd__generate__subcmd__help,provider)
                 cmd="capictl__subcmd__generate__subcmd__help__subcmd__provider"
+                ;;
+            capictl__subcmd__generate__subcmd__help,yaml)
+                cmd="capictl__subcmd__generate__subcmd__help__subcmd__yaml"
                 ;;
             capictl__subcmd__get,help)
                 cmd="capictl__subcmd__get__subcmd__help"
@@ -186,6 +207,9 @@ _capictl() {
                 ;;
             capictl__subcmd__help,completion)
                 cmd="capictl__subcmd__help__subcmd__completion"
+                ;;
+            capictl__subcmd__help,config)
+                cmd="capictl__subcmd__help__subcmd__config"
                 ;;
             capictl__subcmd__help,convert)
                 cmd="capictl__subcmd__help__subcmd__convert"
@@ -247,6 +271,9 @@ _capictl() {
             capictl__subcmd__help__subcmd__alpha__subcmd__rollout,undo)
                 cmd="capictl__subcmd__help__subcmd__alpha__subcmd__rollout__subcmd__undo"
                 ;;
+            capictl__subcmd__help__subcmd__config,repositories)
+                cmd="capictl__subcmd__help__subcmd__config__subcmd__repositories"
+                ;;
             capictl__subcmd__help__subcmd__delete,cluster)
                 cmd="capictl__subcmd__help__subcmd__delete__subcmd__cluster"
                 ;;
@@ -262,11 +289,17 @@ _capictl() {
             capictl__subcmd__help__subcmd__generate,provider)
                 cmd="capictl__subcmd__help__subcmd__generate__subcmd__provider"
                 ;;
+            capictl__subcmd__help__subcmd__generate,yaml)
+                cmd="capictl__subcmd__help__subcmd__generate__subcmd__yaml"
+                ;;
             capictl__subcmd__help__subcmd__get,kubeconfig)
                 cmd="capictl__subcmd__help__subcmd__get__subcmd__kubeconfig"
                 ;;
             capictl__subcmd__help__subcmd__images,build)
                 cmd="capictl__subcmd__help__subcmd__images__subcmd__build"
+                ;;
+            capictl__subcmd__help__subcmd__init,list-images)
+                cmd="capictl__subcmd__help__subcmd__init__subcmd__list__subcmd__images"
                 ;;
             capictl__subcmd__help__subcmd__management,backup)
                 cmd="capictl__subcmd__help__subcmd__management__subcmd__backup"
@@ -306,6 +339,18 @@ _capictl() {
                 ;;
             capictl__subcmd__images__subcmd__help,help)
                 cmd="capictl__subcmd__images__subcmd__help__subcmd__help"
+                ;;
+            capictl__subcmd__init,help)
+                cmd="capictl__subcmd__init__subcmd__help"
+                ;;
+            capictl__subcmd__init,list-images)
+                cmd="capictl__subcmd__init__subcmd__list__subcmd__images"
+                ;;
+            capictl__subcmd__init__subcmd__help,help)
+                cmd="capictl__subcmd__init__subcmd__help__subcmd__help"
+                ;;
+            capictl__subcmd__init__subcmd__help,list-images)
+                cmd="capictl__subcmd__init__subcmd__help__subcmd__list__subcmd__images"
                 ;;
             capictl__subcmd__management,backup)
                 cmd="capictl__subcmd__management__subcmd__backup"
@@ -386,7 +431,7 @@ _capictl() {
 
     case "${cmd}" in
         capictl)
-            opts="-v -h -V --verbose --help --version quickstart init generate describe get move convert topology upgrade images alpha delete management manager version completion help"
+            opts="-v -h -V --verbose --help --version quickstart init generate describe get move convert topology upgrade images alpha delete management manager version completion config help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -747,6 +792,84 @@ _capictl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        capictl__subcmd__config)
+            opts="-v -h -V --verbose --help --version repositories help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__config__subcmd__help)
+            opts="repositories help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__config__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__config__subcmd__help__subcmd__repositories)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__config__subcmd__repositories)
+            opts="-o -v -h -V --output --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -W "text yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "text yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         capictl__subcmd__convert)
             opts="-f -v -h -V --filename --to --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -1010,7 +1133,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__generate)
-            opts="-v -h -V --verbose --help --version crds cluster provider help"
+            opts="-v -h -V --verbose --help --version crds cluster provider yaml help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1024,7 +1147,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__generate__subcmd__cluster)
-            opts="-f -i -n -v -h -V --flavor --infrastructure --kubernetes-version --control-plane-machine-count --worker-machine-count --target-namespace --from --list-variables --write-to --config --kubeconfig --kubeconfig-context --verbose --help --version"
+            opts="-f -i -n -v -h -V --flavor --infrastructure --kubernetes-version --control-plane-machine-count --worker-machine-count --target-namespace --from --from-config-map --from-config-map-namespace --from-config-map-key --list-variables --write-to --config --kubeconfig --kubeconfig-context --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1070,6 +1193,18 @@ _capictl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --from-config-map)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --from-config-map-namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --from-config-map-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --write-to)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1112,7 +1247,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__generate__subcmd__help)
-            opts="crds cluster provider help"
+            opts="crds cluster provider yaml help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1181,6 +1316,20 @@ _capictl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        capictl__subcmd__generate__subcmd__help__subcmd__yaml)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         capictl__subcmd__generate__subcmd__provider)
             opts="-b -c -i -n -v -h -V --core --bootstrap --control-plane --infrastructure --target-namespace --image --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1225,6 +1374,28 @@ _capictl() {
                     return 0
                     ;;
                 --image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__generate__subcmd__yaml)
+            opts="-v -h -V --from --list-variables --config --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1326,7 +1497,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help)
-            opts="quickstart init generate describe get move convert topology upgrade images alpha delete management manager version completion help"
+            opts="quickstart init generate describe get move convert topology upgrade images alpha delete management manager version completion config help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1437,6 +1608,34 @@ _capictl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        capictl__subcmd__help__subcmd__config)
+            opts="repositories"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__config__subcmd__repositories)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         capictl__subcmd__help__subcmd__convert)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1508,7 +1707,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help__subcmd__generate)
-            opts="crds cluster provider"
+            opts="crds cluster provider yaml"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1550,6 +1749,20 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help__subcmd__generate__subcmd__provider)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__generate__subcmd__yaml)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1634,8 +1847,22 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__help__subcmd__init)
-            opts=""
+            opts="list-images"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__help__subcmd__init__subcmd__list__subcmd__images)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1950,7 +2177,7 @@ _capictl() {
             return 0
             ;;
         capictl__subcmd__init)
-            opts="-b -c -i -n -y -v -h -V --core --bootstrap --control-plane --infrastructure --target-namespace --image --yes --wait-providers --wait-provider-timeout --kubeconfig --kubeconfig-context --verbose --help --version"
+            opts="-b -c -i -n -y -v -h -V --core --bootstrap --control-plane --infrastructure --target-namespace --image --yes --wait-providers --wait-provider-timeout --kubeconfig --kubeconfig-context --verbose --help --version list-images help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2005,6 +2232,94 @@ _capictl() {
                     return 0
                     ;;
                 --kubeconfig-context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__init__subcmd__help)
+            opts="list-images help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__init__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__init__subcmd__help__subcmd__list__subcmd__images)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        capictl__subcmd__init__subcmd__list__subcmd__images)
+            opts="-b -c -i -v -h -V --core --bootstrap --control-plane --infrastructure --image --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --core)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --bootstrap)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -b)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --control-plane)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --infrastructure)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --image)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -126,13 +126,33 @@ pub fn render(
     namespace: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<String, GenerateError> {
+    render_in(template, Some(namespace), lookup)
+}
+
+/// Renders any YAML with the variables (`generate yaml`): the objects as written, namespaces
+/// left alone.
+pub fn render_yaml(
+    template: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, GenerateError> {
+    render_in(template, None, lookup)
+}
+
+fn render_in(
+    template: &str,
+    namespace: Option<&str>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, GenerateError> {
     let text = Template::parse(template)?.render(lookup)?;
     let docs: Vec<Value> =
         crate::yaml::from_multiple(&text).map_err(|e| GenerateError::Yaml(e.to_string()))?;
     let mut out = Vec::new();
     for mut doc in docs.into_iter().filter(|d| !d.is_null()) {
         let kind = doc["kind"].as_str().unwrap_or_default().to_string();
-        if !CLUSTER_SCOPED.contains(&kind.as_str()) && doc.is_object() {
+        if let Some(namespace) = namespace
+            && !CLUSTER_SCOPED.contains(&kind.as_str())
+            && doc.is_object()
+        {
             if !doc["metadata"].is_object() {
                 doc["metadata"] = Value::Object(Default::default());
             }
@@ -157,6 +177,20 @@ fn go_quote(s: &str) -> String {
     }
     out.push('"');
     out
+}
+
+/// `generate yaml --list-variables`: every variable the YAML names, sorted, as clusterctl lists
+/// them (no split into required and optional).
+pub fn list_yaml_variables(template: &str) -> Result<String, GenerateError> {
+    let names: Vec<String> = Template::parse(template)?.variables().into_keys().collect();
+    if names.is_empty() {
+        return Ok("\n".into());
+    }
+    let mut out = String::from("Variables:\n");
+    for name in names {
+        out.push_str(&format!("  - {name}\n"));
+    }
+    Ok(out)
 }
 
 /// `--list-variables`: the template's variables, required ones and optional ones with their

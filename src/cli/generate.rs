@@ -14,6 +14,51 @@ pub enum Generate {
     Cluster(Box<TemplateArgs>),
     /// A provider's components, as `init` would install them.
     Provider(ProviderArgs),
+    /// Any YAML with its `${VARIABLES}` filled in from the environment and the clusterctl
+    /// configuration file, as templates are.
+    Yaml(YamlArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct YamlArgs {
+    /// The YAML file (`-` reads stdin).
+    #[arg(long, value_name = "FILE", default_value = "-")]
+    from: String,
+    /// List the variables the YAML names instead of rendering it.
+    #[arg(long)]
+    list_variables: bool,
+    /// The clusterctl configuration file with variable values [default: $XDG_CONFIG_HOME/cluster-api/clusterctl.yaml, else ~/.cluster-api/clusterctl.yaml]
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
+}
+
+fn generate_yaml(args: &YamlArgs) -> anyhow::Result<()> {
+    let text = read_template(&args.from)?;
+    let output = if args.list_variables {
+        crate::generate::list_yaml_variables(&text)?
+    } else {
+        let config = config_variables(args.config.as_deref())?;
+        let lookup = |name: &str| {
+            let key = name.to_uppercase().replace('-', "_");
+            std::env::var(&key)
+                .ok()
+                .or_else(|| config.get(&key).cloned())
+        };
+        format!(
+            "{}\n",
+            crate::generate::render_yaml(&text, &lookup)?.trim_end_matches('\n')
+        )
+    };
+    std::io::stdout().lock().write_all(output.as_bytes())?;
+    Ok(())
+}
+
+/// A template from a file, or stdin for `-`.
+fn read_template(path: &str) -> anyhow::Result<String> {
+    if path == "-" {
+        return Ok(std::io::read_to_string(std::io::stdin())?);
+    }
+    std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading the template {path}: {e}"))
 }
 
 #[derive(Debug, clap::Args)]
@@ -126,6 +171,7 @@ impl Generate {
             }
             Generate::Cluster(args) => generate_cluster(*args),
             Generate::Provider(args) => generate_provider(&args),
+            Generate::Yaml(args) => generate_yaml(&args),
         }
     }
 }
@@ -155,6 +201,20 @@ pub struct TemplateArgs {
     /// A template file to use instead of a flavor (`-` reads stdin).
     #[arg(long, value_name = "FILE")]
     from: Option<String>,
+    /// A ConfigMap of the management cluster holding the template.
+    #[arg(long, value_name = "NAME")]
+    from_config_map: Option<String>,
+    /// The ConfigMap's namespace [default: the kubeconfig context's, else default]
+    #[arg(long, value_name = "NS", requires = "from_config_map")]
+    from_config_map_namespace: Option<String>,
+    /// The ConfigMap's key holding the template.
+    #[arg(
+        long,
+        value_name = "KEY",
+        default_value = "template",
+        requires = "from_config_map"
+    )]
+    from_config_map_key: String,
     /// List the template's variables instead of rendering it.
     #[arg(long)]
     list_variables: bool,
@@ -290,13 +350,50 @@ fn is_semver(v: &str) -> bool {
             .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
 }
 
+/// The template kept in a ConfigMap of the management cluster.
+fn template_from_config_map(args: &TemplateArgs, name: &str) -> anyhow::Result<String> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let (client, default_namespace) = args.cluster.client().await?;
+        let namespace = args
+            .from_config_map_namespace
+            .clone()
+            .unwrap_or(default_namespace);
+        let map = kube::Api::<ConfigMap>::namespaced(client, &namespace)
+            .get_opt(name)
+            .await?
+            .ok_or_else(|| {
+                super::UsageError(format!(
+                    "there is no ConfigMap {namespace}/{name} in the management cluster"
+                ))
+            })?;
+        let key = &args.from_config_map_key;
+        map.data
+            .and_then(|mut d| d.remove(key))
+            .ok_or_else(|| {
+                super::UsageError(format!(
+                    "the ConfigMap {namespace}/{name} does not have the {key:?} data key; name the key with --from-config-map-key"
+                ))
+                .into()
+            })
+    })
+}
+
 fn generate_cluster(args: TemplateArgs) -> anyhow::Result<()> {
     use super::UsageError;
     if let Some(problem) = crate::apiserver::object::name_problem(&args.name) {
         return Err(UsageError(format!("invalid cluster name {:?}: {problem}", args.name)).into());
     }
-    if args.from.is_some() && (args.flavor.is_some() || args.infrastructure.is_some()) {
-        return Err(UsageError("invalid cluster template source: only one template can be used at time; drop --from or --flavor/--infrastructure".into()).into());
+    let sources = [
+        args.from.is_some(),
+        args.from_config_map.is_some(),
+        args.flavor.is_some() || args.infrastructure.is_some(),
+    ];
+    if sources.iter().filter(|s| **s).count() > 1 {
+        return Err(UsageError("invalid cluster template source: only one template can be used at time; give one of --from, --from-config-map, or --flavor/--infrastructure".into()).into());
     }
     if let Some(v) = &args.kubernetes_version
         && !is_semver(v)
@@ -327,11 +424,10 @@ fn generate_cluster(args: TemplateArgs) -> anyhow::Result<()> {
     };
     // Which infrastructure provider was chosen for the user, said once the cluster is made.
     let mut chosen = None;
-    let template = match &args.from {
-        Some(path) if path == "-" => std::io::read_to_string(std::io::stdin())?,
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("reading the template {path}: {e}"))?,
-        None => {
+    let template = match (&args.from, &args.from_config_map) {
+        (Some(path), _) => read_template(path)?,
+        (None, Some(name)) => template_from_config_map(&args, name)?,
+        (None, None) => {
             let provider = match &args.infrastructure {
                 Some(p) => p.clone(),
                 None => {

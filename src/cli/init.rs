@@ -17,19 +17,12 @@ use crate::init::{self, PROVIDERS, ProviderInfo};
 use crate::pki::Pki;
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
-    /// The core provider [default: cluster-api on the first run]
-    #[arg(long, value_name = "NAME[:VERSION]")]
-    core: Option<String>,
-    /// Bootstrap providers [default: kubeadm on the first run]
-    #[arg(short, long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
-    bootstrap: Vec<String>,
-    /// Control plane providers [default: kubeadm on the first run]
-    #[arg(short, long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
-    control_plane: Vec<String>,
-    /// Infrastructure providers: docker, in-memory.
-    #[arg(short, long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
-    infrastructure: Vec<String>,
+    #[command(subcommand)]
+    command: Option<InitCommand>,
+    #[command(flatten)]
+    providers: ProviderFlags,
     /// One namespace for every provider installed by this run [default: each provider's own]
     #[arg(short = 'n', long, value_name = "NS")]
     target_namespace: Option<String>,
@@ -48,16 +41,109 @@ pub struct Args {
     next_steps: bool,
 }
 
+/// Which providers to install, as init's flags name them.
+#[derive(Debug, Default, clap::Args)]
+struct ProviderFlags {
+    /// The core provider [default: cluster-api on the first run]
+    #[arg(long, value_name = "NAME[:VERSION]")]
+    core: Option<String>,
+    /// Bootstrap providers [default: kubeadm on the first run]
+    #[arg(short, long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    bootstrap: Vec<String>,
+    /// Control plane providers [default: kubeadm on the first run]
+    #[arg(short, long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    control_plane: Vec<String>,
+    /// Infrastructure providers: docker, in-memory.
+    #[arg(short, long, value_name = "NAME[:VERSION]", value_delimiter = ',')]
+    infrastructure: Vec<String>,
+}
+
+impl ProviderFlags {
+    /// The providers named, in install order; `defaults` adds the core and kubeadm providers
+    /// where none of their type is named (a first run).
+    fn requested(&self, defaults: bool) -> anyhow::Result<Vec<ProviderInfo>> {
+        let mut requested = Vec::new();
+        if let Some(core) = &self.core {
+            requested.push(parse("CoreProvider", core)?);
+        }
+        for (type_, values) in [
+            ("BootstrapProvider", &self.bootstrap),
+            ("ControlPlaneProvider", &self.control_plane),
+            ("InfrastructureProvider", &self.infrastructure),
+        ] {
+            for v in values.iter().filter(|v| v.as_str() != "-") {
+                requested.push(parse(type_, v)?);
+            }
+        }
+        if defaults {
+            for (type_, given, name) in [
+                ("CoreProvider", self.core.is_some(), "cluster-api"),
+                ("BootstrapProvider", !self.bootstrap.is_empty(), "kubeadm"),
+                (
+                    "ControlPlaneProvider",
+                    !self.control_plane.is_empty(),
+                    "kubeadm",
+                ),
+            ] {
+                if !given {
+                    requested.push(init::find(type_, name).expect("built in"));
+                }
+            }
+        }
+        let order = |p: &ProviderInfo| PROVIDERS.iter().position(|q| q == p);
+        requested.sort_by_key(order);
+        requested.dedup();
+        Ok(requested)
+    }
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum InitCommand {
+    /// The images the providers' components run, one per line: what a registry must hold for
+    /// a management cluster that cannot reach them otherwise.
+    ListImages(ListImagesArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ListImagesArgs {
+    #[command(flatten)]
+    providers: ProviderFlags,
+    /// The image the providers' controller Deployments run.
+    #[arg(long, value_name = "IMAGE", default_value_t = crate::build_info::controller_image())]
+    image: String,
+}
+
+/// The images of the providers' components, sorted and each once (the core and kubeadm
+/// providers are always among them, as on a first run).
+fn list_images(args: &ListImagesArgs) -> anyhow::Result<Vec<String>> {
+    let mut images = Vec::new();
+    for p in args.providers.requested(true)? {
+        for object in init::components(&p, &args.image, p.namespace, true) {
+            for container in object["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                images.extend(container["image"].as_str().map(String::from));
+            }
+        }
+    }
+    images.sort();
+    images.dedup();
+    Ok(images)
+}
+
 impl Args {
     /// What `capictl quickstart` installs: the default providers and `infrastructure`, into
     /// the management cluster `cluster` names or else the embedded one, started without
     /// asking; it waits until they are ready.
     pub(super) fn for_quickstart(infrastructure: &str, cluster: ClusterArgs) -> Args {
         Args {
-            core: None,
-            bootstrap: Vec::new(),
-            control_plane: Vec::new(),
-            infrastructure: vec![infrastructure.to_string()],
+            command: None,
+            providers: ProviderFlags {
+                infrastructure: vec![infrastructure.to_string()],
+                ..Default::default()
+            },
             target_namespace: None,
             image: crate::build_info::controller_image(),
             yes: true,
@@ -110,6 +196,13 @@ pub(super) async fn is_embedded(client: &Client) -> bool {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(InitCommand::ListImages(list)) = &args.command {
+        let mut out = std::io::stdout().lock();
+        for image in list_images(list)? {
+            std::io::Write::write_all(&mut out, format!("{image}\n").as_bytes())?;
+        }
+        return Ok(());
+    }
     tokio::runtime::Runtime::new()?.block_on(init(args))
 }
 
@@ -281,19 +374,8 @@ async fn connect(args: &Args) -> anyhow::Result<Client> {
 }
 
 pub(super) async fn init(args: Args) -> anyhow::Result<()> {
-    let mut requested = Vec::new();
-    if let Some(core) = &args.core {
-        requested.push(parse("CoreProvider", core)?);
-    }
-    for (type_, values) in [
-        ("BootstrapProvider", &args.bootstrap),
-        ("ControlPlaneProvider", &args.control_plane),
-        ("InfrastructureProvider", &args.infrastructure),
-    ] {
-        for v in values.iter().filter(|v| v.as_str() != "-") {
-            requested.push(parse(type_, v)?);
-        }
-    }
+    // Flags are checked before a management cluster is looked for.
+    args.providers.requested(false)?;
     let client = connect(&args).await?;
     let embedded = is_embedded(&client).await;
     // The inventory first: it says whether this is the first run.
@@ -306,30 +388,7 @@ pub(super) async fn init(args: Args) -> anyhow::Result<()> {
         .iter()
         .any(|p| p.spec.type_.as_deref() == Some("CoreProvider"));
     eprintln!("Fetching providers");
-    if first_run {
-        for (type_, given) in [
-            ("CoreProvider", args.core.is_some()),
-            ("BootstrapProvider", !args.bootstrap.is_empty()),
-            ("ControlPlaneProvider", !args.control_plane.is_empty()),
-        ] {
-            if !given {
-                requested.push(
-                    init::find(
-                        type_,
-                        if type_ == "CoreProvider" {
-                            "cluster-api"
-                        } else {
-                            "kubeadm"
-                        },
-                    )
-                    .expect("built in"),
-                );
-            }
-        }
-    }
-    let order = |p: &ProviderInfo| PROVIDERS.iter().position(|q| q == p);
-    requested.sort_by_key(order);
-    requested.dedup();
+    let requested = args.providers.requested(first_run)?;
     let version = format!("v{}", crate::build_info::VERSION);
     let mut installing = Vec::new();
     for p in &requested {

@@ -4,6 +4,7 @@ use std::io::Write;
 
 mod alpha;
 mod completion;
+mod config;
 mod connect;
 mod convert;
 mod delete;
@@ -88,6 +89,9 @@ pub enum Command {
     Version(version::Args),
     /// Print a shell completion script (bash, zsh or fish).
     Completion(completion::Args),
+    /// What capictl is configured with: `config repositories` lists the providers it can install.
+    #[command(subcommand)]
+    Config(config::Config),
 }
 
 /// What replaced a clusterctl command that capictl does not have, when `args` call one
@@ -205,6 +209,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Upgrade(cmd) => cmd.run(),
         Command::Topology(cmd) => cmd.run(),
         Command::Alpha(cmd) => cmd.run(),
+        Command::Config(cmd) => cmd.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

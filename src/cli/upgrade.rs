@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -500,7 +501,9 @@ fn keep_user_settings(new: &mut Value, old: &Deployment, replicas: Option<i32>) 
 const MIGRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Where a CRD's storage version changed, rewrites every stored object at the new one (an
-/// empty patch, as upstream's crdmigrator does) and then records that only it is stored.
+/// empty patch, as upstream's crdmigrator does) and then records that only it is stored; and,
+/// as the crdmigrator's clean-up, drops managedFields entries of API versions no longer served
+/// (server-side apply cannot read them), leaving a placeholder where none would be left.
 async fn migrate_stored_versions(client: &Client, objects: &[Value]) -> anyhow::Result<()> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -524,12 +527,20 @@ async fn migrate_stored_versions(client: &Client, objects: &[Value]) -> anyhow::
             .as_ref()
             .and_then(|s| s.stored_versions.clone())
             .unwrap_or_default();
-        if stored.is_empty() || stored == [storage.clone()] {
-            continue;
+        let migrate = !(stored.is_empty() || stored == [storage.clone()]);
+        let group = &crd.spec.group;
+        let served: Vec<String> = crd
+            .spec
+            .versions
+            .iter()
+            .filter(|v| v.served)
+            .map(|v| format!("{group}/{}", v.name))
+            .collect();
+        if migrate {
+            eprintln!("Migrating {name} from {} to {storage}", stored.join(", "));
         }
-        eprintln!("Migrating {name} from {} to {storage}", stored.join(", "));
         let resource = kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(&crd.spec.group, &storage, &crd.spec.names.kind),
+            &kube::api::GroupVersionKind::gvk(group, &storage, &crd.spec.names.kind),
             &crd.spec.names.plural,
         );
         let all: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
@@ -556,25 +567,114 @@ async fn migrate_stored_versions(client: &Client, objects: &[Value]) -> anyhow::
                 Some(ns) => Api::namespaced_with(client.clone(), &ns, &resource),
                 None => Api::all_with(client.clone(), &resource),
             };
-            match api
-                .patch(
-                    &o.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({})),
-                )
-                .await
+            let mut patches = Vec::new();
+            if migrate {
+                patches.push(Patch::Merge(json!({})));
+            }
+            let entries = o.metadata.managed_fields.as_deref().unwrap_or_default();
+            if let Some(kept) =
+                served_managed_fields(entries, &served, &format!("{group}/{storage}"))
             {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-                Err(e) => return Err(anyhow::anyhow!("migrating {name} {}: {e}", o.name_any())),
+                patches.push(Patch::Json(
+                    serde_json::from_value(json!([
+                        {"op": "replace", "path": "/metadata/managedFields", "value": kept},
+                        {"op": "replace", "path": "/metadata/resourceVersion", "value": o.resource_version()},
+                    ]))
+                    .expect("a JSON patch"),
+                ));
+            }
+            for patch in patches {
+                match api
+                    .patch(&o.name_any(), &PatchParams::default(), &patch)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                    Err(e) => {
+                        return Err(anyhow::anyhow!("migrating {name} {}: {e}", o.name_any()));
+                    }
+                }
             }
         }
-        crds.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"storedVersions": [storage]}})),
-        )
-        .await?;
+        if migrate {
+            crds.patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"storedVersions": [storage]}})),
+            )
+            .await?;
+        }
     }
     Ok(())
+}
+
+/// An object's managedFields without the entries of API versions not in `served`, or None when
+/// every entry is of a served one. Where none would be left, one entry of the first manager
+/// at `storage` owning only the name, so that the next server-side apply does not make up an
+/// owner of every field.
+fn served_managed_fields(
+    entries: &[ManagedFieldsEntry],
+    served: &[String],
+    storage: &str,
+) -> Option<Vec<ManagedFieldsEntry>> {
+    let is_served =
+        |e: &ManagedFieldsEntry| e.api_version.as_ref().is_some_and(|v| served.contains(v));
+    if entries.iter().all(is_served) {
+        return None;
+    }
+    let mut kept: Vec<ManagedFieldsEntry> =
+        entries.iter().filter(|e| is_served(e)).cloned().collect();
+    if kept.is_empty() {
+        kept.push(ManagedFieldsEntry {
+            manager: entries[0].manager.clone(),
+            operation: entries[0].operation.clone(),
+            api_version: Some(storage.to_string()),
+            time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            )),
+            fields_type: Some("FieldsV1".into()),
+            fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+                json!({"f:metadata": {"f:name": {}}}),
+            )),
+            subresource: None,
+        });
+    }
+    Some(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn managed_fields_of_versions_no_longer_served_are_dropped() {
+        let entry = |manager: &str, version: &str| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some("Apply".into()),
+            api_version: Some(format!("cluster.x-k8s.io/{version}")),
+            ..Default::default()
+        };
+        let served = [
+            "cluster.x-k8s.io/v1beta1".to_string(),
+            "cluster.x-k8s.io/v1beta2".to_string(),
+        ];
+        let storage = "cluster.x-k8s.io/v1beta2";
+        let current = [
+            entry("capi-topology", "v1beta2"),
+            entry("kubectl", "v1beta1"),
+        ];
+        assert_eq!(served_managed_fields(&current, &served, storage), None);
+        let mixed = [entry("capi-topology", "v1beta2"), entry("old", "v1alpha4")];
+        let kept = served_managed_fields(&mixed, &served, storage).unwrap();
+        assert_eq!(kept, [entry("capi-topology", "v1beta2")]);
+        let all_old = [entry("old", "v1alpha4")];
+        let seeded = served_managed_fields(&all_old, &served, storage).unwrap();
+        assert_eq!(seeded.len(), 1);
+        assert_eq!(seeded[0].manager.as_deref(), Some("old"));
+        assert_eq!(seeded[0].api_version.as_deref(), Some(storage));
+        assert_eq!(
+            seeded[0].fields_v1.as_ref().unwrap().0,
+            json!({"f:metadata": {"f:name": {}}})
+        );
+    }
 }

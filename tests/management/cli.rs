@@ -1,7 +1,9 @@
 //! The command line as a user meets it: help, version, exit statuses, completion scripts,
-//! `generate crds`.
+//! `generate crds|yaml`, `config repositories`, `init list-images`.
 
 use std::process::{Command, Output};
+
+use crate::common::management::Management;
 
 fn capictl(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_capictl"))
@@ -270,7 +272,7 @@ fn generate_crds_prints_one_provider_or_all() {
         "core,clusterctl",
     ])))
     .unwrap();
-    assert_eq!(two.len(), 8);
+    assert_eq!(two.len(), 10);
 }
 
 fn capictl_env(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -867,4 +869,148 @@ fn convert_turns_v1beta1_yaml_into_v1beta2_and_back_and_names_bad_fields() {
         "Error: document 2 (MachineHealthCheck \"mhc\"): spec.nodeStartupTimeout: \"soon\" is not a duration (write it as Go does: 90s, 1m30s, 1h)"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn config_repositories_lists_the_built_in_providers() {
+    let text = capictl(&["config", "repositories"]);
+    assert!(text.status.success(), "{}", stderr(&text));
+    let version = env!("CARGO_PKG_VERSION");
+    insta::assert_snapshot!(
+        "config-repositories",
+        stdout(&text).replace(version, "VERSION")
+    );
+    let yaml = capictl(&["config", "repositories", "-o", "yaml"]);
+    let rows: Vec<serde_json::Value> = capictl::yaml::from_str(&stdout(&yaml)).unwrap();
+    assert_eq!(rows.len(), 5);
+    assert_eq!(rows[0]["Name"], "cluster-api");
+    assert_eq!(rows[0]["ProviderType"], "CoreProvider");
+    assert_eq!(rows[0]["File"], "core-components.yaml");
+    let bad = capictl(&["config", "repositories", "-o", "json"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("invalid value 'json'"),
+        "{}",
+        stderr(&bad)
+    );
+}
+
+#[test]
+fn init_list_images_prints_what_the_components_run() {
+    let out = capictl(&["init", "list-images", "--infrastructure", "docker"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("{}\n", capictl::build_info::controller_image())
+    );
+    let custom = capictl(&[
+        "init",
+        "list-images",
+        "--image",
+        "registry.local/capictl:dev",
+    ]);
+    insta::assert_snapshot!("init-list-images-custom", stdout(&custom));
+    let unknown = capictl(&["init", "list-images", "-i", "aws"]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
+}
+
+#[test]
+fn generate_yaml_fills_any_yaml_and_lists_its_variables() {
+    let dir = std::env::temp_dir().join(format!("capictl-generate-yaml-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cni.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${NAME}\n  namespace: ${NAMESPACE:=kube-system}\ndata:\n  mtu: \"${MTU}\"\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: ${NAME}-system}\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let out = capictl_env(
+        &["generate", "yaml", "--from", path],
+        &[("NAME", "cni"), ("MTU", "1450")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    insta::assert_snapshot!("generate-yaml", stdout(&out));
+    let listed = capictl(&["generate", "yaml", "--from", path, "--list-variables"]);
+    assert_eq!(
+        stdout(&listed),
+        "Variables:\n  - MTU\n  - NAME\n  - NAMESPACE\n"
+    );
+    let missing = capictl_env(&["generate", "yaml", "--from", path], &[("NAME", "cni")]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).contains("value for variables [MTU] is not set"),
+        "{}",
+        stderr(&missing)
+    );
+    assert_eq!(
+        stdout(&missing),
+        "",
+        "nothing is printed when a variable is missing"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn generate_cluster_takes_its_template_from_a_config_map() {
+    let m = Management::up();
+    let template = "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  name: ${CLUSTER_NAME}\nspec:\n  topology:\n    version: ${KUBERNETES_VERSION}\n    classRef: {name: quick-start}\n";
+    let map = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "templates", "namespace": "default"},
+        "data": {"template": template, "other": template},
+    });
+    m.kubectl_in(&["apply", "-f", "-"], Some(&map.to_string()));
+    let kubeconfig = m.kubeconfig().display().to_string();
+    let generate = |extra: &[&str]| {
+        let mut args = vec![
+            "generate",
+            "cluster",
+            "c1",
+            "--kubeconfig",
+            &kubeconfig,
+            "-n",
+            "team-a",
+            "--kubernetes-version",
+            "v1.30.4",
+        ];
+        args.extend(extra);
+        capictl(&args)
+    };
+    let out = generate(&["--from-config-map", "templates"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    insta::assert_snapshot!("generate-cluster-from-config-map", stdout(&out));
+    let other_key = generate(&[
+        "--from-config-map",
+        "templates",
+        "--from-config-map-key",
+        "other",
+    ]);
+    assert_eq!(stdout(&other_key), stdout(&out));
+    let no_key = generate(&[
+        "--from-config-map",
+        "templates",
+        "--from-config-map-key",
+        "nope",
+    ]);
+    assert_eq!(no_key.status.code(), Some(2));
+    assert!(
+        stderr(&no_key)
+            .contains("the ConfigMap default/templates does not have the \"nope\" data key"),
+        "{}",
+        stderr(&no_key)
+    );
+    let two = generate(&["--from-config-map", "templates", "--flavor", "development"]);
+    assert_eq!(two.status.code(), Some(2));
+    assert!(
+        stderr(&two).contains("only one template can be used at time"),
+        "{}",
+        stderr(&two)
+    );
+    let none = generate(&["--from-config-map", "missing"]);
+    assert!(
+        stderr(&none).contains("there is no ConfigMap default/missing"),
+        "{}",
+        stderr(&none)
+    );
 }
