@@ -14,9 +14,11 @@
 //!   cluster autoscaler's `--scale-down-unneeded-time`): its Machine gets
 //!   `cluster.x-k8s.io/delete-machine` and the replicas go down by one, as upstream's does.
 //!
-//! Each step is an Event on the MachineDeployment saying which Pods or Node caused it; Pods a
-//! group at its maximum cannot take are a Warning. Scale-down of Nodes whose Pods could move
-//! elsewhere (utilization below a threshold) and scaling from zero are not done.
+//! A group with no Node to copy (scaled to zero) is described by the cluster autoscaler's
+//! `capacity.cluster-autoscaler.kubernetes.io/*` annotations or its infrastructure template's
+//! `status.capacity`. Each step is an Event on the MachineDeployment saying which Pods or Node
+//! caused it; Pods a group at its maximum cannot take are a Warning. Scale-down of Nodes whose
+//! Pods could move elsewhere (utilization below a threshold) is not done.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -59,6 +61,9 @@ pub struct NodeGroup {
     pub unneeded_after: Duration,
     /// Its Machines' Nodes, by Machine name.
     pub nodes: Vec<(String, Node)>,
+    /// The Node its capacity describes ([`node_from_capacity`]), for when it has none to copy
+    /// (scaling from zero).
+    pub blueprint: Option<Node>,
 }
 
 /// What a scan decided for one group.
@@ -156,10 +161,87 @@ pub fn unneeded_nodes<'a>(group: &'a NodeGroup, pods: &[Pod]) -> Vec<&'a (String
         .collect()
 }
 
+/// The cluster autoscaler's annotations describing a node group's Nodes, for scaling from zero.
+pub const CAPACITY_ANNOTATION_PREFIX: &str = "capacity.cluster-autoscaler.kubernetes.io/";
+
+/// The Node a group with no Node to copy would get, as the cluster autoscaler's capacity
+/// annotations (`cpu`, `memory`, `ephemeral-disk`, `maxPods`, `gpu-count` with `gpu-type`,
+/// `labels`, `taints`) or else its infrastructure template's `status.capacity` describe it,
+/// tainted as its Machines are. None without a cpu and a memory.
+pub fn node_from_capacity(
+    annotations: &std::collections::BTreeMap<String, String>,
+    template_capacity: Option<&serde_json::Value>,
+    machine_taints: &[crate::api::common::MachineTaint],
+) -> Option<Node> {
+    let annotation = |name: &str| annotations.get(&format!("{CAPACITY_ANNOTATION_PREFIX}{name}"));
+    let mut capacity = serde_json::Map::new();
+    for (name, resource) in [
+        ("cpu", "cpu"),
+        ("memory", "memory"),
+        ("ephemeral-disk", "ephemeral-storage"),
+        ("maxPods", "pods"),
+    ] {
+        let value = annotation(name).cloned().or_else(|| {
+            template_capacity?.get(resource).map(|v| {
+                v.as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| v.to_string())
+            })
+        });
+        if let Some(value) = value {
+            capacity.insert(resource.into(), json!(value));
+        }
+    }
+    if let (Some(count), Some(kind)) = (annotation("gpu-count"), annotation("gpu-type")) {
+        capacity.insert(kind.clone(), json!(count));
+    }
+    if !(capacity.contains_key("cpu") && capacity.contains_key("memory")) {
+        return None;
+    }
+    capacity.entry("pods").or_insert(json!("110"));
+    let pairs = |text: Option<&String>| -> Vec<(String, String)> {
+        text.into_iter()
+            .flat_map(|t| t.split(','))
+            .filter_map(|pair| {
+                let (k, v) = pair.trim().split_once('=')?;
+                Some((k.to_string(), v.to_string()))
+            })
+            .collect()
+    };
+    let labels: serde_json::Map<String, serde_json::Value> = pairs(annotation("labels"))
+        .into_iter()
+        .map(|(k, v)| (k, json!(v)))
+        .collect();
+    let mut taints: Vec<serde_json::Value> = pairs(annotation("taints"))
+        .into_iter()
+        .filter_map(|(key, rest)| {
+            let (value, effect) = rest.split_once(':')?;
+            Some(json!({"key": key, "value": value, "effect": effect}))
+        })
+        .collect();
+    taints.extend(machine_taints.iter().map(|t| {
+        json!({"key": t.key, "value": t.value, "effect": serde_json::to_value(t.effect).unwrap_or_default()})
+    }));
+    serde_json::from_value(json!({
+        "metadata": {"name": "blueprint", "labels": labels},
+        "spec": {"taints": taints},
+        "status": {
+            "capacity": capacity, "allocatable": capacity,
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }))
+    .ok()
+}
+
 /// A fresh Node of the group, as the next one it makes would be: a Ready one's copy under
-/// another name, with no Pods.
+/// another name, with no Pods, or else the one its capacity describes.
 fn template(group: &NodeGroup, name: String) -> Option<Node> {
-    let (_, node) = group.nodes.iter().find(|(_, n)| ready(n))?;
+    let node = group
+        .nodes
+        .iter()
+        .map(|(_, n)| n)
+        .find(|n| ready(n))
+        .or(group.blueprint.as_ref())?;
     let mut copy = node.clone();
     copy.metadata = kube::api::ObjectMeta {
         name: Some(name),
@@ -359,6 +441,7 @@ pub async fn reconcile(
                 })
                 .collect();
             NodeGroup {
+                blueprint: None,
                 name: md_name,
                 replicas: md.spec.replicas.unwrap_or(1),
                 min,
@@ -373,6 +456,25 @@ pub async fn reconcile(
             }
         })
         .collect();
+
+    // A group without a Node to copy is described by its capacity (scaling from zero).
+    let mut groups = groups;
+    for (group, md) in groups.iter_mut().zip(&owned) {
+        if group.nodes.iter().any(|(_, n)| ready(n)) {
+            continue;
+        }
+        let template = ctx
+            .external
+            .get(&namespace, &md.spec.template.spec.infrastructure_ref)
+            .await
+            .ok()
+            .flatten();
+        let capacity = template
+            .as_ref()
+            .and_then(|t| t.data["status"].get("capacity"));
+        let taints = md.spec.template.spec.taints.as_deref().unwrap_or_default();
+        group.blueprint = node_from_capacity(md.annotations(), capacity, taints);
+    }
 
     let pending: Vec<&Pod> = pods.iter().filter(|p| unschedulable(p)).collect();
     let mut decisions = scale_up(&groups, &pending);
@@ -543,6 +645,7 @@ mod tests {
                 .iter()
                 .map(|n| (format!("m-{n}"), node(n, "2")))
                 .collect(),
+            blueprint: None,
         }
     }
 
@@ -638,6 +741,59 @@ mod tests {
         let mut waiting = pod("web", "1", None);
         waiting.status = None;
         assert!(!unschedulable(&waiting), "not tried by the scheduler yet");
+    }
+
+    #[test]
+    fn a_group_of_no_nodes_grows_from_what_its_capacity_says() {
+        let annotations = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (format!("{CAPACITY_ANNOTATION_PREFIX}{k}"), v.to_string()))
+                .collect()
+        };
+        let pods = [pod("web", "1500m", None)];
+        let pending: Vec<&Pod> = pods.iter().collect();
+        let mut empty = group(0, 0, 3, &[]);
+        empty.blueprint =
+            node_from_capacity(&annotations(&[("cpu", "2"), ("memory", "4Gi")]), None, &[]);
+        assert_eq!(ups(&scale_up(&[empty.clone()], &pending)), [(0, 1, 1)]);
+        // Too small a Node, a label the Pod's selector wants missing, or a taint it does not
+        // tolerate: no growth.
+        empty.blueprint =
+            node_from_capacity(&annotations(&[("cpu", "1"), ("memory", "4Gi")]), None, &[]);
+        assert_eq!(ups(&scale_up(&[empty.clone()], &pending)), []);
+        let mut selective = pod("gpu-job", "1", None);
+        selective.spec.as_mut().unwrap().node_selector =
+            Some([("accelerator".to_string(), "a100".to_string())].into());
+        let labelled = annotations(&[
+            ("cpu", "8"),
+            ("memory", "32Gi"),
+            ("labels", "accelerator=a100,zone=a"),
+        ]);
+        empty.blueprint = node_from_capacity(&labelled, None, &[]);
+        assert_eq!(ups(&scale_up(&[empty.clone()], &[&selective])), [(0, 1, 1)]);
+        let tainted = annotations(&[
+            ("cpu", "8"),
+            ("memory", "32Gi"),
+            ("taints", "dedicated=gpu:NoSchedule"),
+        ]);
+        empty.blueprint = node_from_capacity(&tainted, None, &[]);
+        assert_eq!(ups(&scale_up(&[empty.clone()], &pending)), []);
+        // The infrastructure template's status.capacity when no annotation says.
+        let from_template = node_from_capacity(
+            &Default::default(),
+            Some(&json!({"cpu": "4", "memory": "8Gi"})),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            from_template.status.unwrap().allocatable.unwrap()["cpu"].0,
+            "4"
+        );
+        assert!(
+            node_from_capacity(&annotations(&[("cpu", "4")]), None, &[]).is_none(),
+            "no memory"
+        );
     }
 
     #[test]

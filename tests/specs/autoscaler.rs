@@ -1,7 +1,8 @@
 //! The cluster autoscaler (`--autoscaler`): a MachineDeployment annotated as a node group grows
 //! from its minimum toward its maximum while Pods fit no Node, stops at the maximum saying so,
-//! and shrinks back to its minimum once its Nodes run nothing; a MachineDeployment written
-//! without replicas gets its minimum, and keeps what the autoscaler set when written again.
+//! and shrinks back to its minimum once its Nodes run nothing (to zero, and up from zero by its
+//! capacity annotations); a MachineDeployment written without replicas gets its minimum, and
+//! keeps what the autoscaler set when written again.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Event;
@@ -163,5 +164,33 @@ async fn a_node_group_grows_for_pending_pods_and_shrinks_back_within_its_bounds(
         replicas(&deployments).await.0,
         Some(1),
         "never below the minimum"
+    );
+
+    // Allowed down to zero, the group empties; with its capacity annotated, a Pod that needs
+    // a Node brings one back although there is no Node left to copy.
+    let annotations = json!({"metadata": {"annotations": {
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "0",
+        "capacity.cluster-autoscaler.kubernetes.io/cpu": "32",
+        "capacity.cluster-autoscaler.kubernetes.io/memory": "256Gi",
+    }}});
+    deployments
+        .patch("md-0", &PatchParams::default(), &Patch::Merge(annotations))
+        .await
+        .unwrap();
+    until("the group shrinks to 0", 60, async || {
+        (replicas(&deployments).await.0 == Some(0)).then_some(())
+    })
+    .await;
+    apps.create(&PostParams::default(), &big(1)).await.unwrap();
+    until("the group grows from 0 and the Pod runs", 90, async || {
+        let ready = apps.get("big").await.ok()?.status?.available_replicas;
+        (replicas(&deployments).await == (Some(1), Some(1)) && ready == Some(1)).then_some(())
+    })
+    .await;
+    let up = event_notes(&client, "TriggeredScaleUp").await;
+    assert!(
+        up.iter()
+            .any(|n| n.contains("scaling from 0 to 1 replicas (max 3)")),
+        "{up:?}"
     );
 }
