@@ -12,6 +12,7 @@ use serde_with::skip_serializing_none;
 use super::common::{ApiEndpoint, ObjectMeta};
 use super::docker::{
     DockerClusterBackend, DockerClusterStatus, DockerMachineBackend, DockerMachineStatus,
+    MachineTemplateStatus,
 };
 use super::in_memory::InMemoryMachineBehaviour;
 
@@ -163,6 +164,7 @@ pub struct DevMachineBackend {
     kind = "DevMachineTemplate",
     doc = "A template for DevMachines.",
     namespaced,
+    status = "MachineTemplateStatus",
     category = "cluster-api",
     printcolumn(
         name = "Age",

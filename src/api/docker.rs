@@ -259,7 +259,7 @@ pub struct DockerMachineStatus {
     kind = "DockerMachineTemplate",
     doc = "A template for DockerMachines.",
     namespaced,
-    status = "DockerMachineTemplateStatus",
+    status = "MachineTemplateStatus",
     category = "cluster-api",
     printcolumn(
         name = "Age",
@@ -279,9 +279,11 @@ pub struct DockerMachineTemplateResource {
     pub spec: DockerMachineSpec,
 }
 
+/// What a machine template's machines have, as their provider knows it: the cluster
+/// autoscaler reads it to scale a node group up from zero Nodes.
 #[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct DockerMachineTemplateStatus {
-    /// The Docker host's CPU and memory, for scaling from zero.
+pub struct MachineTemplateStatus {
+    /// Each machine's CPU, memory and Pods (the Docker host's for Docker machines).
     pub capacity: Option<BTreeMap<String, Quantity>>,
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_with::skip_serializing_none;
 
 use super::common::{ApiEndpoint, FailureDomain, MachineAddress, ObjectMeta};
-use super::docker::ProvisionedStatus;
+use super::docker::{MachineTemplateStatus, ProvisionedStatus};
 use super::schema;
 
 /// The finalizers the in-memory provider keeps until a cluster's or a machine's simulation
@@ -215,6 +215,7 @@ pub struct InMemoryMachineStatus {
     kind = "InMemoryMachineTemplate",
     doc = "A template for InMemoryMachines.",
     namespaced,
+    status = "MachineTemplateStatus",
     category = "cluster-api",
     printcolumn(
         name = "Age",

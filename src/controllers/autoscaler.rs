@@ -16,7 +16,7 @@
 //!
 //! A group with no Node to copy (scaled to zero) is described by the cluster autoscaler's
 //! `capacity.cluster-autoscaler.kubernetes.io/*` annotations or its infrastructure template's
-//! `status.capacity`. Each step is an Event on the MachineDeployment saying which Pods or Node
+//! `status.capacity` (which capictl's providers fill). Each step is an Event on the MachineDeployment saying which Pods or Node
 //! caused it; Pods a group at its maximum cannot take are a Warning. Scale-down of Nodes whose
 //! Pods could move elsewhere (utilization below a threshold) is not done.
 

@@ -297,6 +297,30 @@ where
     }
 }
 
+/// Records in a machine template's status what each of its machines has (`cpu`, `memory`,
+/// `pods` as Kubernetes quantities), as infrastructure providers do for the cluster
+/// autoscaler's scaling from zero; nothing is written when it already says so.
+pub async fn record_template_capacity<K>(
+    api: &Api<K>,
+    template: &K,
+    capacity: &BTreeMap<String, String>,
+) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let current = serde_json::to_value(template).unwrap_or_default();
+    if current["status"]["capacity"] == json!(capacity) {
+        return Ok(());
+    }
+    api.patch_status(
+        &template.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"capacity": capacity}})),
+    )
+    .await?;
+    Ok(())
+}
+
 /// A merge patch of an object's spec or metadata.
 pub async fn patch_merge<K>(api: &Api<K>, name: &str, patch: Value) -> Result<K>
 where

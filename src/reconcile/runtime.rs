@@ -212,6 +212,46 @@ impl Wiring {
     }
 }
 
+impl Wiring {
+    /// A controller keeping the `status.capacity` of a provider's machine templates (of kind
+    /// `K`) at what `capacity` says their machines have (None: not this back end's template).
+    pub fn template_capacity<K, C, F, Fut>(
+        &self,
+        name: &'static str,
+        ctx: Arc<C>,
+        capacity: F,
+    ) -> BoxFuture<'static, ()>
+    where
+        K: Watched + Resource<Scope = k8s_openapi::NamespaceResourceScope> + serde::Serialize,
+        C: Send + Sync + 'static,
+        F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<
+                Output = Result<Option<std::collections::BTreeMap<String, String>>, super::Error>,
+            > + Send
+            + 'static,
+    {
+        let client = self.client.clone();
+        let capacity = Arc::new(capacity);
+        let controller = self.controller::<K>(name);
+        self.run_with(
+            name,
+            controller,
+            move |template: Arc<K>, ctx: Arc<C>| {
+                let (client, capacity) = (client.clone(), capacity.clone());
+                async move {
+                    if let Some(capacity) = capacity(template.clone(), ctx).await? {
+                        let namespace = template.meta().namespace.clone().unwrap_or_default();
+                        let api: Api<K> = Api::namespaced(client, &namespace);
+                        super::common::record_template_capacity(&api, &template, &capacity).await?;
+                    }
+                    Ok(controller::Action::await_change())
+                }
+            },
+            ctx,
+        )
+    }
+}
+
 /// Drives one controller's stream, logging what failed.
 async fn drive<K, S>(name: &'static str, stream: S)
 where

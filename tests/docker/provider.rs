@@ -1437,6 +1437,22 @@ async fn cluster_class_quick_starts_come_up_on_docker() {
             "{m}"
         );
     }
+    // Its machine templates report the Docker host's resources, for scaling from zero.
+    let templates = s.json(&["get", "devmachinetemplates"]);
+    for t in templates["items"].as_array().unwrap() {
+        let capacity = &t["status"]["capacity"];
+        let cpus: u32 = capacity["cpu"]
+            .as_str()
+            .unwrap_or_default()
+            .parse()
+            .unwrap_or(0);
+        let memory: u64 = capacity["memory"]
+            .as_str()
+            .unwrap_or_default()
+            .parse()
+            .unwrap_or(0);
+        assert!(cpus >= 1 && memory > 1 << 20, "{t}");
+    }
     let kcp = &s.json(&["get", "kcp"])["items"][0];
     assert!(
         kcp["spec"]["kubeadmConfigSpec"]["files"]

@@ -166,12 +166,20 @@ async fn a_node_group_grows_for_pending_pods_and_shrinks_back_within_its_bounds(
         "never below the minimum"
     );
 
-    // Allowed down to zero, the group empties; with its capacity annotated, a Pod that needs
-    // a Node brings one back although there is no Node left to copy.
+    // Allowed down to zero, the group empties; a Pod that needs a Node brings one back,
+    // although there is no Node left to copy, by the capacity its machine template reports.
+    let templates: Api<capictl::api::InMemoryMachineTemplate> = Api::namespaced(client.clone(), NS);
+    let capacity = templates
+        .get("c1-workers-v1")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .capacity
+        .unwrap();
+    assert_eq!(capacity["cpu"].0, "32");
     let annotations = json!({"metadata": {"annotations": {
         "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "0",
-        "capacity.cluster-autoscaler.kubernetes.io/cpu": "32",
-        "capacity.cluster-autoscaler.kubernetes.io/memory": "256Gi",
     }}});
     deployments
         .patch("md-0", &PatchParams::default(), &Patch::Merge(annotations))

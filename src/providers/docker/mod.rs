@@ -27,7 +27,11 @@ use crate::api::common::ApiEndpoint;
 use crate::api::docker::{
     DockerClusterBackend, DockerClusterStatus, DockerMachineBackend, DockerMachineStatus,
 };
-use crate::api::{DevCluster, DevMachine, DockerCluster, DockerMachine, Machine};
+use crate::api::{
+    DevCluster, DevMachine, DevMachineTemplate, DockerCluster, DockerMachine,
+    DockerMachineTemplate, Machine,
+};
+use crate::reconcile::Error;
 use crate::reconcile::common::WithConditions;
 use crate::reconcile::runtime::{Watched, Wiring};
 
@@ -191,10 +195,46 @@ pub fn controllers(w: &Wiring, ctx: Arc<DockerProvider>) -> Vec<BoxFuture<'stati
     let mut all = containers::<DockerCluster>(w, ctx.clone(), ["dockercluster", "dockermachine"]);
     all.extend(containers::<DevCluster>(
         w,
-        ctx,
+        ctx.clone(),
         ["devcluster-docker", "devmachine-docker"],
     ));
+    all.push(w.template_capacity(
+        "dockermachinetemplate",
+        ctx.clone(),
+        |_: Arc<DockerMachineTemplate>, ctx| host_capacity(ctx, true),
+    ));
+    all.push(w.template_capacity(
+        "devmachinetemplate-docker",
+        ctx,
+        |t: Arc<DevMachineTemplate>, ctx| {
+            host_capacity(ctx, t.spec.template.spec.backend.docker.is_some())
+        },
+    ));
     all
+}
+
+/// What a Docker machine template reports its machines have: the Engine's host's CPUs and
+/// memory (every node container shares them), as upstream's Docker provider reports.
+async fn host_capacity(
+    ctx: Arc<DockerProvider>,
+    on_docker: bool,
+) -> crate::reconcile::Result<Option<std::collections::BTreeMap<String, String>>> {
+    if !on_docker {
+        return Ok(None);
+    }
+    let docker = ctx.docker().await.map_err(Error::Invalid)?;
+    let info = docker
+        .info()
+        .await
+        .map_err(|e| Error::Invalid(format!("reading the Docker host's resources: {e}")))?;
+    let mut capacity = std::collections::BTreeMap::new();
+    capacity.insert("cpu".to_string(), info.ncpu.unwrap_or(1).to_string());
+    capacity.insert(
+        "memory".to_string(),
+        info.mem_total.unwrap_or(0).to_string(),
+    );
+    capacity.insert("pods".to_string(), "110".to_string());
+    Ok(Some(capacity))
 }
 
 fn containers<C: DockerBackedCluster>(

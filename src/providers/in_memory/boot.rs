@@ -4,6 +4,19 @@
 use super::*;
 use crate::node::pods::{CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 
+/// What each simulated Node has: KWOK's node size, room for what a test schedules. Machine
+/// templates report it too, for the cluster autoscaler's scaling from zero.
+pub const SIMULATED_CAPACITY: [(&str, &str); 3] =
+    [("cpu", "32"), ("memory", "256Gi"), ("pods", "110")];
+
+fn simulated_capacity() -> serde_json::Value {
+    SIMULATED_CAPACITY
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 /// Seconds from creation until a machine is up: VM, then Node, then (control plane) the API
 /// server and etcd member.
 pub fn boot_seconds(
@@ -223,9 +236,8 @@ pub(super) async fn ensure_node(
                 "osImage": "capictl in-memory", "kernelVersion": "", "containerRuntimeVersion": "in-memory://", "bootID": "", "machineID": "", "systemUUID": ""
             },
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
-            // KWOK's node size: room for what a test schedules.
-            "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
-            "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+            "capacity": simulated_capacity(),
+            "allocatable": simulated_capacity(),
         }
     }))
     .expect("a Node");

@@ -35,7 +35,10 @@ use crate::api;
 use crate::api::common::MachineAddress;
 use crate::api::docker::ProvisionedStatus;
 use crate::api::in_memory::{InMemoryMachineBehaviour, InMemoryStartup};
-use crate::api::{Cluster, DevCluster, DevMachine, InMemoryCluster, InMemoryMachine, Machine};
+use crate::api::{
+    Cluster, DevCluster, DevMachine, DevMachineTemplate, InMemoryCluster, InMemoryMachine,
+    InMemoryMachineTemplate, Machine,
+};
 use crate::conditions;
 use crate::conditions::{NewCondition, Status};
 use crate::kubeadm::certs;
@@ -192,13 +195,47 @@ fn key(namespace: &str, cluster: &str) -> String {
 /// The in-memory provider's controllers: InMemoryClusters, and InMemoryMachines woken by the
 /// Machines that refer to them.
 pub fn controllers(w: &Wiring, ctx: Arc<InMemory>) -> Vec<BoxFuture<'static, ()>> {
-    simulations::<InMemoryCluster, InMemoryMachine>(w, ctx, ["inmemorycluster", "inmemorymachine"])
+    let mut all = simulations::<InMemoryCluster, InMemoryMachine>(
+        w,
+        ctx.clone(),
+        ["inmemorycluster", "inmemorymachine"],
+    );
+    all.push(w.template_capacity(
+        "inmemorymachinetemplate",
+        ctx.clone(),
+        |_: Arc<InMemoryMachineTemplate>, _| simulated_capacity(true),
+    ));
+    all
+}
+
+/// What a machine template of the simulated back end reports its machines have.
+async fn simulated_capacity(
+    simulated: bool,
+) -> crate::reconcile::Result<Option<BTreeMap<String, String>>> {
+    Ok(simulated.then(|| {
+        boot::SIMULATED_CAPACITY
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }))
 }
 
 /// The controllers of the in-memory back end of the Dev kinds, which the Docker provider's CRDs
 /// bring (as upstream's Docker provider serves both back ends).
 pub fn dev_controllers(w: &Wiring, ctx: Arc<InMemory>) -> Vec<BoxFuture<'static, ()>> {
-    simulations::<DevCluster, DevMachine>(w, ctx, ["devcluster-inmemory", "devmachine-inmemory"])
+    let mut all = simulations::<DevCluster, DevMachine>(
+        w,
+        ctx.clone(),
+        ["devcluster-inmemory", "devmachine-inmemory"],
+    );
+    all.push(w.template_capacity(
+        "devmachinetemplate-inmemory",
+        ctx.clone(),
+        |t: Arc<DevMachineTemplate>, _| {
+            simulated_capacity(t.spec.template.spec.backend.in_memory.is_some())
+        },
+    ));
+    all
 }
 
 fn simulations<C: SimulatedCluster, M: SimulatedMachine>(
