@@ -246,6 +246,12 @@ struct Scope {
     targets: Vec<Machine>,
 }
 
+/// Whether the check's selector (its `matchExpressions` too, which the list by `matchLabels`
+/// leaves to here) takes a Machine.
+fn selects(mhc: &MachineHealthCheck, machine: &Machine) -> bool {
+    crate::kubernetes::selectors::label_selector_matches(&mhc.spec.selector, machine.labels())
+}
+
 impl Scope {
     async fn gather(mhc: &MachineHealthCheck, ctx: &Context) -> Result<Scope> {
         let ns = mhc.namespace().unwrap_or_default();
@@ -266,8 +272,10 @@ impl Scope {
             .items
             .into_iter()
             .filter(|m| {
-                !m.annotations()
-                    .contains_key(api::SKIP_REMEDIATION_ANNOTATION)
+                selects(mhc, m)
+                    && !m
+                        .annotations()
+                        .contains_key(api::SKIP_REMEDIATION_ANNOTATION)
                     && !m.annotations().contains_key(api::PAUSED_ANNOTATION)
             })
             .collect();
@@ -821,5 +829,23 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_selectors_expressions_choose_the_machines_too() {
+        let mhc: MachineHealthCheck = serde_json::from_value(json!({
+            "metadata": {"name": "h"},
+            "spec": {"clusterName": "c", "selector": {
+                "matchLabels": {"pool": "a"},
+                "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]}],
+            }},
+        }))
+        .unwrap();
+        let machine = |labels: serde_json::Value| -> Machine {
+            serde_json::from_value(json!({"metadata": {"name": "m", "labels": labels}, "spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "x", "kind": "X", "name": "m"}}})).unwrap()
+        };
+        assert!(selects(&mhc, &machine(json!({"pool": "a", "tier": "web"}))));
+        assert!(!selects(&mhc, &machine(json!({"pool": "a", "tier": "db"}))));
+        assert!(!selects(&mhc, &machine(json!({"pool": "b"}))));
     }
 }

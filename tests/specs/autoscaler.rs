@@ -202,3 +202,112 @@ async fn a_node_group_grows_for_pending_pods_and_shrinks_back_within_its_bounds(
         "{up:?}"
     );
 }
+
+/// A ClusterClass topology that leaves a MachineDeployment's replicas to the autoscaler: the
+/// topology controller, applying the MachineDeployment again after a change of the Cluster,
+/// keeps the count the autoscaler set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topology_leaves_an_autoscaled_node_group_its_replicas() {
+    let options = capictl::manager::Options {
+        autoscaler: true,
+        ..Default::default()
+    };
+    let sets = [
+        CrdSet::Core,
+        CrdSet::KubeadmBootstrap,
+        CrdSet::KubeadmControlPlane,
+        CrdSet::InMemory,
+    ];
+    let client = management_with(Store::in_memory(), &sets, options).await;
+    let template = capictl::generate::flavor_with_class("in-memory", "topology").unwrap();
+    let vars = |key: &str| -> Option<String> {
+        match key {
+            "CLUSTER_NAME" => Some("t1".into()),
+            "NAMESPACE" => Some(NS.into()),
+            "KUBERNETES_VERSION" => Some("v1.30.4".into()),
+            "CONTROL_PLANE_MACHINE_COUNT" => Some("1".into()),
+            "WORKER_MACHINE_COUNT" => Some("1".into()),
+            "VM_STARTUP_DURATION" | "NODE_STARTUP_DURATION" => Some("0s".into()),
+            _ => None,
+        }
+    };
+    let text = capictl::generate::render(&template, NS, &vars).unwrap();
+    for mut doc in capictl::yaml::from_multiple::<serde_json::Value>(&text).unwrap() {
+        if doc["kind"] == "Cluster" {
+            let md = &mut doc["spec"]["topology"]["workers"]["machineDeployments"][0];
+            md.as_object_mut().unwrap().remove("replicas");
+            md["metadata"] = json!({"annotations": {
+                "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+                "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "2",
+            }});
+        }
+        apply(&client, doc).await;
+    }
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    until("the Cluster is Available", 120, async || {
+        let c = clusters.get("t1").await.ok()?;
+        condition_true(c.status.as_ref()?.conditions.as_ref(), "Available").then_some(())
+    })
+    .await;
+    let deployments: Api<MachineDeployment> = Api::namespaced(client.clone(), NS);
+    let group = async || -> Option<MachineDeployment> {
+        let selector = "topology.cluster.x-k8s.io/deployment-name=md-0";
+        deployments
+            .list(&ListParams::default().labels(selector))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .next()
+    };
+    assert_eq!(group().await.unwrap().spec.replicas, Some(1), "the minimum");
+
+    // Two Pods of 20 CPUs: the group grows to its maximum of 2.
+    let workload = workload(&client, "t1").await;
+    let apps: Api<Deployment> = Api::namespaced(workload, "default");
+    let big: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "big"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "big"}},
+            "template": {
+                "metadata": {"labels": {"app": "big"}},
+                "spec": {"containers": [{"name": "big", "image": "big:1", "resources": {"requests": {"cpu": "20"}}}]},
+            },
+        },
+    }))
+    .unwrap();
+    apps.create(&PostParams::default(), &big).await.unwrap();
+    until("the group grows to 2", 90, async || {
+        (group().await?.spec.replicas == Some(2)).then_some(())
+    })
+    .await;
+
+    // The Cluster's topology changes; the topology controller applies the MachineDeployment
+    // again and leaves its replicas as the autoscaler set them.
+    let labelled = json!([{"op": "add", "path": "/spec/topology/workers/machineDeployments/0/metadata/labels", "value": {"tier": "web"}}]);
+    clusters
+        .patch(
+            "t1",
+            &PatchParams::default(),
+            &Patch::<()>::Json(serde_json::from_value(labelled).unwrap()),
+        )
+        .await
+        .unwrap();
+    let md = until("the topology applied the new label", 60, async || {
+        group().await.filter(|md| {
+            md.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("tier"))
+                .map(String::as_str)
+                == Some("web")
+        })
+    })
+    .await;
+    assert_eq!(
+        md.spec.replicas,
+        Some(2),
+        "the topology kept the autoscaler's count"
+    );
+}
