@@ -1,7 +1,8 @@
 //! The cluster autoscaler, on Cluster API's side of its contract (upstream's
 //! cluster-autoscaler with its `clusterapi` cloud provider, here as one controller of the
-//! manager, off unless `--autoscaler` asks for it). Node groups are the MachineDeployments
-//! carrying both `cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size` and `-max-size`.
+//! manager, off unless `--autoscaler` asks for it). Node groups are the MachineDeployments, and
+//! the MachineSets no MachineDeployment owns, carrying both
+//! `cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size` and `-max-size`.
 //! Every scan (per Cluster, every 10 s while it has node groups):
 //!
 //! - **Up**: Pods the scheduler found no Node for (`PodScheduled` False, `Unschedulable`) are
@@ -38,7 +39,8 @@ use serde_json::json;
 use crate::api::{
     AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION,
     AUTOSCALER_SCALE_DOWN_UNNEEDED_TIME_ANNOTATION, CLUSTER_NAME_LABEL, Cluster,
-    DELETE_MACHINE_ANNOTATION, DEPLOYMENT_NAME_LABEL, MachineDeployment,
+    DELETE_MACHINE_ANNOTATION, DEPLOYMENT_NAME_LABEL, MachineDeployment, MachineSet,
+    SET_NAME_LABEL,
 };
 use crate::kubernetes::scheduler::{Placed, filter, is_pending};
 use crate::reconcile::events::Severity;
@@ -364,26 +366,144 @@ type Unneeded = Mutex<HashMap<(String, String, String), Timestamp>>;
 pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
     let controller = w.controller::<Cluster>(CONTROLLER);
     // A node group's change (its bounds, its replicas) is looked at at once.
-    let deployments = kube::runtime::watcher(
-        Api::<MachineDeployment>::all(w.client.clone()),
-        Default::default(),
-    )
-    .default_backoff()
-    .applied_objects()
-    .filter_map(|md| {
-        let cluster = md
-            .ok()
-            .filter(|md| bounds(md.annotations()).is_some())
-            .map(|md| {
-                ObjectRef::new(&md.spec.cluster_name).within(&md.namespace().unwrap_or_default())
-            });
-        std::future::ready(cluster)
-    });
-    let controller = controller.reconcile_on(deployments);
+    let controller = controller
+        .reconcile_on(clusters_of_groups::<MachineDeployment>(w, |md| {
+            &md.spec.cluster_name
+        }))
+        .reconcile_on(clusters_of_groups::<MachineSet>(w, |ms| {
+            &ms.spec.cluster_name
+        }));
     let unneeded: Arc<Unneeded> = Arc::default();
     w.run(CONTROLLER, controller, move |cluster, ctx| {
         reconcile(cluster, ctx, unneeded.clone())
     })
+}
+
+/// The Clusters of the node groups of kind `K` that change.
+fn clusters_of_groups<K>(
+    w: &Wiring,
+    cluster_name: fn(&K) -> &String,
+) -> impl futures::Stream<Item = ObjectRef<Cluster>> + Send + 'static
+where
+    K: crate::reconcile::runtime::Watched,
+{
+    kube::runtime::watcher(Api::<K>::all(w.client.clone()), Default::default())
+        .default_backoff()
+        .applied_objects()
+        .filter_map(move |group| {
+            let cluster = group
+                .ok()
+                .filter(|g| bounds(g.annotations()).is_some())
+                .map(|g| {
+                    ObjectRef::new(cluster_name(&g)).within(&g.namespace().unwrap_or_default())
+                });
+            std::future::ready(cluster)
+        })
+}
+
+/// What a node group is: a MachineDeployment, or a MachineSet no MachineDeployment owns.
+enum Target {
+    Deployment(MachineDeployment),
+    Set(MachineSet),
+}
+
+impl Target {
+    /// `Kind/name`: what a group is called in the decisions.
+    fn key(&self) -> String {
+        match self {
+            Target::Deployment(md) => format!("MachineDeployment/{}", md.name_any()),
+            Target::Set(ms) => format!("MachineSet/{}", ms.name_any()),
+        }
+    }
+
+    fn annotations(&self) -> &std::collections::BTreeMap<String, String> {
+        match self {
+            Target::Deployment(md) => md.annotations(),
+            Target::Set(ms) => ms.annotations(),
+        }
+    }
+
+    fn replicas(&self) -> i32 {
+        match self {
+            Target::Deployment(md) => md.spec.replicas,
+            Target::Set(ms) => ms.spec.replicas,
+        }
+        .unwrap_or(1)
+    }
+
+    fn machine_spec(&self) -> &crate::api::machine::MachineSpec {
+        match self {
+            Target::Deployment(md) => &md.spec.template.spec,
+            Target::Set(ms) => &ms.spec.template.spec,
+        }
+    }
+
+    /// Whether a Machine is one of the group's, by the label its owner puts on it.
+    fn has(&self, machine: &crate::api::Machine) -> bool {
+        let (label, name) = match self {
+            Target::Deployment(md) => (DEPLOYMENT_NAME_LABEL, md.name_any()),
+            Target::Set(ms) => (SET_NAME_LABEL, ms.name_any()),
+        };
+        machine.labels().get(label) == Some(&name)
+    }
+
+    async fn set_replicas(&self, client: &kube::Client, replicas: i32) -> Result<()> {
+        let patch = Patch::Merge(json!({"spec": {"replicas": replicas}}));
+        let params = PatchParams::default();
+        match self {
+            Target::Deployment(md) => {
+                let api: Api<MachineDeployment> =
+                    Api::namespaced(client.clone(), &md.namespace().unwrap_or_default());
+                api.patch(&md.name_any(), &params, &patch).await?;
+            }
+            Target::Set(ms) => {
+                let api: Api<MachineSet> =
+                    Api::namespaced(client.clone(), &ms.namespace().unwrap_or_default());
+                api.patch(&ms.name_any(), &params, &patch).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn publish(&self, ctx: &Context, severity: Severity, reason: &'static str, note: String) {
+        match self {
+            Target::Deployment(md) => ctx.events.publish(CONTROLLER, md, severity, reason, note),
+            Target::Set(ms) => ctx.events.publish(CONTROLLER, ms, severity, reason, note),
+        }
+    }
+}
+
+/// The node groups of a Cluster: its MachineDeployments and its MachineSets that no
+/// MachineDeployment owns, with both size annotations, not being deleted.
+async fn node_groups(ctx: &Context, namespace: &str, cluster: &str) -> Result<Vec<Target>> {
+    let selector = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}"));
+    let deployments = Api::<MachineDeployment>::namespaced(ctx.client.clone(), namespace)
+        .list(&selector)
+        .await?
+        .items
+        .into_iter()
+        .map(Target::Deployment);
+    let sets = Api::<MachineSet>::namespaced(ctx.client.clone(), namespace)
+        .list(&selector)
+        .await?
+        .items
+        .into_iter()
+        .filter(|ms| {
+            !ms.owner_references()
+                .iter()
+                .any(|o| o.kind == "MachineDeployment")
+        })
+        .map(Target::Set);
+    Ok(deployments
+        .chain(sets)
+        .filter(|t| {
+            let deleting = match t {
+                Target::Deployment(md) => common::deleting(md),
+                Target::Set(ms) => common::deleting(ms),
+            };
+            bounds(t.annotations()).is_some() && !deleting
+        })
+        .collect())
 }
 
 pub async fn reconcile(
@@ -396,17 +516,10 @@ pub async fn reconcile(
     if common::deleting(cluster.as_ref()) || cluster.spec.paused == Some(true) {
         return Ok(Action::await_change());
     }
-    let api: Api<MachineDeployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    let deployments = api
-        .list(&ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={name}")))
+    let targets = node_groups(&ctx, &namespace, &name)
         .await
-        .step("reading the node groups")?
-        .items;
-    let owned: Vec<&MachineDeployment> = deployments
-        .iter()
-        .filter(|md| bounds(md.annotations()).is_some() && !common::deleting(*md))
-        .collect();
-    if owned.is_empty() {
+        .step("reading the node groups")?;
+    if targets.is_empty() {
         return Ok(Action::await_change());
     }
     let Some(workload) = ctx.workloads.client(&namespace, &name).await? else {
@@ -426,54 +539,49 @@ pub async fn reconcile(
         .machines()
         .list_labelled(&namespace, &name, |_| true)
         .await?;
-    let groups: Vec<NodeGroup> = owned
-        .iter()
-        .map(|md| {
-            let (min, max) = bounds(md.annotations()).expect("filtered");
-            let md_name = md.name_any();
-            let nodes = machines
-                .iter()
-                .filter(|m| m.labels().get(DEPLOYMENT_NAME_LABEL) == Some(&md_name))
-                .filter_map(|m| {
-                    let node_name = &m.status.as_ref()?.node_ref.as_ref()?.name;
-                    let node = nodes.iter().find(|n| n.name_any() == *node_name)?;
-                    Some((m.name_any(), node.clone()))
-                })
-                .collect();
-            NodeGroup {
-                blueprint: None,
-                name: md_name,
-                replicas: md.spec.replicas.unwrap_or(1),
-                min,
-                max,
-                unneeded_after: md
-                    .annotations()
-                    .get(AUTOSCALER_SCALE_DOWN_UNNEEDED_TIME_ANNOTATION)
-                    .and_then(|d| crate::api::parse_duration(d))
-                    .map(Duration::from_secs_f64)
-                    .unwrap_or(DEFAULT_UNNEEDED_TIME),
-                nodes,
-            }
-        })
-        .collect();
-
-    // A group without a Node to copy is described by its capacity (scaling from zero).
-    let mut groups = groups;
-    for (group, md) in groups.iter_mut().zip(&owned) {
-        if group.nodes.iter().any(|(_, n)| ready(n)) {
-            continue;
-        }
-        let template = ctx
-            .external
-            .get(&namespace, &md.spec.template.spec.infrastructure_ref)
-            .await
-            .ok()
-            .flatten();
-        let capacity = template
-            .as_ref()
-            .and_then(|t| t.data["status"].get("capacity"));
-        let taints = md.spec.template.spec.taints.as_deref().unwrap_or_default();
-        group.blueprint = node_from_capacity(md.annotations(), capacity, taints);
+    let mut groups = Vec::new();
+    for target in &targets {
+        let (min, max) = bounds(target.annotations()).expect("filtered");
+        let nodes: Vec<(String, Node)> = machines
+            .iter()
+            .filter(|m| target.has(m))
+            .filter_map(|m| {
+                let node_name = &m.status.as_ref()?.node_ref.as_ref()?.name;
+                let node = nodes.iter().find(|n| n.name_any() == *node_name)?;
+                Some((m.name_any(), node.clone()))
+            })
+            .collect();
+        // A group without a Node to copy is described by its capacity (scaling from zero).
+        let blueprint = if nodes.iter().any(|(_, n)| ready(n)) {
+            None
+        } else {
+            let spec = target.machine_spec();
+            let template = ctx
+                .external
+                .get(&namespace, &spec.infrastructure_ref)
+                .await
+                .ok()
+                .flatten();
+            let capacity = template
+                .as_ref()
+                .and_then(|t| t.data["status"].get("capacity"));
+            let taints = spec.taints.as_deref().unwrap_or_default();
+            node_from_capacity(target.annotations(), capacity, taints)
+        };
+        groups.push(NodeGroup {
+            name: target.key(),
+            replicas: target.replicas(),
+            min,
+            max,
+            unneeded_after: target
+                .annotations()
+                .get(AUTOSCALER_SCALE_DOWN_UNNEEDED_TIME_ANNOTATION)
+                .and_then(|d| crate::api::parse_duration(d))
+                .map(Duration::from_secs_f64)
+                .unwrap_or(DEFAULT_UNNEEDED_TIME),
+            nodes,
+            blueprint,
+        });
     }
 
     let pending: Vec<&Pod> = pods.iter().filter(|p| unschedulable(p)).collect();
@@ -511,28 +619,21 @@ pub async fn reconcile(
         decisions.extend(shrinking);
     }
     for decision in decisions {
-        act(&ctx, &api, &deployments, decision)
+        act(&ctx, &targets, decision)
             .await
             .step("scaling a node group")?;
     }
     Ok(Action::requeue(SCAN_INTERVAL))
 }
 
-async fn set_replicas(api: &Api<MachineDeployment>, group: &str, replicas: i32) -> Result<()> {
-    let patch = json!({"spec": {"replicas": replicas}});
-    api.patch(group, &PatchParams::default(), &Patch::Merge(patch))
-        .await?;
-    Ok(())
-}
-
-/// Carries out one decision and says so on the MachineDeployment.
-async fn act(
-    ctx: &Context,
-    api: &Api<MachineDeployment>,
-    deployments: &[MachineDeployment],
-    decision: Decision,
-) -> Result<()> {
-    let named = |group: &str| deployments.iter().find(|md| md.name_any() == group);
+/// Carries out one decision and says so on the node group's object.
+async fn act(ctx: &Context, targets: &[Target], decision: Decision) -> Result<()> {
+    let target = |group: &str| {
+        targets
+            .iter()
+            .find(|t| t.key() == group)
+            .expect("decided on a listed group")
+    };
     let listed = |pods: &[String]| {
         let shown: Vec<&str> = pods.iter().take(3).map(String::as_str).collect();
         match pods.len() {
@@ -547,12 +648,11 @@ async fn act(
             to,
             pods,
         } => {
-            let md = named(&group).expect("decided on a listed group");
-            let max = bounds(md.annotations()).map(|b| b.1).unwrap_or(to);
-            set_replicas(api, &group, to).await?;
-            ctx.events.publish(
-                CONTROLLER,
-                md,
+            let t = target(&group);
+            let max = bounds(t.annotations()).map(|b| b.1).unwrap_or(to);
+            t.set_replicas(&ctx.client, to).await?;
+            t.publish(
+                ctx,
                 Severity::Normal,
                 "TriggeredScaleUp",
                 format!(
@@ -562,10 +662,8 @@ async fn act(
             );
         }
         Decision::AtMaximum { group, max, pods } => {
-            let md = named(&group).expect("decided on a listed group");
-            ctx.events.publish(
-                CONTROLLER,
-                md,
+            target(&group).publish(
+                ctx,
                 Severity::Warning,
                 "NotTriggerScaleUp",
                 format!(
@@ -582,18 +680,22 @@ async fn act(
             node,
             unneeded_for,
         } => {
-            let md = named(&group).expect("decided on a listed group");
-            let min = bounds(md.annotations()).map(|b| b.0).unwrap_or(to);
+            let t = target(&group);
+            let min = bounds(t.annotations()).map(|b| b.0).unwrap_or(to);
+            let namespace = match t {
+                Target::Deployment(md) => md.namespace(),
+                Target::Set(ms) => ms.namespace(),
+            }
+            .unwrap_or_default();
             let machines: Api<crate::api::Machine> =
-                Api::namespaced(ctx.client.clone(), &md.namespace().unwrap_or_default());
+                Api::namespaced(ctx.client.clone(), &namespace);
             let marked = json!({"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: Timestamp::now().to_string()}}});
             machines
                 .patch(&machine, &PatchParams::default(), &Patch::Merge(marked))
                 .await?;
-            set_replicas(api, &group, to).await?;
-            ctx.events.publish(
-                CONTROLLER,
-                md,
+            t.set_replicas(&ctx.client, to).await?;
+            t.publish(
+                ctx,
                 Severity::Normal,
                 "ScaleDown",
                 format!(

@@ -90,23 +90,38 @@ pub fn machine_health_check(cluster: &str, name: &str, labels: Value, seconds: i
 /// `md-0` of `workers` (template `c1-workers-v1`), up to Available.
 pub async fn available_cluster(workers: i32) -> Client {
     let client = management(&[CrdSet::Core, CrdSet::InMemory]).await;
+    apply_c1(
+        &client,
+        machine_deployment("c1", "md-0", workers, "c1-workers-v1"),
+    )
+    .await;
+    until_available(&client, "c1", 60).await;
+    client
+}
+
+/// Applies the cluster `c1` (one stand-alone control-plane Machine `c1-cp-0`, the machine
+/// template `c1-workers-v1`) with `workers`, a MachineDeployment or MachineSet of them.
+pub async fn apply_c1(client: &Client, workers: Value) {
     for object in [
         cluster("c1"),
         in_memory_cluster("c1"),
         in_memory_machine("c1-cp-0", "1s"),
         control_plane_machine("c1", "c1-cp-0"),
         in_memory_machine_template("c1-workers-v1"),
-        machine_deployment("c1", "md-0", workers, "c1-workers-v1"),
+        workers,
     ] {
-        apply(&client, object).await;
+        apply(client, object).await;
     }
+}
+
+/// Waits until the Cluster `name` is Available.
+pub async fn until_available(client: &Client, name: &str, seconds: u64) {
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
-    until("the Cluster is Available", 60, async || {
-        let c = clusters.get("c1").await.ok()?;
+    until("the Cluster is Available", seconds, async || {
+        let c = clusters.get(name).await.ok()?;
         condition_true(c.status.as_ref()?.conditions.as_ref(), "Available").then_some(())
     })
     .await;
-    client
 }
 
 /// An embedded management cluster with the core, kubeadm and in-memory controllers, and on it

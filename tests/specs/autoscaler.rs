@@ -12,11 +12,33 @@ use serde_json::json;
 use capictl::api::{Cluster, CrdSet, MachineDeployment};
 use capictl::apiserver::store::Store;
 
-use crate::common::fixtures::{
-    cluster, control_plane_machine, in_memory_cluster, in_memory_machine,
-    in_memory_machine_template, machine_deployment,
-};
+use crate::common::fixtures::{apply_c1, machine_deployment, until_available};
 use crate::common::lifecycle::*;
+
+/// A management cluster with the controllers of `sets` and the autoscaler running.
+async fn autoscaled_management(sets: &[CrdSet]) -> kube::Client {
+    let options = capictl::manager::Options {
+        autoscaler: true,
+        ..Default::default()
+    };
+    management_with(Store::in_memory(), sets, options).await
+}
+
+/// `replicas` Pods of 20 CPUs each: one per in-memory Node of 32.
+fn big(replicas: i32) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": "big"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "big"}},
+            "template": {
+                "metadata": {"labels": {"app": "big"}},
+                "spec": {"containers": [{"name": "big", "image": "big:1", "resources": {"requests": {"cpu": "20"}}}]},
+            },
+        },
+    }))
+    .unwrap()
+}
 
 async fn replicas(deployments: &Api<MachineDeployment>) -> (Option<i32>, Option<i32>) {
     let md = deployments.get("md-0").await.unwrap();
@@ -37,16 +59,7 @@ async fn event_notes(client: &kube::Client, reason: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_group_grows_for_pending_pods_and_shrinks_back_within_its_bounds() {
-    let options = capictl::manager::Options {
-        autoscaler: true,
-        ..Default::default()
-    };
-    let client = management_with(
-        Store::in_memory(),
-        &[CrdSet::Core, CrdSet::InMemory],
-        options,
-    )
-    .await;
+    let client = autoscaled_management(&[CrdSet::Core, CrdSet::InMemory]).await;
     // A node group of 1 to 3 workers, written without replicas.
     let mut md = machine_deployment("c1", "md-0", 1, "c1-workers-v1");
     md["spec"].as_object_mut().unwrap().remove("replicas");
@@ -55,46 +68,18 @@ async fn a_node_group_grows_for_pending_pods_and_shrinks_back_within_its_bounds(
         "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "3",
         "cluster.x-k8s.io/autoscaling-options-scaledownunneededtime": "5s",
     });
-    for object in [
-        cluster("c1"),
-        in_memory_cluster("c1"),
-        in_memory_machine("c1-cp-0", "1s"),
-        control_plane_machine("c1", "c1-cp-0"),
-        in_memory_machine_template("c1-workers-v1"),
-        md,
-    ] {
-        apply(&client, object).await;
-    }
+    apply_c1(&client, md).await;
     let deployments: Api<MachineDeployment> = Api::namespaced(client.clone(), NS);
     assert_eq!(
         replicas(&deployments).await.0,
         Some(1),
         "defaulted to the minimum"
     );
-    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
-    until("the Cluster is Available", 60, async || {
-        let c = clusters.get("c1").await.ok()?;
-        condition_true(c.status.as_ref()?.conditions.as_ref(), "Available").then_some(())
-    })
-    .await;
+    until_available(&client, "c1", 60).await;
 
     // Three Pods of 20 of a Node's 32 CPUs: one fits the worker, two wait for Nodes.
     let workload = workload(&client, "c1").await;
     let apps: Api<Deployment> = Api::namespaced(workload.clone(), "default");
-    let big = |replicas: i32| -> Deployment {
-        serde_json::from_value(json!({
-            "metadata": {"name": "big"},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": "big"}},
-                "template": {
-                    "metadata": {"labels": {"app": "big"}},
-                    "spec": {"containers": [{"name": "big", "image": "big:1", "resources": {"requests": {"cpu": "20"}}}]},
-                },
-            },
-        }))
-        .unwrap()
-    };
     apps.create(&PostParams::default(), &big(3)).await.unwrap();
     until(
         "the group grows to 3 and the Deployment is available",
@@ -208,17 +193,13 @@ async fn a_node_group_grows_for_pending_pods_and_shrinks_back_within_its_bounds(
 /// keeps the count the autoscaler set.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_topology_leaves_an_autoscaled_node_group_its_replicas() {
-    let options = capictl::manager::Options {
-        autoscaler: true,
-        ..Default::default()
-    };
     let sets = [
         CrdSet::Core,
         CrdSet::KubeadmBootstrap,
         CrdSet::KubeadmControlPlane,
         CrdSet::InMemory,
     ];
-    let client = management_with(Store::in_memory(), &sets, options).await;
+    let client = autoscaled_management(&sets).await;
     let template = capictl::generate::flavor_with_class("in-memory", "topology").unwrap();
     let vars = |key: &str| -> Option<String> {
         match key {
@@ -243,12 +224,7 @@ async fn a_topology_leaves_an_autoscaled_node_group_its_replicas() {
         }
         apply(&client, doc).await;
     }
-    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
-    until("the Cluster is Available", 120, async || {
-        let c = clusters.get("t1").await.ok()?;
-        condition_true(c.status.as_ref()?.conditions.as_ref(), "Available").then_some(())
-    })
-    .await;
+    until_available(&client, "t1", 120).await;
     let deployments: Api<MachineDeployment> = Api::namespaced(client.clone(), NS);
     let group = async || -> Option<MachineDeployment> {
         let selector = "topology.cluster.x-k8s.io/deployment-name=md-0";
@@ -265,19 +241,7 @@ async fn a_topology_leaves_an_autoscaled_node_group_its_replicas() {
     // Two Pods of 20 CPUs: the group grows to its maximum of 2.
     let workload = workload(&client, "t1").await;
     let apps: Api<Deployment> = Api::namespaced(workload, "default");
-    let big: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "big"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "big"}},
-            "template": {
-                "metadata": {"labels": {"app": "big"}},
-                "spec": {"containers": [{"name": "big", "image": "big:1", "resources": {"requests": {"cpu": "20"}}}]},
-            },
-        },
-    }))
-    .unwrap();
-    apps.create(&PostParams::default(), &big).await.unwrap();
+    apps.create(&PostParams::default(), &big(2)).await.unwrap();
     until("the group grows to 2", 90, async || {
         (group().await?.spec.replicas == Some(2)).then_some(())
     })
@@ -286,6 +250,7 @@ async fn a_topology_leaves_an_autoscaled_node_group_its_replicas() {
     // The Cluster's topology changes; the topology controller applies the MachineDeployment
     // again and leaves its replicas as the autoscaler set them.
     let labelled = json!([{"op": "add", "path": "/spec/topology/workers/machineDeployments/0/metadata/labels", "value": {"tier": "web"}}]);
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
     clusters
         .patch(
             "t1",
@@ -310,4 +275,39 @@ async fn a_topology_leaves_an_autoscaled_node_group_its_replicas() {
         Some(2),
         "the topology kept the autoscaler's count"
     );
+}
+
+/// A MachineSet no MachineDeployment owns is a node group too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_set_of_its_own_is_a_node_group_too() {
+    let client = autoscaled_management(&[CrdSet::Core, CrdSet::InMemory]).await;
+    let mut set = machine_deployment("c1", "ms-0", 1, "c1-workers-v1");
+    set["kind"] = json!("MachineSet");
+    set["spec"].as_object_mut().unwrap().remove("rollout");
+    set["spec"].as_object_mut().unwrap().remove("replicas");
+    set["metadata"]["annotations"] = json!({
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "2",
+    });
+    apply_c1(&client, set).await;
+    let sets: Api<capictl::api::MachineSet> = Api::namespaced(client.clone(), NS);
+    assert_eq!(
+        sets.get("ms-0").await.unwrap().spec.replicas,
+        Some(1),
+        "the minimum"
+    );
+    until_available(&client, "c1", 60).await;
+    let workload = workload(&client, "c1").await;
+    let apps: Api<Deployment> = Api::namespaced(workload, "default");
+    apps.create(&PostParams::default(), &big(2)).await.unwrap();
+    until(
+        "the MachineSet grows to 2 and both Pods run",
+        90,
+        async || {
+            let ready = apps.get("big").await.ok()?.status?.available_replicas;
+            let replicas = sets.get("ms-0").await.ok()?.spec.replicas;
+            (replicas == Some(2) && ready == Some(2)).then_some(())
+        },
+    )
+    .await;
 }
