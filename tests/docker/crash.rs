@@ -140,15 +140,17 @@ async fn docker_clusters_converge_after_the_management_cluster_is_killed_at_any_
         );
 
         for c in &live {
-            wait(
-                &s,
-                &format!("{} Available", c.name),
-                420,
-                || match condition(&s.json(&["get", "cluster", &c.name]), "Available").as_deref() {
+            wait(&s, &format!("{} Available", c.name), 420, || {
+                let cluster = s.json(&["get", "cluster", &c.name]);
+                match condition(&cluster, "Available").as_deref() {
                     Some("True") => Ok(()),
-                    other => Err(format!("Available {other:?}")),
-                },
-            )
+                    // What the Cluster says it waits for, should it never come.
+                    other => Err(format!(
+                        "seed {seed}, run {run}: Available {other:?}; conditions: {}",
+                        cluster["status"]["conditions"]
+                    )),
+                }
+            })
             .await;
             let count = 1 + c.workers;
             let victim = match &c.replacing {
