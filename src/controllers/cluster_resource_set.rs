@@ -22,13 +22,13 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::api::Cluster;
 use crate::api::cluster_resource_set::{
@@ -41,6 +41,7 @@ use crate::conditions::{NewCondition, Status};
 use crate::kubernetes::selectors::label_selector_matches;
 use crate::reconcile::common;
 use crate::reconcile::events::Severity;
+use crate::reconcile::external::add_owner;
 use crate::reconcile::runtime::Wiring;
 use crate::reconcile::{Context, Result, StepContext};
 
@@ -445,14 +446,13 @@ async fn read_resource(
     namespace: &str,
     reference: &ResourceRef,
 ) -> Result<Read> {
-    let owner = common::owner_reference(set, false);
     let data = match reference.kind {
         ResourceKind::ConfigMap => {
             let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
             let Some(map) = api.get_opt(&reference.name).await? else {
                 return Ok(Read::Missing);
             };
-            ensure_owner(&api, &map, &owner).await?;
+            add_owner(&api, &map, set).await?;
             let data = map
                 .data
                 .unwrap_or_default()
@@ -469,7 +469,7 @@ async fn read_resource(
             if type_ != RESOURCE_SET_SECRET_TYPE {
                 return Ok(Read::WrongSecretType(type_));
             }
-            ensure_owner(&api, &secret, &owner).await?;
+            add_owner(&api, &secret, set).await?;
             let data = secret
                 .data
                 .unwrap_or_default()
@@ -482,20 +482,6 @@ async fn read_resource(
         reference: reference.clone(),
         parts: data,
     }))
-}
-
-async fn ensure_owner<K>(api: &Api<K>, object: &K, owner: &OwnerReference) -> Result<()>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    if common::has_owner(object.owner_references(), &owner.uid) {
-        return Ok(());
-    }
-    let mut owners = object.owner_references().to_vec();
-    owners.push(owner.clone());
-    let patch = json!({"metadata": {"ownerReferences": owners, "resourceVersion": object.resource_version()}});
-    common::patch_merge(api, &object.name_any(), patch).await?;
-    Ok(())
 }
 
 /// Applies what is due of a set's resources to one Cluster and records it in the Cluster's
@@ -782,6 +768,7 @@ async fn forget_set(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn reference(kind: ResourceKind, name: &str) -> ResourceRef {
         ResourceRef {

@@ -205,11 +205,11 @@ pub enum Deletion {
 
 /// Makes `owner` an owner (not the controller) of `object`, unless it is one already. The
 /// resourceVersion makes the write a compare-and-swap with other owners'.
-pub async fn add_owner<K: kube::Resource<DynamicType = ()>>(
-    api: &Api<DynamicObject>,
-    object: &DynamicObject,
-    owner: &K,
-) -> Result<()> {
+pub async fn add_owner<O, K>(api: &Api<O>, object: &O, owner: &K) -> Result<()>
+where
+    O: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<DynamicType = ()>,
+{
     let uid = owner.uid().unwrap_or_default();
     if super::common::has_owner(object.owner_references(), &uid) {
         return Ok(());
