@@ -27,6 +27,29 @@ pub const AUTOSCALER_MIN_SIZE_ANNOTATION: &str =
 /// On a MachineDeployment or MachineSet: the most replicas the cluster autoscaler scales it up to.
 pub const AUTOSCALER_MAX_SIZE_ANNOTATION: &str =
     "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size";
+/// A node group's bounds (min, max) from its annotations: None without both; the annotation
+/// and its text when one is not a whole number. The autoscaler and the replicas defaulting
+/// read them alike.
+pub fn autoscaler_bounds(
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<(i32, i32)>, (&'static str, String)> {
+    let (Some(min), Some(max)) = (
+        annotations.get(AUTOSCALER_MIN_SIZE_ANNOTATION),
+        annotations.get(AUTOSCALER_MAX_SIZE_ANNOTATION),
+    ) else {
+        return Ok(None);
+    };
+    let parse = |annotation: &'static str, text: &String| {
+        text.trim()
+            .parse::<i32>()
+            .map_err(|_| (annotation, text.clone()))
+    };
+    Ok(Some((
+        parse(AUTOSCALER_MIN_SIZE_ANNOTATION, min)?,
+        parse(AUTOSCALER_MAX_SIZE_ANNOTATION, max)?,
+    )))
+}
+
 /// On a node group: how long one of its nodes stays unneeded before the autoscaler removes it
 /// (a Go duration; 10m when unset, as the cluster autoscaler's `--scale-down-unneeded-time`).
 pub const AUTOSCALER_SCALE_DOWN_UNNEEDED_TIME_ANNOTATION: &str =

@@ -63,7 +63,7 @@ pub use machine_deployment::MachineDeployment;
 pub use machine_deployment::{
     AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION,
     AUTOSCALER_SCALE_DOWN_UNNEEDED_TIME_ANNOTATION, MACHINE_DEPLOYMENT_FINALIZER,
-    MAX_REPLICAS_ANNOTATION, REVISION_ANNOTATION, TEMPLATE_HASH_LABEL,
+    MAX_REPLICAS_ANNOTATION, REVISION_ANNOTATION, TEMPLATE_HASH_LABEL, autoscaler_bounds,
 };
 pub use machine_drain_rule::{MachineDrainRule, POD_DRAIN_LABEL};
 pub use machine_health_check::MachineHealthCheck;

@@ -37,10 +37,9 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use crate::api::{
-    AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION,
-    AUTOSCALER_SCALE_DOWN_UNNEEDED_TIME_ANNOTATION, CLUSTER_NAME_LABEL, Cluster,
-    DELETE_MACHINE_ANNOTATION, DEPLOYMENT_NAME_LABEL, MachineDeployment, MachineSet,
-    SET_NAME_LABEL,
+    AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_SCALE_DOWN_UNNEEDED_TIME_ANNOTATION,
+    CLUSTER_NAME_LABEL, Cluster, DELETE_MACHINE_ANNOTATION, DEPLOYMENT_NAME_LABEL,
+    MachineDeployment, MachineSet, SET_NAME_LABEL,
 };
 use crate::kubernetes::scheduler::{Placed, filter, is_pending};
 use crate::reconcile::events::Severity;
@@ -95,17 +94,10 @@ pub enum Decision {
 
 /// A group's bounds from its annotations: None unless both parse, and min ≤ max.
 pub fn bounds(annotations: &std::collections::BTreeMap<String, String>) -> Option<(i32, i32)> {
-    let min = annotations
-        .get(AUTOSCALER_MIN_SIZE_ANNOTATION)?
-        .trim()
-        .parse()
-        .ok()?;
-    let max = annotations
-        .get(AUTOSCALER_MAX_SIZE_ANNOTATION)?
-        .trim()
-        .parse()
-        .ok()?;
-    (0 <= min && min <= max).then_some((min, max))
+    crate::api::autoscaler_bounds(annotations)
+        .ok()
+        .flatten()
+        .filter(|(min, max)| 0 <= *min && min <= max)
 }
 
 fn ready(node: &Node) -> bool {
@@ -711,6 +703,7 @@ async fn act(ctx: &Context, targets: &[Target], decision: Decision) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::AUTOSCALER_MIN_SIZE_ANNOTATION;
 
     fn node(name: &str, cpu: &str) -> Node {
         serde_json::from_value(json!({

@@ -6,34 +6,24 @@
 
 use serde_json::{Value, json};
 
-use crate::api::{AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION};
 use crate::apiserver::admission::{Admission, Request};
 use crate::apiserver::status::{ApiError, FieldCause};
 
 pub(super) struct ReplicasDefault;
 
-/// The autoscaler's bounds from an object's annotations: None without both, or why one does
-/// not parse.
-pub fn autoscaler_bounds(object: &Value) -> Result<Option<(i64, i64)>, FieldCause> {
-    let annotations = &object["metadata"]["annotations"];
-    let (Some(min), Some(max)) = (
-        annotations[AUTOSCALER_MIN_SIZE_ANNOTATION].as_str(),
-        annotations[AUTOSCALER_MAX_SIZE_ANNOTATION].as_str(),
-    ) else {
-        return Ok(None);
-    };
-    let parse = |annotation: &str, text: &str| {
-        text.trim().parse::<i32>().map(i64::from).map_err(|_| {
+/// The autoscaler's bounds from an object's annotations ([`crate::api::autoscaler_bounds`]),
+/// or the annotation that does not parse.
+fn autoscaler_bounds(object: &Value) -> Result<Option<(i64, i64)>, FieldCause> {
+    let annotations: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(object["metadata"]["annotations"].clone()).unwrap_or_default();
+    crate::api::autoscaler_bounds(&annotations)
+        .map(|b| b.map(|(min, max)| (i64::from(min), i64::from(max))))
+        .map_err(|(annotation, text)| {
             FieldCause::invalid(
                 format!("metadata.annotations[{annotation}]"),
                 format!("Invalid value: {text:?}: must be a whole number of replicas"),
             )
         })
-    };
-    Ok(Some((
-        parse(AUTOSCALER_MIN_SIZE_ANNOTATION, min)?,
-        parse(AUTOSCALER_MAX_SIZE_ANNOTATION, max)?,
-    )))
 }
 
 /// The replicas an object written without them gets, given the stored one (None on create).
@@ -73,6 +63,7 @@ impl Admission for ReplicasDefault {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::{AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION};
 
     fn deployment(replicas: Option<i64>, bounds: Option<(&str, &str)>) -> Value {
         let mut o = json!({"metadata": {"name": "md"}, "spec": {}});
