@@ -104,9 +104,9 @@ pub struct ServeArgs {
     /// watcher further behind gets 410 Gone and lists again.
     #[arg(long, value_name = "MB", default_value_t = 256)]
     watch_history_mb: usize,
-    /// Run the cluster autoscaler: node groups (MachineDeployments with the
-    /// cluster-api-autoscaler-node-group-min-size and -max-size annotations) grow for Pods no
-    /// Node fits and shrink by Nodes left empty.
+    /// Run the cluster autoscaler: node groups (MachineDeployments, and MachineSets of their
+    /// own, with the cluster-api-autoscaler-node-group-min-size and -max-size annotations) grow
+    /// for Pods no Node fits and shrink by Nodes left empty (docs/autoscaler.md).
     #[arg(long)]
     autoscaler: bool,
 }

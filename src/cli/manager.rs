@@ -44,9 +44,9 @@ pub struct Args {
     /// How many objects of one kind are reconciled at once.
     #[arg(long, default_value_t = 10, value_name = "N")]
     concurrency: u16,
-    /// Run the cluster autoscaler: node groups (MachineDeployments with the
-    /// cluster-api-autoscaler-node-group-min-size and -max-size annotations) grow for Pods no
-    /// Node fits and shrink by Nodes left empty.
+    /// Run the cluster autoscaler: node groups (MachineDeployments, and MachineSets of their
+    /// own, with the cluster-api-autoscaler-node-group-min-size and -max-size annotations) grow
+    /// for Pods no Node fits and shrink by Nodes left empty (docs/autoscaler.md).
     #[arg(long)]
     autoscaler: bool,
     /// Serve the providers' admission webhooks on this port (0: do not serve them).
