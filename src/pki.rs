@@ -396,6 +396,11 @@ pub fn join_host_port(host: &str, port: u16) -> String {
     }
 }
 
+/// Bytes as lowercase hex, as digests are written (`sha256:` hashes, kubelet's manifest hashes).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

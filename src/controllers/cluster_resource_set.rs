@@ -81,8 +81,7 @@ pub fn hash(parts: &[Vec<u8>]) -> String {
         context.update(part);
     }
     let digest = context.finish();
-    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", crate::pki::hex(digest.as_ref()))
 }
 
 /// Where a kind goes in creation order (upstream's `SortForCreate`): what others need first.

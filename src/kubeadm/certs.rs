@@ -228,14 +228,7 @@ pub fn ca_cert_hash(ca_cert_pem: &str) -> Result<String, CertsError> {
     let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref())
         .map_err(|_| CertsError::NotPem("cluster CA".into(), "tls.crt"))?;
     let digest = ring::digest::digest(&ring::digest::SHA256, cert.tbs_certificate.subject_pki.raw);
-    Ok(format!(
-        "sha256:{}",
-        digest
-            .as_ref()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    ))
+    Ok(format!("sha256:{}", crate::pki::hex(digest.as_ref())))
 }
 
 #[cfg(test)]

@@ -88,10 +88,7 @@ fn program(image: &str) -> Option<Vec<String>> {
 /// The hash kubelet records of a manifest (hex SHA-256 of its text, shortened).
 pub fn hash(text: &str) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
-    digest.as_ref()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::pki::hex(&digest.as_ref()[..16])
 }
 
 /// Reads a manifest.

@@ -270,10 +270,7 @@ fn write_manifest(layout: &Layout, file: &str, manifest: &Value) -> Result<()> {
 fn cluster_token(config: &Config, pki_dir: &std::path::Path) -> Result<String> {
     let ca = super::read_file(&pki_dir.join("etcd/ca.crt"))?;
     let digest = ring::digest::digest(&ring::digest::SHA256, ca.as_bytes());
-    let hex: String = digest.as_ref()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = crate::pki::hex(&digest.as_ref()[..8]);
     Ok(format!("{}-{hex}", config.str_at("/clusterName")))
 }
 

@@ -236,7 +236,7 @@ fn host_mirror(release: &str) -> Result<String, ImageError> {
 fn file_digest(path: &Path) -> Result<String, ImageError> {
     let bytes = std::fs::read(path).map_err(io_error(path))?;
     let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
-    Ok(digest.as_ref().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::pki::hex(digest.as_ref()))
 }
 
 /// An image's labels; None when the image is not there.
