@@ -1,5 +1,5 @@
 //! The development provider's kinds (infrastructure.cluster.x-k8s.io/v1beta2), as upstream's
-//! v1.14 templates use them: DevCluster, DevMachine and their templates, each with one
+//! v1.14 templates use them: DevCluster, DevMachine, DevMachinePool and their templates, each with one
 //! back end, `spec.backend.docker` (containers, as the Docker kinds) or `spec.backend.inMemory`
 //! (simulated, as the in-memory kinds). Upstream's Docker provider serves both back ends; so
 //! do capictl's providers, each the back end it knows.
@@ -18,6 +18,8 @@ use super::in_memory::InMemoryMachineBehaviour;
 
 pub const DEV_CLUSTER_FINALIZER: &str = "devcluster.infrastructure.cluster.x-k8s.io";
 pub const DEV_MACHINE_FINALIZER: &str = "devmachine.infrastructure.cluster.x-k8s.io";
+/// Upstream's name for it (its DevMachinePool grew out of the DockerMachinePool).
+pub const DEV_MACHINE_POOL_FINALIZER: &str = "dockermachinepool.infrastructure.cluster.x-k8s.io";
 
 #[skip_serializing_none]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -189,7 +191,7 @@ pub struct DevMachineTemplateResource {
     group = "infrastructure.cluster.x-k8s.io",
     version = "v1beta2",
     kind = "DevMachinePoolTemplate",
-    doc = "A template for the infrastructure of MachinePools on a development back end. capictl does not run MachinePools; ClusterClasses may still name these templates.",
+    doc = "A template for DevMachinePools.",
     namespaced,
     category = "cluster-api",
     printcolumn(
@@ -211,10 +213,63 @@ pub struct DevMachinePoolTemplateResource {
 }
 
 #[skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "DevMachinePool",
+    doc = "The infrastructure of a MachinePool on a development back end: a DevMachine (a container or a simulated machine) per instance.",
+    namespaced,
+    status = "DevMachinePoolStatus",
+    category = "cluster-api",
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of DevMachinePool"
+    )
+)]
 #[serde(rename_all = "camelCase")]
 pub struct DevMachinePoolSpec {
+    /// The pool's own ID (not an instance's).
+    #[serde(rename = "providerID")]
+    pub provider_id: Option<String>,
+    /// The provider IDs of the pool's instances, kept by the provider.
     #[serde(rename = "providerIDList")]
     pub provider_id_list: Option<Vec<String>>,
+    /// What each instance is made of.
     pub backend: DevMachineBackend,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DevMachinePoolStatus {
+    #[serde(default)]
+    #[schemars(schema_with = "super::schema::conditions")]
+    pub conditions: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>,
+    /// The v1beta2 contract's: the pool's infrastructure is provisioned.
+    pub initialization: Option<super::docker::ProvisionedStatus>,
+    /// The deprecated contract's `initialization.provisioned`, kept as upstream's pool has it.
+    pub ready: Option<bool>,
+    /// The instances there are now.
+    pub replicas: Option<i32>,
+    pub observed_generation: Option<i64>,
+    /// The kind of the instances' infrastructure machines (DevMachine): the MachinePool makes a
+    /// Machine for each.
+    pub infrastructure_machine_kind: Option<String>,
+    pub instances: Option<Vec<DevMachinePoolInstanceStatus>>,
+}
+
+/// One instance of a DevMachinePool.
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DevMachinePoolInstanceStatus {
+    pub addresses: Option<Vec<super::common::MachineAddress>>,
+    pub instance_name: Option<String>,
+    #[serde(rename = "providerID")]
+    pub provider_id: Option<String>,
+    pub version: Option<String>,
+    pub ready: Option<bool>,
 }

@@ -21,6 +21,7 @@ pub mod machine;
 pub mod machine_deployment;
 pub mod machine_drain_rule;
 pub mod machine_health_check;
+pub mod machine_pool;
 pub mod machine_set;
 mod schema;
 
@@ -40,9 +41,10 @@ pub use common::{
     OWNER_KIND_ANNOTATION, OWNER_NAME_ANNOTATION, PAUSED_ANNOTATION, TAKE_OVER_ANNOTATION,
     parse_duration,
 };
-pub use dev::{DEV_CLUSTER_FINALIZER, DEV_MACHINE_FINALIZER};
+pub use dev::{DEV_CLUSTER_FINALIZER, DEV_MACHINE_FINALIZER, DEV_MACHINE_POOL_FINALIZER};
 pub use dev::{
-    DevCluster, DevClusterTemplate, DevMachine, DevMachinePoolTemplate, DevMachineTemplate,
+    DevCluster, DevClusterTemplate, DevMachine, DevMachinePool, DevMachinePoolTemplate,
+    DevMachineTemplate,
 };
 pub use docker::{DOCKER_CLUSTER_FINALIZER, DOCKER_MACHINE_FINALIZER};
 pub use docker::{DockerCluster, DockerClusterTemplate, DockerMachine, DockerMachineTemplate};
@@ -68,6 +70,8 @@ pub use machine_deployment::{
 pub use machine_drain_rule::{MachineDrainRule, POD_DRAIN_LABEL};
 pub use machine_health_check::MachineHealthCheck;
 pub use machine_health_check::{REMEDIATE_MACHINE_ANNOTATION, SKIP_REMEDIATION_ANNOTATION};
+pub use machine_pool::MachinePool;
+pub use machine_pool::{MACHINE_POOL_FINALIZER, MACHINE_POOL_NAME_LABEL};
 pub use machine_set::MachineSet;
 pub use machine_set::{
     DELETE_MACHINE_ANNOTATION, DISABLE_CREATE_ANNOTATION, MACHINE_SET_FINALIZER,
@@ -90,8 +94,8 @@ type Kind = (&'static str, fn() -> CustomResourceDefinition);
 /// The groups of CRDs that are installed together, one per provider.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
 pub enum CrdSet {
-    /// cluster.x-k8s.io: Cluster, Machine, MachineSet, MachineDeployment, MachineHealthCheck,
-    /// MachineDrainRule, ClusterClass; addons.cluster.x-k8s.io: ClusterResourceSet,
+    /// cluster.x-k8s.io: Cluster, Machine, MachineSet, MachineDeployment, MachinePool,
+    /// MachineHealthCheck, MachineDrainRule, ClusterClass; addons.cluster.x-k8s.io: ClusterResourceSet,
     /// ClusterResourceSetBinding.
     Core,
     /// bootstrap.cluster.x-k8s.io: KubeadmConfig, KubeadmConfigTemplate.
@@ -142,6 +146,7 @@ impl CrdSet {
                 of::<Machine>(),
                 of::<MachineSet>(),
                 of::<MachineDeployment>(),
+                of::<MachinePool>(),
                 of::<MachineHealthCheck>(),
                 of::<MachineDrainRule>(),
                 of::<ClusterResourceSet>(),
@@ -161,6 +166,7 @@ impl CrdSet {
                 of::<DevClusterTemplate>(),
                 of::<DevMachine>(),
                 of::<DevMachineTemplate>(),
+                of::<DevMachinePool>(),
                 of::<DevMachinePoolTemplate>(),
             ],
             CrdSet::InMemory => vec![

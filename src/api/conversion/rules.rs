@@ -64,14 +64,19 @@ fn conditions_only() -> Vec<Rule> {
 /// The replica counters whose meaning changed: v1beta1's under `status.deprecated.v1beta1`,
 /// v1beta2's under `status.v1beta2` in v1beta1.
 fn replica_counters() -> Vec<Rule> {
-    let mut rules = vec![];
-    for counter in [
+    replica_counters_of(&[
         "readyReplicas",
         "availableReplicas",
         "unavailableReplicas",
         "updatedReplicas",
         "fullyLabeledReplicas",
-    ] {
+    ])
+}
+
+/// [`replica_counters`] for a kind whose v1beta1 status had only the `old` ones.
+fn replica_counters_of(old: &[&str]) -> Vec<Rule> {
+    let mut rules = vec![];
+    for counter in old {
         rules.push(r(
             &format!("status.{counter}"),
             &format!("status.deprecated.v1beta1.{counter}"),
@@ -467,6 +472,35 @@ fn machine_set() -> Vec<Rule> {
     rules
 }
 
+fn machine_pool() -> Vec<Rule> {
+    let mut rules = under(machine_spec(), "spec.template.spec", "spec.template.spec");
+    rules.extend([
+        r(
+            "spec.minReadySeconds",
+            "spec.template.spec.minReadySeconds",
+            Same,
+        ),
+        r(
+            "status.bootstrapReady",
+            "status.initialization.bootstrapDataSecretCreated",
+            TrueOnly,
+        ),
+        r(
+            "status.infrastructureReady",
+            "status.initialization.infrastructureProvisioned",
+            TrueOnly,
+        ),
+    ]);
+    rules.extend(conditions());
+    // A pool's v1beta1 counters: no updated or fully labelled ones.
+    rules.extend(replica_counters_of(&[
+        "readyReplicas",
+        "availableReplicas",
+        "unavailableReplicas",
+    ]));
+    rules
+}
+
 fn machine_deployment() -> Vec<Rule> {
     let mut rules = machine_template_owner();
     rules.extend([
@@ -571,6 +605,7 @@ pub fn all() -> Vec<(&'static str, &'static str, Vec<Rule>)> {
         (CORE, "Machine", machine()),
         (CORE, "MachineSet", machine_set()),
         (CORE, "MachineDeployment", machine_deployment()),
+        (CORE, "MachinePool", machine_pool()),
         (CORE, "MachineHealthCheck", machine_health_check()),
         (CORE, "MachineDrainRule", vec![]),
         (ADDONS, "ClusterResourceSet", conditions_only()),
