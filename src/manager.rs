@@ -96,6 +96,7 @@ const PROVIDERS: [Provider; 5] = [
                 crate::controllers::machine::controller(w),
                 crate::controllers::machine_set::controller(w),
                 crate::controllers::machine_deployment::controller(w),
+                crate::controllers::machine_pool::controller(w),
                 crate::controllers::machine_health_check::controller(w),
                 crate::controllers::cluster_resource_set::controller(w),
                 crate::controllers::cluster_resource_set_binding::controller(w),

@@ -1,4 +1,5 @@
-//! The kubeadm bootstrap provider's controller: turns a Machine's KubeadmConfig into bootstrap
+//! The kubeadm bootstrap provider's controller: turns the KubeadmConfig of a Machine (or of a
+//! MachinePool, whose instances all join with it) into bootstrap
 //! data (a cloud-config running `kubeadm init` or `kubeadm join`) in a Secret, with the cluster
 //! certificates, the init lock (exactly one machine initializes the cluster), and bootstrap
 //! tokens for the machines that join.
@@ -24,7 +25,7 @@ use crate::api;
 use crate::api::kubeadm_config::{
     Format, KubeadmConfigInitializationStatus, KubeadmConfigSpec, KubeadmConfigStatus,
 };
-use crate::api::{Cluster, KubeadmConfig, Machine};
+use crate::api::{Cluster, KubeadmConfig, Machine, MachinePool};
 use crate::conditions;
 use crate::conditions::{NewCondition, Status};
 use crate::kubeadm::certs;
@@ -256,24 +257,93 @@ fn data_secret_pending(message: &str) -> NewCondition {
     .message(message)
 }
 
+/// What a KubeadmConfig makes bootstrap data for: one Machine, or every instance of a
+/// MachinePool (which join as workers, now and whenever the pool grows).
+enum ConfigOwner {
+    Machine(Box<Machine>),
+    Pool(Box<MachinePool>),
+}
+
+impl ConfigOwner {
+    fn name(&self) -> String {
+        match self {
+            ConfigOwner::Machine(m) => m.name_any(),
+            ConfigOwner::Pool(p) => p.name_any(),
+        }
+    }
+
+    fn control_plane(&self) -> bool {
+        matches!(self, ConfigOwner::Machine(m) if m.labels().contains_key(api::CONTROL_PLANE_LABEL))
+    }
+
+    fn version(&self) -> Option<&str> {
+        match self {
+            ConfigOwner::Machine(m) => m.spec.version.as_deref(),
+            ConfigOwner::Pool(p) => p.spec.template.spec.version.as_deref(),
+        }
+    }
+
+    /// The data Secret the owner already names.
+    fn data_secret_name(&self) -> Option<&str> {
+        match self {
+            ConfigOwner::Machine(m) => m.spec.bootstrap.data_secret_name.as_deref(),
+            ConfigOwner::Pool(p) => p.spec.template.spec.bootstrap.data_secret_name.as_deref(),
+        }
+    }
+
+    /// Whether the join token is still needed: a Machine's until its Node shows up, a pool's
+    /// for as long as it lives (it may grow at any time).
+    fn needs_join_token(&self) -> bool {
+        match self {
+            ConfigOwner::Machine(m) => super::machines::node_name(m).is_none(),
+            ConfigOwner::Pool(_) => true,
+        }
+    }
+}
+
 /// What one reconcile knows of a KubeadmConfig's world, gathered once.
 struct Scope {
     api: Api<KubeadmConfig>,
-    machine: Machine,
+    owner: ConfigOwner,
     cluster: Cluster,
 }
 
 impl Scope {
-    /// None while the owning Machine or its Cluster cannot be found yet.
+    /// None while the owning Machine or MachinePool or its Cluster cannot be found yet.
     async fn gather(kc: &KubeadmConfig, ctx: &Context) -> Result<Option<Scope>> {
         let ns = kc.namespace().unwrap_or_default();
-        let Some((machine, cluster)) = common::owning_machine_and_cluster(&ctx.client, kc).await?
+        let api = Api::namespaced(ctx.client.clone(), &ns);
+        if let Some((machine, cluster)) =
+            common::owning_machine_and_cluster(&ctx.client, kc).await?
+        {
+            return Ok(Some(Scope {
+                api,
+                owner: ConfigOwner::Machine(Box::new(machine)),
+                cluster,
+            }));
+        }
+        let Some(owner) = kc
+            .owner_references()
+            .iter()
+            .find(|r| r.kind == "MachinePool")
+        else {
+            return Ok(None);
+        };
+        let Some(pool) = Api::<MachinePool>::namespaced(ctx.client.clone(), &ns)
+            .get_opt(&owner.name)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Some(cluster) = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+            .get_opt(&pool.spec.cluster_name)
+            .await?
         else {
             return Ok(None);
         };
         Ok(Some(Scope {
-            api: Api::namespaced(ctx.client.clone(), &ns),
-            machine,
+            api,
+            owner: ConfigOwner::Pool(Box::new(pool)),
             cluster,
         }))
     }
@@ -311,7 +381,7 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
     }
     let Some(scope) = Scope::gather(&kc, &ctx)
         .await
-        .step("reading the Machine and its Cluster")?
+        .step("reading the owning Machine or MachinePool and its Cluster")?
     else {
         return Ok(Action::requeue(Duration::from_secs(2)));
     };
@@ -357,11 +427,11 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
     }
 }
 
-/// Until its Node shows up, a joining machine's bootstrap token must stay valid.
+/// Until its Node shows up, a joining machine's bootstrap token must stay valid; a pool's, as
+/// long as the pool lives.
 async fn keep_join_token_valid(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Result<Action> {
     let ns = kc.namespace().unwrap_or_default();
-    let joined = super::machines::node_name(&scope.machine).is_some();
-    if let Some(token) = spec_token(&kc.spec).filter(|_| !joined)
+    if let Some(token) = spec_token(&kc.spec).filter(|_| scope.owner.needs_join_token())
         && let Some(workload) = ctx.workloads.client(&ns, &scope.cluster.name_any()).await?
     {
         ensure_bootstrap_token(&workload, token).await?;
@@ -423,11 +493,11 @@ async fn bootstrap_data(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Res
         .and_then(|s| s.initialization.as_ref())
         .and_then(|i| i.data_secret_created)
         == Some(true)
-        || scope.machine.spec.bootstrap.data_secret_name.is_some();
+        || scope.owner.data_secret_name().is_some();
     if written {
         return Ok(Progress::CreatedBefore);
     }
-    let (machine, cluster) = (&scope.machine, &scope.cluster);
+    let (config_owner, cluster) = (&scope.owner, &scope.cluster);
     let ns = kc.namespace().unwrap_or_default();
     let init_done = scope.control_plane_initialized();
     let infra = cluster
@@ -441,8 +511,8 @@ async fn bootstrap_data(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Res
         .control_plane_endpoint
         .clone()
         .filter(|e| e.is_valid());
-    let control_plane = machine.labels().contains_key(api::CONTROL_PLANE_LABEL);
-    let version = machine.spec.version.clone().unwrap_or_default();
+    let control_plane = config_owner.control_plane();
+    let version = config_owner.version().unwrap_or_default().to_string();
     let waiting = |message: &str| Ok(Progress::Waiting(data_secret_pending(message)));
     if kc.spec.format == Some(Format::Ignition) {
         return Ok(Progress::Waiting(
@@ -477,7 +547,7 @@ async fn bootstrap_data(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Res
             .message("Waiting for the cluster certificates"),
         ));
     };
-    if init && !init_lock(&ctx.client, cluster, &machine.name_any()).await? {
+    if init && !init_lock(&ctx.client, cluster, &config_owner.name()).await? {
         return waiting("Waiting for the first control plane machine to initialize the cluster");
     }
     let spec = &kc.spec;

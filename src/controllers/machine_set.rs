@@ -16,7 +16,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::machines::{aggregate, condition_of, selector_string};
+use super::machines::{condition_of, selector_string};
 use crate::reconcile::common;
 use crate::reconcile::events::Severity;
 use crate::reconcile::external::clone_template;
@@ -28,7 +28,7 @@ use crate::api::machine::MachineSpec;
 use crate::api::machine_set::MachineSetStatus;
 use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
 use crate::conditions;
-use crate::conditions::{MergeReasons, NewCondition, Status};
+use crate::conditions::{NewCondition, Status};
 use crate::reconcile::runtime::{Wiring, controllers_of};
 use crate::reconcile::{Context, Error, Result, StepContext};
 
@@ -558,26 +558,7 @@ fn compute_status(
     status.versions = Some(super::machines::versions(
         machines.iter().filter_map(|m| m.spec.version.clone()),
     ));
-    conds.push(aggregate(
-        machines,
-        conditions::types::READY,
-        conditions::types::MACHINES_READY,
-        MergeReasons::new(
-            conditions::reasons::NOT_READY,
-            conditions::reasons::READY_UNKNOWN,
-            conditions::reasons::READY,
-        ),
-    ));
-    conds.push(aggregate(
-        machines,
-        conditions::types::UP_TO_DATE,
-        conditions::types::MACHINES_UP_TO_DATE,
-        MergeReasons::new(
-            conditions::reasons::NOT_UP_TO_DATE,
-            conditions::reasons::UP_TO_DATE_UNKNOWN,
-            conditions::reasons::UP_TO_DATE,
-        ),
-    ));
+    conds.extend(super::machines::machines_ready_and_up_to_date(machines));
     let generation = ms.meta().generation;
     common::set_conditions(&mut status.conditions, generation, conds);
     status.observed_generation = generation;

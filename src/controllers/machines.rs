@@ -117,6 +117,35 @@ pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
 }
 
 /// Kubernetes versions and how many Machines run each, oldest first.
+/// MachinesReady and MachinesUpToDate of an owner of Machines (a MachineSet, a MachinePool, a
+/// control plane): their Ready and UpToDate conditions, merged.
+pub fn machines_ready_and_up_to_date<M: std::borrow::Borrow<Machine>>(
+    machines: &[M],
+) -> [NewCondition; 2] {
+    [
+        aggregate(
+            machines,
+            conditions::types::READY,
+            conditions::types::MACHINES_READY,
+            MergeReasons::new(
+                conditions::reasons::NOT_READY,
+                conditions::reasons::READY_UNKNOWN,
+                conditions::reasons::READY,
+            ),
+        ),
+        aggregate(
+            machines,
+            conditions::types::UP_TO_DATE,
+            conditions::types::MACHINES_UP_TO_DATE,
+            MergeReasons::new(
+                conditions::reasons::NOT_UP_TO_DATE,
+                conditions::reasons::UP_TO_DATE_UNKNOWN,
+                conditions::reasons::UP_TO_DATE,
+            ),
+        ),
+    ]
+}
+
 pub fn versions(versions: impl Iterator<Item = String>) -> Vec<crate::api::common::StatusVersion> {
     merge_versions(versions.map(|version| crate::api::common::StatusVersion {
         version,

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::api;
 use crate::api::machine::MachineTemplateSpec;
-use crate::api::{Machine, MachineDeployment, MachineSet};
+use crate::api::{Machine, MachineDeployment, MachinePool, MachineSet};
 use crate::conditions;
 use crate::conditions::{NewCondition, Status};
 use crate::reconcile::common;
@@ -76,15 +76,31 @@ pub fn scaled(value: Option<&IntOrString>, total: i32, round_up: bool, default: 
     }
 }
 
-/// Whether a MachineDeployment's Machine is up to date: the UpToDate condition the Machine
-/// controller sets for Machines of MachineDeployments.
+/// Whether a MachineDeployment's or MachinePool's Machine is up to date: the UpToDate
+/// condition the Machine controller sets for their Machines.
 pub async fn machine_up_to_date(ctx: &Context, machine: &Machine) -> Result<Option<NewCondition>> {
-    let Some(owner) =
-        common::controller_of(machine.owner_references()).filter(|o| o.kind == "MachineSet")
-    else {
+    let Some(owner) = common::controller_of(machine.owner_references()) else {
         return Ok(None);
     };
     let ns = machine.namespace().unwrap_or_default();
+    if owner.kind == "MachinePool" {
+        // A pool replaces its instances for a new version; a Machine never changes its own.
+        let Some(pool) = Api::<MachinePool>::namespaced(ctx.client.clone(), &ns)
+            .get_opt(&owner.name)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let wanted = pool.spec.template.spec.version;
+        let differences: Vec<String> = (machine.spec.version != wanted)
+            .then(|| format!("* Version {} required", wanted.unwrap_or_default()))
+            .into_iter()
+            .collect();
+        return Ok(Some(super::machines::up_to_date(&differences)));
+    }
+    if owner.kind != "MachineSet" {
+        return Ok(None);
+    }
     let Some(ms) = Api::<MachineSet>::namespaced(ctx.client.clone(), &ns)
         .get_opt(&owner.name)
         .await?

@@ -16,6 +16,7 @@ pub mod kubeadm_control_plane;
 pub mod machine;
 pub mod machine_deployment;
 pub mod machine_health_check;
+pub mod machine_pool;
 pub mod machine_set;
 pub mod machines;
 pub mod mdutil;
@@ -40,6 +41,7 @@ mod tests {
             "machine",
             "machine_deployment",
             "machine_health_check",
+            "machine_pool",
             "machine_set",
         ];
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

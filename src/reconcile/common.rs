@@ -66,6 +66,8 @@ with_conditions!(
     Cluster => crate::api::cluster::ClusterStatus,
     crate::api::Machine => crate::api::machine::MachineStatus,
     crate::api::MachineSet => crate::api::machine_set::MachineSetStatus,
+    crate::api::MachinePool => crate::api::machine_pool::MachinePoolStatus,
+    crate::api::DevMachinePool => crate::api::dev::DevMachinePoolStatus,
     crate::api::MachineDeployment => crate::api::machine_deployment::MachineDeploymentStatus,
     crate::api::MachineHealthCheck => crate::api::machine_health_check::MachineHealthCheckStatus,
     crate::api::KubeadmControlPlane => crate::api::kubeadm_control_plane::KubeadmControlPlaneStatus,

@@ -55,6 +55,7 @@ pub struct Context {
     /// controllers watch the provider objects they refer to.
     machine_wakes: tokio::sync::broadcast::Sender<ObjectRef<crate::api::Machine>>,
     cluster_wakes: tokio::sync::broadcast::Sender<ObjectRef<crate::api::Cluster>>,
+    machine_pool_wakes: tokio::sync::broadcast::Sender<ObjectRef<crate::api::MachinePool>>,
 }
 
 impl Context {
@@ -76,6 +77,7 @@ impl Context {
             clusters: std::sync::OnceLock::new(),
             machine_wakes: tokio::sync::broadcast::channel(16 * 1024).0,
             cluster_wakes: tokio::sync::broadcast::channel(16 * 1024).0,
+            machine_pool_wakes: tokio::sync::broadcast::channel(16 * 1024).0,
             client,
         })
     }
@@ -96,7 +98,7 @@ impl Context {
         })
     }
 
-    /// Wakes the Machine that controls `object` and the Clusters that own it. A receiver
+    /// Wakes the Machine that controls `object` and the Clusters and MachinePools that own it. A receiver
     /// that falls behind misses wakes; the requeues of those waiting make up for them.
     pub fn wake_owners(&self, object: &kube::api::ObjectMeta) {
         let namespace = object.namespace.as_deref().unwrap_or_default();
@@ -116,6 +118,11 @@ impl Context {
                         .cluster_wakes
                         .send(ObjectRef::new(&owner.name).within(namespace));
                 }
+                "MachinePool" => {
+                    let _ = self
+                        .machine_pool_wakes
+                        .send(ObjectRef::new(&owner.name).within(namespace));
+                }
                 _ => {}
             }
         }
@@ -133,6 +140,14 @@ impl Context {
         &self,
     ) -> impl futures::Stream<Item = ObjectRef<crate::api::Cluster>> + Send + 'static {
         crate::cache::received(&self.cluster_wakes)
+    }
+
+    /// The MachinePools [`Context::wake_owners`] woke (their bootstrap configs and
+    /// infrastructure changed), from now on.
+    pub fn machine_pool_wakes(
+        &self,
+    ) -> impl futures::Stream<Item = ObjectRef<crate::api::MachinePool>> + Send + 'static {
+        crate::cache::received(&self.machine_pool_wakes)
     }
 
     /// All Clusters of the management cluster, cached alike.

@@ -19,7 +19,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::api::{
     CLUSTER_NAME_LABEL, Cluster, KubeadmControlPlane, Machine, MachineDeployment,
-    MachineHealthCheck, MachineSet,
+    MachineHealthCheck, MachinePool, MachineSet,
 };
 
 type Labels = Vec<(&'static str, String)>;
@@ -376,6 +376,44 @@ impl StateSeries for MachineSet {
         }
         out.conditions(
             "capi_machineset_status_condition",
+            &base,
+            status.and_then(|s| s.conditions.as_deref()),
+        );
+    }
+}
+
+impl StateSeries for MachinePool {
+    fn samples(&self, out: &mut Samples) {
+        let base = base(self);
+        let status = self.status.as_ref();
+        out.replicas("capi_machinepool_spec_replicas", &base, self.spec.replicas);
+        for (name, replicas) in [
+            (
+                "capi_machinepool_status_replicas",
+                status.and_then(|s| s.replicas),
+            ),
+            (
+                "capi_machinepool_status_replicas_ready",
+                status.and_then(|s| s.ready_replicas),
+            ),
+            (
+                "capi_machinepool_status_replicas_available",
+                status.and_then(|s| s.available_replicas),
+            ),
+        ] {
+            out.replicas(name, &base, replicas);
+        }
+        let phase = status
+            .and_then(|s| s.phase)
+            .and_then(|p| serde_json::to_value(p).ok());
+        out.phase(
+            "capi_machinepool_status_phase",
+            &base,
+            phase.as_ref().and_then(|p| p.as_str()),
+            &["ScalingUp", "ScalingDown", "Running", "Failed", "Unknown"],
+        );
+        out.conditions(
+            "capi_machinepool_status_condition",
             &base,
             status.and_then(|s| s.conditions.as_deref()),
         );

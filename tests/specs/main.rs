@@ -12,6 +12,7 @@ mod kubeadm_control_plane;
 mod machine;
 mod machine_deployment;
 mod machine_health_check;
+mod machine_pool;
 mod manager;
 mod mover;
 mod workloads;

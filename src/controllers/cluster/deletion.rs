@@ -1,4 +1,5 @@
-//! Deleting a Cluster: its MachineDeployments, MachineSets and stand-alone Machines first,
+//! Deleting a Cluster: its MachinePools, MachineDeployments, MachineSets and stand-alone
+//! Machines first,
 //! then the control plane, then the infrastructure cluster; the finalizer goes last. Each
 //! reconcile records in `Deleting` what it waits for.
 
@@ -11,7 +12,7 @@ use kube::{Resource, ResourceExt};
 use super::CONTROLLER;
 use super::status::Descendants;
 use crate::api;
-use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
+use crate::api::{Cluster, Machine, MachineDeployment, MachinePool, MachineSet};
 use crate::conditions::{self, NewCondition, Status};
 use crate::reconcile::common;
 use crate::reconcile::events::Severity;
@@ -44,6 +45,15 @@ pub(super) async fn reconcile_delete(
         );
     };
     let mut waiting = Vec::new();
+    for mp in &d.pools {
+        waiting.push(format!("MachinePool {}", mp.name_any()));
+        if owned(mp.owner_references()) && !common::deleting(mp) {
+            Api::<MachinePool>::namespaced(ctx.client.clone(), &ns)
+                .delete(&mp.name_any(), &DeleteParams::background())
+                .await?;
+            deleted("MachinePool", &mp.name_any());
+        }
+    }
     for md in &d.deployments {
         waiting.push(format!("MachineDeployment {}", md.name_any()));
         if owned(md.owner_references()) && !common::deleting(md) {

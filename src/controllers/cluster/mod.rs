@@ -28,7 +28,7 @@ use kube::runtime::watcher;
 
 use crate::api;
 use crate::api::common::{ApiEndpoint, ContractVersionedObjectReference};
-use crate::api::{Cluster, MachineDeployment, MachineSet};
+use crate::api::{Cluster, MachineDeployment, MachinePool, MachineSet};
 use crate::conditions::NewCondition;
 use crate::reconcile::runtime::{Wiring, cluster_of};
 use crate::reconcile::{Context, Result, StepContext};
@@ -37,7 +37,8 @@ pub use status::phase;
 use status::{Descendants, Providers};
 
 impl Descendants {
-    /// The Cluster's MachineDeployments, MachineSets and Machines, by its cluster-name label.
+    /// The Cluster's MachinePools, MachineDeployments, MachineSets and Machines, by its
+    /// cluster-name label.
     async fn gather(ctx: &Context, cluster: &Cluster) -> Result<Descendants> {
         let ns = cluster.namespace().unwrap_or_default();
         let selector = ListParams::default().labels(&format!(
@@ -45,6 +46,10 @@ impl Descendants {
             api::CLUSTER_NAME_LABEL,
             cluster.name_any()
         ));
+        let pools = Api::<MachinePool>::namespaced(ctx.client.clone(), &ns)
+            .list(&selector)
+            .await?
+            .items;
         let deployments = Api::<MachineDeployment>::namespaced(ctx.client.clone(), &ns)
             .list(&selector)
             .await?
@@ -62,6 +67,7 @@ impl Descendants {
             .into_iter()
             .partition(|m| m.labels().contains_key(api::CONTROL_PLANE_LABEL));
         Ok(Descendants {
+            pools,
             deployments,
             sets,
             control_plane,

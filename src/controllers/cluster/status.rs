@@ -12,7 +12,7 @@ use kube::{Resource, ResourceExt};
 use crate::api;
 use crate::api::cluster::{ClusterStatus, ReplicasSummary};
 use crate::api::common::{ApiEndpoint, StatusVersion};
-use crate::api::{Cluster, Machine, MachineDeployment, MachineSet};
+use crate::api::{Cluster, Machine, MachineDeployment, MachinePool, MachineSet};
 use crate::conditions::{self, AggregateInput, MergeReasons, NewCondition, Status, SummaryOptions};
 use crate::reconcile::common;
 use crate::reconcile::common::machine_condition_true as is_true;
@@ -21,6 +21,7 @@ use crate::workload::clusters::Health;
 
 /// The objects of a Cluster, found by its cluster-name label.
 pub struct Descendants {
+    pub pools: Vec<MachinePool>,
     pub deployments: Vec<MachineDeployment>,
     pub sets: Vec<MachineSet>,
     /// Shared with the Machine cache: a Cluster of thousands of Machines is not copied on
@@ -772,6 +773,7 @@ mod tests {
 
     fn no_descendants() -> Descendants {
         Descendants {
+            pools: Vec::new(),
             deployments: Vec::new(),
             sets: Vec::new(),
             control_plane: Vec::new(),
@@ -976,6 +978,7 @@ mod tests {
     fn a_cluster_sums_up_its_machines_rollouts_and_remediations() {
         let ready = cond("Ready", "True", "Ready", "");
         let d = Descendants {
+            pools: Vec::new(),
             deployments: vec![serde_json::from_value(json!({
                 "metadata": {"name": "md-0"},
                 "spec": {"clusterName": "c", "selector": {}, "template": {"spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "t"}}}},

@@ -13,7 +13,7 @@ use crate::api::kubeadm_control_plane::{
 };
 use crate::api::{KubeadmControlPlane, Machine};
 use crate::conditions;
-use crate::conditions::{MergeReasons, NewCondition, Status};
+use crate::conditions::{NewCondition, Status};
 use crate::reconcile::common;
 use crate::reconcile::common::machine_condition_true as is_true;
 use crate::workload::etcd::{self, Alarm, Member};
@@ -160,25 +160,8 @@ pub fn compute(
             .message("Waiting for a control plane Machine to be Available")
         },
     );
-    conds.push(super::super::machines::aggregate(
+    conds.extend(super::super::machines::machines_ready_and_up_to_date(
         machines,
-        conditions::types::READY,
-        conditions::types::MACHINES_READY,
-        MergeReasons::new(
-            conditions::reasons::NOT_READY,
-            conditions::reasons::READY_UNKNOWN,
-            conditions::reasons::READY,
-        ),
-    ));
-    conds.push(super::super::machines::aggregate(
-        machines,
-        conditions::types::UP_TO_DATE,
-        conditions::types::MACHINES_UP_TO_DATE,
-        MergeReasons::new(
-            conditions::reasons::NOT_UP_TO_DATE,
-            conditions::reasons::UP_TO_DATE_UNKNOWN,
-            conditions::reasons::UP_TO_DATE,
-        ),
     ));
     conds.push(NewCondition::activity(
         conditions::types::ROLLING_OUT,

@@ -198,6 +198,11 @@ pub fn controllers(w: &Wiring, ctx: Arc<DockerProvider>) -> Vec<BoxFuture<'stati
         ctx.clone(),
         ["devcluster-docker", "devmachine-docker"],
     ));
+    all.push(super::dev_machine_pool::controller(
+        w,
+        "devmachinepool-docker",
+        super::dev_machine_pool::Backend::Docker,
+    ));
     all.push(w.template_capacity(
         "dockermachinetemplate",
         ctx.clone(),

@@ -1,0 +1,276 @@
+//! MachinePool: a pool of simulated machines (DevMachinePool, in-memory back end) joining with
+//! one KubeadmConfig comes up with a Machine and a Node per instance, scales up and down
+//! (draining through its Machines), replaces its instances for a new version and a changed
+//! back end, and takes everything with it when deleted.
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use capictl::api::{CrdSet, DevMachine, DevMachinePool, KubeadmConfig, Machine, MachinePool};
+
+use crate::common::fixtures::{apply_in_memory_cluster, until_available};
+use crate::common::lifecycle::*;
+
+const POOL: &str = "k1-pool-0";
+
+fn pool_objects(replicas: i32) -> [Value; 3] {
+    [
+        json!({
+            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
+            "metadata": {"name": POOL}, "spec": {"joinConfiguration": {"nodeRegistration": {}}},
+        }),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevMachinePool",
+            "metadata": {"name": POOL},
+            "spec": {"backend": {"inMemory": {"vm": {"provisioning": {"startupDuration": "0s"}}}}},
+        }),
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+            "metadata": {"name": POOL},
+            "spec": {
+                "clusterName": "k1", "replicas": replicas,
+                "template": {
+                    "metadata": {"labels": {"pool": "zero"}},
+                    "spec": {
+                        "clusterName": "k1", "version": "v1.30.4",
+                        "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": POOL}},
+                        "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DevMachinePool", "name": POOL},
+                    },
+                },
+            },
+        }),
+    ]
+}
+
+/// The pool's Machines, by name.
+async fn pool_machines(client: &kube::Client) -> Vec<Machine> {
+    let mut machines = Api::<Machine>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("cluster.x-k8s.io/pool-name={POOL}")))
+        .await
+        .unwrap()
+        .items;
+    machines.sort_by_key(|m| m.metadata.name.clone());
+    machines
+}
+
+/// Waits until the pool runs `n` ready, up-to-date instances of `version`, each with its Node,
+/// and returns its Machines.
+async fn until_running(client: &kube::Client, n: i32, version: &str) -> Vec<Machine> {
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let what = format!("the pool runs {n} ready instances of {version}");
+    until(&what, 90, async || {
+        let status = pools.get(POOL).await.ok()?.status?;
+        let machines = pool_machines(client).await;
+        let settled = status.ready_replicas == Some(n)
+            && status.up_to_date_replicas == Some(n)
+            && status.replicas == Some(n)
+            && status.node_refs.as_ref().map_or(0, Vec::len) == n as usize
+            && machines.len() == n as usize
+            && machines
+                .iter()
+                .all(|m| m.spec.version.as_deref() == Some(version) && machine_ready(m));
+        settled.then_some(machines)
+    })
+    .await
+}
+
+/// The workload cluster's Nodes whose provider IDs are the pool's.
+async fn pool_nodes(client: &kube::Client, workload: &kube::Client) -> Vec<String> {
+    let pool = Api::<MachinePool>::namespaced(client.clone(), NS)
+        .get(POOL)
+        .await
+        .unwrap();
+    let ids = pool.spec.provider_id_list.unwrap_or_default();
+    let mut names: Vec<String> = Api::<Node>::all(workload.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_ref())
+                .is_some_and(|id| ids.contains(id))
+        })
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
+async fn scale(client: &kube::Client, replicas: i32) {
+    Api::<MachinePool>::namespaced(client.clone(), NS)
+        .patch(
+            POOL,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_pool_scales_rolls_and_goes_with_its_instances() {
+    let client = management(&[
+        CrdSet::Core,
+        CrdSet::KubeadmBootstrap,
+        CrdSet::KubeadmControlPlane,
+        CrdSet::InMemory,
+        CrdSet::Docker,
+    ])
+    .await;
+    apply_in_memory_cluster(&client, "k1", "v1.30.4", 1, 0).await;
+    until_available(&client, "k1", 120).await;
+    for object in pool_objects(2) {
+        apply(&client, object).await;
+    }
+
+    // Two instances, each a DevMachine with a Machine owned by the pool, joined as Nodes
+    // with the pool's one bootstrap Secret.
+    let machines = until_running(&client, 2, "v1.30.4").await;
+    let pool = Api::<MachinePool>::namespaced(client.clone(), NS)
+        .get(POOL)
+        .await
+        .unwrap();
+    let data = pool.spec.template.spec.bootstrap.data_secret_name.clone();
+    let config = Api::<KubeadmConfig>::namespaced(client.clone(), NS)
+        .get(POOL)
+        .await
+        .unwrap();
+    assert_eq!(data, config.status.and_then(|s| s.data_secret_name));
+    for m in &machines {
+        assert_eq!(m.spec.bootstrap.data_secret_name, data, "{m:?}");
+        let owner = &m.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("MachinePool", Some(true))
+        );
+        assert_eq!(m.metadata.labels.as_ref().unwrap()["pool"], "zero");
+    }
+    let status = pool.status.unwrap();
+    assert_eq!(
+        serde_json::to_value(status.phase).unwrap(),
+        "Running",
+        "{status:?}"
+    );
+    let workload = workload(&client, "k1").await;
+    assert_eq!(pool_nodes(&client, &workload).await.len(), 2);
+    let dev_pool = Api::<DevMachinePool>::namespaced(client.clone(), NS)
+        .get(POOL)
+        .await
+        .unwrap();
+    let dev_status = dev_pool.status.unwrap();
+    assert_eq!(
+        dev_status.infrastructure_machine_kind.as_deref(),
+        Some("DevMachine")
+    );
+    assert_eq!(dev_status.instances.map(|i| i.len()), Some(2));
+
+    // Up to three, down to one: the Nodes follow.
+    scale(&client, 3).await;
+    until_running(&client, 3, "v1.30.4").await;
+    assert_eq!(pool_nodes(&client, &workload).await.len(), 3);
+    scale(&client, 1).await;
+    let kept = until_running(&client, 1, "v1.30.4").await;
+    until("the removed instances' Nodes are gone", 60, async || {
+        (pool_nodes(&client, &workload).await.len() == 1).then_some(())
+    })
+    .await;
+
+    // A new version replaces the instance, new one first.
+    Api::<MachinePool>::namespaced(client.clone(), NS)
+        .patch(
+            POOL,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"version": "v1.30.5"}}}})),
+        )
+        .await
+        .unwrap();
+    let rolled = until_running(&client, 1, "v1.30.5").await;
+    assert_ne!(rolled[0].metadata.name, kept[0].metadata.name);
+    let versions = Api::<MachinePool>::namespaced(client.clone(), NS)
+        .get(POOL)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .versions;
+    assert_eq!(
+        serde_json::to_value(versions).unwrap(),
+        json!([{"version": "v1.30.5", "replicas": 1}])
+    );
+
+    // A changed back end (the pool's template rolled in place) replaces it too.
+    Api::<DevMachinePool>::namespaced(client.clone(), NS)
+        .patch(
+            POOL,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"backend": {"inMemory": {"vm": {"provisioning": {"startupDuration": "1s"}}}}}})),
+        )
+        .await
+        .unwrap();
+    until(
+        "the instance is made with the new back end",
+        60,
+        async || {
+            let machines = pool_machines(&client).await;
+            let instances = Api::<DevMachine>::namespaced(client.clone(), NS)
+                .list(&ListParams::default().labels(&format!("cluster.x-k8s.io/pool-name={POOL}")))
+                .await
+                .ok()?
+                .items;
+            let replaced = machines.len() == 1
+                && machines[0].metadata.name != rolled[0].metadata.name
+                && machine_ready(&machines[0])
+                && instances.len() == 1
+                && instances[0]
+                    .spec
+                    .backend
+                    .in_memory
+                    .as_ref()
+                    .and_then(|b| b.vm.as_ref())
+                    .is_some_and(|vm| {
+                        vm.provisioning
+                            .as_ref()
+                            .and_then(|p| p.startup_duration.as_deref())
+                            == Some("1s")
+                    });
+            replaced.then_some(())
+        },
+    )
+    .await;
+
+    // Deleted, the pool takes its infrastructure, bootstrap config, Machines and Nodes.
+    Api::<MachinePool>::namespaced(client.clone(), NS)
+        .delete(POOL, &DeleteParams::default())
+        .await
+        .unwrap();
+    until("the pool and all of its objects are gone", 60, async || {
+        let gone = Api::<MachinePool>::namespaced(client.clone(), NS)
+            .get_opt(POOL)
+            .await
+            .ok()?
+            .is_none()
+            && Api::<DevMachinePool>::namespaced(client.clone(), NS)
+                .get_opt(POOL)
+                .await
+                .ok()?
+                .is_none()
+            && Api::<KubeadmConfig>::namespaced(client.clone(), NS)
+                .get_opt(POOL)
+                .await
+                .ok()?
+                .is_none()
+            && pool_machines(&client).await.is_empty();
+        gone.then_some(())
+    })
+    .await;
+    let nodes = Api::<Node>::all(workload.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(nodes.len(), 1, "only the control plane's Node is left");
+}
