@@ -25,6 +25,7 @@ pub struct Objects {
     pub control_plane: Option<Value>,
     pub machine_deployments: Vec<Value>,
     pub machine_sets: Vec<Value>,
+    pub machine_pools: Vec<Value>,
     pub machines: Vec<Value>,
     pub machine_health_checks: Vec<Value>,
     /// With `--show-resourcesets`: the ClusterResourceSets the Cluster's binding names.
@@ -244,11 +245,13 @@ fn echo_children<'a>(node: &mut Node<'a>, objects: &'a Objects, options: &Option
         }
         return;
     };
-    if kind_of(m) == "Machine" {
-        let refs = [
-            &m["spec"]["infrastructureRef"],
-            &m["spec"]["bootstrap"]["configRef"],
-        ];
+    let spec = match kind_of(m) {
+        "Machine" => Some(&m["spec"]),
+        "MachinePool" => Some(&m["spec"]["template"]["spec"]),
+        _ => None,
+    };
+    if let Some(spec) = spec {
+        let refs = [&spec["infrastructureRef"], &spec["bootstrap"]["configRef"]];
         for r in refs {
             let key = (
                 r["kind"].as_str().unwrap_or_default().to_string(),
@@ -285,7 +288,7 @@ fn is_control_plane(m: &Value) -> bool {
 /// from (bootstrap config template, then infrastructure machine template).
 pub fn template_refs(o: &Value) -> Vec<&Value> {
     let spec = match kind_of(o) {
-        "MachineDeployment" | "MachineSet" => &o["spec"]["template"]["spec"],
+        "MachineDeployment" | "MachineSet" | "MachinePool" => &o["spec"]["template"]["spec"],
         _ => &o["spec"]["machineTemplate"]["spec"],
     };
     [&spec["bootstrap"]["configRef"], &spec["infrastructureRef"]]
@@ -412,6 +415,17 @@ fn tree<'a>(objects: &'a Objects, options: &Options) -> Node<'a> {
                 node.children.insert(0, heading);
             }
         }
+        workers.push(node);
+    }
+    for mp in &objects.machine_pools {
+        let machines: Vec<&Value> = objects
+            .machines
+            .iter()
+            .filter(|m| owned_by(m, "MachinePool", name_of(mp)))
+            .collect();
+        placed.extend(machines.iter().map(|m| name_of(m)));
+        let mut node = Node::object(mp);
+        node.children = grouped(machines, options);
         workers.push(node);
     }
     let others: Vec<&Value> = objects
@@ -594,7 +608,7 @@ fn cells(node: &Node) -> Cells {
                 "Available",
             )
         }
-        "MachineDeployment" => counters(
+        "MachineDeployment" | "MachinePool" => counters(
             fraction(&status["replicas"], &o["spec"]["replicas"]),
             status,
             "Available",
@@ -659,7 +673,9 @@ fn cells(node: &Node) -> Cells {
 fn version_of(o: &Value) -> Option<&str> {
     match kind_of(o) {
         "Cluster" => o["spec"]["topology"]["version"].as_str(),
-        "MachineDeployment" | "MachineSet" => o["spec"]["template"]["spec"]["version"].as_str(),
+        "MachineDeployment" | "MachineSet" | "MachinePool" => {
+            o["spec"]["template"]["spec"]["version"].as_str()
+        }
         _ => o["spec"]["version"].as_str(),
     }
 }
@@ -994,6 +1010,9 @@ mod tests {
             referenced.insert(("InMemoryMachine".to_string(), name.to_string()), json!({"kind": "InMemoryMachine", "metadata": {"name": name, "namespace": "default"}, "status": {"conditions": [infra]}}));
             referenced.insert(("KubeadmConfig".to_string(), name.to_string()), json!({"kind": "KubeadmConfig", "metadata": {"name": name, "namespace": "default"}, "status": {"conditions": [cond("Ready", "True", "Ready", 300, "")]}}));
         }
+        // The pool's infrastructure waits for an instance; its bootstrap config is ready.
+        referenced.insert(("DevMachinePool".to_string(), "c1-mp-0".to_string()), json!({"kind": "DevMachinePool", "metadata": {"name": "c1-mp-0", "namespace": "default"}, "status": {"conditions": [cond("Ready", "False", "NotReady", 60, "1 of 2 instances are provisioned")]}}));
+        referenced.insert(("KubeadmConfig".to_string(), "c1-mp-0".to_string()), json!({"kind": "KubeadmConfig", "metadata": {"name": "c1-mp-0", "namespace": "default"}, "status": {"conditions": [cond("Ready", "True", "Ready", 300, "")]}}));
         for (kind, name) in [
             ("InMemoryMachineTemplate", "c1-cp"),
             ("KubeadmConfigTemplate", "c1-md-0"),
@@ -1044,10 +1063,22 @@ mod tests {
                 "spec": {"replicas": 2, "template": {"spec": {"version": "v1.30.4"}}},
                 "status": {"replicas": 2, "readyReplicas": 0, "availableReplicas": 0, "upToDateReplicas": 2}
             })],
+            machine_pools: vec![json!({
+                "kind": "MachinePool", "metadata": {"name": "c1-mp-0", "namespace": "default"},
+                "spec": {"replicas": 2, "template": {"spec": {
+                    "version": "v1.30.4",
+                    "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": "c1-mp-0"}},
+                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DevMachinePool", "name": "c1-mp-0"},
+                }}},
+                "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "upToDateReplicas": 1, "conditions": [
+                    cond("Available", "False", "NotAvailable", 60, "1 of 2 replicas are available")
+                ]}
+            })],
             machines: vec![
                 machine("c1-cp-a", ("KubeadmControlPlane", "c1-cp"), true, true),
                 machine("c1-md-0-x-1", ("MachineSet", "c1-md-0-x"), false, false),
                 machine("c1-md-0-x-2", ("MachineSet", "c1-md-0-x"), false, false),
+                machine("c1-mp-0-bcdfg", ("MachinePool", "c1-mp-0"), false, true),
             ],
             machine_health_checks: vec![json!({
                 "kind": "MachineHealthCheck", "metadata": {"name": "c1-workers", "namespace": "default"},

@@ -11,7 +11,7 @@ use super::connect::ClusterArgs;
 use crate::api::common::ContractVersionedObjectReference;
 use crate::api::{
     Cluster, ClusterResourceSet, ClusterResourceSetBinding, Machine, MachineDeployment,
-    MachineHealthCheck, MachineSet,
+    MachineHealthCheck, MachinePool, MachineSet,
 };
 use crate::describe::{self, ConditionFilter, Objects, Options};
 use crate::reconcile::external::Resolver;
@@ -244,12 +244,18 @@ async fn read(
         .list(&selector)
         .await?
         .items;
+    let machine_pools = Api::<MachinePool>::namespaced(client.clone(), ns)
+        .list(&selector)
+        .await?
+        .items;
     let references: Vec<&ContractVersionedObjectReference> = machines
         .iter()
-        .flat_map(|m| {
+        .map(|m| &m.spec)
+        .chain(machine_pools.iter().map(|p| &p.spec.template.spec))
+        .flat_map(|spec| {
             [
-                Some(&m.spec.infrastructure_ref),
-                m.spec.bootstrap.config_ref.as_ref(),
+                Some(&spec.infrastructure_ref),
+                spec.bootstrap.config_ref.as_ref(),
             ]
         })
         .flatten()
@@ -316,6 +322,7 @@ async fn read(
         control_plane,
         machine_deployments,
         machine_sets: list::<MachineSet>(client, ns, &selector).await?,
+        machine_pools: machine_pools.iter().map(to_value).collect(),
         machines: machines.iter().map(to_value).collect(),
         machine_health_checks,
         cluster_resource_sets: Vec::new(),
