@@ -20,6 +20,8 @@ use super::schema;
 pub const TOPOLOGY_OWNED_LABEL: &str = "topology.cluster.x-k8s.io/owned";
 /// On a managed MachineDeployment, its templates and Machines: its name in the topology.
 pub const TOPOLOGY_DEPLOYMENT_NAME_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
+/// On a managed MachinePool, its bootstrap config and infrastructure: its name in the topology.
+pub const TOPOLOGY_POOL_NAME_LABEL: &str = "topology.cluster.x-k8s.io/pool-name";
 /// On a MachineDeployment topology: do not upgrade it (the others go on).
 pub const DEFER_UPGRADE_ANNOTATION: &str = "topology.cluster.x-k8s.io/defer-upgrade";
 /// On a MachineDeployment topology: neither it nor those after it in the list upgrade.

@@ -431,12 +431,28 @@ pub fn compute_status(
             .filter(|m| condition_of(m, t).is_some_and(|c| c.status == "True"))
             .count() as i32
     };
-    let replicas = providers.replicas.unwrap_or(machines.len() as i32);
+    // With a Machine per instance, the Machines are the freshest count (the infrastructure's
+    // status may lag a rollout behind).
+    let replicas = match providers.machine_kind {
+        Some(_) => machines.len() as i32,
+        None => providers.replicas.unwrap_or_default(),
+    };
     status.replicas = Some(replicas);
     if providers.machine_kind.is_some() {
         status.ready_replicas = Some(count(conditions::types::READY));
         status.available_replicas = Some(count(conditions::types::AVAILABLE));
-        status.up_to_date_replicas = Some(count(conditions::types::UP_TO_DATE));
+        // A Machine of another version is outdated already, before its condition says so.
+        let version = &pool.spec.template.spec.version;
+        status.up_to_date_replicas = Some(
+            machines
+                .iter()
+                .filter(|m| &m.spec.version == version)
+                .filter(|m| {
+                    condition_of(m, conditions::types::UP_TO_DATE)
+                        .is_some_and(|c| c.status == "True")
+                })
+                .count() as i32,
+        );
         let versions =
             super::machines::versions(machines.iter().filter_map(|m| m.spec.version.clone()));
         status.versions = (!versions.is_empty()).then_some(versions);

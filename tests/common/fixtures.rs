@@ -166,6 +166,24 @@ pub async fn apply_in_memory_cluster(
     }
 }
 
+/// The in-memory flavor with its ClusterClass (`--flavor topology`) for the cluster `name`:
+/// one control-plane Machine and one worker of `version`, machines starting at once.
+pub fn in_memory_topology(name: &str, version: &str) -> Vec<Value> {
+    let template = capictl::generate::flavor_with_class("in-memory", "topology").unwrap();
+    let vars = |key: &str| -> Option<String> {
+        match key {
+            "CLUSTER_NAME" => Some(name.into()),
+            "NAMESPACE" => Some(NS.into()),
+            "KUBERNETES_VERSION" => Some(version.into()),
+            "CONTROL_PLANE_MACHINE_COUNT" | "WORKER_MACHINE_COUNT" => Some("1".into()),
+            "VM_STARTUP_DURATION" | "NODE_STARTUP_DURATION" => Some("0s".into()),
+            _ => None,
+        }
+    };
+    let text = capictl::generate::render(&template, NS, &vars).unwrap();
+    capictl::yaml::from_multiple(&text).unwrap()
+}
+
 pub async fn kubeadm_cluster(control_planes: i32, version: &str) -> Client {
     use capictl::api::KubeadmControlPlane;
     let client = kubeadm_management().await;

@@ -12,7 +12,7 @@ use serde_json::json;
 use capictl::api::{Cluster, CrdSet, MachineDeployment};
 use capictl::apiserver::store::Store;
 
-use crate::common::fixtures::{apply_c1, machine_deployment, until_available};
+use crate::common::fixtures::{apply_c1, in_memory_topology, machine_deployment, until_available};
 use crate::common::lifecycle::*;
 
 /// A management cluster with the controllers of `sets` and the autoscaler running.
@@ -200,20 +200,7 @@ async fn a_topology_leaves_an_autoscaled_node_group_its_replicas() {
         CrdSet::InMemory,
     ];
     let client = autoscaled_management(&sets).await;
-    let template = capictl::generate::flavor_with_class("in-memory", "topology").unwrap();
-    let vars = |key: &str| -> Option<String> {
-        match key {
-            "CLUSTER_NAME" => Some("t1".into()),
-            "NAMESPACE" => Some(NS.into()),
-            "KUBERNETES_VERSION" => Some("v1.30.4".into()),
-            "CONTROL_PLANE_MACHINE_COUNT" => Some("1".into()),
-            "WORKER_MACHINE_COUNT" => Some("1".into()),
-            "VM_STARTUP_DURATION" | "NODE_STARTUP_DURATION" => Some("0s".into()),
-            _ => None,
-        }
-    };
-    let text = capictl::generate::render(&template, NS, &vars).unwrap();
-    for mut doc in capictl::yaml::from_multiple::<serde_json::Value>(&text).unwrap() {
+    for mut doc in in_memory_topology("t1", "v1.30.4") {
         if doc["kind"] == "Cluster" {
             let md = &mut doc["spec"]["topology"]["workers"]["machineDeployments"][0];
             md.as_object_mut().unwrap().remove("replicas");

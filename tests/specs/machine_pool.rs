@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use capictl::api::{CrdSet, DevMachine, DevMachinePool, KubeadmConfig, Machine, MachinePool};
 
-use crate::common::fixtures::{apply_in_memory_cluster, until_available};
+use crate::common::fixtures::{apply_in_memory_cluster, in_memory_topology, until_available};
 use crate::common::lifecycle::*;
 
 const POOL: &str = "k1-pool-0";
@@ -273,4 +273,140 @@ async fn a_machine_pool_scales_rolls_and_goes_with_its_instances() {
         .unwrap()
         .items;
     assert_eq!(nodes.len(), 1, "only the control plane's Node is left");
+}
+
+/// A ClusterClass with a `machinePools` class: the topology makes the pool, its KubeadmConfig
+/// and DevMachinePool from the class's templates, and upgrades it after the control plane.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topology_pool_comes_up_and_upgrades_after_the_control_plane() {
+    use capictl::api::KubeadmControlPlane;
+    let client = management(&[
+        CrdSet::Core,
+        CrdSet::KubeadmBootstrap,
+        CrdSet::KubeadmControlPlane,
+        CrdSet::InMemory,
+        CrdSet::Docker,
+    ])
+    .await;
+    apply(
+        &client,
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevMachinePoolTemplate",
+            "metadata": {"name": "in-memory-pool"},
+            "spec": {"template": {"spec": {"backend": {"inMemory": {"vm": {"provisioning": {"startupDuration": "0s"}}}}}}},
+        }),
+    )
+    .await;
+    for mut doc in in_memory_topology("t1", "v1.30.4") {
+        if doc["kind"] == "ClusterClass" {
+            doc["spec"]["workers"]["machinePools"] = json!([{
+                "class": "pool",
+                "bootstrap": {"templateRef": {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate", "name": "in-memory-default-worker-bootstraptemplate"}},
+                "infrastructure": {"templateRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevMachinePoolTemplate", "name": "in-memory-pool"}},
+            }]);
+        }
+        if doc["kind"] == "Cluster" {
+            doc["spec"]["topology"]["workers"]["machinePools"] =
+                json!([{"class": "pool", "name": "mp-0", "replicas": 2}]);
+        }
+        apply(&client, doc).await;
+    }
+    until_available(&client, "t1", 120).await;
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let pool = async || -> Option<MachinePool> {
+        pools
+            .list(&ListParams::default().labels("topology.cluster.x-k8s.io/pool-name=mp-0"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .next()
+    };
+    let running = |version: &'static str| {
+        let (pool, client) = (&pool, &client);
+        async move || {
+            let p = pool().await?;
+            let status = p.status.as_ref()?;
+            let machines = pool_machines_of(client, p.metadata.name.as_deref()?).await;
+            if machines.len() != 2
+                || machines
+                    .iter()
+                    .any(|m| m.spec.version.as_deref() != Some(version))
+            {
+                return None;
+            }
+            (p.spec.template.spec.version.as_deref() == Some(version)
+                && status.observed_generation == p.metadata.generation
+                && status.ready_replicas == Some(2)
+                && status.up_to_date_replicas == Some(2)
+                && status.replicas == Some(2))
+            .then_some(p)
+        }
+    };
+    let p = until(
+        "the topology's pool runs 2 instances",
+        90,
+        running("v1.30.4"),
+    )
+    .await;
+    let name = p.metadata.name.clone().unwrap();
+    assert!(name.starts_with("t1-mp-0-"), "{name}");
+    let spec = &p.spec.template.spec;
+    let config = spec.bootstrap.config_ref.as_ref().unwrap();
+    assert_eq!(config.kind, "KubeadmConfig");
+    assert_eq!(spec.infrastructure_ref.kind, "DevMachinePool");
+    let infra = Api::<DevMachinePool>::namespaced(client.clone(), NS)
+        .get(&spec.infrastructure_ref.name)
+        .await
+        .unwrap();
+    let annotations = infra.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations["cluster.x-k8s.io/cloned-from-name"],
+        "in-memory-pool"
+    );
+
+    // A new version: the control plane first, then the pool.
+    let clusters: Api<capictl::api::Cluster> = Api::namespaced(client.clone(), NS);
+    clusters
+        .patch(
+            "t1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"topology": {"version": "v1.31.0"}}})),
+        )
+        .await
+        .unwrap();
+    let kcps: Api<KubeadmControlPlane> = Api::namespaced(client.clone(), NS);
+    until(
+        "the pool is at v1.31.0 only after the control plane",
+        180,
+        async || {
+            let p = pool().await?;
+            if p.spec.template.spec.version.as_deref() != Some("v1.31.0") {
+                return None;
+            }
+            let kcp = kcps.list(&ListParams::default()).await.ok()?.items.pop()?;
+            let cp_versions = serde_json::to_value(kcp.status?.versions).ok()?;
+            assert_eq!(
+                cp_versions,
+                json!([{"version": "v1.31.0", "replicas": 1}]),
+                "the pool moved while the control plane was not done"
+            );
+            Some(())
+        },
+    )
+    .await;
+    until(
+        "the pool runs 2 instances of v1.31.0",
+        120,
+        running("v1.31.0"),
+    )
+    .await;
+}
+
+async fn pool_machines_of(client: &kube::Client, pool: &str) -> Vec<Machine> {
+    Api::<Machine>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("cluster.x-k8s.io/pool-name={pool}")))
+        .await
+        .unwrap()
+        .items
 }

@@ -9,6 +9,9 @@
 //! - one MachineDeployment per `workers.machineDeployments` entry
 //!   (`<cluster>-<name>-<random>`), with copies of its class's bootstrap and infrastructure
 //!   templates (`<cluster>-<name>-<random>`), labelled with the topology's name;
+//! - one MachinePool per `workers.machinePools` entry (`<cluster>-<name>-<random>`), with a
+//!   bootstrap config and an infrastructure machine pool made from its class's templates
+//!   (`<cluster>-<name>-<random>`, changed in place);
 //! - MachineHealthChecks for the control plane and each MachineDeployment whose class or
 //!   topology has a health check, named after what they check;
 //! - the Cluster's `spec.infrastructureRef` and `spec.controlPlaneRef`.
@@ -26,7 +29,8 @@ pub use super::versions::{ControlPlaneNow, Current, DeploymentNow};
 use crate::api;
 use crate::api::Cluster;
 use crate::api::cluster_class::{
-    ClusterClass, MachineDeploymentClass, TOPOLOGY_DEPLOYMENT_NAME_LABEL, TOPOLOGY_OWNED_LABEL,
+    ClusterClass, MachineDeploymentClass, MachinePoolClass, TOPOLOGY_DEPLOYMENT_NAME_LABEL,
+    TOPOLOGY_OWNED_LABEL, TOPOLOGY_POOL_NAME_LABEL,
 };
 use crate::reconcile::external::group_of;
 use kube::ResourceExt;
@@ -40,6 +44,8 @@ pub struct Blueprint {
     pub control_plane_machines: Option<Value>,
     /// By MachineDeployment class: its bootstrap and infrastructure templates.
     pub deployment_classes: BTreeMap<String, (Value, Value)>,
+    /// By MachinePool class: its bootstrap and infrastructure templates.
+    pub pool_classes: BTreeMap<String, (Value, Value)>,
 }
 
 /// The desired objects. Each is a whole object as the topology controller applies it.
@@ -52,7 +58,17 @@ pub struct Desired {
     pub control_plane_machines: Option<Value>,
     pub control_plane_health_check: Option<Value>,
     pub deployments: Vec<DesiredDeployment>,
+    pub pools: Vec<DesiredPool>,
     pub progress: Progress,
+}
+
+/// A MachinePool of the topology with its bootstrap config and infrastructure machine pool.
+#[derive(Clone, Debug)]
+pub struct DesiredPool {
+    pub topology_name: String,
+    pub object: Value,
+    pub bootstrap: Value,
+    pub infrastructure: Value,
 }
 
 #[derive(Clone, Debug)]
@@ -307,6 +323,16 @@ pub struct Variables {
     pub cluster: Map<String, Value>,
     pub control_plane: Map<String, Value>,
     pub deployments: BTreeMap<String, Map<String, Value>>,
+    pub pools: BTreeMap<String, Map<String, Value>>,
+}
+
+fn pool_class<'a>(class: &'a ClusterClass, name: &str) -> Option<&'a MachinePoolClass> {
+    class
+        .spec
+        .workers
+        .as_ref()
+        .and_then(|w| w.machine_pools.as_ref())
+        .and_then(|list| list.iter().find(|c| c.class == name))
 }
 
 fn deployment_class<'a>(class: &'a ClusterClass, name: &str) -> Option<&'a MachineDeploymentClass> {
@@ -361,6 +387,15 @@ impl<'a> Scope<'a> {
     /// The control plane's part of the topology, if it has one.
     fn control_plane(&self) -> Option<&'a api::cluster::ControlPlaneTopology> {
         self.topology.control_plane.as_ref()
+    }
+
+    fn pools(&self) -> impl Iterator<Item = &'a api::cluster::MachinePoolTopology> {
+        self.topology
+            .workers
+            .as_ref()
+            .and_then(|w| w.machine_pools.as_ref())
+            .into_iter()
+            .flatten()
     }
 
     fn deployments(&self) -> impl Iterator<Item = &'a api::cluster::MachineDeploymentTopology> {
@@ -495,18 +530,131 @@ fn control_plane_items(
     items
 }
 
-/// A MachineDeployment of the topology, named, whose templates are being patched.
-struct PlannedDeployment<'a> {
-    topology: &'a api::cluster::MachineDeploymentTopology,
-    class: &'a MachineDeploymentClass,
+/// A worker of the topology (a MachineDeployment or a MachinePool) as its names and patch
+/// items are made alike.
+struct Worker<'a> {
+    /// `MachineDeployment` or `MachinePool`.
+    kind: &'static str,
+    /// Its builtin variables' key (`machineDeployment`, `machinePool`).
+    key: &'static str,
+    /// Where its generated names' seeds start (`machine-deployment/<name>`).
+    seed: &'static str,
+    name: &'a str,
+    class: &'a str,
+    replicas: Option<i32>,
+    metadata: Option<&'a api::common::ObjectMeta>,
+    naming: Option<&'a str>,
+    role: Role,
+    /// Its class's templates, by class.
+    templates: &'a BTreeMap<String, (Value, Value)>,
+    /// What exists of it, the version it runs now (None: its creation waits) and its
+    /// variable overrides.
+    now: Option<&'a DeploymentNow>,
+    version: Option<&'a String>,
+    overrides: Option<&'a Map<String, Value>>,
+}
+
+/// A worker of the topology, named, at the version it runs now.
+struct PlannedWorker {
     name: String,
     bootstrap_name: String,
     infrastructure_name: String,
     version: String,
 }
 
-/// The `index`th MachineDeployment of the topology, named, with the patch request's items
-/// for its bootstrap and infrastructure templates; `None` while its creation is deferred.
+/// The `index`th worker of its list, named, with the patch request's items for its bootstrap
+/// and infrastructure templates; `None` while its creation is deferred.
+fn plan_worker(
+    scope: &Scope,
+    names: &ControlPlaneNames,
+    plan: &versions::Plan,
+    variables: &Variables,
+    cluster_builtin: &Value,
+    w: Worker,
+) -> Result<Option<(PlannedWorker, [Item; 2])>, String> {
+    let cluster_name = &scope.cluster_name;
+    let (now, templates, overrides) = (w.now, w.templates, w.overrides);
+    let Some(version) = w.version.cloned() else {
+        return Ok(None);
+    };
+    let key = w.key;
+    let name = match now.and_then(|d| name_of(&d.object)) {
+        Some(n) => n,
+        None => new_name(
+            w.naming,
+            &format!("{{{{ .cluster.name }}}}-{{{{ .{key}.topologyName }}}}-{{{{ .random }}}}"),
+            json!({"cluster": {"name": cluster_name}, (key): {"topologyName": w.name}}),
+            &scope.seed(&format!("{}/{}", w.seed, w.name)),
+        )?,
+    };
+    let template_name = |t: Option<&Value>, part: &str| {
+        t.and_then(name_of).unwrap_or_else(|| {
+            let seed = scope.seed(&format!("{}/{}/{part}", w.seed, w.name));
+            format!("{cluster_name}-{}-{}", w.name, suffix(&seed))
+        })
+    };
+    let bootstrap_name = template_name(now.and_then(|d| d.bootstrap.as_ref()), "bootstrap");
+    let infrastructure_name = template_name(
+        now.and_then(|d| d.infrastructure.as_ref()),
+        "infrastructure",
+    );
+    let (bootstrap, infrastructure) = templates.get(w.class).ok_or_else(|| {
+        format!(
+            "the templates of {} class {:?} were not read",
+            w.kind, w.class
+        )
+    })?;
+    let builtin = json!({
+        "cluster": cluster_builtin,
+        "controlPlane": {"version": plan.control_plane_version, "name": names.control_plane},
+        (key): {
+            "version": version,
+            "class": w.class,
+            "name": name,
+            "topologyName": w.name,
+            "replicas": w.replicas,
+            "metadata": {"labels": labels_of(w.metadata), "annotations": annotations_of(w.metadata)},
+            "bootstrap": {"configRef": {"name": bootstrap_name}},
+            "infrastructureRef": {"name": infrastructure_name},
+        },
+    });
+    let worker_variables = variables_for(
+        &variables.cluster,
+        overrides.unwrap_or(&Map::new()),
+        builtin,
+    );
+    let item = |template: &Value, part: &str| Item {
+        role: w.role.clone(),
+        what: format!(
+            "{} {}'s {part} template {}",
+            w.kind, w.name, template["metadata"]["name"]
+        ),
+        template: template.clone(),
+        variables: worker_variables.clone(),
+    };
+    let items = [
+        item(bootstrap, "bootstrap"),
+        item(infrastructure, "infrastructure"),
+    ];
+    Ok(Some((
+        PlannedWorker {
+            name,
+            bootstrap_name,
+            infrastructure_name,
+            version,
+        },
+        items,
+    )))
+}
+
+/// A MachineDeployment of the topology, named, whose templates are being patched.
+struct PlannedDeployment<'a> {
+    topology: &'a api::cluster::MachineDeploymentTopology,
+    class: &'a MachineDeploymentClass,
+    worker: PlannedWorker,
+}
+
+/// The `index`th MachineDeployment of the topology, planned ([`plan_worker`]).
 #[allow(clippy::too_many_arguments)]
 fn plan_deployment<'a>(
     scope: &Scope<'a>,
@@ -518,7 +666,6 @@ fn plan_deployment<'a>(
     cluster_builtin: &Value,
     (index, md): (usize, &'a api::cluster::MachineDeploymentTopology),
 ) -> Result<Option<(PlannedDeployment<'a>, [Item; 2])>, String> {
-    let cluster_name = &scope.cluster_name;
     let md_class = deployment_class(scope.class, &md.class).ok_or_else(|| {
         format!(
             "spec.topology.workers.machineDeployments[{index}].class: MachineDeployment class {:?} is not defined in ClusterClass {}",
@@ -526,80 +673,90 @@ fn plan_deployment<'a>(
             scope.class.name_any()
         )
     })?;
-    let Some(version) = plan.deployment_versions.get(&md.name).cloned() else {
-        return Ok(None);
-    };
-    let now = current.deployments.get(&md.name);
-    let name = match now.and_then(|d| name_of(&d.object)) {
-        Some(n) => n,
-        None => new_name(
-            md_class.naming.as_ref().and_then(|n| n.template.as_deref()),
-            "{{ .cluster.name }}-{{ .machineDeployment.topologyName }}-{{ .random }}",
-            json!({"cluster": {"name": cluster_name}, "machineDeployment": {"topologyName": md.name}}),
-            &scope.seed(&format!("machine-deployment/{}", md.name)),
-        )?,
-    };
-    let template_name = |t: Option<&Value>, part: &str| {
-        t.and_then(name_of).unwrap_or_else(|| {
-            let seed = scope.seed(&format!("machine-deployment/{}/{part}", md.name));
-            format!("{cluster_name}-{}-{}", md.name, suffix(&seed))
-        })
-    };
-    let bootstrap_name = template_name(now.and_then(|d| d.bootstrap.as_ref()), "bootstrap");
-    let infrastructure_name = template_name(
-        now.and_then(|d| d.infrastructure.as_ref()),
-        "infrastructure",
-    );
-    let (bootstrap, infrastructure) =
-        blueprint.deployment_classes.get(&md.class).ok_or_else(|| {
-            format!(
-                "the templates of MachineDeployment class {:?} were not read",
-                md.class
-            )
-        })?;
-    let builtin = json!({
-        "cluster": cluster_builtin,
-        "controlPlane": {"version": plan.control_plane_version, "name": names.control_plane},
-        "machineDeployment": {
-            "version": version,
-            "class": md.class,
-            "name": name,
-            "topologyName": md.name,
-            "replicas": md.replicas,
-            "metadata": {"labels": labels_of(md.metadata.as_ref()), "annotations": annotations_of(md.metadata.as_ref())},
-            "bootstrap": {"configRef": {"name": bootstrap_name}},
-            "infrastructureRef": {"name": infrastructure_name},
-        },
-    });
-    let md_variables = variables_for(
-        &variables.cluster,
-        variables.deployments.get(&md.name).unwrap_or(&Map::new()),
-        builtin,
-    );
-    let item = |template: &Value, part: &str| Item {
+    let worker = Worker {
+        kind: "MachineDeployment",
+        key: "machineDeployment",
+        seed: "machine-deployment",
+        name: &md.name,
+        class: &md.class,
+        replicas: md.replicas,
+        metadata: md.metadata.as_ref(),
+        naming: md_class.naming.as_ref().and_then(|n| n.template.as_deref()),
         role: Role::MachineDeployment {
             class: md.class.clone(),
         },
-        what: format!(
-            "MachineDeployment {}'s {part} template {}",
-            md.name, template["metadata"]["name"]
-        ),
-        template: template.clone(),
-        variables: md_variables.clone(),
+        templates: &blueprint.deployment_classes,
+        now: current.deployments.get(&md.name),
+        version: plan.deployment_versions.get(&md.name),
+        overrides: variables.deployments.get(&md.name),
     };
-    let items = [
-        item(bootstrap, "bootstrap"),
-        item(infrastructure, "infrastructure"),
-    ];
-    let planned = PlannedDeployment {
-        topology: md,
-        class: md_class,
-        name,
-        bootstrap_name,
-        infrastructure_name,
-        version,
+    let planned = plan_worker(scope, names, plan, variables, cluster_builtin, worker)?;
+    Ok(planned.map(|(worker, items)| {
+        (
+            PlannedDeployment {
+                topology: md,
+                class: md_class,
+                worker,
+            },
+            items,
+        )
+    }))
+}
+
+/// A MachinePool of the topology, named, whose templates are being patched.
+struct PlannedPool<'a> {
+    topology: &'a api::cluster::MachinePoolTopology,
+    class: &'a MachinePoolClass,
+    worker: PlannedWorker,
+}
+
+/// The `index`th MachinePool of the topology, planned ([`plan_worker`]).
+#[allow(clippy::too_many_arguments)]
+fn plan_pool<'a>(
+    scope: &Scope<'a>,
+    blueprint: &Blueprint,
+    current: &Current,
+    plan: &versions::Plan,
+    names: &ControlPlaneNames,
+    variables: &Variables,
+    cluster_builtin: &Value,
+    (index, mp): (usize, &'a api::cluster::MachinePoolTopology),
+) -> Result<Option<(PlannedPool<'a>, [Item; 2])>, String> {
+    let mp_class = pool_class(scope.class, &mp.class).ok_or_else(|| {
+        format!(
+            "spec.topology.workers.machinePools[{index}].class: MachinePool class {:?} is not defined in ClusterClass {}",
+            mp.class,
+            scope.class.name_any()
+        )
+    })?;
+    let worker = Worker {
+        kind: "MachinePool",
+        key: "machinePool",
+        seed: "machine-pool",
+        name: &mp.name,
+        class: &mp.class,
+        replicas: mp.replicas,
+        metadata: mp.metadata.as_ref(),
+        naming: mp_class.naming.as_ref().and_then(|n| n.template.as_deref()),
+        role: Role::MachinePool {
+            class: mp.class.clone(),
+        },
+        templates: &blueprint.pool_classes,
+        now: current.pools.get(&mp.name),
+        version: plan.pool_versions.get(&mp.name),
+        overrides: variables.pools.get(&mp.name),
     };
-    Ok(Some((planned, items)))
+    let planned = plan_worker(scope, names, plan, variables, cluster_builtin, worker)?;
+    Ok(planned.map(|(worker, items)| {
+        (
+            PlannedPool {
+                topology: mp,
+                class: mp_class,
+                worker,
+            },
+            items,
+        )
+    }))
 }
 
 /// The control plane made from its patched template: the topology's version and replicas,
@@ -691,10 +848,16 @@ fn desired_deployment(
         TOPOLOGY_DEPLOYMENT_NAME_LABEL.into(),
         json!(p.topology.name),
     );
-    let bootstrap = template_copy(bootstrap, &p.bootstrap_name, namespace, &labels, cluster);
+    let bootstrap = template_copy(
+        bootstrap,
+        &p.worker.bootstrap_name,
+        namespace,
+        &labels,
+        cluster,
+    );
     let infrastructure = template_copy(
         infrastructure,
-        &p.infrastructure_name,
+        &p.worker.infrastructure_name,
         namespace,
         &labels,
         cluster,
@@ -715,7 +878,13 @@ fn desired_deployment(
         template_metadata["annotations"] = Value::Object(md_annotations.clone());
     }
     let deletion = p.topology.deletion.as_ref().or(p.class.deletion.as_ref());
-    let machine_spec = machine_spec(&scope.cluster_name, &p, &bootstrap, &infrastructure);
+    let machine_spec = machine_spec(
+        &scope.cluster_name,
+        &p.worker.version,
+        &bootstrap,
+        &infrastructure,
+        deployment_settings(&p),
+    );
     let mut md_spec = json!({
         "clusterName": scope.cluster_name,
         "selector": {"matchLabels": labels},
@@ -730,12 +899,12 @@ fn desired_deployment(
     if let Some(rollout) = p.topology.rollout.as_ref().or(p.class.rollout.as_ref()) {
         md_spec["rollout"] = to_value(rollout);
     }
-    let mut metadata = json!({"name": p.name, "namespace": namespace, "labels": md_labels});
+    let mut metadata = json!({"name": p.worker.name, "namespace": namespace, "labels": md_labels});
     if !md_annotations.is_empty() {
         metadata["annotations"] = Value::Object(md_annotations);
     }
     let health_check = health_check(
-        &p.name,
+        &p.worker.name,
         namespace,
         cluster,
         json!({(TOPOLOGY_OWNED_LABEL): "", (TOPOLOGY_DEPLOYMENT_NAME_LABEL): p.topology.name}),
@@ -756,69 +925,171 @@ fn desired_deployment(
     }
 }
 
-/// The Machines' spec in a MachineDeployment's template: its version, template copies,
-/// failure domain, and the topology's settings over its class's.
+/// What a worker's Machines get beside their version and templates: the topology's settings
+/// over its class's.
+#[derive(Default)]
+struct MachineSettings {
+    failure_domain: Option<String>,
+    min_ready_seconds: Option<i32>,
+    readiness_gates: Option<Value>,
+    taints: Option<Value>,
+    /// Drain, volume detach and deletion timeouts, in seconds.
+    timeouts: [Option<i32>; 3],
+}
+
+/// The Machines' spec in a MachineDeployment's or MachinePool's template: its version,
+/// template copies (or a pool's objects) and settings.
 fn machine_spec(
     cluster_name: &str,
-    p: &PlannedDeployment,
+    version: &str,
     bootstrap: &Value,
     infrastructure: &Value,
+    settings: MachineSettings,
 ) -> Value {
     let mut spec = json!({
         "clusterName": cluster_name,
-        "version": p.version,
+        "version": version,
         "bootstrap": {"configRef": reference(bootstrap)},
         "infrastructureRef": reference(infrastructure),
     });
-    if let Some(fd) = p
-        .topology
-        .failure_domain
-        .as_ref()
-        .or(p.class.failure_domain.as_ref())
-    {
+    if let Some(fd) = settings.failure_domain {
         spec["failureDomain"] = json!(fd);
     }
-    if let Some(v) = p.topology.min_ready_seconds.or(p.class.min_ready_seconds) {
+    if let Some(v) = settings.min_ready_seconds {
         spec["minReadySeconds"] = json!(v);
     }
-    for (field, topology, class) in [
-        (
-            "readinessGates",
-            p.topology.readiness_gates.as_ref().map(to_value),
-            p.class.readiness_gates.as_ref().map(to_value),
-        ),
-        (
-            "taints",
-            p.topology.taints.as_ref().map(to_value),
-            p.class.taints.as_ref().map(to_value),
-        ),
-    ] {
-        if let Some(v) = choose(topology, class) {
-            spec[field] = v;
-        }
+    if let Some(v) = settings.readiness_gates {
+        spec["readinessGates"] = v;
     }
-    let deletion = p.topology.deletion.as_ref().or(p.class.deletion.as_ref());
+    if let Some(v) = settings.taints {
+        spec["taints"] = v;
+    }
     let timeouts: Map<String, Value> = [
-        (
-            "nodeDrainTimeoutSeconds",
-            deletion.and_then(|d| d.node_drain_timeout_seconds),
-        ),
-        (
-            "nodeVolumeDetachTimeoutSeconds",
-            deletion.and_then(|d| d.node_volume_detach_timeout_seconds),
-        ),
-        (
-            "nodeDeletionTimeoutSeconds",
-            deletion.and_then(|d| d.node_deletion_timeout_seconds),
-        ),
+        "nodeDrainTimeoutSeconds",
+        "nodeVolumeDetachTimeoutSeconds",
+        "nodeDeletionTimeoutSeconds",
     ]
     .into_iter()
+    .zip(settings.timeouts)
     .filter_map(|(field, value)| Some((field.to_string(), json!(value?))))
     .collect();
     if !timeouts.is_empty() {
         spec["deletion"] = Value::Object(timeouts);
     }
     spec
+}
+
+/// A MachineDeployment's settings for its Machines.
+fn deployment_settings(p: &PlannedDeployment) -> MachineSettings {
+    let deletion = p.topology.deletion.as_ref().or(p.class.deletion.as_ref());
+    MachineSettings {
+        failure_domain: p
+            .topology
+            .failure_domain
+            .clone()
+            .or(p.class.failure_domain.clone()),
+        min_ready_seconds: p.topology.min_ready_seconds.or(p.class.min_ready_seconds),
+        readiness_gates: choose(
+            p.topology.readiness_gates.as_ref().map(to_value),
+            p.class.readiness_gates.as_ref().map(to_value),
+        ),
+        taints: choose(
+            p.topology.taints.as_ref().map(to_value),
+            p.class.taints.as_ref().map(to_value),
+        ),
+        timeouts: [
+            deletion.and_then(|d| d.node_drain_timeout_seconds),
+            deletion.and_then(|d| d.node_volume_detach_timeout_seconds),
+            deletion.and_then(|d| d.node_deletion_timeout_seconds),
+        ],
+    }
+}
+
+/// A MachinePool, its bootstrap config and infrastructure (made from its class's templates,
+/// changed in place as upstream's pools are), from its patched templates: the topology's
+/// settings over its class's.
+fn desired_pool(
+    scope: &Scope,
+    p: PlannedPool,
+    bootstrap: &Value,
+    infrastructure: &Value,
+) -> DesiredPool {
+    let (namespace, cluster) = (&scope.namespace, scope.cluster);
+    let mut labels = scope.owned_labels.clone();
+    labels.insert(TOPOLOGY_POOL_NAME_LABEL.into(), json!(p.topology.name));
+    let owned = |template: &Value, name: &str| {
+        let mut object = from_template(template, name, namespace, &labels);
+        object["metadata"]["ownerReferences"] = owner(cluster);
+        object
+    };
+    let bootstrap = owned(bootstrap, &p.worker.bootstrap_name);
+    let infrastructure = owned(infrastructure, &p.worker.infrastructure_name);
+    let mut mp_labels = merged(
+        labels_of(p.topology.metadata.as_ref()),
+        labels_of(p.class.metadata.as_ref()),
+    );
+    mp_labels.extend(labels.clone());
+    let mut mp_annotations = merged(
+        annotations_of(p.topology.metadata.as_ref()),
+        annotations_of(p.class.metadata.as_ref()),
+    );
+    mp_annotations.remove(api::cluster_class::DEFER_UPGRADE_ANNOTATION);
+    mp_annotations.remove(api::cluster_class::HOLD_UPGRADE_SEQUENCE_ANNOTATION);
+    let mut template_metadata = json!({"labels": mp_labels});
+    if !mp_annotations.is_empty() {
+        template_metadata["annotations"] = Value::Object(mp_annotations.clone());
+    }
+    let deletion = p.topology.deletion.as_ref().or(p.class.deletion.as_ref());
+    let settings = MachineSettings {
+        min_ready_seconds: p.topology.min_ready_seconds.or(p.class.min_ready_seconds),
+        taints: choose(
+            p.topology.taints.as_ref().map(to_value),
+            p.class.taints.as_ref().map(to_value),
+        ),
+        timeouts: [
+            deletion.and_then(|d| d.node_drain_timeout_seconds),
+            deletion.and_then(|d| d.node_volume_detach_timeout_seconds),
+            deletion.and_then(|d| d.node_deletion_timeout_seconds),
+        ],
+        ..Default::default()
+    };
+    let machine_spec = machine_spec(
+        &scope.cluster_name,
+        &p.worker.version,
+        &bootstrap,
+        &infrastructure,
+        settings,
+    );
+    let mut mp_spec = json!({
+        "clusterName": scope.cluster_name,
+        "template": {"metadata": template_metadata, "spec": machine_spec},
+    });
+    if let Some(r) = p.topology.replicas {
+        mp_spec["replicas"] = json!(r);
+    }
+    if let Some(fds) = p
+        .topology
+        .failure_domains
+        .as_ref()
+        .or(p.class.failure_domains.as_ref())
+    {
+        mp_spec["failureDomains"] = json!(fds);
+    }
+    let mut metadata = json!({"name": p.worker.name, "namespace": namespace, "labels": mp_labels});
+    if !mp_annotations.is_empty() {
+        metadata["annotations"] = Value::Object(mp_annotations);
+    }
+    DesiredPool {
+        topology_name: p.topology.name.clone(),
+        object: json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2",
+            "kind": "MachinePool",
+            "metadata": metadata,
+            "spec": mp_spec,
+        }),
+        bootstrap,
+        infrastructure,
+    }
 }
 
 /// What the topology controller sets on the Cluster: its labels and references.
@@ -873,6 +1144,23 @@ pub fn generate(
             planned.push(deployment);
         }
     }
+    let mut planned_pools = Vec::new();
+    for mp in scope.pools().enumerate() {
+        let pool = plan_pool(
+            &scope,
+            blueprint,
+            current,
+            &plan,
+            &names,
+            variables,
+            &cluster_builtin,
+            mp,
+        )?;
+        if let Some((pool, templates)) = pool {
+            items.extend(templates);
+            planned_pools.push(pool);
+        }
+    }
     patches::apply(
         blueprint.class.spec.patches.as_deref().unwrap_or_default(),
         &mut items,
@@ -921,6 +1209,14 @@ pub fn generate(
             desired_deployment(&scope, p, &bootstrap, &infrastructure)
         })
         .collect();
+    let pools = planned_pools
+        .into_iter()
+        .map(|p| {
+            let bootstrap = next("a pool's bootstrap");
+            let infrastructure = next("a pool's infrastructure");
+            desired_pool(&scope, p, &bootstrap, &infrastructure)
+        })
+        .collect();
 
     Ok(Desired {
         cluster: desired_cluster(&scope, &infrastructure_cluster, &control_plane),
@@ -929,6 +1225,7 @@ pub fn generate(
         control_plane_machines,
         control_plane_health_check,
         deployments,
+        pools,
         progress: plan.progress,
     })
 }

@@ -34,10 +34,10 @@ use serde_json::{Value, json};
 use crate::api;
 use crate::api::cluster_class::{
     ClusterClass, TOPOLOGY_DEPLOYMENT_NAME_LABEL, TOPOLOGY_MANAGER, TOPOLOGY_OWNED_LABEL,
-    topology as reasons,
+    TOPOLOGY_POOL_NAME_LABEL, topology as reasons,
 };
 use crate::api::common::TemplateReference;
-use crate::api::{Cluster, KubeadmControlPlane, MachineDeployment};
+use crate::api::{Cluster, KubeadmControlPlane, MachineDeployment, MachinePool};
 use crate::conditions::{NewCondition, Status};
 use crate::reconcile::events::Severity;
 use crate::reconcile::external::group_of;
@@ -85,6 +85,11 @@ pub fn controller(w: &Wiring) -> BoxFuture<'static, ()> {
             Api::<MachineDeployment>::all(w.client.clone()),
             watcher::Config::default().labels(TOPOLOGY_OWNED_LABEL),
             |md| labelled_cluster(&md),
+        )
+        .watches(
+            Api::<MachinePool>::all(w.client.clone()),
+            watcher::Config::default().labels(TOPOLOGY_OWNED_LABEL),
+            |mp| labelled_cluster(&mp),
         );
     w.run(CONTROLLER, controller, reconcile)
 }
@@ -433,8 +438,23 @@ async fn blueprint(ctx: &Context, class: &ClusterClass) -> Result<Blueprint> {
             ),
         );
     }
+    let mut pool_classes = BTreeMap::new();
+    for c in spec
+        .workers
+        .iter()
+        .flat_map(|w| w.machine_pools.iter().flatten())
+    {
+        pool_classes.insert(
+            c.class.clone(),
+            (
+                read_template(ctx, &namespace, &c.bootstrap.template_ref).await?,
+                read_template(ctx, &namespace, &c.infrastructure.template_ref).await?,
+            ),
+        );
+    }
     Ok(Blueprint {
         class: class.clone(),
+        pool_classes,
         infrastructure_cluster: read_template(ctx, &namespace, &spec.infrastructure.template_ref)
             .await?,
         control_plane: read_template(ctx, &namespace, &spec.control_plane.template_ref).await?,
@@ -532,6 +552,35 @@ async fn current_state(ctx: &Context, cluster: &Cluster) -> Result<(Current, Vec
             },
         );
     }
+    let pools_api: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut pools = BTreeMap::new();
+    for mp in pools_api
+        .list(&ListParams::default().labels(&format!(
+            "{}={name},{TOPOLOGY_OWNED_LABEL}",
+            api::CLUSTER_NAME_LABEL
+        )))
+        .await?
+        .items
+    {
+        let Some(topology_name) = mp.labels().get(TOPOLOGY_POOL_NAME_LABEL).cloned() else {
+            continue;
+        };
+        let spec = &mp.spec.template.spec;
+        let mp_name = mp.name_any();
+        let upgrading = machines.iter().any(|m| {
+            m.labels().get(api::MACHINE_POOL_NAME_LABEL) == Some(&mp_name)
+                && m.spec.version != spec.version
+        });
+        pools.insert(
+            topology_name,
+            DeploymentNow {
+                object: serde_json::to_value(&mp).expect("objects serialize"),
+                upgrading,
+                bootstrap: read_ref(ctx, &namespace, spec.bootstrap.config_ref.as_ref()).await?,
+                infrastructure: read_ref(ctx, &namespace, Some(&spec.infrastructure_ref)).await?,
+            },
+        );
+    }
     let checks: Api<api::MachineHealthCheck> = Api::namespaced(ctx.client.clone(), &namespace);
     for mhc in checks
         .list(&ListParams::default().labels(&format!(
@@ -552,6 +601,7 @@ async fn current_state(ctx: &Context, cluster: &Cluster) -> Result<(Current, Vec
             control_plane,
             control_plane_machines,
             deployments,
+            pools,
         },
         health_checks,
     ))
@@ -662,6 +712,22 @@ fn resolve_variables(
             match variables::overrides(&definitions, o, &path) {
                 Ok(v) => {
                     out.deployments.insert(md.name.clone(), v);
+                }
+                Err(c) => causes.extend(c),
+            }
+        }
+    }
+    for (i, mp) in topology
+        .workers
+        .iter()
+        .flat_map(|w| w.machine_pools.iter().flatten())
+        .enumerate()
+    {
+        if let Some(o) = mp.variables.as_ref().and_then(|v| v.overrides.as_ref()) {
+            let path = format!("spec.topology.workers.machinePools[{i}].variables.overrides");
+            match variables::overrides(&definitions, o, &path) {
+                Ok(v) => {
+                    out.pools.insert(mp.name.clone(), v);
                 }
                 Err(c) => causes.extend(c),
             }
@@ -905,7 +971,14 @@ async fn apply_state(
         }
     }
 
-    // MachineDeployments no longer in the topology go, with their templates.
+    // The MachinePools, their bootstrap configs and infrastructure changed in place.
+    for mp in &desired.pools {
+        applier.apply(&mp.bootstrap).await?;
+        applier.apply(&mp.infrastructure).await?;
+        applier.apply(&mp.object).await?;
+    }
+
+    // MachineDeployments and MachinePools no longer in the topology go, with their templates.
     let topology = cluster.spec.topology.as_ref().expect("a managed topology");
     let listed: Vec<&str> = topology
         .workers
@@ -923,6 +996,21 @@ async fn apply_state(
         applier.delete(&object).await?;
         for template in [&now.bootstrap, &now.infrastructure].into_iter().flatten() {
             applier.delete(template).await?;
+        }
+    }
+    let listed: Vec<&str> = topology
+        .workers
+        .iter()
+        .flat_map(|w| w.machine_pools.iter().flatten())
+        .map(|mp| mp.name.as_str())
+        .collect();
+    for (name, now) in &current.pools {
+        if !listed.contains(&name.as_str()) {
+            // The pool's controller deletes its bootstrap config and infrastructure.
+            let mut object = now.object.clone();
+            object["apiVersion"] = json!("cluster.x-k8s.io/v1beta2");
+            object["kind"] = json!("MachinePool");
+            applier.delete(&object).await?;
         }
     }
     // Health checks that are no longer wanted.

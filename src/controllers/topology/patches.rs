@@ -20,6 +20,10 @@ pub enum Role {
     MachineDeployment {
         class: String,
     },
+    /// A MachinePool's bootstrap or infrastructure template, of this class.
+    MachinePool {
+        class: String,
+    },
 }
 
 /// One template in the patch request, with the variables it is patched with (the Cluster's,
@@ -60,6 +64,11 @@ fn selects(selector: &PatchSelector, item: &Item) -> bool {
         Role::ControlPlane | Role::ControlPlaneMachines => m.control_plane == Some(true),
         Role::MachineDeployment { class } => m
             .machine_deployment_class
+            .as_ref()
+            .and_then(|c| c.names.as_deref())
+            .is_some_and(|names| names_match(names, class)),
+        Role::MachinePool { class } => m
+            .machine_pool_class
             .as_ref()
             .and_then(|c| c.names.as_deref())
             .is_some_and(|names| names_match(names, class)),

@@ -3,8 +3,9 @@
 //! provisioning nor upgrading and every MachineDeployment has caught up with it; then the
 //! MachineDeployments in list order, at most `topology.cluster.x-k8s.io/upgrade-concurrency`
 //! (default 1) at a time, skipping those with `defer-upgrade` and stopping at the first with
-//! `hold-upgrade-sequence`. New MachineDeployments are created only once the control plane is
-//! provisioned at the topology's version.
+//! `hold-upgrade-sequence`; the MachinePools after them alike. New MachineDeployments and
+//! MachinePools are created only once the control plane is provisioned at the topology's
+//! version.
 
 use std::collections::BTreeMap;
 
@@ -47,9 +48,26 @@ pub struct Current {
     pub control_plane_machines: Option<Value>,
     /// By name in the topology.
     pub deployments: BTreeMap<String, DeploymentNow>,
+    /// The MachinePools, by name in the topology.
+    pub pools: BTreeMap<String, DeploymentNow>,
 }
 
-/// A MachineDeployment of the topology as it is, with its template copies.
+impl Current {
+    /// The MachineDeployments and MachinePools.
+    fn workers(&self) -> impl Iterator<Item = &DeploymentNow> {
+        self.deployments.values().chain(self.pools.values())
+    }
+}
+
+/// Which list of the topology's workers a worker is in.
+#[derive(Clone, Copy)]
+enum WorkerKind {
+    MachineDeployment,
+    MachinePool,
+}
+
+/// A MachineDeployment (or MachinePool) of the topology as it is, with its template copies
+/// (a pool's bootstrap config and infrastructure).
 #[derive(Clone, Debug)]
 pub struct DeploymentNow {
     pub object: Value,
@@ -66,6 +84,8 @@ pub struct Plan {
     /// By topology name: the version of each MachineDeployment that exists or is created now
     /// (those whose creation waits are missing).
     pub deployment_versions: BTreeMap<String, String>,
+    /// The same of the MachinePools.
+    pub pool_versions: BTreeMap<String, String>,
     pub progress: Progress,
 }
 
@@ -108,7 +128,7 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
         version: target.clone(),
         ..Default::default()
     };
-    let workers_moving = current.deployments.values().any(|d| d.upgrading);
+    let workers_moving = current.workers().any(|d| d.upgrading);
 
     // The control plane.
     let (control_plane_version, control_plane_stable) = match &current.control_plane {
@@ -122,8 +142,7 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
                 .to_string();
             let name = kind(&cp.object);
             let workers_behind = current
-                .deployments
-                .values()
+                .workers()
                 .any(|d| deployment_version(&d.object).is_some_and(|v| v != spec));
             if cp.provisioning {
                 progress.creating = true;
@@ -149,24 +168,44 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
         }
     };
 
-    // The MachineDeployments, in order.
+    // The MachineDeployments, then the MachinePools, in order.
     let limit = concurrency(cluster)?;
-    let mut upgrading = current.deployments.values().filter(|d| d.upgrading).count();
+    let mut upgrading = current.workers().filter(|d| d.upgrading).count();
     let mut held = false;
     let mut deployment_versions = BTreeMap::new();
-    for md in topology
-        .workers
-        .as_ref()
+    let mut pool_versions = BTreeMap::new();
+    let workers = topology.workers.as_ref();
+    let deployments = workers
         .and_then(|w| w.machine_deployments.as_ref())
         .into_iter()
         .flatten()
-    {
-        let annotations = md.metadata.as_ref().and_then(|m| m.annotations.as_ref());
+        .map(|md| {
+            (
+                WorkerKind::MachineDeployment,
+                &md.name,
+                md.metadata.as_ref(),
+            )
+        });
+    let pools = workers
+        .and_then(|w| w.machine_pools.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|mp| (WorkerKind::MachinePool, &mp.name, mp.metadata.as_ref()));
+    for (worker_kind, name, metadata) in deployments.chain(pools) {
+        let (kind, nows, versions) = match worker_kind {
+            WorkerKind::MachineDeployment => (
+                "MachineDeployment",
+                &current.deployments,
+                &mut deployment_versions,
+            ),
+            WorkerKind::MachinePool => ("MachinePool", &current.pools, &mut pool_versions),
+        };
+        let annotations = metadata.and_then(|m| m.annotations.as_ref());
         let has = |a: &str| annotations.is_some_and(|m| m.contains_key(a));
         held |= has(HOLD_UPGRADE_SEQUENCE_ANNOTATION);
-        let Some(now) = current.deployments.get(&md.name) else {
+        let Some(now) = nows.get(name) else {
             if control_plane_stable {
-                deployment_versions.insert(md.name.clone(), target.clone());
+                versions.insert(name.clone(), target.clone());
             } else {
                 progress.creating = true;
                 let why = if current
@@ -179,68 +218,53 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
                     "upgrade"
                 };
                 progress.lines.push(format!(
-                    "MachineDeployment {} creation deferred while control plane {why} is in progress",
-                    md.name
+                    "{kind} {name} creation deferred while control plane {why} is in progress"
                 ));
             }
             continue;
         };
         let version = deployment_version(&now.object).unwrap_or_default();
         let (chosen, line) = if version == target {
-            let line = now.upgrading.then(|| {
-                format!(
-                    "MachineDeployment {} upgrading to version {target}",
-                    md.name
-                )
-            });
+            let line = now
+                .upgrading
+                .then(|| format!("{kind} {name} upgrading to version {target}"));
             (version, line)
         } else if !control_plane_stable {
             (
                 version,
-                Some(format!(
-                    "MachineDeployment {} pending upgrade to version {target}",
-                    md.name
-                )),
+                Some(format!("{kind} {name} pending upgrade to version {target}")),
             )
         } else if held {
             (
                 version,
                 Some(format!(
-                    "MachineDeployment {} upgrade to version {target} on hold ({HOLD_UPGRADE_SEQUENCE_ANNOTATION})",
-                    md.name
+                    "{kind} {name} upgrade to version {target} on hold ({HOLD_UPGRADE_SEQUENCE_ANNOTATION})"
                 )),
             )
         } else if has(DEFER_UPGRADE_ANNOTATION) {
             (
                 version,
                 Some(format!(
-                    "MachineDeployment {} upgrade to version {target} deferred ({DEFER_UPGRADE_ANNOTATION})",
-                    md.name
+                    "{kind} {name} upgrade to version {target} deferred ({DEFER_UPGRADE_ANNOTATION})"
                 )),
             )
         } else if upgrading >= limit {
             (
                 version,
-                Some(format!(
-                    "MachineDeployment {} pending upgrade to version {target}",
-                    md.name
-                )),
+                Some(format!("{kind} {name} pending upgrade to version {target}")),
             )
         } else {
             upgrading += 1;
             (
                 target.clone(),
-                Some(format!(
-                    "MachineDeployment {} upgrading to version {target}",
-                    md.name
-                )),
+                Some(format!("{kind} {name} upgrading to version {target}")),
             )
         };
         if chosen != target || now.upgrading {
             progress.upgrading = true;
         }
         progress.lines.extend(line);
-        deployment_versions.insert(md.name.clone(), chosen);
+        versions.insert(name.clone(), chosen);
     }
     if current.control_plane.as_ref().is_some_and(|cp| {
         version_at(&cp.object, &["spec", "version"]) != Some(target.as_str()) || cp.upgrading
@@ -250,6 +274,7 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
     Ok(Plan {
         control_plane_version,
         deployment_versions,
+        pool_versions,
         progress,
     })
 }
