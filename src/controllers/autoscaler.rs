@@ -1,7 +1,7 @@
 //! The cluster autoscaler, on Cluster API's side of its contract (upstream's
 //! cluster-autoscaler with its `clusterapi` cloud provider, here as one controller of the
-//! manager, off unless `--autoscaler` asks for it). Node groups are the MachineDeployments, and
-//! the MachineSets no MachineDeployment owns, carrying both
+//! manager, off unless `--autoscaler` asks for it). Node groups are the MachineDeployments, the
+//! MachineSets no MachineDeployment owns, and the MachinePools, carrying both
 //! `cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size` and `-max-size`.
 //! Every scan (per Cluster, every 10 s while it has node groups):
 //!
@@ -39,7 +39,7 @@ use serde_json::json;
 use crate::api::{
     AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_SCALE_DOWN_UNNEEDED_TIME_ANNOTATION,
     CLUSTER_NAME_LABEL, Cluster, DELETE_MACHINE_ANNOTATION, DEPLOYMENT_NAME_LABEL,
-    MachineDeployment, MachineSet, SET_NAME_LABEL,
+    MACHINE_POOL_NAME_LABEL, MachineDeployment, MachinePool, MachineSet, SET_NAME_LABEL,
 };
 use crate::kubernetes::scheduler::{Placed, filter, is_pending};
 use crate::reconcile::events::Severity;
@@ -393,10 +393,12 @@ where
         })
 }
 
-/// What a node group is: a MachineDeployment, or a MachineSet no MachineDeployment owns.
+/// What a node group is: a MachineDeployment, a MachineSet no MachineDeployment owns, or a
+/// MachinePool (whose instances are Machines).
 enum Target {
     Deployment(MachineDeployment),
     Set(MachineSet),
+    Pool(MachinePool),
 }
 
 impl Target {
@@ -405,6 +407,7 @@ impl Target {
         match self {
             Target::Deployment(md) => format!("MachineDeployment/{}", md.name_any()),
             Target::Set(ms) => format!("MachineSet/{}", ms.name_any()),
+            Target::Pool(mp) => format!("MachinePool/{}", mp.name_any()),
         }
     }
 
@@ -412,6 +415,7 @@ impl Target {
         match self {
             Target::Deployment(md) => md.annotations(),
             Target::Set(ms) => ms.annotations(),
+            Target::Pool(mp) => mp.annotations(),
         }
     }
 
@@ -419,6 +423,7 @@ impl Target {
         match self {
             Target::Deployment(md) => md.spec.replicas,
             Target::Set(ms) => ms.spec.replicas,
+            Target::Pool(mp) => mp.spec.replicas,
         }
         .unwrap_or(1)
     }
@@ -427,6 +432,7 @@ impl Target {
         match self {
             Target::Deployment(md) => &md.spec.template.spec,
             Target::Set(ms) => &ms.spec.template.spec,
+            Target::Pool(mp) => &mp.spec.template.spec,
         }
     }
 
@@ -435,6 +441,7 @@ impl Target {
         let (label, name) = match self {
             Target::Deployment(md) => (DEPLOYMENT_NAME_LABEL, md.name_any()),
             Target::Set(ms) => (SET_NAME_LABEL, ms.name_any()),
+            Target::Pool(mp) => (MACHINE_POOL_NAME_LABEL, mp.name_any()),
         };
         machine.labels().get(label) == Some(&name)
     }
@@ -453,6 +460,11 @@ impl Target {
                     Api::namespaced(client.clone(), &ms.namespace().unwrap_or_default());
                 api.patch(&ms.name_any(), &params, &patch).await?;
             }
+            Target::Pool(mp) => {
+                let api: Api<MachinePool> =
+                    Api::namespaced(client.clone(), &mp.namespace().unwrap_or_default());
+                api.patch(&mp.name_any(), &params, &patch).await?;
+            }
         }
         Ok(())
     }
@@ -461,6 +473,7 @@ impl Target {
         match self {
             Target::Deployment(md) => ctx.events.publish(CONTROLLER, md, severity, reason, note),
             Target::Set(ms) => ctx.events.publish(CONTROLLER, ms, severity, reason, note),
+            Target::Pool(mp) => ctx.events.publish(CONTROLLER, mp, severity, reason, note),
         }
     }
 }
@@ -486,12 +499,20 @@ async fn node_groups(ctx: &Context, namespace: &str, cluster: &str) -> Result<Ve
                 .any(|o| o.kind == "MachineDeployment")
         })
         .map(Target::Set);
+    let pools = Api::<MachinePool>::namespaced(ctx.client.clone(), namespace)
+        .list(&selector)
+        .await?
+        .items
+        .into_iter()
+        .map(Target::Pool);
     Ok(deployments
         .chain(sets)
+        .chain(pools)
         .filter(|t| {
             let deleting = match t {
                 Target::Deployment(md) => common::deleting(md),
                 Target::Set(ms) => common::deleting(ms),
+                Target::Pool(mp) => common::deleting(mp),
             };
             bounds(t.annotations()).is_some() && !deleting
         })
@@ -677,6 +698,7 @@ async fn act(ctx: &Context, targets: &[Target], decision: Decision) -> Result<()
             let namespace = match t {
                 Target::Deployment(md) => md.namespace(),
                 Target::Set(ms) => ms.namespace(),
+                Target::Pool(mp) => mp.namespace(),
             }
             .unwrap_or_default();
             let machines: Api<crate::api::Machine> =

@@ -74,6 +74,12 @@ pub const TARGETS: &[WebhookTarget] = &[
     WebhookTarget {
         provider: crate::api::CrdSet::Core,
         group: "cluster.x-k8s.io",
+        kind: "MachinePool",
+        plural: "machinepools",
+    },
+    WebhookTarget {
+        provider: crate::api::CrdSet::Core,
+        group: "cluster.x-k8s.io",
         kind: "MachineHealthCheck",
         plural: "machinehealthchecks",
     },
@@ -149,7 +155,9 @@ fn prefix_v(value: &mut Value) {
 fn version_path(kind: &str) -> Option<&'static [&'static str]> {
     match kind {
         "Machine" => Some(&["spec", "version"]),
-        "MachineSet" | "MachineDeployment" => Some(&["spec", "template", "spec", "version"]),
+        "MachineSet" | "MachineDeployment" | "MachinePool" => {
+            Some(&["spec", "template", "spec", "version"])
+        }
         "KubeadmControlPlane" => Some(&["spec", "version"]),
         _ => None,
     }
@@ -165,10 +173,10 @@ fn at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a Value> {
 
 /// The `cluster.x-k8s.io/cluster-name` label from `spec.clusterName`, on the kinds that name
 /// their Cluster, as upstream's defaulting webhooks set it: the Cluster finds its
-/// MachineDeployments by that label, so one created without it would be missed until its
-/// controller labelled it (a Cluster with workers on the way reported Available with none).
-/// A MachineSet's and a MachineDeployment's selector and Machine template get it too, so their
-/// Machines carry it and are found by it.
+/// MachineDeployments and MachinePools by that label, so one created without it would be
+/// missed until its controller labelled it (a Cluster with workers on the way reported
+/// Available with none). A MachineSet's and a MachineDeployment's selector and Machine template
+/// get it too, so their Machines carry it and are found by it.
 struct ClusterNameLabel;
 
 impl Admission for ClusterNameLabel {
@@ -180,7 +188,11 @@ impl Admission for ClusterNameLabel {
         group == "cluster.x-k8s.io"
             && matches!(
                 kind,
-                "Machine" | "MachineSet" | "MachineDeployment" | "MachineHealthCheck"
+                "Machine"
+                    | "MachineSet"
+                    | "MachineDeployment"
+                    | "MachinePool"
+                    | "MachineHealthCheck"
             )
     }
 
@@ -252,7 +264,8 @@ impl Admission for SelectorMatchesTemplate {
     }
 }
 
-/// `v1.30.4` for `1.30.4` on Machines, MachineSets, MachineDeployments and control planes.
+/// `v1.30.4` for `1.30.4` on Machines, MachineSets, MachineDeployments, MachinePools and
+/// control planes.
 struct VersionDefaults;
 
 impl Admission for VersionDefaults {

@@ -1,4 +1,4 @@
-//! The replicas of a MachineDeployment or MachineSet written without them, as upstream's
+//! The replicas of a MachineDeployment, MachineSet or MachinePool written without them, as upstream's
 //! defaulting webhooks compute them: 1, or, for a node group the cluster autoscaler owns (both
 //! size annotations), its minimum when it is new and its current count kept within the bounds
 //! when it is not — so that a topology or GitOps tool applying the object without replicas
@@ -45,7 +45,8 @@ impl Admission for ReplicasDefault {
     }
 
     fn handles(&self, group: &str, kind: &str) -> bool {
-        group == "cluster.x-k8s.io" && matches!(kind, "MachineSet" | "MachineDeployment")
+        group == "cluster.x-k8s.io"
+            && matches!(kind, "MachineSet" | "MachineDeployment" | "MachinePool")
     }
 
     fn default(&self, request: &Request<'_>, object: &mut Value) -> Result<(), ApiError> {

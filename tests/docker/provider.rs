@@ -1321,6 +1321,90 @@ async fn volumes_follow_their_sources(s: &Session, cluster: &Workload<'_>, busyb
     cluster.kubectl(&["delete", "configmap", "greeting"]);
 }
 
+/// The quick-start class's `machinePools` class on Docker: a pool of the topology comes up
+/// with a container and a Node per instance, grows to two, and goes when the topology drops it.
+async fn pool_on_docker(s: &Session) {
+    let set_pools = |pools: serde_json::Value| {
+        let patch = json!({"spec": {"topology": {"workers": {"machinePools": pools}}}});
+        s.kubectl(&[
+            "patch",
+            "cluster",
+            &s.cluster,
+            "--type=merge",
+            "-p",
+            &patch.to_string(),
+        ]);
+    };
+    let pool_ready = |n: i64| {
+        move || {
+            let pools = s.json(&["get", "machinepools"]);
+            let pool = pools["items"].get(0).ok_or("no MachinePool yet")?;
+            let status = &pool["status"];
+            let machines = s.json(&["get", "machines", "-l", "cluster.x-k8s.io/pool-name"]);
+            let with_node = machines["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|m| m["status"]["nodeRef"]["name"].is_string())
+                .count() as i64;
+            if status["readyReplicas"] == n && status["replicas"] == n && with_node == n {
+                Ok(())
+            } else {
+                Err(format!(
+                    "MachinePool status: {status}; Machines with a Node: {with_node}"
+                ))
+            }
+        }
+    };
+    set_pools(json!([{"class": "default-worker", "name": "mp-0", "replicas": 1}]));
+    wait(
+        s,
+        "the pool runs one instance with its Node",
+        300,
+        pool_ready(1),
+    )
+    .await;
+    let pool = &s.json(&["get", "machinepools"])["items"][0];
+    let infra = pool["spec"]["template"]["spec"]["infrastructureRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dev_pool = s.json(&["get", "devmachinepool", &infra]);
+    assert_eq!(
+        dev_pool["spec"]["backend"]["docker"]["customImage"], "kindest/node:v1.28.13",
+        "the class's machinePool patch reached the pool: {dev_pool}"
+    );
+    set_pools(json!([{"class": "default-worker", "name": "mp-0", "replicas": 2}]));
+    wait(
+        s,
+        "the pool runs two instances with their Nodes",
+        300,
+        pool_ready(2),
+    )
+    .await;
+    assert_eq!(
+        s.json(&["get", "devmachinepool", &infra])["spec"]["providerIDList"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    set_pools(json!([]));
+    wait(s, "the pool and its containers are gone", 300, || {
+        let pools = s.json(&["get", "machinepools"]);
+        let left = s
+            .containers()
+            .into_iter()
+            .filter(|c| c.contains("-mp-0-"))
+            .collect::<Vec<_>>();
+        if pools["items"].as_array().is_some_and(Vec::is_empty) && left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("pools: {}, containers: {left:?}", pools["items"]))
+        }
+    })
+    .await;
+}
+
 /// Upstream's ClusterClass quick-start (`cluster-template-development.yaml` with the
 /// `quick-start` class and its Dev kinds, patches and variables) applied unchanged: the
 /// topology controller makes the objects, the Docker back end of the Dev kinds runs them.
@@ -1460,6 +1544,7 @@ async fn cluster_class_quick_starts_come_up_on_docker() {
             .contains("PodSecurityConfiguration"),
         "{kcp}"
     );
+    pool_on_docker(&s).await;
     up_and_gone(&s).await;
 
     // capictl's Docker topology flavor written in v1beta1, as a v1.10 user's repository has

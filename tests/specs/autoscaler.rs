@@ -298,3 +298,54 @@ async fn a_machine_set_of_its_own_is_a_node_group_too() {
     )
     .await;
 }
+
+/// A MachinePool is a node group too: its instances' Machines are the group's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_pool_is_a_node_group_too() {
+    let client = autoscaled_management(&[CrdSet::Core, CrdSet::InMemory, CrdSet::Docker]).await;
+    apply(
+        &client,
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevMachinePool",
+            "metadata": {"name": "mp-0"},
+            "spec": {"backend": {"inMemory": {"vm": {"provisioning": {"startupDuration": "0s"}}}}},
+        }),
+    )
+    .await;
+    let pool = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+        "metadata": {"name": "mp-0", "annotations": {
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "2",
+        }},
+        "spec": {
+            "clusterName": "c1",
+            "template": {"spec": {
+                "clusterName": "c1", "version": "v1.30.4",
+                "bootstrap": {"dataSecretName": "c1-bootstrap"},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DevMachinePool", "name": "mp-0"},
+            }},
+        },
+    });
+    apply_c1(&client, pool).await;
+    let pools: Api<capictl::api::MachinePool> = Api::namespaced(client.clone(), NS);
+    assert_eq!(
+        pools.get("mp-0").await.unwrap().spec.replicas,
+        Some(1),
+        "the minimum"
+    );
+    until_available(&client, "c1", 60).await;
+    let workload = workload(&client, "c1").await;
+    let apps: Api<Deployment> = Api::namespaced(workload, "default");
+    apps.create(&PostParams::default(), &big(2)).await.unwrap();
+    until(
+        "the MachinePool grows to 2 and both Pods run",
+        90,
+        async || {
+            let ready = apps.get("big").await.ok()?.status?.available_replicas;
+            let replicas = pools.get("mp-0").await.ok()?.spec.replicas;
+            (replicas == Some(2) && ready == Some(2)).then_some(())
+        },
+    )
+    .await;
+}
