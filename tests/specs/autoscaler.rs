@@ -264,6 +264,26 @@ async fn a_topology_leaves_an_autoscaled_node_group_its_replicas() {
     );
 }
 
+/// A node group of `c1` (of 1 to 2), written without replicas, starts at its minimum, then
+/// grows to 2 for two Pods of 20 CPUs, which both run.
+async fn grows_from_one_to_two(
+    client: &kube::Client,
+    kind: &str,
+    replicas: impl AsyncFn() -> Option<i32>,
+) {
+    assert_eq!(replicas().await, Some(1), "the minimum");
+    until_available(client, "c1", 60).await;
+    let workload = workload(client, "c1").await;
+    let apps: Api<Deployment> = Api::namespaced(workload, "default");
+    apps.create(&PostParams::default(), &big(2)).await.unwrap();
+    let what = format!("the {kind} grows to 2 and both Pods run");
+    until(&what, 90, async || {
+        let ready = apps.get("big").await.ok()?.status?.available_replicas;
+        (replicas().await == Some(2) && ready == Some(2)).then_some(())
+    })
+    .await;
+}
+
 /// A MachineSet no MachineDeployment owns is a node group too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_set_of_its_own_is_a_node_group_too() {
@@ -278,24 +298,9 @@ async fn a_machine_set_of_its_own_is_a_node_group_too() {
     });
     apply_c1(&client, set).await;
     let sets: Api<capictl::api::MachineSet> = Api::namespaced(client.clone(), NS);
-    assert_eq!(
-        sets.get("ms-0").await.unwrap().spec.replicas,
-        Some(1),
-        "the minimum"
-    );
-    until_available(&client, "c1", 60).await;
-    let workload = workload(&client, "c1").await;
-    let apps: Api<Deployment> = Api::namespaced(workload, "default");
-    apps.create(&PostParams::default(), &big(2)).await.unwrap();
-    until(
-        "the MachineSet grows to 2 and both Pods run",
-        90,
-        async || {
-            let ready = apps.get("big").await.ok()?.status?.available_replicas;
-            let replicas = sets.get("ms-0").await.ok()?.spec.replicas;
-            (replicas == Some(2) && ready == Some(2)).then_some(())
-        },
-    )
+    grows_from_one_to_two(&client, "MachineSet", async || {
+        sets.get("ms-0").await.ok()?.spec.replicas
+    })
     .await;
 }
 
@@ -329,23 +334,8 @@ async fn a_machine_pool_is_a_node_group_too() {
     });
     apply_c1(&client, pool).await;
     let pools: Api<capictl::api::MachinePool> = Api::namespaced(client.clone(), NS);
-    assert_eq!(
-        pools.get("mp-0").await.unwrap().spec.replicas,
-        Some(1),
-        "the minimum"
-    );
-    until_available(&client, "c1", 60).await;
-    let workload = workload(&client, "c1").await;
-    let apps: Api<Deployment> = Api::namespaced(workload, "default");
-    apps.create(&PostParams::default(), &big(2)).await.unwrap();
-    until(
-        "the MachinePool grows to 2 and both Pods run",
-        90,
-        async || {
-            let ready = apps.get("big").await.ok()?.status?.available_replicas;
-            let replicas = pools.get("mp-0").await.ok()?.spec.replicas;
-            (replicas == Some(2) && ready == Some(2)).then_some(())
-        },
-    )
+    grows_from_one_to_two(&client, "MachinePool", async || {
+        pools.get("mp-0").await.ok()?.spec.replicas
+    })
     .await;
 }
