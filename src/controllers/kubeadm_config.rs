@@ -291,14 +291,40 @@ impl ConfigOwner {
         }
     }
 
-    /// Whether the join token is still needed: a Machine's until its Node shows up, a pool's
-    /// for as long as it lives (it may grow at any time).
-    fn needs_join_token(&self) -> bool {
+    /// What its join token needs now.
+    fn token_care(&self) -> TokenCare {
         match self {
-            ConfigOwner::Machine(m) => super::machines::node_name(m).is_none(),
-            ConfigOwner::Pool(_) => true,
+            ConfigOwner::Machine(m) if super::machines::node_name(m).is_none() => {
+                TokenCare::Refresh
+            }
+            ConfigOwner::Machine(_) => TokenCare::None,
+            ConfigOwner::Pool(p) => {
+                let joined = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.node_refs.as_ref())
+                    .is_some_and(|n| !n.is_empty());
+                if joined {
+                    TokenCare::Rotate
+                } else {
+                    TokenCare::Refresh
+                }
+            }
         }
     }
+}
+
+/// What a config's join token needs, as upstream keeps it.
+#[derive(Debug, PartialEq, Eq)]
+enum TokenCare {
+    /// Nothing: its Machine joined.
+    None,
+    /// Kept valid (its expiry pushed out) until the first Node shows up.
+    Refresh,
+    /// A pool whose instances joined: replaced, with new bootstrap data, once less than half
+    /// its life is left, so that instances joining later get a fresh token and an old one
+    /// expires.
+    Rotate,
 }
 
 /// What one reconcile knows of a KubeadmConfig's world, gathered once.
@@ -427,17 +453,55 @@ pub async fn reconcile(kc: Arc<KubeadmConfig>, ctx: Arc<Context>) -> Result<Acti
     }
 }
 
-/// Until its Node shows up, a joining machine's bootstrap token must stay valid; a pool's, as
-/// long as the pool lives.
+/// Until its Node shows up, a joining machine's bootstrap token must stay valid; a pool's is
+/// refreshed until its first instances joined, then rotated.
 async fn keep_join_token_valid(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Result<Action> {
     let ns = kc.namespace().unwrap_or_default();
-    if let Some(token) = spec_token(&kc.spec).filter(|_| scope.owner.needs_join_token())
-        && let Some(workload) = ctx.workloads.client(&ns, &scope.cluster.name_any()).await?
-    {
+    let Some(token) = spec_token(&kc.spec) else {
+        return Ok(Action::await_change());
+    };
+    let care = scope.owner.token_care();
+    if care == TokenCare::None {
+        return Ok(Action::await_change());
+    }
+    let Some(workload) = ctx.workloads.client(&ns, &scope.cluster.name_any()).await? else {
+        return Ok(Action::requeue(TOKEN_TTL / 3));
+    };
+    if care == TokenCare::Refresh {
         ensure_bootstrap_token(&workload, token).await?;
         return Ok(Action::requeue(TOKEN_TTL / 3));
     }
-    Ok(Action::await_change())
+    let left = token_life_left(&workload, token).await?;
+    if left.is_some_and(|left| left > TOKEN_TTL / 2) {
+        return Ok(Action::requeue(TOKEN_TTL / 3));
+    }
+    // A new token first (kept in the spec, so a crash reuses it), then the data with it.
+    let rotated = common::patch_merge(
+        &scope.api,
+        &kc.name_any(),
+        json!({"spec": {"joinConfiguration": {"discovery": {"bootstrapToken": {"token": new_token()}}}}}),
+    )
+    .await?;
+    tracing::info!(config = %kc.name_any(), "rotating a MachinePool's bootstrap token");
+    write_bootstrap_data(ctx, &rotated, scope, Rewrite::Replace).await?;
+    Ok(Action::requeue(TOKEN_TTL / 3))
+}
+
+/// How long a bootstrap token in the workload cluster has left; None when it is gone.
+async fn token_life_left(workload: &Client, token: &str) -> Result<Option<Duration>> {
+    let id = token.split_once('.').map_or(token, |(id, _)| id);
+    let secret = Api::<Secret>::namespaced(workload.clone(), "kube-system")
+        .get_opt(&format!("bootstrap-token-{id}"))
+        .await?;
+    let expiration = secret
+        .and_then(|s| s.data)
+        .and_then(|d| d.get("expiration").cloned())
+        .and_then(|e| String::from_utf8(e.0).ok())
+        .and_then(|e| e.parse::<Timestamp>().ok());
+    Ok(expiration.map(|at| {
+        let seconds = at.as_second() - Timestamp::now().as_second();
+        Duration::from_secs(seconds.max(0) as u64)
+    }))
 }
 
 /// The KubeadmConfig's status: the data Secret once it exists, or what it waits for.
@@ -497,6 +561,25 @@ async fn bootstrap_data(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Res
     if written {
         return Ok(Progress::CreatedBefore);
     }
+    write_bootstrap_data(ctx, kc, scope, Rewrite::Never).await
+}
+
+/// Whether bootstrap data already written is written again.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rewrite {
+    /// Never: a Machine's data must not change once written.
+    Never,
+    /// Replaced: a pool's, with its rotated token.
+    Replace,
+}
+
+/// Renders the bootstrap data into the data Secret, or says what it waits for.
+async fn write_bootstrap_data(
+    ctx: &Context,
+    kc: &KubeadmConfig,
+    scope: &Scope,
+    rewrite: Rewrite,
+) -> Result<Progress> {
     let (config_owner, cluster) = (&scope.owner, &scope.cluster);
     let ns = kc.namespace().unwrap_or_default();
     let init_done = scope.control_plane_initialized();
@@ -617,7 +700,10 @@ async fn bootstrap_data(ctx: &Context, kc: &KubeadmConfig, scope: &Scope) -> Res
         ])),
         ..Default::default()
     };
-    common::create_if_absent(&Api::<Secret>::namespaced(ctx.client.clone(), &ns), &secret).await?;
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &ns);
+    if !common::create_if_absent(&secrets, &secret).await? && rewrite == Rewrite::Replace {
+        common::patch_merge(&secrets, &kc.name_any(), json!({"data": secret.data})).await?;
+    }
     Ok(Progress::Created)
 }
 
@@ -662,6 +748,47 @@ mod tests {
             .as_deref()
             .and_then(|c| c.iter().find(|c| c.type_ == type_))
             .map(|c| c.status.as_str())
+    }
+
+    #[test]
+    fn a_token_is_refreshed_until_a_node_joins_and_a_pools_is_rotated_after() {
+        let machine = |node: bool| -> ConfigOwner {
+            let status = if node {
+                json!({"nodeRef": {"name": "n"}})
+            } else {
+                json!({})
+            };
+            ConfigOwner::Machine(Box::new(
+                serde_json::from_value(json!({
+                    "metadata": {"name": "m"},
+                    "spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "m"}},
+                    "status": status,
+                }))
+                .unwrap(),
+            ))
+        };
+        let pool = |nodes: serde_json::Value| -> ConfigOwner {
+            ConfigOwner::Pool(Box::new(
+                serde_json::from_value(json!({
+                    "metadata": {"name": "p"},
+                    "spec": {"clusterName": "c", "template": {"spec": {"clusterName": "c", "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "p"}}}},
+                    "status": {"nodeRefs": nodes},
+                }))
+                .unwrap(),
+            ))
+        };
+        for (case, owner, want) in [
+            ("a Machine booting", machine(false), TokenCare::Refresh),
+            ("a Machine joined", machine(true), TokenCare::None),
+            ("a pool not joined yet", pool(json!([])), TokenCare::Refresh),
+            (
+                "a pool with Nodes",
+                pool(json!([{"kind": "Node", "name": "n"}])),
+                TokenCare::Rotate,
+            ),
+        ] {
+            assert_eq!(owner.token_care(), want, "{case}");
+        }
     }
 
     #[test]

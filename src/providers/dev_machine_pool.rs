@@ -177,8 +177,22 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
     let dev_machines_api: Api<DevMachine> = Api::namespaced(ctx.client.clone(), &ns);
     let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
     let uid = pool.uid().unwrap_or_default();
+    // Its instances carry their MachinePool's name; a pool that never had one has none.
+    let Some(owner) = pool
+        .owner_references()
+        .iter()
+        .find(|r| r.kind == "MachinePool")
+        .cloned()
+    else {
+        if common::deleting(pool.as_ref()) {
+            common::remove_finalizer(&api, pool.as_ref(), api::DEV_MACHINE_POOL_FINALIZER).await?;
+            return Ok(Action::await_change());
+        }
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    };
+    let selector = format!("{}={}", api::MACHINE_POOL_NAME_LABEL, owner.name);
     let dev_machines: Vec<DevMachine> = dev_machines_api
-        .list(&ListParams::default())
+        .list(&ListParams::default().labels(&selector))
         .await?
         .items
         .into_iter()
@@ -235,13 +249,6 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
 
-    let Some(owner) = pool
-        .owner_references()
-        .iter()
-        .find(|r| r.kind == "MachinePool")
-    else {
-        return Ok(Action::requeue(Duration::from_secs(2)));
-    };
     let Some(machine_pool) = Api::<MachinePool>::namespaced(ctx.client.clone(), &ns)
         .get_opt(&owner.name)
         .await?

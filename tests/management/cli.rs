@@ -236,7 +236,7 @@ fn completion_scripts_in_the_repository_are_current() {
 fn generate_crds_prints_one_provider_or_all() {
     let all: Vec<serde_json::Value> =
         capictl::yaml::from_multiple(&stdout(&capictl(&["generate", "crds"]))).unwrap();
-    assert_eq!(all.len(), 27);
+    assert_eq!(all.len(), 29);
     assert!(all.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
 
     let docker: Vec<serde_json::Value> = capictl::yaml::from_multiple(&stdout(&capictl(&[
@@ -261,6 +261,7 @@ fn generate_crds_prints_one_provider_or_all() {
             "devclustertemplates.infrastructure.cluster.x-k8s.io",
             "devmachines.infrastructure.cluster.x-k8s.io",
             "devmachinetemplates.infrastructure.cluster.x-k8s.io",
+            "devmachinepools.infrastructure.cluster.x-k8s.io",
             "devmachinepooltemplates.infrastructure.cluster.x-k8s.io",
         ]
     );
@@ -272,7 +273,7 @@ fn generate_crds_prints_one_provider_or_all() {
         "core,clusterctl",
     ])))
     .unwrap();
-    assert_eq!(two.len(), 10);
+    assert_eq!(two.len(), 11);
 }
 
 fn capictl_env(args: &[&str], env: &[(&str, &str)]) -> Output {
