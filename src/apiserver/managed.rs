@@ -44,7 +44,19 @@ pub enum ListType {
 pub struct Schema<'a> {
     node: Option<&'a Value>,
     resolve: fn(&'a Value) -> &'a Value,
+    /// Whether this node is an object's root (whose `metadata` is ObjectMeta).
+    root: bool,
 }
+
+/// ObjectMeta's lists as kube-apiserver merges them (`ownerReferences` by uid, `finalizers`
+/// as a set), for schemas that say nothing of `metadata` (a CRD's is just `type: object`):
+/// an owner reference another manager added stays when one manager applies its own.
+static OBJECT_META: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+    json!({"type": "object", "properties": {
+        "ownerReferences": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["uid"]},
+        "finalizers": {"type": "array", "x-kubernetes-list-type": "set"},
+    }})
+});
 
 fn inline(node: &Value) -> &Value {
     node
@@ -56,6 +68,7 @@ impl<'a> Schema<'a> {
         Schema {
             node: None,
             resolve: inline,
+            root: true,
         }
     }
 
@@ -64,6 +77,7 @@ impl<'a> Schema<'a> {
         Schema {
             node: Some(root),
             resolve: inline,
+            root: true,
         }
     }
 
@@ -72,6 +86,7 @@ impl<'a> Schema<'a> {
         Schema {
             node: Some(root),
             resolve,
+            root: true,
         }
     }
 
@@ -80,7 +95,11 @@ impl<'a> Schema<'a> {
     }
 
     fn at(self, node: Option<&'a Value>) -> Schema<'a> {
-        Schema { node, ..self }
+        Schema {
+            node,
+            root: false,
+            ..self
+        }
     }
 
     /// The schema of field `name` of the object this node describes.
@@ -90,6 +109,17 @@ impl<'a> Schema<'a> {
                 .and_then(|p| p.get(name))
                 .or_else(|| n.get("additionalProperties").filter(|a| a.is_object()))
         });
+        let described = self
+            .at(node)
+            .resolved()
+            .is_some_and(|m| m.get("properties").is_some());
+        if self.root && name == "metadata" && !described {
+            return Schema {
+                node: Some(&OBJECT_META),
+                resolve: inline,
+                root: false,
+            };
+        }
         self.at(node)
     }
 
@@ -881,6 +911,37 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("kubectl-scale"), "{err}");
+    }
+
+    /// A CRD's schema says nothing of metadata; its owner references still merge by uid, as
+    /// kube-apiserver's: the owner a controller added stays when another manager applies its
+    /// own (the topology applying a MachinePool's infrastructure, whose MachinePool adopted it).
+    #[test]
+    fn owner_references_added_by_another_manager_stay_on_apply() {
+        let crd_schema = json!({"type": "object", "properties": {"metadata": {"type": "object"}, "spec": {"type": "object"}}});
+        let schema = Schema::inline(&crd_schema);
+        let cluster = json!({"apiVersion": "v1", "kind": "Cluster", "name": "c", "uid": "1"});
+        let pool = json!({"apiVersion": "v1", "kind": "MachinePool", "name": "p", "uid": "2"});
+        let applied =
+            json!({"metadata": {"name": "a", "ownerReferences": [cluster]}, "spec": {"x": 1}});
+        let created = apply(None, &applied, "capi-topology", "v1", true, schema).unwrap();
+        let mut adopted = created.clone();
+        adopted["metadata"]["ownerReferences"] = json!([cluster, pool]);
+        record_update(Some(&created), &mut adopted, "capictl", "v1", schema);
+        let again = apply(
+            Some(&adopted),
+            &applied,
+            "capi-topology",
+            "v1",
+            true,
+            schema,
+        )
+        .unwrap();
+        assert_eq!(
+            again["metadata"]["ownerReferences"],
+            json!([cluster, pool]),
+            "{again:#}"
+        );
     }
 
     /// A schema with `containers` a list map keyed by name and `finalizers` a set.

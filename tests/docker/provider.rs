@@ -1321,8 +1321,19 @@ async fn volumes_follow_their_sources(s: &Session, cluster: &Workload<'_>, busyb
     cluster.kubectl(&["delete", "configmap", "greeting"]);
 }
 
+/// The names of the Machines of the cluster's MachinePools.
+fn pool_machines(s: &Session) -> Vec<String> {
+    s.json(&["get", "machines", "-l", "cluster.x-k8s.io/pool-name"])["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["metadata"]["name"].as_str().map(String::from))
+        .collect()
+}
+
 /// The quick-start class's `machinePools` class on Docker: a pool of the topology comes up
-/// with a container and a Node per instance, grows to two, and goes when the topology drops it.
+/// with a container and a Node per instance, grows to two, replaces its instances when its back
+/// end changes, and goes when the topology drops it.
 async fn pool_on_docker(s: &Session) {
     let set_pools = |pools: serde_json::Value| {
         let patch = json!({"spec": {"topology": {"workers": {"machinePools": pools}}}});
@@ -1388,6 +1399,29 @@ async fn pool_on_docker(s: &Session) {
             .map(Vec::len),
         Some(2)
     );
+    // The pool's back end changes: each instance is replaced, new ones first.
+    let before = pool_machines(s);
+    let mount =
+        json!({"containerPath": "/var/run/docker.sock", "hostPath": "/var/run/docker.sock"});
+    let changed = json!({"spec": {"backend": {"docker": {"extraMounts": [mount]}}}});
+    s.kubectl(&[
+        "patch",
+        "devmachinepool",
+        &infra,
+        "--type=merge",
+        "-p",
+        &changed.to_string(),
+    ]);
+    wait(s, "the pool's instances are replaced", 300, || {
+        pool_ready(2)()?;
+        let now = pool_machines(s);
+        if now.iter().any(|m| before.contains(m)) {
+            Err(format!("old instances left: {now:?} (before: {before:?})"))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
     set_pools(json!([]));
     wait(s, "the pool and its containers are gone", 300, || {
         let pools = s.json(&["get", "machinepools"]);
