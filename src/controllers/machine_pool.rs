@@ -35,18 +35,18 @@ const CONTROLLER: &str = "machinepool";
 
 /// What the pool's bootstrap config and infrastructure report, read once per reconcile.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Providers {
+struct Providers {
     /// The bootstrap config's data Secret (None: not written yet, or no config).
-    pub data_secret: Option<String>,
+    data_secret: Option<String>,
     /// Whether the pool names a bootstrap config that does not exist.
-    pub bootstrap_missing: bool,
-    pub infrastructure_missing: bool,
-    pub infrastructure_provisioned: bool,
-    pub provider_ids: Vec<String>,
+    bootstrap_missing: bool,
+    infrastructure_missing: bool,
+    infrastructure_provisioned: bool,
+    provider_ids: Vec<String>,
     /// The instances the infrastructure reports.
-    pub replicas: Option<i32>,
+    replicas: Option<i32>,
     /// The kind of the instances' infrastructure machines, when the provider has them.
-    pub machine_kind: Option<String>,
+    machine_kind: Option<String>,
 }
 
 impl Providers {
@@ -218,7 +218,7 @@ async fn adopt(
 
 /// What the pool's spec lacks of what its providers report: the bootstrap data Secret's name
 /// and the instances' provider IDs.
-pub fn spec_patch(pool: &MachinePool, providers: &Providers) -> Option<Value> {
+fn spec_patch(pool: &MachinePool, providers: &Providers) -> Option<Value> {
     let mut patch = serde_json::Map::new();
     if providers.data_secret.is_some()
         && pool.spec.template.spec.bootstrap.data_secret_name != providers.data_secret
@@ -298,7 +298,7 @@ async fn sync_machines(
 }
 
 /// The Machine standing for one instance of the pool.
-pub fn pool_machine(pool: &MachinePool, instance: &str, group: &str, kind: &str) -> Machine {
+fn pool_machine(pool: &MachinePool, instance: &str, group: &str, kind: &str) -> Machine {
     let template = pool.spec.template.metadata.as_ref();
     let mut labels = template.and_then(|m| m.labels.clone()).unwrap_or_default();
     labels.extend(instance_labels(pool));
@@ -411,7 +411,7 @@ async fn nodes_by_provider_id(
 
 /// The pool's status from its providers, Machines and Nodes: initialization, replica counters,
 /// versions, phase (as upstream's reconcilePhase) and conditions.
-pub fn compute_status(
+fn compute_status(
     pool: &MachinePool,
     providers: &Providers,
     machines: &[Machine],
@@ -664,4 +664,164 @@ async fn delete_retired_nodes(ctx: &Context, pool: &MachinePool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::common::expect_condition;
+
+    fn pool(replicas: i32, annotations: Value) -> MachinePool {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "generation": 3, "annotations": annotations},
+            "spec": {"clusterName": "c", "replicas": replicas, "template": {"spec": {
+                "clusterName": "c", "version": "v1.31.0",
+                "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": "p"}},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DevMachinePool", "name": "p"},
+            }}},
+        }))
+        .unwrap()
+    }
+
+    /// A Machine of the pool at `version`, Ready/Available/UpToDate as `ok` says.
+    fn machine(name: &str, version: &str, ok: bool) -> Machine {
+        let status = if ok { "True" } else { "False" };
+        let condition = |t: &str| json!({"type": t, "status": status, "reason": "R", "lastTransitionTime": "2026-12-01T00:00:00Z", "message": ""});
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"clusterName": "c", "version": version, "providerID": format!("dev://{name}"), "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "DevMachine", "name": name}},
+            "status": {"nodeRef": {"name": name}, "conditions": [condition("Ready"), condition("Available"), condition("UpToDate")]},
+        }))
+        .unwrap()
+    }
+
+    fn providers(provisioned: bool, ids: &[&str]) -> Providers {
+        Providers {
+            data_secret: Some("p".into()),
+            infrastructure_provisioned: provisioned,
+            provider_ids: ids.iter().map(|i| i.to_string()).collect(),
+            replicas: Some(ids.len() as i32),
+            machine_kind: Some("DevMachine".into()),
+            ..Default::default()
+        }
+    }
+
+    fn paused() -> NewCondition {
+        NewCondition::new(
+            conditions::types::PAUSED,
+            Status::False,
+            conditions::reasons::NOT_PAUSED,
+        )
+    }
+
+    #[test]
+    fn status_table() {
+        let autoscaled = json!({
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "3",
+        });
+        // (case, pool, providers, machines, phase, (replicas, ready, up to date), Available)
+        let cases = [
+            (
+                "waiting for the bootstrap data",
+                pool(2, json!({})),
+                Providers {
+                    machine_kind: Some("DevMachine".into()),
+                    ..Default::default()
+                },
+                vec![],
+                MachinePoolPhase::Pending,
+                (0, 0, 0),
+                "0 of 2 replicas are available",
+            ),
+            (
+                "running",
+                pool(2, json!({})),
+                providers(true, &["dev://a", "dev://b"]),
+                vec![machine("a", "v1.31.0", true), machine("b", "v1.31.0", true)],
+                MachinePoolPhase::Running,
+                (2, 2, 2),
+                "",
+            ),
+            (
+                "an instance of the old version is not up to date yet",
+                pool(2, json!({})),
+                providers(true, &["dev://a", "dev://b"]),
+                vec![machine("a", "v1.30.4", true), machine("b", "v1.31.0", true)],
+                MachinePoolPhase::Running,
+                (2, 2, 1),
+                "",
+            ),
+            (
+                "scaling up",
+                pool(3, json!({})),
+                providers(true, &["dev://a"]),
+                vec![machine("a", "v1.31.0", true)],
+                MachinePoolPhase::ScalingUp,
+                (1, 1, 1),
+                "1 of 3 replicas are available",
+            ),
+            (
+                "the autoscaler's pool just scales",
+                pool(3, autoscaled),
+                providers(true, &["dev://a"]),
+                vec![machine("a", "v1.31.0", true)],
+                MachinePoolPhase::Scaling,
+                (1, 1, 1),
+                "1 of 3 replicas are available",
+            ),
+        ];
+        for (case, pool, providers, machines, phase, counters, available) in cases {
+            let nodes = nodes_of_machines(&machines, &providers.provider_ids);
+            let status = compute_status(&pool, &providers, &machines, nodes, paused());
+            assert_eq!(status.phase, Some(phase), "{case}");
+            assert_eq!(
+                (
+                    status.replicas.unwrap(),
+                    status.ready_replicas.unwrap(),
+                    status.up_to_date_replicas.unwrap()
+                ),
+                counters,
+                "{case}"
+            );
+            let condition = expect_condition(
+                status.conditions.as_ref(),
+                conditions::types::AVAILABLE,
+                case,
+            );
+            assert_eq!(condition.message, available, "{case}");
+            assert_eq!(status.observed_generation, Some(3), "{case}");
+        }
+    }
+
+    #[test]
+    fn the_spec_takes_the_data_secret_and_the_provider_ids() {
+        let p = pool(2, json!({}));
+        assert_eq!(
+            spec_patch(&p, &providers(true, &["dev://a", "dev://b"])),
+            Some(json!({"spec": {
+                "template": {"spec": {"bootstrap": {"dataSecretName": "p"}}},
+                "providerIDList": ["dev://a", "dev://b"],
+            }}))
+        );
+        // Not provisioned yet: the IDs wait.
+        assert_eq!(
+            spec_patch(&p, &providers(false, &["dev://a"])),
+            Some(json!({"spec": {"template": {"spec": {"bootstrap": {"dataSecretName": "p"}}}}}))
+        );
+        let machine = pool_machine(&p, "p-x", "infrastructure.cluster.x-k8s.io", "DevMachine");
+        assert_eq!(machine.spec.version.as_deref(), Some("v1.31.0"));
+        assert_eq!(
+            machine
+                .labels()
+                .get(api::MACHINE_POOL_NAME_LABEL)
+                .map(String::as_str),
+            Some("p")
+        );
+        let owner = &machine.owner_references()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("MachinePool", Some(true))
+        );
+    }
 }

@@ -84,9 +84,9 @@ pub fn controller(w: &Wiring, name: &'static str, backend: Backend) -> BoxFuture
 }
 
 /// One instance as the pool sees it: its DevMachine and the Machine made for it.
-pub struct Instance<'a> {
-    pub dev_machine: &'a DevMachine,
-    pub machine: Option<&'a Machine>,
+struct Instance<'a> {
+    dev_machine: &'a DevMachine,
+    machine: Option<&'a Machine>,
 }
 
 impl Instance<'_> {
@@ -115,18 +115,18 @@ impl Instance<'_> {
 
 /// What to do with a pool's instances now.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Plan {
+struct Plan {
     /// New instances to make.
-    pub create: usize,
+    create: usize,
     /// Instances to delete (by their Machines), named.
-    pub delete: Vec<String>,
+    delete: Vec<String>,
 }
 
 /// The pool's plan towards `desired` up-to-date instances: as many new ones as up-to-date
 /// ones are missing; then, once more are ready than wanted, the outdated ones first, then
 /// those whose Machine carries `cluster.x-k8s.io/delete-machine`, then the newest. Nothing is
 /// deleted while that would leave fewer ready instances than wanted.
-pub fn plan(
+fn plan(
     pool: &DevMachinePool,
     version: Option<&str>,
     desired: usize,

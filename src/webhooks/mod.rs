@@ -18,6 +18,7 @@ mod cluster_resource_set;
 pub mod conversion;
 mod kubeadm_control_plane;
 mod machine_drain_rule;
+mod machine_pool;
 pub mod replicas;
 
 use cluster::ClusterRules;
@@ -28,6 +29,7 @@ use cluster_resource_set::ClusterResourceSetRules;
 use kubeadm_control_plane::KubeadmControlPlaneRules;
 pub use kubeadm_control_plane::kubeadm_control_plane_causes;
 use machine_drain_rule::MachineDrainRuleRules;
+use machine_pool::MachinePoolRules;
 use replicas::ReplicasDefault;
 
 /// A kind a provider's webhooks take, for its webhook configurations.
@@ -124,6 +126,7 @@ pub fn register(chain: &Chain) {
     chain.register(Arc::new(ClusterClassRules));
     chain.register(Arc::new(KubeadmControlPlaneRules));
     chain.register(Arc::new(MachineDrainRuleRules));
+    chain.register(Arc::new(MachinePoolRules));
     chain.register(Arc::new(ClusterResourceSetRules));
 }
 
