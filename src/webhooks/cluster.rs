@@ -237,27 +237,38 @@ fn topology_against_stored(
             ) {
                 causes.extend(c);
             }
-            let classes: Vec<&str> = class
-                .spec
-                .workers
-                .iter()
-                .flat_map(|w| w.machine_deployments.iter().flatten())
+            let workers = class.spec.workers.as_ref();
+            let deployment_classes: Vec<&str> = workers
+                .and_then(|w| w.machine_deployments.as_ref())
+                .into_iter()
+                .flatten()
                 .map(|c| c.class.as_str())
                 .collect();
-            for (i, md) in topology["workers"]["machineDeployments"].as_array().into_iter().flatten().enumerate() {
-                let at = format!("spec.topology.workers.machineDeployments[{i}]");
-                let md_class = md["class"].as_str().unwrap_or_default();
-                if !classes.contains(&md_class) {
-                    causes.push(FieldCause::invalid(
-                        format!("{at}.class"),
-                        format!(
-                            "Invalid value: {md_class:?}: MachineDeployment class {md_class:?} is not defined in ClusterClass {class_namespace}/{class_name}; it has: {}",
-                            classes.join(", ")
-                        ),
-                    ));
-                }
-                if let Err(c) = variables::overrides(&definitions, &given(&md["variables"]["overrides"]), &format!("{at}.variables.overrides")) {
-                    causes.extend(c);
+            let pool_classes: Vec<&str> = workers
+                .and_then(|w| w.machine_pools.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| c.class.as_str())
+                .collect();
+            for (list, kind, classes) in [
+                ("machineDeployments", "MachineDeployment", deployment_classes),
+                ("machinePools", "MachinePool", pool_classes),
+            ] {
+                for (i, worker) in topology["workers"][list].as_array().into_iter().flatten().enumerate() {
+                    let at = format!("spec.topology.workers.{list}[{i}]");
+                    let worker_class = worker["class"].as_str().unwrap_or_default();
+                    if !classes.contains(&worker_class) {
+                        causes.push(FieldCause::invalid(
+                            format!("{at}.class"),
+                            format!(
+                                "Invalid value: {worker_class:?}: {kind} class {worker_class:?} is not defined in ClusterClass {class_namespace}/{class_name}; it has: {}",
+                                classes.join(", ")
+                            ),
+                        ));
+                    }
+                    if let Err(c) = variables::overrides(&definitions, &given(&worker["variables"]["overrides"]), &format!("{at}.variables.overrides")) {
+                        causes.extend(c);
+                    }
                 }
             }
         }
@@ -305,26 +316,28 @@ fn topology_against_stored(
         ));
     }
     let cluster = object["metadata"]["name"].as_str().unwrap_or_default();
-    for md in lookup.list("cluster.x-k8s.io", "MachineDeployment", namespace) {
-        let labels = &md["metadata"]["labels"];
-        if labels[crate::api::CLUSTER_NAME_LABEL] != cluster
-            || labels
-                .get(crate::api::cluster_class::TOPOLOGY_OWNED_LABEL)
-                .is_none()
-        {
-            continue;
+    for kind in ["MachineDeployment", "MachinePool"] {
+        for worker in lookup.list("cluster.x-k8s.io", kind, namespace) {
+            let labels = &worker["metadata"]["labels"];
+            if labels[crate::api::CLUSTER_NAME_LABEL] != cluster
+                || labels
+                    .get(crate::api::cluster_class::TOPOLOGY_OWNED_LABEL)
+                    .is_none()
+            {
+                continue;
+            }
+            parts.push((
+                format!(
+                    "{kind} {namespace}/{}",
+                    worker["metadata"]["name"].as_str().unwrap_or_default()
+                ),
+                worker["spec"]["template"]["spec"]["version"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                None,
+            ));
         }
-        parts.push((
-            format!(
-                "MachineDeployment {namespace}/{}",
-                md["metadata"]["name"].as_str().unwrap_or_default()
-            ),
-            md["spec"]["template"]["spec"]["version"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            None,
-        ));
     }
     // Going back to the version every part still runs cancels an upgrade that has not started
     // (upstream refuses it, and a mistyped version gets a Cluster stuck: #7428).

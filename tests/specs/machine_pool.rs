@@ -365,8 +365,22 @@ async fn a_topology_pool_comes_up_and_upgrades_after_the_control_plane() {
         "in-memory-pool"
     );
 
-    // A new version: the control plane first, then the pool.
+    // A pool of a class the ClusterClass lacks is refused, naming the field and the classes.
     let clusters: Api<capictl::api::Cluster> = Api::namespaced(client.clone(), NS);
+    let unknown = json!({"spec": {"topology": {"workers": {"machinePools": [{"class": "nope", "name": "mp-1"}]}}}});
+    let refused = clusters
+        .patch("t1", &PatchParams::default(), &Patch::Merge(&unknown))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("spec.topology.workers.machinePools[0].class")
+            && refused.contains("MachinePool class \"nope\" is not defined")
+            && refused.contains("it has: pool"),
+        "{refused}"
+    );
+
+    // A new version: the control plane first, then the pool.
     clusters
         .patch(
             "t1",
