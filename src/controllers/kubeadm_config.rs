@@ -348,21 +348,10 @@ impl Scope {
                 cluster,
             }));
         }
-        let Some(owner) = kc
-            .owner_references()
-            .iter()
-            .find(|r| r.kind == "MachinePool")
-        else {
-            return Ok(None);
-        };
-        let Some(pool) = Api::<MachinePool>::namespaced(ctx.client.clone(), &ns)
-            .get_opt(&owner.name)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let Some(cluster) = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
-            .get_opt(&pool.spec.cluster_name)
+        let Some((pool, cluster)) =
+            common::owner_and_cluster(&ctx.client, kc, |p: &MachinePool| {
+                p.spec.cluster_name.as_str()
+            })
             .await?
         else {
             return Ok(None);

@@ -198,23 +198,23 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
         .into_iter()
         .filter(|m| common::has_owner(m.owner_references(), &uid))
         .collect();
-    let machine_of = |m: &DevMachine| {
-        m.owner_references()
-            .iter()
-            .find(|r| r.kind == "Machine")
-            .map(|r| r.name.clone())
-    };
-    let mut machines = BTreeMap::new();
-    for name in dev_machines.iter().filter_map(machine_of) {
-        if let Some(m) = machines_api.get_opt(&name).await? {
-            machines.insert(name, m);
-        }
-    }
+    // The MachinePool's Machines carry the same label: one list, not a read per instance.
+    let machines: BTreeMap<String, Machine> = machines_api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .map(|m| (m.name_any(), m))
+        .collect();
     let instances: Vec<Instance> = dev_machines
         .iter()
         .map(|m| Instance {
             dev_machine: m,
-            machine: machine_of(m).and_then(|n| machines.get(&n)),
+            machine: m
+                .owner_references()
+                .iter()
+                .find(|r| r.kind == "Machine")
+                .and_then(|r| machines.get(&r.name)),
         })
         .collect();
 
@@ -277,21 +277,16 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
         for _ in 0..plan.create {
             create_instance(&dev_machines_api, &pool, &machine_pool).await?;
         }
-        for name in &plan.delete {
-            let instance = instances
-                .iter()
-                .find(|i| &i.dev_machine.name_any() == name)
-                .expect("planned from these");
-            match instance.machine {
-                Some(m) => {
-                    machines_api
-                        .delete(&m.name_any(), &DeleteParams::background())
-                        .await?
-                }
-                // The MachinePool has not made its Machine yet: wait for it, so the instance
-                // is not deleted just as its Machine comes (upstream waits alike).
-                None => continue,
-            };
+        // An instance whose Machine the MachinePool has not made yet waits for it, so it is
+        // not deleted just as its Machine comes (upstream waits alike).
+        let doomed = instances
+            .iter()
+            .filter(|i| plan.delete.contains(&i.dev_machine.name_any()))
+            .filter_map(|i| i.machine);
+        for machine in doomed {
+            machines_api
+                .delete(&machine.name_any(), &DeleteParams::background())
+                .await?;
         }
     }
     let mut provider_ids: Vec<String> = dev_machines

@@ -358,29 +358,50 @@ pub async fn owning_machine_and_cluster<K: Resource>(
     client: &kube::Client,
     object: &K,
 ) -> Result<Option<(crate::api::Machine, Cluster)>> {
+    owner_and_cluster(client, object, |m: &crate::api::Machine| {
+        m.spec.cluster_name.as_str()
+    })
+    .await
+}
+
+/// The owner of kind `O` of `object` and the owner's Cluster (named by `cluster_of`); None
+/// while either cannot be found yet.
+pub async fn owner_and_cluster<K, O>(
+    client: &kube::Client,
+    object: &K,
+    cluster_of: impl Fn(&O) -> &str,
+) -> Result<Option<(O, Cluster)>>
+where
+    K: Resource,
+    O: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug,
+{
     let ns = object.meta().namespace.clone().unwrap_or_default();
+    let kind = O::kind(&());
     let Some(owner) = object
         .meta()
         .owner_references
         .iter()
         .flatten()
-        .find(|r| r.kind == "Machine")
+        .find(|r| r.kind == kind)
     else {
         return Ok(None);
     };
-    let Some(machine) = Api::<crate::api::Machine>::namespaced(client.clone(), &ns)
+    let Some(owner) = Api::<O>::namespaced(client.clone(), &ns)
         .get_opt(&owner.name)
         .await?
     else {
         return Ok(None);
     };
     let Some(cluster) = Api::<Cluster>::namespaced(client.clone(), &ns)
-        .get_opt(&machine.spec.cluster_name)
+        .get_opt(cluster_of(&owner))
         .await?
     else {
         return Ok(None);
     };
-    Ok(Some((machine, cluster)))
+    Ok(Some((owner, cluster)))
 }
 
 /// The Cluster an infrastructure object belongs to, by its `cluster.x-k8s.io/cluster-name`
