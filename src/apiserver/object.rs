@@ -31,6 +31,12 @@ pub fn random_suffix() -> String {
         .collect()
 }
 
+/// A name made from `prefix` as kube-apiserver's `generateName` makes one: the prefix cut to
+/// 58 characters and five random ones after it, so the name fits the 63 of a label value.
+pub fn generate_name(prefix: &str) -> String {
+    format!("{}{}", &prefix[..prefix.len().min(58)], random_suffix())
+}
+
 /// A random (version 4) UUID for an object's uid, a request's audit ID or a token's ID: from
 /// the thread's generator (ChaCha, seeded from the system), not a `getrandom` system call each
 /// as `Uuid::new_v4` makes (1.2% of a create's samples).
@@ -236,7 +242,7 @@ pub fn prepare_create(
     {
         Some(n) => n.to_string(),
         None => match meta.get("generateName").and_then(Value::as_str) {
-            Some(prefix) => format!("{prefix}{}", random_suffix()),
+            Some(prefix) => generate_name(prefix),
             None => {
                 return Err(ApiError::invalid(
                     &resource.kind,
@@ -457,6 +463,15 @@ pub fn is_deleting(object: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generated_names_fit_a_label_value() {
+        let short = generate_name("md-0-");
+        assert!(short.starts_with("md-0-") && short.len() == 10, "{short}");
+        let long = generate_name(&format!("{}-", "x".repeat(70)));
+        assert_eq!(long.len(), 63, "{long}");
+        assert!(long.starts_with(&"x".repeat(58)), "{long}");
+    }
 
     #[test]
     fn random_uuids_are_version_4_and_differ() {

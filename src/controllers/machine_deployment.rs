@@ -505,11 +505,7 @@ async fn create_set(
     let mut set_labels = labels.clone();
     set_labels.retain(|k, _| k != api::TEMPLATE_HASH_LABEL);
     set_labels.insert(api::TEMPLATE_HASH_LABEL.into(), hash);
-    let name = format!(
-        "{}-{}",
-        &md.name_any()[..md.name_any().len().min(58)],
-        crate::apiserver::object::random_suffix()
-    );
+    let name = crate::apiserver::object::generate_name(&format!("{}-", md.name_any()));
     let set = MachineSet {
         metadata: ObjectMeta {
             name: Some(name),

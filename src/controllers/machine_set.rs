@@ -121,11 +121,7 @@ fn matches(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String
 /// returns its name.
 async fn create_machine(ctx: &Context, ms: &MachineSet) -> Result<String> {
     let ns = ms.namespace().unwrap_or_default();
-    let name = format!(
-        "{}-{}",
-        truncate(&ms.name_any(), 58),
-        crate::apiserver::object::random_suffix()
-    );
+    let name = crate::apiserver::object::generate_name(&format!("{}-", ms.name_any()));
     let template = &ms.spec.template;
     let mut labels = template
         .metadata
@@ -187,10 +183,6 @@ async fn create_machine(ctx: &Context, ms: &MachineSet) -> Result<String> {
     };
     ctx.events.publish(CONTROLLER, ms, severity, reason, note);
     Ok(created?.name_any())
-}
-
-fn truncate(name: &str, max: usize) -> &str {
-    &name[..name.len().min(max)]
 }
 
 /// What one reconcile knows of a MachineSet's world, gathered once.

@@ -329,12 +329,7 @@ async fn create_instance(
     pool: &DevMachinePool,
     machine_pool: &MachinePool,
 ) -> Result<()> {
-    let base = pool.name_any();
-    let name = format!(
-        "{}-{}",
-        &base[..base.len().min(56)],
-        crate::apiserver::object::random_suffix()
-    );
+    let name = crate::apiserver::object::generate_name(&format!("{}-", pool.name_any()));
     let instance = DevMachine {
         metadata: ObjectMeta {
             name: Some(name),

@@ -112,11 +112,7 @@ pub(super) async fn create_machine(
     cluster: &Cluster,
 ) -> Result<String> {
     let ns = kcp.namespace().unwrap_or_default();
-    let name = format!(
-        "{}-{}",
-        &kcp.name_any()[..kcp.name_any().len().min(58)],
-        crate::apiserver::object::random_suffix()
-    );
+    let name = crate::apiserver::object::generate_name(&format!("{}-", kcp.name_any()));
     let mut labels = kcp
         .spec
         .machine_template
