@@ -420,38 +420,56 @@ fn reference_at(
     serde_json::from_value(r.clone()).ok()
 }
 
+/// The bootstrap and infrastructure templates of a class's worker classes, by class.
+async fn worker_templates<'a>(
+    ctx: &Context,
+    namespace: &str,
+    classes: impl Iterator<
+        Item = (
+            &'a String,
+            &'a api::cluster_class::TemplateRefHolder,
+            &'a api::cluster_class::TemplateRefHolder,
+        ),
+    >,
+) -> Result<BTreeMap<String, (Value, Value)>> {
+    let mut templates = BTreeMap::new();
+    for (class, bootstrap, infrastructure) in classes {
+        templates.insert(
+            class.clone(),
+            (
+                read_template(ctx, namespace, &bootstrap.template_ref).await?,
+                read_template(ctx, namespace, &infrastructure.template_ref).await?,
+            ),
+        );
+    }
+    Ok(templates)
+}
+
 /// The class's templates.
 async fn blueprint(ctx: &Context, class: &ClusterClass) -> Result<Blueprint> {
     let namespace = class.namespace().unwrap_or_default();
     let spec = &class.spec;
-    let mut deployment_classes = BTreeMap::new();
-    for c in spec
-        .workers
-        .iter()
-        .flat_map(|w| w.machine_deployments.iter().flatten())
-    {
-        deployment_classes.insert(
-            c.class.clone(),
-            (
-                read_template(ctx, &namespace, &c.bootstrap.template_ref).await?,
-                read_template(ctx, &namespace, &c.infrastructure.template_ref).await?,
-            ),
-        );
-    }
-    let mut pool_classes = BTreeMap::new();
-    for c in spec
-        .workers
-        .iter()
-        .flat_map(|w| w.machine_pools.iter().flatten())
-    {
-        pool_classes.insert(
-            c.class.clone(),
-            (
-                read_template(ctx, &namespace, &c.bootstrap.template_ref).await?,
-                read_template(ctx, &namespace, &c.infrastructure.template_ref).await?,
-            ),
-        );
-    }
+    let workers = spec.workers.as_ref();
+    let deployment_classes = worker_templates(
+        ctx,
+        &namespace,
+        workers
+            .and_then(|w| w.machine_deployments.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|c| (&c.class, &c.bootstrap, &c.infrastructure)),
+    )
+    .await?;
+    let pool_classes = worker_templates(
+        ctx,
+        &namespace,
+        workers
+            .and_then(|w| w.machine_pools.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|c| (&c.class, &c.bootstrap, &c.infrastructure)),
+    )
+    .await?;
     Ok(Blueprint {
         class: class.clone(),
         pool_classes,
@@ -463,6 +481,28 @@ async fn blueprint(ctx: &Context, class: &ClusterClass) -> Result<Blueprint> {
             None => None,
         },
         deployment_classes,
+    })
+}
+
+/// A MachineDeployment or MachinePool of the topology as it is: the object, whether its
+/// Machines (by their `label` naming it) lag its version, and its bootstrap and infrastructure
+/// objects.
+async fn worker_now<K: Resource + serde::Serialize>(
+    ctx: &Context,
+    worker: &K,
+    spec: &api::machine::MachineSpec,
+    machines: &[Arc<api::Machine>],
+    label: &str,
+) -> Result<DeploymentNow> {
+    let namespace = worker.meta().namespace.clone().unwrap_or_default();
+    let name = worker.meta().name.clone().unwrap_or_default();
+    Ok(DeploymentNow {
+        object: serde_json::to_value(worker).expect("objects serialize"),
+        upgrading: machines
+            .iter()
+            .any(|m| m.labels().get(label) == Some(&name) && m.spec.version != spec.version),
+        bootstrap: read_ref(ctx, &namespace, spec.bootstrap.config_ref.as_ref()).await?,
+        infrastructure: read_ref(ctx, &namespace, Some(&spec.infrastructure_ref)).await?,
     })
 }
 
@@ -523,34 +563,15 @@ async fn current_state(ctx: &Context, cluster: &Cluster) -> Result<(Current, Vec
         let Some(topology_name) = md.labels().get(TOPOLOGY_DEPLOYMENT_NAME_LABEL).cloned() else {
             continue;
         };
-        let object = serde_json::to_value(&md).expect("objects serialize");
-        let version = md.spec.template.spec.version.clone();
-        let md_name = md.name_any();
-        let upgrading = machines.iter().any(|m| {
-            m.labels().get(api::DEPLOYMENT_NAME_LABEL) == Some(&md_name)
-                && m.spec.version != version
-        });
-        let bootstrap = read_ref(
+        let now = worker_now(
             ctx,
-            &namespace,
-            md.spec.template.spec.bootstrap.config_ref.as_ref(),
+            &md,
+            &md.spec.template.spec,
+            &machines,
+            api::DEPLOYMENT_NAME_LABEL,
         )
         .await?;
-        let infrastructure = read_ref(
-            ctx,
-            &namespace,
-            Some(&md.spec.template.spec.infrastructure_ref),
-        )
-        .await?;
-        deployments.insert(
-            topology_name,
-            DeploymentNow {
-                object,
-                upgrading,
-                bootstrap,
-                infrastructure,
-            },
-        );
+        deployments.insert(topology_name, now);
     }
     let pools_api: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut pools = BTreeMap::new();
@@ -565,21 +586,15 @@ async fn current_state(ctx: &Context, cluster: &Cluster) -> Result<(Current, Vec
         let Some(topology_name) = mp.labels().get(TOPOLOGY_POOL_NAME_LABEL).cloned() else {
             continue;
         };
-        let spec = &mp.spec.template.spec;
-        let mp_name = mp.name_any();
-        let upgrading = machines.iter().any(|m| {
-            m.labels().get(api::MACHINE_POOL_NAME_LABEL) == Some(&mp_name)
-                && m.spec.version != spec.version
-        });
-        pools.insert(
-            topology_name,
-            DeploymentNow {
-                object: serde_json::to_value(&mp).expect("objects serialize"),
-                upgrading,
-                bootstrap: read_ref(ctx, &namespace, spec.bootstrap.config_ref.as_ref()).await?,
-                infrastructure: read_ref(ctx, &namespace, Some(&spec.infrastructure_ref)).await?,
-            },
-        );
+        let now = worker_now(
+            ctx,
+            &mp,
+            &mp.spec.template.spec,
+            &machines,
+            api::MACHINE_POOL_NAME_LABEL,
+        )
+        .await?;
+        pools.insert(topology_name, now);
     }
     let checks: Api<api::MachineHealthCheck> = Api::namespaced(ctx.client.clone(), &namespace);
     for mhc in checks
@@ -701,33 +716,31 @@ fn resolve_variables(
             Err(c) => causes.extend(c),
         }
     }
-    for (i, md) in topology
-        .workers
-        .iter()
-        .flat_map(|w| w.machine_deployments.iter().flatten())
-        .enumerate()
-    {
-        if let Some(o) = md.variables.as_ref().and_then(|v| v.overrides.as_ref()) {
-            let path = format!("spec.topology.workers.machineDeployments[{i}].variables.overrides");
+    let workers = topology.workers.as_ref();
+    let deployments: Vec<(&String, Option<&api::cluster::VariableOverrides>)> = workers
+        .and_then(|w| w.machine_deployments.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|md| (&md.name, md.variables.as_ref()))
+        .collect();
+    let pools: Vec<(&String, Option<&api::cluster::VariableOverrides>)> = workers
+        .and_then(|w| w.machine_pools.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|mp| (&mp.name, mp.variables.as_ref()))
+        .collect();
+    for (list, entries, resolved) in [
+        ("machineDeployments", deployments, &mut out.deployments),
+        ("machinePools", pools, &mut out.pools),
+    ] {
+        for (i, (name, variables)) in entries.into_iter().enumerate() {
+            let Some(o) = variables.and_then(|v| v.overrides.as_ref()) else {
+                continue;
+            };
+            let path = format!("spec.topology.workers.{list}[{i}].variables.overrides");
             match variables::overrides(&definitions, o, &path) {
                 Ok(v) => {
-                    out.deployments.insert(md.name.clone(), v);
-                }
-                Err(c) => causes.extend(c),
-            }
-        }
-    }
-    for (i, mp) in topology
-        .workers
-        .iter()
-        .flat_map(|w| w.machine_pools.iter().flatten())
-        .enumerate()
-    {
-        if let Some(o) = mp.variables.as_ref().and_then(|v| v.overrides.as_ref()) {
-            let path = format!("spec.topology.workers.machinePools[{i}].variables.overrides");
-            match variables::overrides(&definitions, o, &path) {
-                Ok(v) => {
-                    out.pools.insert(mp.name.clone(), v);
+                    resolved.insert(name.clone(), v);
                 }
                 Err(c) => causes.extend(c),
             }
