@@ -862,17 +862,11 @@ fn desired_deployment(
         &labels,
         cluster,
     );
-    let mut md_labels = merged(
-        labels_of(p.topology.metadata.as_ref()),
-        labels_of(p.class.metadata.as_ref()),
+    let (md_labels, md_annotations) = worker_metadata(
+        p.topology.metadata.as_ref(),
+        p.class.metadata.as_ref(),
+        &labels,
     );
-    md_labels.extend(labels.clone());
-    let mut md_annotations = merged(
-        annotations_of(p.topology.metadata.as_ref()),
-        annotations_of(p.class.metadata.as_ref()),
-    );
-    md_annotations.remove(api::cluster_class::DEFER_UPGRADE_ANNOTATION);
-    md_annotations.remove(api::cluster_class::HOLD_UPGRADE_SEQUENCE_ANNOTATION);
     let mut template_metadata = json!({"labels": md_labels});
     if !md_annotations.is_empty() {
         template_metadata["annotations"] = Value::Object(md_annotations.clone());
@@ -923,6 +917,21 @@ fn desired_deployment(
         infrastructure,
         health_check,
     }
+}
+
+/// A worker's labels and annotations: the topology's over its class's, with the topology's own
+/// labels; the annotations that order upgrades stay on the Cluster's topology.
+fn worker_metadata(
+    topology: Option<&api::common::ObjectMeta>,
+    class: Option<&api::common::ObjectMeta>,
+    labels: &Map<String, Value>,
+) -> (Map<String, Value>, Map<String, Value>) {
+    let mut all_labels = merged(labels_of(topology), labels_of(class));
+    all_labels.extend(labels.clone());
+    let mut annotations = merged(annotations_of(topology), annotations_of(class));
+    annotations.remove(api::cluster_class::DEFER_UPGRADE_ANNOTATION);
+    annotations.remove(api::cluster_class::HOLD_UPGRADE_SEQUENCE_ANNOTATION);
+    (all_labels, annotations)
 }
 
 /// What a worker's Machines get beside their version and templates: the topology's settings
@@ -1024,17 +1033,11 @@ fn desired_pool(
     };
     let bootstrap = owned(bootstrap, &p.worker.bootstrap_name);
     let infrastructure = owned(infrastructure, &p.worker.infrastructure_name);
-    let mut mp_labels = merged(
-        labels_of(p.topology.metadata.as_ref()),
-        labels_of(p.class.metadata.as_ref()),
+    let (mp_labels, mp_annotations) = worker_metadata(
+        p.topology.metadata.as_ref(),
+        p.class.metadata.as_ref(),
+        &labels,
     );
-    mp_labels.extend(labels.clone());
-    let mut mp_annotations = merged(
-        annotations_of(p.topology.metadata.as_ref()),
-        annotations_of(p.class.metadata.as_ref()),
-    );
-    mp_annotations.remove(api::cluster_class::DEFER_UPGRADE_ANNOTATION);
-    mp_annotations.remove(api::cluster_class::HOLD_UPGRADE_SEQUENCE_ANNOTATION);
     let mut template_metadata = json!({"labels": mp_labels});
     if !mp_annotations.is_empty() {
         template_metadata["annotations"] = Value::Object(mp_annotations.clone());
