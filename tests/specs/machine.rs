@@ -340,6 +340,12 @@ async fn a_machines_taints_reach_its_node_and_follow_its_changes() {
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
     let nodes: Api<Node> = Api::all(workload(&client, "c1").await);
     let (worker, node) = worker_and_node(&machines).await;
+    // The Machine's nodeRef can come before its first sync of the Node; taints written before
+    // that sync find a new Node, which gets the OnInitialization taint too.
+    until("the Node initialized by its Machine", 30, async || {
+        node_taints(&nodes, &node).await?.1.map(|_| ())
+    })
+    .await;
     let taints = json!({"spec": {"taints": [
         {"key": "pool", "value": "gpu", "effect": "NoSchedule", "propagation": "Always"},
         {"key": "warm", "value": "up", "effect": "NoSchedule", "propagation": "OnInitialization"},
