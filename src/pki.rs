@@ -1,5 +1,6 @@
 //! The cluster's certificates and keys: a certificate authority made or brought (ECDSA P-256
-//! made here; RSA and EC keys in every format openssl and kubeadm write, read), the serving and
+//! made here unless kubeadm's `encryptionAlgorithm` asks for P-384 or RSA; RSA and EC keys in
+//! every format openssl and kubeadm write, read), the serving and
 //! client certificates it signs, private files written 0600, and the TLS client that probes
 //! trust any server with. Below every part that needs them: the API server, kubeadm, the
 //! nodes and the providers.
@@ -52,6 +53,77 @@ pub enum Usage {
 #[derive(Clone)]
 pub struct Pki {
     pub ca: KeyPairPem,
+}
+
+/// The kind of key a new certificate gets (kubeadm's `encryptionAlgorithm`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeyAlgorithm {
+    #[default]
+    EcdsaP256,
+    EcdsaP384,
+    /// RSA with a modulus of this many bits.
+    Rsa(usize),
+}
+
+impl KeyAlgorithm {
+    /// A new private key. RSA keys are made by the `rsa` crate (the signing backend cannot
+    /// make them) and signed with as PKCS#1 v1.5 SHA-256, as Go's x509 signs with RSA keys.
+    pub fn generate(self) -> Result<KeyPair, PkiError> {
+        match self {
+            KeyAlgorithm::EcdsaP256 => Ok(KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?),
+            KeyAlgorithm::EcdsaP384 => Ok(KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384)?),
+            KeyAlgorithm::Rsa(bits) => {
+                use rsa::pkcs8::EncodePrivateKey;
+                let key = rsa::PrivateKey::new(&mut getrandom::SysRng, bits)
+                    .map_err(|e| PkiError::Key(format!("making a {bits}-bit RSA key: {e}")))?;
+                let der = key
+                    .to_pkcs8_der()
+                    .map_err(|e| PkiError::Key(format!("encoding an RSA key: {e}")))?;
+                Ok(KeyPair::from_pkcs8_der_and_sign_algo(
+                    &der.as_bytes().into(),
+                    &rcgen::PKCS_RSA_SHA256,
+                )?)
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for KeyAlgorithm {
+    type Err = String;
+
+    /// kubeadm's names for them.
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name {
+            "ECDSA-P256" => Ok(KeyAlgorithm::EcdsaP256),
+            "ECDSA-P384" => Ok(KeyAlgorithm::EcdsaP384),
+            "RSA-2048" => Ok(KeyAlgorithm::Rsa(2048)),
+            "RSA-3072" => Ok(KeyAlgorithm::Rsa(3072)),
+            "RSA-4096" => Ok(KeyAlgorithm::Rsa(4096)),
+            other => Err(format!(
+                "unsupported value {other:?}: supported values are \"ECDSA-P256\", \"ECDSA-P384\", \"RSA-2048\", \"RSA-3072\", \"RSA-4096\""
+            )),
+        }
+    }
+}
+
+/// How new certificates are made: their key, and how long leaves and CAs are valid (kubeadm's
+/// `encryptionAlgorithm`, `certificateValidityPeriodDays`, `caCertificateValidityPeriodDays`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CertificatePolicy {
+    pub key: KeyAlgorithm,
+    pub days: i64,
+    pub ca_days: i64,
+}
+
+impl Default for CertificatePolicy {
+    /// kubeadm's lifetimes: a year for leaves, ten for CAs.
+    fn default() -> Self {
+        CertificatePolicy {
+            key: KeyAlgorithm::default(),
+            days: 365,
+            ca_days: 3650,
+        }
+    }
 }
 
 /// A private key as openssl, kubeadm and capictl write them: PKCS#8 (`PRIVATE KEY`), PKCS#1
@@ -239,7 +311,12 @@ fn validity(params: &mut CertificateParams, days: i64) {
 impl Pki {
     /// A new CA (ECDSA P-256, ten years).
     pub fn generate(common_name: &str) -> Result<Pki, PkiError> {
-        let key = KeyPair::generate()?;
+        Pki::generate_with(common_name, &CertificatePolicy::default())
+    }
+
+    /// A new CA with the policy's key and CA lifetime.
+    pub fn generate_with(common_name: &str, policy: &CertificatePolicy) -> Result<Pki, PkiError> {
+        let key = policy.key.generate()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params
             .distinguished_name
@@ -250,7 +327,7 @@ impl Pki {
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        validity(&mut params, 3650);
+        validity(&mut params, policy.ca_days);
         let cert = params.self_signed(&key)?;
         Ok(Pki {
             ca: KeyPairPem {
@@ -286,9 +363,22 @@ impl Pki {
         sans: &[String],
         usage: Usage,
     ) -> Result<KeyPairPem, PkiError> {
+        let policy = CertificatePolicy::default();
+        self.issue_with(&policy, common_name, organizations, sans, usage)
+    }
+
+    /// A certificate the CA signs with the policy's key and lifetime.
+    pub fn issue_with(
+        &self,
+        policy: &CertificatePolicy,
+        common_name: &str,
+        organizations: &[&str],
+        sans: &[String],
+        usage: Usage,
+    ) -> Result<KeyPairPem, PkiError> {
         let ca_key = key_pair_from_pem(&self.ca.key)?;
         let issuer = Issuer::from_ca_cert_pem(&self.ca.cert, ca_key)?;
-        let key = KeyPair::generate()?;
+        let key = policy.key.generate()?;
         let mut params = CertificateParams::new(sans.to_vec())?;
         params
             .distinguished_name
@@ -308,7 +398,7 @@ impl Pki {
                 ExtendedKeyUsagePurpose::ClientAuth,
             ],
         };
-        validity(&mut params, 365);
+        validity(&mut params, policy.days);
         let cert = params.signed_by(&key, &issuer)?;
         Ok(KeyPairPem {
             cert: cert.pem(),
@@ -442,6 +532,55 @@ mod tests {
             let (_, issued) = x509_parser::parse_x509_certificate(leaf.as_ref()).unwrap();
             assert_eq!(issued.issuer(), authority.subject(), "{what}");
         }
+    }
+
+    #[test]
+    fn cas_and_leaves_of_every_kubeadm_algorithm_sign_and_verify() {
+        crate::install_crypto_provider();
+        for name in ["ECDSA-P256", "ECDSA-P384", "RSA-2048", "RSA-3072"] {
+            let key: KeyAlgorithm = name.parse().unwrap();
+            let policy = CertificatePolicy {
+                key,
+                days: 7,
+                ca_days: 70,
+            };
+            let ca = Pki::generate_with("kubernetes", &policy).unwrap();
+            // What the CA signs, rustls verifies: the leaf is usable for TLS as issued.
+            let leaf = ca
+                .issue_with(
+                    &policy,
+                    "kube-apiserver",
+                    &[],
+                    &["cp-1".into()],
+                    Usage::Server,
+                )
+                .unwrap();
+            let mut roots = rustls::RootCertStore::empty();
+            roots
+                .add(CertificateDer::from_pem_slice(ca.ca.cert.as_bytes()).unwrap())
+                .unwrap();
+            let verifier = rustls::client::WebPkiServerVerifier::builder(Arc::new(roots))
+                .build()
+                .unwrap();
+            let der = CertificateDer::from_pem_slice(leaf.cert.as_bytes()).unwrap();
+            verifier
+                .verify_server_cert(
+                    &der,
+                    &[],
+                    &ServerName::try_from("cp-1").unwrap(),
+                    &[],
+                    UnixTime::now(),
+                )
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let (_, parsed) = x509_parser::parse_x509_certificate(der.as_ref()).unwrap();
+            let validity = parsed.validity();
+            let days = (validity.not_after.timestamp() - validity.not_before.timestamp()) / 86400;
+            assert_eq!(days, 7, "{name}");
+            // The key reads back as it was written, as a CA brought by the user would.
+            key_pair_from_pem(&leaf.key).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        let e = "RSA-1024".parse::<KeyAlgorithm>().unwrap_err();
+        assert!(e.contains("RSA-1024") && e.contains("ECDSA-P384"), "{e}");
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub const IN_MEMORY_MACHINE_FINALIZER: &str = "inmemorymachine.infrastructure.cl
 pub mod reasons {
     /// The cluster's `<cluster>-ca` Secret holds a CA that cannot sign.
     pub const CERTIFICATE_AUTHORITY_UNUSABLE: &str = "CertificateAuthorityUnusable";
+    /// The control plane provider has not made the cluster's CA yet.
+    pub const WAITING_FOR_CERTIFICATE_AUTHORITY: &str = "WaitingForCertificateAuthority";
     pub const WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY: &str =
         "WaitingForClusterInfrastructureReady";
     pub const WAITING_FOR_CONTROL_PLANE_INITIALIZED: &str = "WaitingForControlPlaneInitialized";

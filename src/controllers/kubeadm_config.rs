@@ -607,8 +607,9 @@ async fn write_bootstrap_data(
     // Certificates: made for the first control-plane machine when nobody made them yet.
     let generate = init && cluster.spec.control_plane_ref.is_none();
     let owner = generate.then(|| common::owner_reference(cluster, true));
+    let policy = crate::kubeadm::certs::certificate_policy(kc.spec.cluster_configuration.as_ref());
     let Some(certificates) =
-        super::secrets::cluster_certificates(&ctx.client, cluster, owner).await?
+        super::secrets::cluster_certificates(&ctx.client, cluster, owner, policy).await?
     else {
         return Ok(Progress::Waiting(
             NewCondition::new(

@@ -12,15 +12,18 @@ use serde_json::json;
 
 use crate::api::Cluster;
 use crate::kubeadm::certs::{self, CERTIFICATES};
+use crate::pki::{CertificatePolicy, KeyAlgorithm};
 use crate::reconcile::Result;
 use crate::reconcile::common;
 
 /// The cluster certificates (`<cluster>-ca`, `-etcd`, `-proxy`, `-sa`), by purpose; those
-/// missing are made, owned by `owner`, when an owner is given, else the answer is None.
+/// missing are made as the policy says, owned by `owner`, when an owner is given, else the
+/// answer is None.
 pub async fn cluster_certificates(
     client: &Client,
     cluster: &Cluster,
     owner: Option<OwnerReference>,
+    policy: CertificatePolicy,
 ) -> Result<Option<BTreeMap<String, Secret>>> {
     let ns = cluster.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
@@ -30,13 +33,20 @@ pub async fn cluster_certificates(
         let secret = match (secrets.get_opt(&name).await?, &owner) {
             (Some(s), _) => s,
             (None, Some(owner)) => {
-                let s = certs::new_certificate_secret(
-                    &cluster.name_any(),
-                    &ns,
-                    purpose,
-                    common_name,
-                    owner.clone(),
-                )?;
+                let (cluster_name, ns, owner) = (cluster.name_any(), ns.clone(), owner.clone());
+                // An RSA key takes up to a second to make: off the reconcilers' threads.
+                let s = tokio::task::spawn_blocking(move || {
+                    certs::new_certificate_secret(
+                        &cluster_name,
+                        &ns,
+                        purpose,
+                        common_name,
+                        owner,
+                        &policy,
+                    )
+                })
+                .await
+                .expect("making a certificate does not panic")?;
                 common::create_if_absent(&secrets, &s).await?;
                 secrets.get(&name).await?
             }
@@ -49,12 +59,14 @@ pub async fn cluster_certificates(
 
 /// Writes the `<cluster>-kubeconfig` Secret (admin client certificate signed by `<cluster>-ca`)
 /// when it is missing, and again when its certificate has less than half of its year left, as
-/// upstream rotates it. `owner` owns it: the control plane, or the Cluster when there is none.
-/// Whether it waits for the cluster CA.
+/// upstream rotates it. `owner` owns it: the control plane, or the Cluster when there is none;
+/// its key is of the control plane's `encryptionAlgorithm`. Whether it waits for the cluster
+/// CA.
 pub async fn reconcile_kubeconfig(
     client: &kube::Client,
     cluster: &Cluster,
     owner: k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    key: KeyAlgorithm,
 ) -> Result<bool> {
     let Some(endpoint) = cluster
         .spec
@@ -83,7 +95,8 @@ pub async fn reconcile_kubeconfig(
         return Ok(true);
     };
     let pki = certs::ca_from_secret(&ca)?;
-    let secret = certs::kubeconfig_secret(&name, &ns, &format!("https://{endpoint}"), &pki, owner)?;
+    let server = format!("https://{endpoint}");
+    let secret = certs::kubeconfig_secret(&name, &ns, &server, &pki, owner, key)?;
     match existing {
         None => {
             common::create_if_absent(&secrets, &secret).await?;

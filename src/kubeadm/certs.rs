@@ -8,7 +8,8 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::api;
-use crate::pki::{KeyPairPem, Pki, PkiError};
+use crate::api::kubeadm_config::ClusterConfiguration;
+use crate::pki::{CertificatePolicy, KeyAlgorithm, KeyPairPem, Pki, PkiError};
 
 /// The Secret type Cluster API gives the Secrets it generates.
 pub const SECRET_TYPE: &str = "cluster.x-k8s.io/secret";
@@ -105,15 +106,27 @@ pub fn ca_from_secret(secret: &Secret) -> Result<Pki, CertsError> {
 }
 
 /// The admin kubeconfig of a workload cluster (user `kubernetes-admin` in `system:masters`,
-/// signed by the cluster CA), as the `<cluster>-kubeconfig` Secret.
+/// signed by the cluster CA, a key of the control plane's algorithm, valid a year), as the
+/// `<cluster>-kubeconfig` Secret.
 pub fn kubeconfig_secret(
     cluster: &str,
     namespace: &str,
     server: &str,
     ca: &Pki,
     owner: OwnerReference,
+    key: KeyAlgorithm,
 ) -> Result<Secret, CertsError> {
-    let admin = ca.client_certificate("kubernetes-admin", &["system:masters"])?;
+    let policy = CertificatePolicy {
+        key,
+        ..CertificatePolicy::default()
+    };
+    let admin = ca.issue_with(
+        &policy,
+        "kubernetes-admin",
+        &["system:masters"],
+        &[],
+        crate::pki::Usage::Client,
+    )?;
     let config = crate::kubeconfig::build(
         cluster,
         &format!("{cluster}-admin"),
@@ -173,20 +186,45 @@ pub const CERTIFICATES: [(&str, &str); 4] = [
     ("sa", "service-account"),
 ];
 
+/// The certificates a ClusterConfiguration asks for: its `encryptionAlgorithm` (upstream's
+/// default is RSA-2048; capictl's, ECDSA P-256, as kubeadm's other choice and faster) and its
+/// lifetimes.
+pub fn certificate_policy(configuration: Option<&ClusterConfiguration>) -> CertificatePolicy {
+    let mut policy = CertificatePolicy::default();
+    let Some(configuration) = configuration else {
+        return policy;
+    };
+    if let Some(key) = configuration
+        .encryption_algorithm
+        .and_then(|a| serde_json::to_value(a).ok())
+        .and_then(|name| name.as_str()?.parse().ok())
+    {
+        policy.key = key;
+    }
+    if let Some(days) = configuration.certificate_validity_period_days {
+        policy.days = days.into();
+    }
+    if let Some(days) = configuration.ca_certificate_validity_period_days {
+        policy.ca_days = days.into();
+    }
+    policy
+}
+
 /// A new certificate Secret (`<cluster>-<purpose>`): a CA for ca/etcd/proxy, a key pair (the
-/// public key in `tls.crt`) for sa.
+/// public key in `tls.crt`) for sa, with the policy's key.
 pub fn new_certificate_secret(
     cluster: &str,
     namespace: &str,
     purpose: &str,
     common_name: &str,
     owner: OwnerReference,
+    policy: &CertificatePolicy,
 ) -> Result<Secret, CertsError> {
     let (cert, key) = if purpose == "sa" {
-        let key = rcgen::KeyPair::generate().map_err(PkiError::from)?;
+        let key = policy.key.generate()?;
         (key.public_key_pem(), key.serialize_pem())
     } else {
-        let pki = Pki::generate(common_name)?;
+        let pki = Pki::generate_with(common_name, policy)?;
         (pki.ca.cert, pki.ca.key)
     };
     let data = BTreeMap::from([
@@ -246,9 +284,44 @@ mod tests {
     }
 
     #[test]
+    fn the_certificate_policy_follows_the_cluster_configuration() {
+        assert_eq!(certificate_policy(None), CertificatePolicy::default());
+        let configuration: ClusterConfiguration = serde_json::from_value(serde_json::json!({
+            "encryptionAlgorithm": "RSA-4096",
+            "certificateValidityPeriodDays": 90,
+            "caCertificateValidityPeriodDays": 1000,
+        }))
+        .unwrap();
+        assert_eq!(
+            certificate_policy(Some(&configuration)),
+            CertificatePolicy {
+                key: KeyAlgorithm::Rsa(4096),
+                days: 90,
+                ca_days: 1000
+            }
+        );
+        let p384 = CertificatePolicy {
+            key: KeyAlgorithm::EcdsaP384,
+            ..CertificatePolicy::default()
+        };
+        let ca = new_certificate_secret("c", "ns", "ca", "kubernetes", owner(), &p384).unwrap();
+        let key = String::from_utf8(ca.data.unwrap()["tls.key"].0.clone()).unwrap();
+        let key = crate::pki::key_pair_from_pem(&key).unwrap();
+        assert!(key.is_compatible(&rcgen::PKCS_ECDSA_P384_SHA384));
+    }
+
+    #[test]
     fn kubeconfigs_are_renewed_in_the_second_half_of_their_year() {
         let ca = new_ca_secret("c", "ns", owner()).unwrap().1;
-        let secret = kubeconfig_secret("c", "ns", "https://10.0.0.1:6443", &ca, owner()).unwrap();
+        let secret = kubeconfig_secret(
+            "c",
+            "ns",
+            "https://10.0.0.1:6443",
+            &ca,
+            owner(),
+            KeyAlgorithm::default(),
+        )
+        .unwrap();
         let now = k8s_openapi::jiff::Timestamp::now().as_second();
         let day = 24 * 3600;
         assert!(!kubeconfig_expires_before(
@@ -268,7 +341,15 @@ mod tests {
     #[test]
     fn certificate_secrets_as_upstream_writes_them() {
         for (purpose, cn) in CERTIFICATES {
-            let s = new_certificate_secret("c", "ns", purpose, cn, owner()).unwrap();
+            let s = new_certificate_secret(
+                "c",
+                "ns",
+                purpose,
+                cn,
+                owner(),
+                &CertificatePolicy::default(),
+            )
+            .unwrap();
             assert_eq!(
                 s.metadata.name.as_deref(),
                 Some(format!("c-{purpose}").as_str())
@@ -303,7 +384,15 @@ mod tests {
     #[test]
     fn kubeconfig_secrets_carry_an_admin_certificate_for_the_endpoint() {
         let (_, pki) = new_ca_secret("c", "ns", owner()).unwrap();
-        let s = kubeconfig_secret("c", "ns", "https://127.0.0.1:6443", &pki, owner()).unwrap();
+        let s = kubeconfig_secret(
+            "c",
+            "ns",
+            "https://127.0.0.1:6443",
+            &pki,
+            owner(),
+            KeyAlgorithm::default(),
+        )
+        .unwrap();
         let text = String::from_utf8(s.data.unwrap()["value"].0.clone()).unwrap();
         let config: serde_json::Value = crate::yaml::from_str(&text).unwrap();
         assert_eq!(

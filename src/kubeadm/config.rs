@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::api::conversion::go_duration;
 use crate::api::kubeadm_config::KubeadmConfigSpec;
 
 /// The kubeadm config API version for a Kubernetes version.
@@ -50,6 +51,33 @@ fn document(api_version: &str, kind: &str, body: Option<Value>) -> Value {
     doc
 }
 
+/// The certificate settings as kubeadm's API version has them, as upstream converts them:
+/// v1beta4 takes the lifetimes as durations (`certificateValidityPeriod: 8760h0m0s`); v1beta3
+/// has none of the lifetimes nor `encryptionAlgorithm`, so they are left out.
+fn certificate_settings(cluster: &mut Value, api_version: &str) {
+    let Some(fields) = cluster.as_object_mut() else {
+        return;
+    };
+    let v1beta4 = api_version.ends_with("v1beta4");
+    for (days, duration) in [
+        ("certificateValidityPeriodDays", "certificateValidityPeriod"),
+        (
+            "caCertificateValidityPeriodDays",
+            "caCertificateValidityPeriod",
+        ),
+    ] {
+        if let Some(days) = fields.remove(days).and_then(|d| d.as_i64())
+            && v1beta4
+        {
+            let seconds = days * 24 * 3600;
+            fields.insert(duration.into(), json!(go_duration(seconds)));
+        }
+    }
+    if !v1beta4 {
+        fields.remove("encryptionAlgorithm");
+    }
+}
+
 /// The files kubeadm reads on the first control-plane machine: ClusterConfiguration and
 /// InitConfiguration, as one multi-document YAML.
 pub fn init_config(
@@ -64,6 +92,7 @@ pub fn init_config(
         "ClusterConfiguration",
         serde_json::to_value(&spec.cluster_configuration).ok(),
     );
+    certificate_settings(&mut cluster, api);
     cluster["kubernetesVersion"] = json!(kubernetes_version);
     cluster["clusterName"] = json!(cluster_name);
     if cluster.get("controlPlaneEndpoint").is_none() {
@@ -160,6 +189,44 @@ mod tests {
             new[0]["apiServer"]["extraArgs"],
             json!([{"name": "v", "value": "2"}])
         );
+    }
+
+    #[test]
+    fn certificate_settings_follow_the_kubeadm_api_version() {
+        let mut spec = spec();
+        let cluster = spec.cluster_configuration.as_mut().unwrap();
+        cluster.certificate_validity_period_days = Some(30);
+        cluster.ca_certificate_validity_period_days = Some(3650);
+        cluster.encryption_algorithm =
+            Some(crate::api::kubeadm_config::EncryptionAlgorithm::Rsa3072);
+        let new: Vec<Value> =
+            crate::yaml::from_multiple(&init_config(&spec, "v1.31.2", "c", "e:6443")).unwrap();
+        assert_eq!(new[0]["certificateValidityPeriod"], "720h0m0s");
+        assert_eq!(new[0]["caCertificateValidityPeriod"], "87600h0m0s");
+        assert_eq!(new[0]["encryptionAlgorithm"], "RSA-3072");
+        assert!(new[0].get("certificateValidityPeriodDays").is_none());
+        // What is written is what the node's kubeadm makes its certificates with.
+        let node =
+            crate::node::kubeadm::config::parse(&init_config(&spec, "v1.31.2", "c", "e:6443"))
+                .unwrap();
+        assert_eq!(
+            node.certificate_policy().unwrap(),
+            crate::pki::CertificatePolicy {
+                key: crate::pki::KeyAlgorithm::Rsa(3072),
+                days: 30,
+                ca_days: 3650
+            }
+        );
+        let old: Vec<Value> =
+            crate::yaml::from_multiple(&init_config(&spec, "v1.30.4", "c", "e:6443")).unwrap();
+        for field in [
+            "certificateValidityPeriod",
+            "certificateValidityPeriodDays",
+            "caCertificateValidityPeriod",
+            "encryptionAlgorithm",
+        ] {
+            assert!(old[0].get(field).is_none(), "{field} in v1beta3");
+        }
     }
 
     #[test]

@@ -13,14 +13,20 @@ use super::{at, refuse_with};
 pub(super) struct KubeadmControlPlaneRules;
 
 /// What a running control plane cannot change: where its certificates and etcd data live,
-/// stacked versus external etcd, how machines find and announce the API server, and the kind of
-/// its infrastructure machines.
+/// how long its CAs (made once) are valid, stacked versus external etcd, how machines find and
+/// announce the API server, and the kind of its infrastructure machines.
 const KUBEADM_CONTROL_PLANE_IMMUTABLE: &[&[&str]] = &[
     &[
         "spec",
         "kubeadmConfigSpec",
         "clusterConfiguration",
         "certificatesDir",
+    ],
+    &[
+        "spec",
+        "kubeadmConfigSpec",
+        "clusterConfiguration",
+        "caCertificateValidityPeriodDays",
     ],
     &[
         "spec",
@@ -231,15 +237,21 @@ mod tests {
 
     #[test]
     fn immutable_fields_stay() {
-        let old = json!({"spec": {"replicas": 3, "version": "v1.30.4", "kubeadmConfigSpec": {"clusterConfiguration": {"certificatesDir": "/etc/kubernetes/pki"}}}});
+        let old = json!({"spec": {"replicas": 3, "version": "v1.30.4", "kubeadmConfigSpec": {"clusterConfiguration": {"certificatesDir": "/etc/kubernetes/pki", "caCertificateValidityPeriodDays": 3650, "encryptionAlgorithm": "ECDSA-P256"}}}});
         let mut new = old.clone();
         new["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["certificatesDir"] = json!("/pki");
         new["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["apiServer"] =
             json!({"certSANs": ["a"]});
+        // New certificates may use another key; the CAs, already made, keep their lifetime.
+        new["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["encryptionAlgorithm"] =
+            json!("RSA-2048");
+        new["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["caCertificateValidityPeriodDays"] =
+            json!(100);
         assert_eq!(
             messages(&new, Some(&old)),
             [
-                "spec.kubeadmConfigSpec.clusterConfiguration.certificatesDir: Forbidden: cannot be changed once the control plane exists; create a new cluster to change it"
+                "spec.kubeadmConfigSpec.clusterConfiguration.certificatesDir: Forbidden: cannot be changed once the control plane exists; create a new cluster to change it",
+                "spec.kubeadmConfigSpec.clusterConfiguration.caCertificateValidityPeriodDays: Forbidden: cannot be changed once the control plane exists; create a new cluster to change it"
             ]
         );
     }

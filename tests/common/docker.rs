@@ -200,6 +200,7 @@ impl NodeCluster {
             &format!("https://{endpoint_host}:6443"),
             &ca,
             owner,
+            capictl::pki::KeyAlgorithm::default(),
         )
         .unwrap();
         secrets.create(&Default::default(), &secret).await.unwrap();

@@ -147,6 +147,18 @@ pub async fn apply_in_memory_cluster(
     control_planes: i32,
     workers: i32,
 ) {
+    for doc in in_memory_flavor(name, version, control_planes, workers) {
+        apply(client, doc).await;
+    }
+}
+
+/// The in-memory flavor's objects for cluster `name`, to change before applying.
+pub fn in_memory_flavor(
+    name: &str,
+    version: &str,
+    control_planes: i32,
+    workers: i32,
+) -> Vec<Value> {
     let template = capictl::generate::flavor("in-memory", "").unwrap();
     let (control_planes, workers) = (control_planes.to_string(), workers.to_string());
     let vars = |key: &str| -> Option<String> {
@@ -161,9 +173,7 @@ pub async fn apply_in_memory_cluster(
         }
     };
     let text = capictl::generate::render(template, NS, &vars).unwrap();
-    for doc in capictl::yaml::from_multiple::<Value>(&text).unwrap() {
-        apply(client, doc).await;
-    }
+    capictl::yaml::from_multiple(&text).unwrap()
 }
 
 /// The in-memory flavor with its ClusterClass (`--flavor topology`) for the cluster `name`:

@@ -8,8 +8,8 @@ use capictl::api::{Cluster, KubeadmConfig, KubeadmControlPlane, Machine};
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::common::fixtures::{
-    apply_in_memory_cluster, kubeadm_cluster, kubeadm_management, machine_health_check,
-    node_not_ready,
+    apply_in_memory_cluster, in_memory_flavor, kubeadm_cluster, kubeadm_management,
+    machine_health_check, node_not_ready,
 };
 use crate::common::lifecycle::*;
 
@@ -269,7 +269,8 @@ async fn bring_ca(client: &kube::Client, cluster: &str, cert: &str, key: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clusters_come_up_with_cas_made_by_openssl_and_say_which_secret_cannot_sign() {
+async fn clusters_come_up_with_cas_made_by_openssl_or_of_the_asked_algorithm_and_say_which_secret_cannot_sign()
+ {
     use capictl::api::InMemoryCluster;
     let client = kubeadm_management().await;
     // RSA (PKCS#1, as `openssl genrsa -traditional` and kubeadm write it) and EC (SEC1, as
@@ -300,10 +301,19 @@ async fn clusters_come_up_with_cas_made_by_openssl_and_say_which_secret_cannot_s
     )
     .await;
     apply_in_memory_cluster(&client, "broken", "v1.29.10", 1, 0).await;
+    // No CA brought: the control plane makes its CAs and admin key of its encryptionAlgorithm.
+    for mut doc in in_memory_flavor("rsa-made", "v1.31.2", 1, 0) {
+        if doc["kind"] == "KubeadmControlPlane" {
+            doc["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["encryptionAlgorithm"] =
+                json!("RSA-2048");
+        }
+        apply(&client, doc).await;
+    }
 
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    for (name, _, _, issuer) in cas {
+    let made = ("rsa-made", "", "", "CN=kubernetes");
+    for (name, _, _, issuer) in cas.into_iter().chain([made]) {
         until(&format!("Cluster {name} is Available"), 120, async || {
             let c = clusters.get(name).await.ok()?;
             condition_true(c.status.as_ref()?.conditions.as_ref(), "Available").then_some(())
@@ -330,6 +340,24 @@ async fn clusters_come_up_with_cas_made_by_openssl_and_say_which_secret_cannot_s
             "{}",
             parsed.issuer()
         );
+        if name == "rsa-made" {
+            let rsa_bits = |der: &[u8], what: &str| {
+                let (_, cert) = x509_parser::parse_x509_certificate(der).unwrap();
+                match cert.public_key().parsed().unwrap() {
+                    x509_parser::public_key::PublicKey::RSA(k) => k.key_size(),
+                    other => panic!("{what}: not an RSA key: {other:?}"),
+                }
+            };
+            assert_eq!(rsa_bits(&der, "the admin client key"), 2048);
+            for purpose in ["ca", "etcd", "proxy"] {
+                let ca = secrets.get(&format!("{name}-{purpose}")).await.unwrap();
+                let pem = ca.data.unwrap()["tls.crt"].0.clone();
+                let der = rustls::pki_types::pem::PemObject::from_pem_slice(&pem)
+                    .map(|c: rustls::pki_types::CertificateDer| c.to_vec())
+                    .unwrap();
+                assert_eq!(rsa_bits(&der, &format!("{name}-{purpose}")), 2048);
+            }
+        }
     }
     // The broken one says which Secret cannot sign, and why.
     let infra: Api<InMemoryCluster> = Api::namespaced(client.clone(), NS);

@@ -239,6 +239,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
             &ctx.client,
             &cluster,
             common::owner_reference(cluster.as_ref(), true),
+            crate::pki::KeyAlgorithm::default(),
         )
         .await
         .step("writing the admin kubeconfig")?;

@@ -9,16 +9,24 @@ pub(super) async fn ensure_certificates(
     kcp: &KubeadmControlPlane,
     cluster: &Cluster,
 ) -> Result<()> {
+    let policy = crate::kubeadm::certs::certificate_policy(
+        kcp.spec
+            .kubeadm_config_spec
+            .as_ref()
+            .and_then(|s| s.cluster_configuration.as_ref()),
+    );
     crate::controllers::secrets::cluster_certificates(
         &ctx.client,
         cluster,
         Some(common::owner_reference(kcp, true)),
+        policy,
     )
     .await?;
     crate::controllers::secrets::reconcile_kubeconfig(
         &ctx.client,
         cluster,
         common::owner_reference(kcp, true),
+        policy.key,
     )
     .await?;
     Ok(())

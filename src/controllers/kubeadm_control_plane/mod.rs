@@ -191,6 +191,23 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
     {
         return Ok(Action::await_change());
     }
+    // The certificates come before the infrastructure is waited for (upstream makes them after):
+    // an infrastructure provider that serves the API server itself, as the in-memory one does,
+    // waits for the CA, made with this control plane's encryptionAlgorithm. The admin
+    // kubeconfig follows once the endpoint is known.
+    match ensure_certificates(&ctx, &kcp, cluster).await {
+        Ok(()) => {}
+        // A CA the user brought that cannot sign: said on the control plane, looked at again.
+        Err(crate::reconcile::Error::Certs(
+            e @ crate::kubeadm::certs::CertsError::UnusableCa { .. },
+        )) => {
+            let status =
+                status::compute(&kcp, paused, Progress::CertificatesUnusable(e.to_string()));
+            common::write_status(&scope.api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
+            return Ok(Action::requeue(Duration::from_secs(30)));
+        }
+        Err(e) => return Err(e).step("writing the cluster certificates and admin kubeconfig"),
+    }
     if !cluster_ready(cluster) {
         let status = status::compute(&kcp, paused, Progress::WaitingForCluster);
         common::write_status(&scope.api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
@@ -206,19 +223,6 @@ pub async fn reconcile(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Context>) -> Resu
         )
         .await
         .step("making the Cluster an owner of the machine template")?;
-    match ensure_certificates(&ctx, &kcp, cluster).await {
-        Ok(()) => {}
-        // A CA the user brought that cannot sign: said on the control plane, looked at again.
-        Err(crate::reconcile::Error::Certs(
-            e @ crate::kubeadm::certs::CertsError::UnusableCa { .. },
-        )) => {
-            let status =
-                status::compute(&kcp, paused, Progress::CertificatesUnusable(e.to_string()));
-            common::write_status(&scope.api, &kcp.name_any(), kcp.status.as_ref(), &status).await?;
-            return Ok(Action::requeue(Duration::from_secs(30)));
-        }
-        Err(e) => return Err(e).step("writing the cluster certificates and admin kubeconfig"),
-    }
     release_members(&ctx, &kcp, cluster, &scope.machines)
         .await
         .step("removing the etcd members of deleted Machines")?;

@@ -6,6 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::node::{NodeError, Result};
+use crate::pki::CertificatePolicy;
 
 /// The defaults kubeadm gives a ClusterConfiguration.
 pub const DEFAULT_SERVICE_SUBNET: &str = "10.96.0.0/12";
@@ -182,6 +183,37 @@ impl Config {
         }
     }
 
+    /// How kubeadm makes this node's certificates: the ClusterConfiguration's
+    /// `encryptionAlgorithm` and `certificateValidityPeriod` (v1beta4; kubeadm's defaults
+    /// otherwise, ECDSA P-256 standing in for RSA-2048).
+    pub fn certificate_policy(&self) -> Result<CertificatePolicy> {
+        let mut policy = CertificatePolicy::default();
+        let algorithm = self.str_at("/encryptionAlgorithm");
+        if !algorithm.is_empty() {
+            policy.key = algorithm.parse().map_err(|e| {
+                NodeError::Config(format!("ClusterConfiguration encryptionAlgorithm: {e}"))
+            })?;
+        }
+        for (field, days) in [
+            ("certificateValidityPeriod", &mut policy.days),
+            ("caCertificateValidityPeriod", &mut policy.ca_days),
+        ] {
+            let text = self.str_at(&format!("/{field}"));
+            if text.is_empty() {
+                continue;
+            }
+            let seconds = crate::api::common::parse_duration(text)
+                .filter(|s| *s >= 24.0 * 3600.0)
+                .ok_or_else(|| {
+                    NodeError::Config(format!(
+                        "ClusterConfiguration {field}: {text:?} is not a duration of a day or more, such as 8760h0m0s"
+                    ))
+                })?;
+            *days = (seconds / (24.0 * 3600.0)) as i64;
+        }
+        Ok(policy)
+    }
+
     pub fn str_at<'a>(&'a self, pointer: &str) -> &'a str {
         self.cluster
             .pointer(pointer)
@@ -256,6 +288,33 @@ mod tests {
         assert_eq!(reg.taints, None);
         assert_eq!(config.advertise_address("172.18.0.4"), "172.18.0.4");
         assert_eq!(config.control_plane_endpoint("x"), "172.18.0.3:6443");
+    }
+
+    #[test]
+    fn the_certificate_policy_comes_from_the_cluster_configuration() {
+        let config = parse(INIT_V1BETA3).unwrap();
+        assert_eq!(
+            config.certificate_policy().unwrap(),
+            CertificatePolicy::default()
+        );
+        let v1beta4 = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nencryptionAlgorithm: ECDSA-P384\ncertificateValidityPeriod: 720h0m0s\ncaCertificateValidityPeriod: 87600h0m0s\n---\napiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\n";
+        assert_eq!(
+            parse(v1beta4).unwrap().certificate_policy().unwrap(),
+            CertificatePolicy {
+                key: crate::pki::KeyAlgorithm::EcdsaP384,
+                days: 30,
+                ca_days: 3650
+            }
+        );
+        for (written, wrong, field) in [
+            ("ECDSA-P384", "ECDSA-P521", "encryptionAlgorithm"),
+            ("720h0m0s", "1h", "certificateValidityPeriod"),
+        ] {
+            let text = v1beta4.replace(written, wrong);
+            let e = parse(&text).unwrap().certificate_policy().unwrap_err();
+            let e = e.to_string();
+            assert!(e.contains(field) && e.contains(wrong), "{e}");
+        }
     }
 
     #[test]

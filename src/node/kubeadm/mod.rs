@@ -288,10 +288,11 @@ fn control_plane_files(
     write_if_changed(&KubeletFlags::file(layout), &flags.render(), 0o644)?;
     let id = identity(config, node, endpoint);
     let pki_dir = layout.path(config.str_at("/certificatesDir"));
-    for made in pki::ensure_certificates(&pki_dir, &id)? {
+    let policy = config.certificate_policy()?;
+    for made in pki::ensure_certificates(&pki_dir, &id, &policy)? {
         println!("[certs] Generated the {made} certificate and key");
     }
-    for written in pki::ensure_kubeconfigs(layout, &id)? {
+    for written in pki::ensure_kubeconfigs(layout, &id, &policy)? {
         println!("[kubeconfig] Wrote {}", written.display());
     }
     Ok(id)

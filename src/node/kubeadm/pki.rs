@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::node::{Layout, NodeError, Result, read_file, write_file};
-use crate::pki::{KeyPairPem, Pki, Usage};
+use crate::pki::{CertificatePolicy, KeyPairPem, Pki, Usage};
 
 /// Who this node is, as its certificates name it.
 #[derive(Clone, Debug)]
@@ -155,8 +155,12 @@ fn leaves(id: &Identity) -> Vec<Leaf> {
     ]
 }
 
-/// Makes the leaf certificates that are missing; says which it made.
-pub fn ensure_certificates(pki: &Path, id: &Identity) -> Result<Vec<String>> {
+/// Makes the leaf certificates that are missing, as the policy says; says which it made.
+pub fn ensure_certificates(
+    pki: &Path,
+    id: &Identity,
+    policy: &CertificatePolicy,
+) -> Result<Vec<String>> {
     let mut made = Vec::new();
     for leaf in leaves(id) {
         let cert = pki.join(format!("{}.crt", leaf.file));
@@ -165,7 +169,8 @@ pub fn ensure_certificates(pki: &Path, id: &Identity) -> Result<Vec<String>> {
             continue;
         }
         let ca = load_ca(pki, leaf.ca)?;
-        let pair = ca.issue(
+        let pair = ca.issue_with(
+            policy,
             &leaf.common_name,
             leaf.organizations,
             &leaf.sans,
@@ -252,7 +257,11 @@ pub fn kubeconfig_yaml_without_user(server: &str, ca_cert: &str) -> Result<Strin
 }
 
 /// Writes the kubeconfigs that are missing; the local API server is `https://<address>:6443`.
-pub fn ensure_kubeconfigs(layout: &Layout, id: &Identity) -> Result<Vec<PathBuf>> {
+pub fn ensure_kubeconfigs(
+    layout: &Layout,
+    id: &Identity,
+    policy: &CertificatePolicy,
+) -> Result<Vec<PathBuf>> {
     let ca = load_ca(&layout.pki(), "ca")?;
     let mut written = Vec::new();
     for file in control_plane_kubeconfigs(&id.node_name) {
@@ -268,7 +277,7 @@ pub fn ensure_kubeconfigs(layout: &Layout, id: &Identity) -> Result<Vec<PathBuf>
                 join_host_port(&id.address, super::config::API_SERVER_PORT)
             )
         };
-        let client = ca.client_certificate(&file.user, file.groups)?;
+        let client = ca.issue_with(policy, &file.user, file.groups, &[], Usage::Client)?;
         write_file(
             &path,
             kubeconfig_yaml(&server, &ca.ca.cert, &client, &file.user)?.as_bytes(),
@@ -318,10 +327,30 @@ mod tests {
             .collect()
     }
 
+    /// A certificate's public key algorithm and size, and the days it is valid.
+    fn key_and_days(pem: &str) -> (String, i64) {
+        use rustls::pki_types::pem::PemObject;
+        let der = rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+        let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).unwrap();
+        let key = match cert.public_key().parsed().unwrap() {
+            x509_parser::public_key::PublicKey::RSA(rsa) => format!("RSA-{}", rsa.key_size()),
+            x509_parser::public_key::PublicKey::EC(ec) => format!("EC-{}", ec.key_size()),
+            other => format!("{other:?}"),
+        };
+        let validity = cert.validity();
+        let days = (validity.not_after.timestamp() - validity.not_before.timestamp()) / 86400;
+        (key, days)
+    }
+
     #[test]
     fn leaf_certificates_in_kubeadms_layout_made_once() {
         let dir = std::env::temp_dir().join(format!("capictl-pki-{}", uuid::Uuid::new_v4()));
         let pki = dir.join("pki");
+        let policy = CertificatePolicy {
+            key: crate::pki::KeyAlgorithm::Rsa(2048),
+            days: 30,
+            ca_days: 3650,
+        };
         for (name, cn) in [
             ("ca", "kubernetes"),
             ("etcd/ca", "etcd-ca"),
@@ -341,8 +370,13 @@ mod tests {
             )
             .unwrap();
         }
-        let made = ensure_certificates(&pki, &identity()).unwrap();
+        let made = ensure_certificates(&pki, &identity(), &policy).unwrap();
         assert_eq!(made.len(), 7, "{made:?}");
+        // The policy's key and lifetime, whatever the CA's key.
+        for leaf in ["apiserver.crt", "etcd/peer.crt", "front-proxy-client.crt"] {
+            let cert = read_file(&pki.join(leaf)).unwrap();
+            assert_eq!(key_and_days(&cert), ("RSA-2048".into(), 30), "{leaf}");
+        }
         let sans = sans_of(&read_file(&pki.join("apiserver.crt")).unwrap());
         for want in [
             "cp-1",
@@ -364,16 +398,27 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         assert!(
-            ensure_certificates(&pki, &identity()).unwrap().is_empty(),
+            ensure_certificates(&pki, &identity(), &policy)
+                .unwrap()
+                .is_empty(),
             "a second run makes nothing"
         );
         let layout = Layout::new(&dir);
         std::fs::create_dir_all(layout.kubernetes()).unwrap();
         std::fs::rename(&pki, layout.pki()).unwrap();
-        let written = ensure_kubeconfigs(&layout, &identity()).unwrap();
+        let written = ensure_kubeconfigs(&layout, &identity(), &policy).unwrap();
         assert_eq!(written.len(), 5);
         let admin = read_file(&layout.kubernetes().join("admin.conf")).unwrap();
         assert!(admin.contains("https://172.18.0.3:6443"), "{admin}");
+        let config = kube::config::Kubeconfig::from_yaml(&admin).unwrap();
+        let client = config.auth_infos[0].auth_info.as_ref().unwrap();
+        let client = client.client_certificate_data.as_ref().unwrap();
+        use base64::Engine;
+        let client = base64::engine::general_purpose::STANDARD
+            .decode(client)
+            .unwrap();
+        let client = String::from_utf8(client).unwrap();
+        assert_eq!(key_and_days(&client), ("RSA-2048".into(), 30));
         let local = read_file(&layout.kubernetes().join("controller-manager.conf")).unwrap();
         assert!(local.contains("https://172.18.0.5:6443"), "{local}");
         let err = load_ca(&dir, "nope").err().unwrap().to_string();

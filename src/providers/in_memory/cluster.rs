@@ -34,25 +34,36 @@ pub async fn reconcile_cluster<C: SimulatedCluster>(
     if common::ensure_finalizer(&api, ic.as_ref(), C::FINALIZER).await? {
         return Ok(Action::await_change());
     }
+    let not_ready = async |reason: &str, message: String| -> Result<()> {
+        let mut status = ic.status().cloned().unwrap_or_default();
+        common::set_conditions(
+            C::conditions(&mut status),
+            ic.meta().generation,
+            vec![
+                paused.clone(),
+                NewCondition::new(conditions::types::READY, Status::False, reason).message(message),
+            ],
+        );
+        common::write_status(&api, &ic.name_any(), ic.status(), &status).await
+    };
     let ca = match cluster_ca(&ctx.client, &cluster).await {
-        Ok(ca) => ca,
+        Ok(Some(ca)) => ca,
+        Ok(None) => {
+            let message = format!(
+                "Waiting for the control plane provider to make the cluster CA (Secret {})",
+                certs::ca_secret_name(&cluster.name_any())
+            );
+            not_ready(
+                api::in_memory::reasons::WAITING_FOR_CERTIFICATE_AUTHORITY,
+                message,
+            )
+            .await?;
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
         // A CA the user brought that cannot sign: say which and why, and look again later.
         Err(Error::Certs(e @ certs::CertsError::UnusableCa { .. })) => {
-            let mut status = ic.status().cloned().unwrap_or_default();
-            common::set_conditions(
-                C::conditions(&mut status),
-                ic.meta().generation,
-                vec![
-                    paused,
-                    NewCondition::new(
-                        conditions::types::READY,
-                        Status::False,
-                        api::in_memory::reasons::CERTIFICATE_AUTHORITY_UNUSABLE,
-                    )
-                    .message(e.to_string()),
-                ],
-            );
-            common::write_status(&api, &ic.name_any(), ic.status(), &status).await?;
+            let reason = api::in_memory::reasons::CERTIFICATE_AUTHORITY_UNUSABLE;
+            not_ready(reason, e.to_string()).await?;
             return Ok(Action::requeue(Duration::from_secs(30)));
         }
         Err(e) => return Err(e),
@@ -94,21 +105,29 @@ pub(super) fn cluster_status<C: SimulatedCluster>(ic: &C, paused: NewCondition) 
     status
 }
 
-/// The cluster CA, made when nobody brought one: workload API servers need it to serve.
-pub(super) async fn cluster_ca(client: &Client, cluster: &Cluster) -> Result<crate::pki::Pki> {
+/// The cluster CA, which workload API servers need to serve: the one the user brought or the
+/// control plane provider made (with the key its `encryptionAlgorithm` asks for; None until
+/// then), else, for a cluster without a control plane provider, one made here.
+pub(super) async fn cluster_ca(
+    client: &Client,
+    cluster: &Cluster,
+) -> Result<Option<crate::pki::Pki>> {
     let ns = cluster.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let name = cluster.name_any();
     if let Some(secret) = secrets.get_opt(&certs::ca_secret_name(&name)).await? {
-        return Ok(certs::ca_from_secret(&secret)?);
+        return Ok(Some(certs::ca_from_secret(&secret)?));
+    }
+    if cluster.spec.control_plane_ref.is_some() {
+        return Ok(None);
     }
     let (secret, pki) = certs::new_ca_secret(&name, &ns, common::owner_reference(cluster, true))?;
     match secrets.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(pki),
+        Ok(_) => Ok(Some(pki)),
         // Someone else made it first: use theirs.
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let existing = secrets.get(&certs::ca_secret_name(&name)).await?;
-            Ok(certs::ca_from_secret(&existing)?)
+            Ok(Some(certs::ca_from_secret(&existing)?))
         }
         Err(e) => Err(e.into()),
     }
