@@ -741,6 +741,7 @@ impl Call<'_> {
                 &self.manager(),
                 &self.resource.api_version(),
                 self.merge_schema(),
+                self,
             );
         }
     }
@@ -917,6 +918,7 @@ impl Call<'_> {
                             &self.resource.api_version(),
                             force,
                             self.merge_schema(),
+                            self,
                         )
                         .map_err(|c| ApiError::apply_conflict(c.to_string()))?;
                         return self.create_object(obj).await;
@@ -936,6 +938,7 @@ impl Call<'_> {
                     &self.resource.api_version(),
                     force,
                     self.merge_schema(),
+                    self,
                 )
                 .map_err(|c| ApiError::apply_conflict(c.to_string()))?,
                 None => {
@@ -1531,6 +1534,19 @@ fn decode_continue(token: &str) -> Result<String, ApiError> {
 
 /// The store as admission rules read it.
 struct StoredObjects<'a>(&'a super::ApiServer);
+
+/// A CRD's other served versions, for the managers that wrote in them: the object converted
+/// as a read in that version would present it, with that version's schema.
+impl managed::Versions for Call<'_> {
+    fn convert(&self, object: &Value, api_version: &str) -> Option<(Value, Option<Arc<Value>>)> {
+        let converter = self.resource.converter.as_ref()?;
+        let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
+        let (group, plural) = (&self.resource.group, &self.resource.plural);
+        let other = self.server.registry.get(group, version, plural)?;
+        let converted = converter.convert(object.clone(), version).ok()?;
+        Some((converted, other.schema.clone()))
+    }
+}
 
 impl std::fmt::Debug for StoredObjects<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

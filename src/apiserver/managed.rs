@@ -8,11 +8,30 @@
 //! other list as a whole. So an applier that sets a container's image owns that image, not
 //! every container, and applying what another manager created conflicts with nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use super::object;
+
+/// The object in the API versions other managers wrote in. kube-apiserver compares each
+/// manager's fields in that manager's own version: a v1beta1 writer's `spec.x` may be a v1beta2
+/// writer's `spec.y`, and a path of one version means nothing in the other.
+pub trait Versions {
+    /// `object` (in the request's version) in `version`, with that version's schema; None when
+    /// it cannot be converted (then that version's managers keep their fields as they are).
+    fn convert(&self, object: &Value, version: &str) -> Option<(Value, Option<Arc<Value>>)>;
+}
+
+/// One version only: every manager wrote in the request's.
+pub struct SameVersion;
+
+impl Versions for SameVersion {
+    fn convert(&self, _: &Value, _: &str) -> Option<(Value, Option<Arc<Value>>)> {
+        None
+    }
+}
 
 /// One step of a field path, as FieldsV1 writes it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -585,15 +604,16 @@ fn display(path: &[Step]) -> String {
 }
 
 /// Records a non-apply write: `manager` now owns the fields it changed (or, on create, every
-/// field), and other managers no longer do. As in kube-apiserver, a write that carries
-/// `managedFields` of its own sets them (`clusterctl move` restores the source's this way;
-/// `[{}]` clears them); without, the stored object's are kept.
+/// field), and other managers no longer do, each judged in the version it wrote in. As in
+/// kube-apiserver, a write that carries `managedFields` of its own sets them (`clusterctl move`
+/// restores the source's this way; `[{}]` clears them); without, the stored object's are kept.
 pub fn record_update(
     old: Option<&Value>,
     new: &mut Value,
     manager: &str,
     api_version: &str,
     schema: Schema<'_>,
+    versions: &dyn Versions,
 ) {
     let sent = new["metadata"]["managedFields"]
         .as_array()
@@ -603,22 +623,41 @@ pub fn record_update(
     } else {
         old.map(read_entries).unwrap_or_default()
     };
-    let Changes { remaining, changed } = Changes::of(old, new, schema);
+    let here = Changes::of(old, new, schema);
+    let mut elsewhere: BTreeMap<String, Option<Changes>> = BTreeMap::new();
     // Fields that went away are nobody's; changed ones are the writer's alone.
     for e in &mut entries {
-        e.fields
-            .retain(|p| remaining.contains(p) && !changed.contains(p));
+        let changes = if e.api_version == api_version || e.api_version.is_empty() {
+            Some(&here)
+        } else {
+            elsewhere
+                .entry(e.api_version.clone())
+                .or_insert_with(|| {
+                    let (new, schema) = versions.convert(new, &e.api_version)?;
+                    let old = match old {
+                        Some(o) => Some(versions.convert(o, &e.api_version)?.0),
+                        None => None,
+                    };
+                    let schema = schema.as_deref().map_or(Schema::none(), Schema::inline);
+                    Some(Changes::of(old.as_ref(), &new, schema))
+                })
+                .as_ref()
+        };
+        if let Some(Changes { remaining, changed }) = changes {
+            e.fields
+                .retain(|p| remaining.contains(p) && !changed.contains(p));
+        }
     }
+    let changed = here.changed;
     if !changed.is_empty() {
         let now = object::now();
-        match entries
-            .iter_mut()
-            .find(|e| e.manager == manager && e.operation == "Update")
-        {
+        // An updater has an entry per version it wrote in, as kube-apiserver keeps them.
+        match entries.iter_mut().find(|e| {
+            e.manager == manager && e.operation == "Update" && e.api_version == api_version
+        }) {
             Some(e) => {
                 e.fields.extend(changed);
                 e.time = now;
-                e.api_version = api_version.to_string();
             }
             None => entries.push(Entry {
                 manager: manager.to_string(),
@@ -655,7 +694,8 @@ impl std::fmt::Display for Conflicts {
 }
 
 /// Server-side apply of `applied` by `manager` onto `current` (None when creating): the result
-/// to store, or the conflicts with other managers when `force` is not set.
+/// to store, or the conflicts with other managers when `force` is not set. Managers who wrote
+/// in another version are compared in theirs.
 pub fn apply(
     current: Option<&Value>,
     applied: &Value,
@@ -663,6 +703,7 @@ pub fn apply(
     api_version: &str,
     force: bool,
     schema: Schema<'_>,
+    versions: &dyn Versions,
 ) -> Result<Value, Conflicts> {
     let mut entries = current.map(read_entries).unwrap_or_default();
     let mut applied = applied.clone();
@@ -670,36 +711,34 @@ pub fn apply(
     let applied = &applied;
     let applied_fields = leaves(applied, schema);
     let base = current.cloned().unwrap_or_else(|| json!({"metadata": {}}));
+    let here = |e: &Entry| e.api_version == api_version || e.api_version.is_empty();
+    let own_apply = |e: &Entry| e.manager == manager && e.operation == "Apply";
 
     // Fields other managers own that this apply would change (a list item's `.` only says
-    // the item is there: sharing it is no conflict).
-    let mut conflicts: Vec<(String, Path)> = Vec::new();
-    for e in entries.iter().filter(|e| e.manager != manager) {
+    // the item is there: sharing it is no conflict), by entry.
+    let mut conflicts: Vec<(usize, Path)> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        if e.manager == manager || !here(e) {
+            continue;
+        }
         for p in e.fields.intersection(&applied_fields) {
             if p.last() != Some(&Step::Itself) && get(&base, p) != get(applied, p) {
-                conflicts.push((e.manager.clone(), p.clone()));
+                conflicts.push((i, p.clone()));
             }
         }
     }
-    if !conflicts.is_empty() && !force {
-        return Err(Conflicts(
-            conflicts
-                .into_iter()
-                .map(|(m, p)| (m, display(&p)))
-                .collect(),
-        ));
-    }
 
-    // Fields this manager applied before and no longer does, and nobody else owns, go.
-    let mut result = base;
+    // Fields this manager applied before (in this version) and no longer does, and nobody else
+    // owns, go.
+    let mut result = base.clone();
     let previous: BTreeSet<Path> = entries
         .iter()
-        .filter(|e| e.manager == manager && e.operation == "Apply")
+        .filter(|e| own_apply(e) && here(e))
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
     let others: BTreeSet<Path> = entries
         .iter()
-        .filter(|e| !(e.manager == manager && e.operation == "Apply"))
+        .filter(|e| !own_apply(e) && here(e))
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
     // Items first (their fields go with them, and an item is found by its key fields), then
@@ -713,13 +752,41 @@ pub fn apply(
     }
     merge(&mut result, applied, schema);
 
+    // Managers of other versions: what the apply changed of their fields, in their version.
+    let mut converted: BTreeMap<&str, Option<(Value, Value)>> = BTreeMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        if e.manager == manager || here(e) {
+            continue;
+        }
+        let in_theirs = converted.entry(&e.api_version).or_insert_with(|| {
+            let before = versions.convert(&base, &e.api_version)?.0;
+            let after = versions.convert(&result, &e.api_version)?.0;
+            Some((before, after))
+        });
+        let Some((before, after)) = in_theirs else {
+            continue;
+        };
+        for p in &e.fields {
+            if p.last() != Some(&Step::Itself) && get(before, p) != get(after, p) {
+                conflicts.push((i, p.clone()));
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(Conflicts(
+            conflicts
+                .into_iter()
+                .map(|(i, p)| (entries[i].manager.clone(), display(&p)))
+                .collect(),
+        ));
+    }
+
     // Ownership: forced fields leave their old owners (fields applied with the value they
     // had are shared); this manager's apply owns what it applied.
-    for e in entries.iter_mut().filter(|e| e.manager != manager) {
-        e.fields
-            .retain(|p| !conflicts.iter().any(|(m, c)| *m == e.manager && c == p));
+    for (i, p) in &conflicts {
+        entries[*i].fields.remove(p);
     }
-    entries.retain(|e| !(e.manager == manager && e.operation == "Apply"));
+    entries.retain(|e| !own_apply(e));
     entries.push(Entry {
         manager: manager.to_string(),
         operation: "Apply".into(),
@@ -799,7 +866,129 @@ mod tests {
         applied: Value,
         manager: &str,
     ) -> Result<Value, Conflicts> {
-        apply(current, &applied, manager, "v1", false, Schema::none())
+        apply(
+            current,
+            &applied,
+            manager,
+            "v1",
+            false,
+            Schema::none(),
+            &SameVersion,
+        )
+    }
+
+    /// Two versions of one kind: v2's `spec.size` is v1's `spec.replicas`.
+    struct Renamed;
+
+    impl Versions for Renamed {
+        fn convert(&self, object: &Value, version: &str) -> Option<(Value, Option<Arc<Value>>)> {
+            let mut out = object.clone();
+            let spec = out.get_mut("spec").and_then(Value::as_object_mut)?;
+            let (from, to) = match version {
+                "v2" => ("replicas", "size"),
+                _ => ("size", "replicas"),
+            };
+            if let Some(v) = spec.remove(from) {
+                spec.insert(to.into(), v);
+            }
+            out["apiVersion"] = json!(version);
+            Some((out, None))
+        }
+    }
+
+    #[test]
+    fn managers_of_another_version_are_judged_in_theirs() {
+        // A v2 applier owns spec.size; in v1 the same field is spec.replicas.
+        let v2 = json!({"apiVersion": "v2", "metadata": {"name": "a"}, "spec": {"size": 3}});
+        let stored = apply(
+            None,
+            &v2,
+            "controller",
+            "v2",
+            false,
+            Schema::none(),
+            &Renamed,
+        )
+        .unwrap();
+        let in_v1 = Renamed.convert(&stored, "v1").unwrap().0;
+        // A v1 apply changing it conflicts, named in the owner's terms; the same value is shared.
+        let changed =
+            json!({"apiVersion": "v1", "metadata": {"name": "a"}, "spec": {"replicas": 5}});
+        let err = apply(
+            Some(&in_v1),
+            &changed,
+            "kubectl",
+            "v1",
+            false,
+            Schema::none(),
+            &Renamed,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.0,
+            [("controller".to_string(), ".spec.size".to_string())]
+        );
+        let same = json!({"apiVersion": "v1", "metadata": {"name": "a"}, "spec": {"replicas": 3}});
+        let shared = apply(
+            Some(&in_v1),
+            &same,
+            "kubectl",
+            "v1",
+            false,
+            Schema::none(),
+            &Renamed,
+        )
+        .unwrap();
+        assert_eq!(
+            read_entries(&shared)
+                .iter()
+                .map(|e| (e.manager.as_str(), e.api_version.as_str(), e.fields.len()))
+                .collect::<Vec<_>>(),
+            [("controller", "v2", 1), ("kubectl", "v1", 1)]
+        );
+        let owned_by_controller = |object: &Value| {
+            read_entries(object)
+                .iter()
+                .filter(|e| e.manager == "controller")
+                .map(|e| e.fields.len())
+                .sum::<usize>()
+        };
+        // Forced, the field leaves its v2 owner.
+        let forced = apply(
+            Some(&in_v1),
+            &changed,
+            "kubectl",
+            "v1",
+            true,
+            Schema::none(),
+            &Renamed,
+        )
+        .unwrap();
+        assert_eq!(owned_by_controller(&forced), 0);
+        // An update in v1 takes the field from its v2 owner too; a v1 write that leaves it
+        // alone does not, where comparing v2 paths with v1's object would have dropped it.
+        let mut labelled = in_v1.clone();
+        labelled["metadata"]["labels"] = json!({"x": "1"});
+        record_update(
+            Some(&in_v1),
+            &mut labelled,
+            "kubectl-label",
+            "v1",
+            Schema::none(),
+            &Renamed,
+        );
+        assert_eq!(owned_by_controller(&labelled), 1, "{labelled}");
+        let mut scaled = in_v1.clone();
+        scaled["spec"]["replicas"] = json!(4);
+        record_update(
+            Some(&in_v1),
+            &mut scaled,
+            "kubectl-scale",
+            "v1",
+            Schema::none(),
+            &Renamed,
+        );
+        assert_eq!(owned_by_controller(&scaled), 0, "{scaled}");
     }
 
     #[test]
@@ -854,6 +1043,7 @@ mod tests {
             "v1",
             true,
             Schema::none(),
+            &SameVersion,
         )
         .unwrap();
         assert_eq!(forced["spec"]["replicas"], 5);
@@ -897,6 +1087,7 @@ mod tests {
             "kubectl-scale",
             "v1",
             Schema::none(),
+            &SameVersion,
         );
         assert_eq!(
             managers(&scaled),
@@ -924,19 +1115,30 @@ mod tests {
         let pool = json!({"apiVersion": "v1", "kind": "MachinePool", "name": "p", "uid": "2"});
         let applied =
             json!({"metadata": {"name": "a", "ownerReferences": [cluster]}, "spec": {"x": 1}});
-        let created = apply(None, &applied, "capi-topology", "v1", true, schema).unwrap();
+        let topology = |current: Option<&Value>| {
+            apply(
+                current,
+                &applied,
+                "capi-topology",
+                "v1",
+                true,
+                schema,
+                &SameVersion,
+            )
+            .unwrap()
+        };
+        let created = topology(None);
         let mut adopted = created.clone();
         adopted["metadata"]["ownerReferences"] = json!([cluster, pool]);
-        record_update(Some(&created), &mut adopted, "capictl", "v1", schema);
-        let again = apply(
-            Some(&adopted),
-            &applied,
-            "capi-topology",
+        record_update(
+            Some(&created),
+            &mut adopted,
+            "capictl",
             "v1",
-            true,
             schema,
-        )
-        .unwrap();
+            &SameVersion,
+        );
+        let again = topology(Some(&adopted));
         assert_eq!(
             again["metadata"]["ownerReferences"],
             json!([cluster, pool]),
@@ -1026,7 +1228,7 @@ mod tests {
             {"name": "web", "image": "nginx", "imagePullPolicy": "Always"},
             {"name": "log", "image": "busybox"},
         ]}});
-        record_update(None, &mut created, "creator", "v1", schema);
+        record_update(None, &mut created, "creator", "v1", schema, &SameVersion);
         let fields = &created["metadata"]["managedFields"][0]["fieldsV1"];
         assert_eq!(
             fields["f:spec"]["f:containers"]["k:{\"name\":\"web\"}"],
@@ -1039,7 +1241,16 @@ mod tests {
 
         // Applying what was created (without the defaulted field) conflicts with nothing.
         let applied = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}});
-        let shared = apply(Some(&created), &applied, "kubectl", "v1", false, schema).unwrap();
+        let shared = apply(
+            Some(&created),
+            &applied,
+            "kubectl",
+            "v1",
+            false,
+            schema,
+            &SameVersion,
+        )
+        .unwrap();
         assert_eq!(
             shared["spec"]["containers"].as_array().unwrap().len(),
             2,
@@ -1047,12 +1258,30 @@ mod tests {
         );
         // Changing one item's field conflicts on that field alone, named by its key.
         let changed = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "web", "image": "nginx:2"}]}});
-        let err = apply(Some(&shared), &changed, "kubectl", "v1", false, schema).unwrap_err();
+        let err = apply(
+            Some(&shared),
+            &changed,
+            "kubectl",
+            "v1",
+            false,
+            schema,
+            &SameVersion,
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "Apply failed with 1 conflict: conflict with \"creator\": .spec.containers[name=\"web\"].image"
         );
-        let forced = apply(Some(&shared), &changed, "kubectl", "v1", true, schema).unwrap();
+        let forced = apply(
+            Some(&shared),
+            &changed,
+            "kubectl",
+            "v1",
+            true,
+            schema,
+            &SameVersion,
+        )
+        .unwrap();
         assert_eq!(forced["spec"]["containers"][0]["image"], "nginx:2");
         assert_eq!(forced["spec"]["containers"][0]["imagePullPolicy"], "Always");
         assert_eq!(forced["spec"]["containers"][1]["name"], "log");
@@ -1065,6 +1294,7 @@ mod tests {
             "v1",
             false,
             schema,
+            &SameVersion,
         )
         .unwrap();
         let fewer = apply(
@@ -1074,6 +1304,7 @@ mod tests {
             "v1",
             false,
             schema,
+            &SameVersion,
         )
         .unwrap();
         assert_eq!(fewer["spec"]["containers"], json!([{"name": "b"}]));

@@ -764,6 +764,21 @@ fn v1beta1_yaml_comes_up_reads_in_both_versions_and_restores_from_a_v1beta1_dire
     let again = source.kubectl_in(&["apply", "-n", "default", "-f", "-"], Some(&yaml));
     assert!(again.lines().all(|l| l.ends_with(" unchanged")), "{again}");
 
+    // Field ownership across versions: the topology controller applies the control plane in
+    // v1beta2, and a v1beta1 server-side apply of the same field under its v1beta1 name
+    // conflicts with it, named as its owner wrote it.
+    let drain = format!(
+        "apiVersion: controlplane.cluster.x-k8s.io/v1beta1\nkind: KubeadmControlPlane\nmetadata:\n  name: {kcp_name}\n  namespace: default\nspec:\n  machineTemplate:\n    nodeDrainTimeout: 2m0s\n"
+    );
+    let refused = source.kubectl_output(&["apply", "--server-side", "-f", "-"], Some(&drain));
+    let said = text(&refused.stderr);
+    assert!(!refused.status.success(), "{}", text(&refused.stdout));
+    assert!(
+        said.contains("conflict with \"capi-topology\"")
+            && said.contains(".spec.machineTemplate.spec.deletion.nodeDrainTimeoutSeconds"),
+        "{said}"
+    );
+
     // A watch in v1beta1 sees a change written in v1beta2.
     let mut watch = source
         .kubectl_command(&[
