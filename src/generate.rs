@@ -22,6 +22,11 @@ const FLAVORS: &[(&str, &str, &str)] = &[
         include_str!("../flavors/docker/cluster-template-development.yaml"),
     ),
     (
+        "docker",
+        "development-mp",
+        include_str!("../flavors/docker/cluster-template-development-mp.yaml"),
+    ),
+    (
         "in-memory",
         "",
         include_str!("../flavors/in-memory/cluster-template.yaml"),

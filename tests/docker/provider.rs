@@ -1443,7 +1443,8 @@ async fn pool_on_docker(s: &Session) {
 /// `quick-start` class and its Dev kinds, patches and variables) applied unchanged: the
 /// topology controller makes the objects, the Docker back end of the Dev kinds runs them.
 /// Then, in the same management cluster, capictl's own Docker topology flavor (its
-/// ClusterClass on the Docker kinds, written before the Cluster by `--flavor topology`).
+/// ClusterClass on the Docker kinds, written before the Cluster by `--flavor topology`), and
+/// its development-mp flavor, whose workers are a MachinePool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_class_quick_starts_come_up_on_docker() {
     let s = Session::start("cc", "v1.28.13").await;
@@ -1638,6 +1639,24 @@ async fn cluster_class_quick_starts_come_up_on_docker() {
             .len(),
         2
     );
+    up_and_gone(&s).await;
+
+    // The development-mp flavor: its workers are a MachinePool, one instance here.
+    s.apply_generated(&["--flavor", "development-mp"], "v1.28.13", 1, 1);
+    label(&s);
+    s.wait_available(400).await;
+    let pool = format!("{}-mp-0", s.cluster);
+    wait(&s, "the pool's instance Ready with its Node", 180, || {
+        let p = s.json(&["get", "machinepool", &pool]);
+        let status = &p["status"];
+        let nodes = status["nodeRefs"].as_array().map_or(0, Vec::len);
+        if status["readyReplicas"] == 1 && nodes == 1 {
+            Ok(())
+        } else {
+            Err(format!("MachinePool status: {status}"))
+        }
+    })
+    .await;
     up_and_gone(&s).await;
 }
 

@@ -291,6 +291,7 @@ fn capictl_env(args: &[&str], env: &[(&str, &str)]) -> Output {
 fn generate_cluster_renders_the_flavors() {
     for (flavor, args) in [
         ("docker-development", vec!["--flavor", "development"]),
+        ("docker-development-mp", vec!["--flavor", "development-mp"]),
         ("docker-default", vec![]),
         ("in-memory", vec!["--infrastructure", "in-memory"]),
     ] {

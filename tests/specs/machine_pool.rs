@@ -12,9 +12,9 @@ use capictl::api::{CrdSet, DevMachine, DevMachinePool, KubeadmConfig, Machine, M
 use crate::common::fixtures::{apply_in_memory_cluster, in_memory_topology, until_available};
 use crate::common::lifecycle::*;
 
-const POOL: &str = "k1-pool-0";
+pub const POOL: &str = "k1-pool-0";
 
-fn pool_objects(replicas: i32) -> [Value; 3] {
+pub fn pool_objects(replicas: i32) -> [Value; 3] {
     [
         json!({
             "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
@@ -44,7 +44,7 @@ fn pool_objects(replicas: i32) -> [Value; 3] {
 }
 
 /// The pool's Machines, by name.
-async fn pool_machines(client: &kube::Client) -> Vec<Machine> {
+pub async fn pool_machines(client: &kube::Client) -> Vec<Machine> {
     let mut machines = Api::<Machine>::namespaced(client.clone(), NS)
         .list(&ListParams::default().labels(&format!("cluster.x-k8s.io/pool-name={POOL}")))
         .await
@@ -56,7 +56,7 @@ async fn pool_machines(client: &kube::Client) -> Vec<Machine> {
 
 /// Waits until the pool runs `n` ready, up-to-date instances of `version`, each with its Node,
 /// and returns its Machines.
-async fn until_running(client: &kube::Client, n: i32, version: &str) -> Vec<Machine> {
+pub async fn until_running(client: &kube::Client, n: i32, version: &str) -> Vec<Machine> {
     let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
     let what = format!("the pool runs {n} ready instances of {version}");
     until(&what, 90, async || {
