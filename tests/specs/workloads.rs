@@ -163,17 +163,25 @@ async fn a_deployment_spreads_rolls_and_is_drained_within_its_budget() {
         message,
         "0/4 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
     );
+    // The Event is recorded after the condition, as kube-scheduler's event broadcaster does.
     let events: Api<Event> = Api::namespaced(workload_client.clone(), "default");
-    let failed = events.list(&ListParams::default()).await.unwrap().items;
-    assert!(
-        failed
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("FailedScheduling")
-                && e.involved_object.name.as_deref() == Some("gpu")
-                && e.source.as_ref().and_then(|s| s.component.as_deref())
-                    == Some("default-scheduler")),
-        "a FailedScheduling Event from default-scheduler"
-    );
+    until(
+        "a FailedScheduling Event from default-scheduler",
+        20,
+        async || {
+            let failed = events.list(&ListParams::default()).await.ok()?.items;
+            failed
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("FailedScheduling")
+                        && e.involved_object.name.as_deref() == Some("gpu")
+                        && e.source.as_ref().and_then(|s| s.component.as_deref())
+                            == Some("default-scheduler")
+                })
+                .then_some(())
+        },
+    )
+    .await;
 
     // A new image rolls the Pods through a second ReplicaSet, the first kept at zero.
     deployments
