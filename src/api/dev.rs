@@ -259,6 +259,7 @@ pub struct DevMachinePoolStatus {
     /// Machine for each.
     pub infrastructure_machine_kind: Option<String>,
     pub instances: Option<Vec<DevMachinePoolInstanceStatus>>,
+    pub deprecated: Option<super::common::DeprecatedStatus>,
 }
 
 /// One instance of a DevMachinePool.

@@ -220,12 +220,23 @@ pub struct DockerMachineSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DockerMachineBackend {
+    #[serde(flatten)]
+    pub node: DockerNode,
+    /// How long bootstrap may take, e.g. `5m` (the default).
+    pub bootstrap_timeout: Option<String>,
+}
+
+// A node container: its image and what it holds. A DockerMachinePool's `spec.template`, and
+// part of every Docker-backed machine (a `//` comment: flattened there, a doc comment would
+// become their `spec`'s description).
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerNode {
     /// A node image instead of `kindest/node:<version>`.
     pub custom_image: Option<String>,
     pub pre_load_images: Option<Vec<String>>,
     pub extra_mounts: Option<Vec<Mount>>,
-    /// How long bootstrap may take, e.g. `5m` (the default).
-    pub bootstrap_timeout: Option<String>,
 }
 
 #[skip_serializing_none]
@@ -277,6 +288,64 @@ pub struct DockerMachineTemplateSpec {
 pub struct DockerMachineTemplateResource {
     pub metadata: Option<ObjectMeta>,
     pub spec: DockerMachineSpec,
+}
+
+/// The infrastructure of a MachinePool on Docker: a DockerMachine (a container) per instance,
+/// as upstream's Docker provider (v1.14 and before) has it. Its status is a DevMachinePool's.
+#[skip_serializing_none]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "DockerMachinePool",
+    doc = "The infrastructure of a MachinePool as Docker containers: a DockerMachine per instance.",
+    namespaced,
+    status = "super::dev::DevMachinePoolStatus",
+    category = "cluster-api",
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of DockerMachinePool"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerMachinePoolSpec {
+    /// What each instance's container is made of.
+    pub template: DockerNode,
+    /// The pool's own ID (not an instance's).
+    #[serde(rename = "providerID")]
+    pub provider_id: Option<String>,
+    /// The provider IDs of the pool's instances, kept by the provider.
+    #[serde(rename = "providerIDList")]
+    pub provider_id_list: Option<Vec<String>>,
+}
+
+#[skip_serializing_none]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "DockerMachinePoolTemplate",
+    doc = "A template for DockerMachinePools.",
+    namespaced,
+    category = "cluster-api",
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time duration since creation of DockerMachinePoolTemplate"
+    )
+)]
+pub struct DockerMachinePoolTemplateSpec {
+    pub template: DockerMachinePoolTemplateResource,
+}
+
+#[skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DockerMachinePoolTemplateResource {
+    pub metadata: Option<ObjectMeta>,
+    pub spec: DockerMachinePoolSpec,
 }
 
 /// What a machine template's machines have, as their provider knows it: the cluster

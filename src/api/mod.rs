@@ -47,7 +47,10 @@ pub use dev::{
     DevMachineTemplate,
 };
 pub use docker::{DOCKER_CLUSTER_FINALIZER, DOCKER_MACHINE_FINALIZER};
-pub use docker::{DockerCluster, DockerClusterTemplate, DockerMachine, DockerMachineTemplate};
+pub use docker::{
+    DockerCluster, DockerClusterTemplate, DockerMachine, DockerMachinePool,
+    DockerMachinePoolTemplate, DockerMachineTemplate,
+};
 pub use in_memory::{IN_MEMORY_CLUSTER_FINALIZER, IN_MEMORY_MACHINE_FINALIZER};
 pub use in_memory::{
     InMemoryCluster, InMemoryClusterTemplate, InMemoryMachine, InMemoryMachineTemplate,
@@ -168,6 +171,8 @@ impl CrdSet {
                 of::<DevMachineTemplate>(),
                 of::<DevMachinePool>(),
                 of::<DevMachinePoolTemplate>(),
+                of::<DockerMachinePool>(),
+                of::<DockerMachinePoolTemplate>(),
             ],
             CrdSet::InMemory => vec![
                 of::<InMemoryCluster>(),

@@ -68,6 +68,7 @@ with_conditions!(
     crate::api::MachineSet => crate::api::machine_set::MachineSetStatus,
     crate::api::MachinePool => crate::api::machine_pool::MachinePoolStatus,
     crate::api::DevMachinePool => crate::api::dev::DevMachinePoolStatus,
+    crate::api::DockerMachinePool => crate::api::dev::DevMachinePoolStatus,
     crate::api::MachineDeployment => crate::api::machine_deployment::MachineDeploymentStatus,
     crate::api::MachineHealthCheck => crate::api::machine_health_check::MachineHealthCheckStatus,
     crate::api::KubeadmControlPlane => crate::api::kubeadm_control_plane::KubeadmControlPlaneStatus,

@@ -1641,7 +1641,8 @@ async fn cluster_class_quick_starts_come_up_on_docker() {
     );
     up_and_gone(&s).await;
 
-    // The development-mp flavor: its workers are a MachinePool, one instance here.
+    // The development-mp flavor: its workers are a MachinePool on a DockerMachinePool, one
+    // instance here, a DockerMachine.
     s.apply_generated(&["--flavor", "development-mp"], "v1.28.13", 1, 1);
     label(&s);
     s.wait_available(400).await;
@@ -1650,13 +1651,23 @@ async fn cluster_class_quick_starts_come_up_on_docker() {
         let p = s.json(&["get", "machinepool", &pool]);
         let status = &p["status"];
         let nodes = status["nodeRefs"].as_array().map_or(0, Vec::len);
-        if status["readyReplicas"] == 1 && nodes == 1 {
+        let infra = s.json(&["get", "dockermachinepool", &pool]);
+        let kind = &infra["status"]["infrastructureMachineKind"];
+        if status["readyReplicas"] == 1 && nodes == 1 && kind == "DockerMachine" {
             Ok(())
         } else {
-            Err(format!("MachinePool status: {status}"))
+            Err(format!(
+                "MachinePool status: {status}; instances' kind {kind}"
+            ))
         }
     })
     .await;
+    let instances = s.json(&["get", "dockermachines", "-l", "cluster.x-k8s.io/pool-name"]);
+    assert_eq!(
+        instances["items"].as_array().map(Vec::len),
+        Some(1),
+        "{instances}"
+    );
     up_and_gone(&s).await;
 }
 

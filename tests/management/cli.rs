@@ -236,7 +236,7 @@ fn completion_scripts_in_the_repository_are_current() {
 fn generate_crds_prints_one_provider_or_all() {
     let all: Vec<serde_json::Value> =
         capictl::yaml::from_multiple(&stdout(&capictl(&["generate", "crds"]))).unwrap();
-    assert_eq!(all.len(), 29);
+    assert_eq!(all.len(), 31);
     assert!(all.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
 
     let docker: Vec<serde_json::Value> = capictl::yaml::from_multiple(&stdout(&capictl(&[
@@ -263,6 +263,8 @@ fn generate_crds_prints_one_provider_or_all() {
             "devmachinetemplates.infrastructure.cluster.x-k8s.io",
             "devmachinepools.infrastructure.cluster.x-k8s.io",
             "devmachinepooltemplates.infrastructure.cluster.x-k8s.io",
+            "dockermachinepools.infrastructure.cluster.x-k8s.io",
+            "dockermachinepooltemplates.infrastructure.cluster.x-k8s.io",
         ]
     );
 

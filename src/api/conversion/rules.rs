@@ -579,6 +579,15 @@ fn infrastructure_machine() -> Vec<Rule> {
     rules
 }
 
+/// A DockerMachinePool's status: `ready` in both versions, the conditions moved as every
+/// kind's, and capictl's `initialization` (the v1beta2 contract's) in v1beta2 only. (Upstream
+/// serves the Dev pools in v1beta2 alone.)
+fn machine_pool_infrastructure() -> Vec<Rule> {
+    let mut rules = conditions_only();
+    rules.push(new_only("status.initialization"));
+    rules
+}
+
 /// Every kind served in v1beta1, by group and kind, with its rules.
 pub fn all() -> Vec<(&'static str, &'static str, Vec<Rule>)> {
     const CORE: &str = "cluster.x-k8s.io";
@@ -666,5 +675,11 @@ pub fn all() -> Vec<(&'static str, &'static str, Vec<Rule>)> {
             "DevMachineTemplate",
             vec![new_only("status")],
         ),
+        (
+            INFRASTRUCTURE,
+            "DockerMachinePool",
+            machine_pool_infrastructure(),
+        ),
+        (INFRASTRUCTURE, "DockerMachinePoolTemplate", vec![]),
     ]
 }

@@ -190,7 +190,13 @@ async fn node_image<M: DockerBackedMachine>(
 ) -> std::result::Result<(String, bool), String> {
     let docker = ctx.docker().await?;
     let mut version = version.to_string();
-    if let Some(image) = dm.docker().custom_image.clone().filter(|i| !i.is_empty()) {
+    if let Some(image) = dm
+        .docker()
+        .node
+        .custom_image
+        .clone()
+        .filter(|i| !i.is_empty())
+    {
         let kind_tag = image
             .strip_prefix(&format!("{KINDEST_NODE}:"))
             .map(str::to_string);
@@ -491,6 +497,7 @@ async fn ensure_container<M: DockerBackedMachine>(
     }
     let mut mounts: Vec<container::Mount> = dm
         .docker()
+        .node
         .extra_mounts
         .iter()
         .flatten()

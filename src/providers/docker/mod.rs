@@ -26,6 +26,7 @@ use kube::Resource;
 use crate::api::common::ApiEndpoint;
 use crate::api::docker::{
     DockerClusterBackend, DockerClusterStatus, DockerMachineBackend, DockerMachineStatus,
+    DockerNode,
 };
 use crate::api::{
     DevCluster, DevMachine, DevMachineTemplate, DockerCluster, DockerMachine,
@@ -119,9 +120,11 @@ const NO_CLUSTER_BACKEND: &DockerClusterBackend = &DockerClusterBackend {
     load_balancer: None,
 };
 const NO_MACHINE_BACKEND: &DockerMachineBackend = &DockerMachineBackend {
-    custom_image: None,
-    pre_load_images: None,
-    extra_mounts: None,
+    node: DockerNode {
+        custom_image: None,
+        pre_load_images: None,
+        extra_mounts: None,
+    },
     bootstrap_timeout: None,
 };
 
@@ -198,10 +201,19 @@ pub fn controllers(w: &Wiring, ctx: Arc<DockerProvider>) -> Vec<BoxFuture<'stati
         ctx.clone(),
         ["devcluster-docker", "devmachine-docker"],
     ));
-    all.push(super::dev_machine_pool::controller(
+    all.push(
+        super::machine_pool::controller::<crate::api::DevMachinePool>(
+            w,
+            "devmachinepool-docker",
+            super::machine_pool::Backend::Docker,
+        ),
+    );
+    all.push(super::machine_pool::controller::<
+        crate::api::DockerMachinePool,
+    >(
         w,
-        "devmachinepool-docker",
-        super::dev_machine_pool::Backend::Docker,
+        "dockermachinepool",
+        super::machine_pool::Backend::Docker,
     ));
     all.push(w.template_capacity(
         "dockermachinetemplate",

@@ -228,11 +228,13 @@ pub fn dev_controllers(w: &Wiring, ctx: Arc<InMemory>) -> Vec<BoxFuture<'static,
         ctx.clone(),
         ["devcluster-inmemory", "devmachine-inmemory"],
     );
-    all.push(super::dev_machine_pool::controller(
-        w,
-        "devmachinepool-inmemory",
-        super::dev_machine_pool::Backend::InMemory,
-    ));
+    all.push(
+        super::machine_pool::controller::<crate::api::DevMachinePool>(
+            w,
+            "devmachinepool-inmemory",
+            super::machine_pool::Backend::InMemory,
+        ),
+    );
     all.push(w.template_capacity(
         "devmachinetemplate-inmemory",
         ctx.clone(),

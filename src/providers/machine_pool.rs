@@ -1,9 +1,10 @@
-//! The DevMachinePool reconciler, one for both back ends: a pool's instances are DevMachines
-//! with the pool's back end (containers or simulated machines, each provisioned by its own
-//! provider's DevMachine reconciler once the MachinePool made their Machines), kept at the
-//! MachinePool's replicas. Outdated instances (another version or back end) are replaced: new
-//! ones first, old ones deleted once enough are ready, as upstream's Docker pool back end does.
-//! Instances go by deleting their Machines, so their Nodes are drained and deleted first.
+//! The reconciler of a MachinePool's infrastructure, for DevMachinePools (both back ends) and
+//! DockerMachinePools: a pool's instances are infrastructure machines (DevMachines with the
+//! pool's back end, DockerMachines from its template), each provisioned by its own provider's
+//! machine reconciler once the MachinePool made their Machines, kept at the MachinePool's
+//! replicas. Outdated instances (another version or back end) are replaced: new ones first,
+//! old ones deleted once enough are ready, as upstream's Docker pool back end does. Instances
+//! go by deleting their Machines, so their Nodes are drained and deleted first.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,12 +21,16 @@ use serde_json::json;
 
 use crate::api;
 use crate::api::dev::{DevMachinePoolInstanceStatus, DevMachinePoolStatus, DevMachineSpec};
-use crate::api::docker::ProvisionedStatus;
-use crate::api::{DevMachine, DevMachinePool, Machine, MachinePool};
+use crate::api::docker::{
+    DockerMachineBackend, DockerMachineSpec, DockerMachineStatus, ProvisionedStatus,
+};
+use crate::api::{
+    DevMachine, DevMachinePool, DockerMachine, DockerMachinePool, Machine, MachinePool,
+};
 use crate::conditions::{self, NewCondition, Status};
 use crate::reconcile::Result;
-use crate::reconcile::common;
-use crate::reconcile::runtime::Wiring;
+use crate::reconcile::common::{self, WithConditions};
+use crate::reconcile::runtime::{Watched, Wiring};
 
 /// The condition a pool reports for its instances.
 const REPLICAS_READY: &str = "ReplicasReady";
@@ -37,12 +42,102 @@ pub enum Backend {
     InMemory,
 }
 
-impl Backend {
-    fn handles(self, pool: &DevMachinePool) -> bool {
-        match self {
-            Backend::Docker => pool.spec.backend.docker.is_some(),
-            Backend::InMemory => pool.spec.backend.in_memory.is_some(),
+/// A MachinePool's infrastructure whose instances this reconciler keeps.
+pub trait InfrastructurePool:
+    WithConditions<Status = DevMachinePoolStatus>
+    + Watched
+    + serde::Serialize
+    + Resource<Scope = kube::core::NamespaceResourceScope>
+{
+    /// Its instances' kind.
+    type Instance: PoolInstance;
+    /// Whether the provider of this back end keeps it.
+    fn kept_by(&self, backend: Backend) -> bool;
+    /// Whether `instance` is made as the pool makes instances now.
+    fn made_as_now(&self, instance: &Self::Instance) -> bool;
+    /// A new instance, its metadata given.
+    fn new_instance(&self, metadata: ObjectMeta) -> Self::Instance;
+    fn provider_id(&self) -> Option<&str>;
+    fn provider_id_list(&self) -> Option<&Vec<String>>;
+}
+
+/// An instance: an infrastructure machine, whose status says whether it is provisioned.
+pub trait PoolInstance:
+    WithConditions<Status = DockerMachineStatus>
+    + Watched
+    + serde::Serialize
+    + Resource<Scope = kube::core::NamespaceResourceScope>
+{
+    fn provider_id(&self) -> Option<&str>;
+}
+
+impl InfrastructurePool for DevMachinePool {
+    type Instance = DevMachine;
+    fn kept_by(&self, backend: Backend) -> bool {
+        match backend {
+            Backend::Docker => self.spec.backend.docker.is_some(),
+            Backend::InMemory => self.spec.backend.in_memory.is_some(),
         }
+    }
+    fn made_as_now(&self, instance: &DevMachine) -> bool {
+        instance.spec.backend == self.spec.backend
+    }
+    fn new_instance(&self, metadata: ObjectMeta) -> DevMachine {
+        DevMachine {
+            metadata,
+            spec: DevMachineSpec {
+                provider_id: None,
+                backend: self.spec.backend.clone(),
+            },
+            status: None,
+        }
+    }
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.provider_id.as_deref()
+    }
+    fn provider_id_list(&self) -> Option<&Vec<String>> {
+        self.spec.provider_id_list.as_ref()
+    }
+}
+
+impl InfrastructurePool for DockerMachinePool {
+    type Instance = DockerMachine;
+    fn kept_by(&self, backend: Backend) -> bool {
+        backend == Backend::Docker
+    }
+    fn made_as_now(&self, instance: &DockerMachine) -> bool {
+        instance.spec.docker.node == self.spec.template
+    }
+    fn new_instance(&self, metadata: ObjectMeta) -> DockerMachine {
+        DockerMachine {
+            metadata,
+            spec: DockerMachineSpec {
+                provider_id: None,
+                docker: DockerMachineBackend {
+                    node: self.spec.template.clone(),
+                    bootstrap_timeout: None,
+                },
+            },
+            status: None,
+        }
+    }
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.provider_id.as_deref()
+    }
+    fn provider_id_list(&self) -> Option<&Vec<String>> {
+        self.spec.provider_id_list.as_ref()
+    }
+}
+
+impl PoolInstance for DevMachine {
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.provider_id.as_deref()
+    }
+}
+
+impl PoolInstance for DockerMachine {
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.provider_id.as_deref()
     }
 }
 
@@ -51,28 +146,34 @@ struct Pools {
     backend: Backend,
 }
 
-/// The DevMachinePool controller of one back end, woken by the pool's DevMachines and by its
-/// MachinePool (replicas, version, bootstrap data).
-pub fn controller(w: &Wiring, name: &'static str, backend: Backend) -> BoxFuture<'static, ()> {
+/// The controller of one kind of pool for one back end, woken by the pool's instances and by
+/// its MachinePool (replicas, version, bootstrap data).
+pub fn controller<P: InfrastructurePool>(
+    w: &Wiring,
+    name: &'static str,
+    backend: Backend,
+) -> BoxFuture<'static, ()> {
+    let kind = P::kind(&()).to_string();
+    let of_instance = kind.clone();
     let controller = w
-        .controller::<DevMachinePool>(name)
+        .controller::<P>(name)
         .watches(
-            Api::<DevMachine>::all(w.client.clone()),
+            Api::<P::Instance>::all(w.client.clone()),
             watcher::Config::default(),
-            |m: DevMachine| {
+            move |m: P::Instance| {
                 let ns = m.namespace().unwrap_or_default();
                 m.owner_references()
                     .iter()
-                    .find(|r| r.kind == "DevMachinePool")
+                    .find(|r| r.kind == of_instance)
                     .map(|r| ObjectRef::new(&r.name).within(&ns))
             },
         )
         .watches(
             Api::<MachinePool>::all(w.client.clone()),
             watcher::Config::default(),
-            |p: MachinePool| {
+            move |p: MachinePool| {
                 let r = &p.spec.template.spec.infrastructure_ref;
-                (r.kind == "DevMachinePool")
+                (r.kind == kind)
                     .then(|| ObjectRef::new(&r.name).within(&p.namespace().unwrap_or_default()))
             },
         );
@@ -80,28 +181,31 @@ pub fn controller(w: &Wiring, name: &'static str, backend: Backend) -> BoxFuture
         client: w.client.clone(),
         backend,
     });
-    w.run_with(name, controller, reconcile, ctx)
+    w.run_with(name, controller, reconcile::<P>, ctx)
 }
 
-/// One instance as the pool sees it: its DevMachine and the Machine made for it.
-struct Instance<'a> {
-    dev_machine: &'a DevMachine,
+/// One instance as the pool sees it: its infrastructure machine and the Machine made for it.
+struct Instance<'a, I> {
+    infra: &'a I,
     machine: Option<&'a Machine>,
 }
 
-impl Instance<'_> {
+impl<I: PoolInstance> Instance<'_, I> {
     fn ready(&self) -> bool {
-        self.dev_machine
-            .status
-            .as_ref()
+        self.infra
+            .status()
             .and_then(|s| s.initialization.as_ref())
             .and_then(|i| i.provisioned)
             == Some(true)
     }
 
     /// Made for another version or back end than the pool's now.
-    fn outdated(&self, pool: &DevMachinePool, version: Option<&str>) -> bool {
-        self.dev_machine.spec.backend != pool.spec.backend
+    fn outdated<P: InfrastructurePool<Instance = I>>(
+        &self,
+        pool: &P,
+        version: Option<&str>,
+    ) -> bool {
+        !pool.made_as_now(self.infra)
             || self
                 .machine
                 .is_some_and(|m| m.spec.version.as_deref() != version)
@@ -126,28 +230,28 @@ struct Plan {
 /// ones are missing; then, once more are ready than wanted, the outdated ones first, then
 /// those whose Machine carries `cluster.x-k8s.io/delete-machine`, then the newest. Nothing is
 /// deleted while that would leave fewer ready instances than wanted.
-fn plan(
-    pool: &DevMachinePool,
+fn plan<P: InfrastructurePool>(
+    pool: &P,
     version: Option<&str>,
     desired: usize,
-    instances: &[Instance<'_>],
+    instances: &[Instance<'_, P::Instance>],
 ) -> Plan {
-    let live: Vec<&Instance> = instances
+    let live: Vec<&Instance<P::Instance>> = instances
         .iter()
-        .filter(|i| !common::deleting(i.dev_machine) && !i.machine.is_some_and(common::deleting))
+        .filter(|i| !common::deleting(i.infra) && !i.machine.is_some_and(common::deleting))
         .collect();
     let current = live.iter().filter(|i| !i.outdated(pool, version)).count();
     let create = desired.saturating_sub(current);
     let ready = live.iter().filter(|i| i.ready()).count();
     let mut excess = ready.saturating_sub(desired);
-    let mut ranked: Vec<&&Instance> = live.iter().collect();
+    let mut ranked: Vec<&&Instance<P::Instance>> = live.iter().collect();
     // Outdated first, then marked, then the newest.
     ranked.sort_by_key(|i| {
         (
             !i.outdated(pool, version),
             !i.marked_for_deletion(),
-            std::cmp::Reverse(i.dev_machine.creation_timestamp()),
-            i.dev_machine.name_any(),
+            std::cmp::Reverse(i.infra.creation_timestamp()),
+            i.infra.name_any(),
         )
     });
     let mut delete = Vec::new();
@@ -159,7 +263,7 @@ fn plan(
         // ready one goes, or an outdated one that is not ready (it never will be what is
         // wanted).
         if instance.ready() || instance.outdated(pool, version) {
-            delete.push(instance.dev_machine.name_any());
+            delete.push(instance.infra.name_any());
             if instance.ready() {
                 excess -= 1;
             }
@@ -168,13 +272,13 @@ fn plan(
     Plan { create, delete }
 }
 
-async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action> {
-    if !ctx.backend.handles(&pool) {
+async fn reconcile<P: InfrastructurePool>(pool: Arc<P>, ctx: Arc<Pools>) -> Result<Action> {
+    if !pool.kept_by(ctx.backend) {
         return Ok(Action::await_change());
     }
     let ns = pool.namespace().unwrap_or_default();
-    let api: Api<DevMachinePool> = Api::namespaced(ctx.client.clone(), &ns);
-    let dev_machines_api: Api<DevMachine> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<P> = Api::namespaced(ctx.client.clone(), &ns);
+    let infra_api: Api<P::Instance> = Api::namespaced(ctx.client.clone(), &ns);
     let machines_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
     let uid = pool.uid().unwrap_or_default();
     // Its instances carry their MachinePool's name; a pool that never had one has none.
@@ -191,7 +295,7 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
         return Ok(Action::requeue(Duration::from_secs(2)));
     };
     let selector = format!("{}={}", api::MACHINE_POOL_NAME_LABEL, owner.name);
-    let dev_machines: Vec<DevMachine> = dev_machines_api
+    let infra_machines: Vec<P::Instance> = infra_api
         .list(&ListParams::default().labels(&selector))
         .await?
         .items
@@ -206,10 +310,10 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
         .into_iter()
         .map(|m| (m.name_any(), m))
         .collect();
-    let instances: Vec<Instance> = dev_machines
+    let instances: Vec<Instance<P::Instance>> = infra_machines
         .iter()
         .map(|m| Instance {
-            dev_machine: m,
+            infra: m,
             machine: m
                 .owner_references()
                 .iter()
@@ -221,10 +325,7 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
     if common::deleting(pool.as_ref()) {
         // Each instance goes with its Machine; one the MachinePool never made a Machine for
         // goes directly.
-        for instance in instances
-            .iter()
-            .filter(|i| !common::deleting(i.dev_machine))
-        {
+        for instance in instances.iter().filter(|i| !common::deleting(i.infra)) {
             match instance.machine {
                 Some(m) if !common::deleting(m) => {
                     machines_api
@@ -233,16 +334,13 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
                 }
                 Some(_) => {}
                 None => {
-                    dev_machines_api
-                        .delete(
-                            &instance.dev_machine.name_any(),
-                            &DeleteParams::background(),
-                        )
+                    infra_api
+                        .delete(&instance.infra.name_any(), &DeleteParams::background())
                         .await?;
                 }
             }
         }
-        if dev_machines.is_empty() {
+        if infra_machines.is_empty() {
             common::remove_finalizer(&api, pool.as_ref(), api::DEV_MACHINE_POOL_FINALIZER).await?;
             return Ok(Action::await_change());
         }
@@ -258,7 +356,7 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
     let cluster = common::labelled_cluster(&ctx.client, pool.as_ref()).await?;
     let (is_paused, paused) = common::paused_condition(common::paused_by_user(
         cluster.as_ref(),
-        "DevMachinePool",
+        &P::kind(&()),
         pool.annotations(),
     ));
     if is_paused {
@@ -272,16 +370,21 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
     let template = &machine_pool.spec.template.spec;
     let desired = machine_pool.spec.replicas.unwrap_or(1).max(0) as usize;
     let has_data = template.bootstrap.data_secret_name.is_some();
-    let plan = plan(&pool, template.version.as_deref(), desired, &instances);
+    let plan = plan(
+        pool.as_ref(),
+        template.version.as_deref(),
+        desired,
+        &instances,
+    );
     if has_data {
         for _ in 0..plan.create {
-            create_instance(&dev_machines_api, &pool, &machine_pool).await?;
+            create_instance(&infra_api, pool.as_ref(), &machine_pool).await?;
         }
         // An instance whose Machine the MachinePool has not made yet waits for it, so it is
         // not deleted just as its Machine comes (upstream waits alike).
         let doomed = instances
             .iter()
-            .filter(|i| plan.delete.contains(&i.dev_machine.name_any()))
+            .filter(|i| plan.delete.contains(&i.infra.name_any()))
             .filter_map(|i| i.machine);
         for machine in doomed {
             machines_api
@@ -289,9 +392,9 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
                 .await?;
         }
     }
-    let mut provider_ids: Vec<String> = dev_machines
+    let mut provider_ids: Vec<String> = infra_machines
         .iter()
-        .filter_map(|m| m.spec.provider_id.clone())
+        .filter_map(|m| m.provider_id().map(String::from))
         .collect();
     provider_ids.sort();
     let pool_id = format!(
@@ -299,8 +402,8 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
         machine_pool.spec.cluster_name,
         pool.name_any()
     );
-    if pool.spec.provider_id_list.as_ref() != Some(&provider_ids)
-        || pool.spec.provider_id.as_deref() != Some(pool_id.as_str())
+    if pool.provider_id_list() != Some(&provider_ids)
+        || pool.provider_id() != Some(pool_id.as_str())
     {
         common::patch_merge(
             &api,
@@ -312,9 +415,9 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
     }
 
     // Status.
-    let status = pool_status(&pool, &instances, desired, has_data, paused);
+    let status = pool_status(pool.as_ref(), &instances, desired, has_data, paused);
     let settled = plan == Plan::default() && status.ready == Some(true);
-    common::write_status(&api, &pool.name_any(), pool.status.as_ref(), &status).await?;
+    common::write_status(&api, &pool.name_any(), pool.status(), &status).await?;
     Ok(Action::requeue(if settled {
         common::spread(pool.as_ref(), common::RESYNC)
     } else {
@@ -322,37 +425,30 @@ async fn reconcile(pool: Arc<DevMachinePool>, ctx: Arc<Pools>) -> Result<Action>
     }))
 }
 
-/// Makes one instance: a DevMachine with the pool's back end, labelled with the MachinePool
-/// and its Cluster and owned by the pool until the MachinePool's Machine takes it over.
-async fn create_instance(
-    api: &Api<DevMachine>,
-    pool: &DevMachinePool,
+/// Makes one instance as the pool makes them, labelled with the MachinePool and its Cluster and
+/// owned by the pool until the MachinePool's Machine takes it over.
+async fn create_instance<P: InfrastructurePool>(
+    api: &Api<P::Instance>,
+    pool: &P,
     machine_pool: &MachinePool,
 ) -> Result<()> {
     let name = crate::apiserver::object::generate_name(&format!("{}-", pool.name_any()));
-    let instance = DevMachine {
-        metadata: ObjectMeta {
-            name: Some(name),
-            namespace: pool.namespace(),
-            labels: Some(BTreeMap::from([
-                (
-                    api::CLUSTER_NAME_LABEL.to_string(),
-                    machine_pool.spec.cluster_name.clone(),
-                ),
-                (
-                    api::MACHINE_POOL_NAME_LABEL.to_string(),
-                    machine_pool.name_any(),
-                ),
-            ])),
-            owner_references: Some(vec![common::owner_reference(pool, false)]),
-            ..Default::default()
-        },
-        spec: DevMachineSpec {
-            provider_id: None,
-            backend: pool.spec.backend.clone(),
-        },
-        status: None,
-    };
+    let instance = pool.new_instance(ObjectMeta {
+        name: Some(name),
+        namespace: pool.namespace(),
+        labels: Some(BTreeMap::from([
+            (
+                api::CLUSTER_NAME_LABEL.to_string(),
+                machine_pool.spec.cluster_name.clone(),
+            ),
+            (
+                api::MACHINE_POOL_NAME_LABEL.to_string(),
+                machine_pool.name_any(),
+            ),
+        ])),
+        owner_references: Some(vec![common::owner_reference(pool, false)]),
+        ..Default::default()
+    });
     api.create(&PostParams::default(), &instance).await?;
     Ok(())
 }
@@ -360,17 +456,17 @@ async fn create_instance(
 /// The pool's status: its instances, replicas, readiness once every wanted instance has its
 /// provider ID (kept once reached, as upstream's), and the instances' kind for the
 /// MachinePool to make Machines of.
-fn pool_status(
-    pool: &DevMachinePool,
-    instances: &[Instance<'_>],
+fn pool_status<P: InfrastructurePool>(
+    pool: &P,
+    instances: &[Instance<'_, P::Instance>],
     desired: usize,
     has_data: bool,
     paused: NewCondition,
 ) -> DevMachinePoolStatus {
-    let mut status = pool.status.clone().unwrap_or_default();
+    let mut status = pool.status().cloned().unwrap_or_default();
     let with_id = instances
         .iter()
-        .filter(|i| i.dev_machine.spec.provider_id.is_some())
+        .filter(|i| i.infra.provider_id().is_some())
         .count();
     let all_there = with_id == desired && instances.len() == desired;
     let ready = status.ready == Some(true) || all_there;
@@ -379,25 +475,21 @@ fn pool_status(
         provisioned: Some(ready),
     });
     status.replicas = Some(instances.len() as i32);
-    status.infrastructure_machine_kind = Some("DevMachine".into());
+    status.infrastructure_machine_kind = Some(P::Instance::kind(&()).to_string());
     status.observed_generation = pool.meta().generation;
     let mut listed: Vec<DevMachinePoolInstanceStatus> = instances
         .iter()
         .map(|i| DevMachinePoolInstanceStatus {
-            addresses: i
-                .dev_machine
-                .status
-                .as_ref()
-                .and_then(|s| s.addresses.clone()),
-            instance_name: Some(i.dev_machine.name_any()),
-            provider_id: i.dev_machine.spec.provider_id.clone(),
+            addresses: i.infra.status().and_then(|s| s.addresses.clone()),
+            instance_name: Some(i.infra.name_any()),
+            provider_id: i.infra.provider_id().map(String::from),
             version: i.machine.and_then(|m| m.spec.version.clone()),
             ready: Some(i.ready()),
         })
         .collect();
     listed.sort_by(|a, b| a.instance_name.cmp(&b.instance_name));
     status.instances = (!listed.is_empty()).then_some(listed);
-    let replicas_ready = if all_there && instances.iter().all(Instance::ready) {
+    let replicas_ready = if all_there && instances.iter().all(|i| i.ready()) {
         NewCondition::new(REPLICAS_READY, Status::True, conditions::reasons::READY)
     } else if !has_data {
         NewCondition::new(
@@ -459,6 +551,38 @@ mod tests {
             "spec": {"clusterName": "c", "version": version, "bootstrap": {}, "infrastructureRef": {"apiGroup": "g", "kind": "DevMachine", "name": name}},
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_docker_pools_instances_are_docker_machines_of_its_template() {
+        let pool: DockerMachinePool = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"template": {"customImage": "node:a", "extraMounts": [{"containerPath": "/x", "hostPath": "/y"}]}},
+        }))
+        .unwrap();
+        let instance = pool.new_instance(ObjectMeta::default());
+        assert_eq!(
+            instance.spec.docker.node.custom_image.as_deref(),
+            Some("node:a")
+        );
+        assert_eq!(
+            instance
+                .spec
+                .docker
+                .node
+                .extra_mounts
+                .as_ref()
+                .map(Vec::len),
+            Some(1)
+        );
+        assert!(pool.made_as_now(&instance));
+        assert!(pool.kept_by(Backend::Docker) && !pool.kept_by(Backend::InMemory));
+        let mut changed = pool.clone();
+        changed.spec.template.custom_image = Some("node:b".into());
+        assert!(
+            !changed.made_as_now(&instance),
+            "a new image makes it outdated"
+        );
     }
 
     #[test]
@@ -554,11 +678,11 @@ mod tests {
                 .iter()
                 .map(|(n, _, _, _, v, marked)| v.map(|v| machine(n, v, *marked)))
                 .collect();
-            let instances: Vec<Instance> = dev_machines
+            let instances: Vec<Instance<DevMachine>> = dev_machines
                 .iter()
                 .zip(&machines)
                 .map(|(d, m)| Instance {
-                    dev_machine: d,
+                    infra: d,
                     machine: m.as_ref(),
                 })
                 .collect();
