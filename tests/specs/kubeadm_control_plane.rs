@@ -269,8 +269,7 @@ async fn bring_ca(client: &kube::Client, cluster: &str, cert: &str, key: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clusters_come_up_with_cas_made_by_openssl_or_of_the_asked_algorithm_and_say_which_secret_cannot_sign()
- {
+async fn clusters_come_up_with_brought_or_asked_for_cas_and_name_an_unusable_one() {
     use capictl::api::InMemoryCluster;
     let client = kubeadm_management().await;
     // RSA (PKCS#1, as `openssl genrsa -traditional` and kubeadm write it) and EC (SEC1, as
