@@ -168,6 +168,14 @@ pub async fn run(
         Some(Arc::new(etcd) as Arc<dyn EtcdClients>),
         options.metrics.clone(),
     );
+    if options.runs(CrdSet::Core) {
+        ctx.watch_provider_owners(
+            PROVIDERS
+                .iter()
+                .filter(|p| options.runs(p.crds))
+                .flat_map(|p| p.crds.crd_names()),
+        );
+    }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let wiring = Wiring {
         client: client.clone(),

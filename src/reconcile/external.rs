@@ -3,16 +3,18 @@
 //! version to use, so core controllers handle any provider as unstructured objects; and
 //! objects cloned from their templates (upstream's `CreateFromTemplate`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 
+use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::{Context, Error, Result, common};
+use super::{Context, Error, Result, Wakes, common};
 use crate::api;
 use crate::api::common::ContractVersionedObjectReference;
 use crate::api::{CONTRACT_LABEL, CONTRACT_VERSION};
@@ -42,10 +44,32 @@ pub fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
-/// Finds the API version of provider kinds through their CRDs, and caches it.
+/// Finds the API version of provider kinds through their CRDs, and caches it; and, in a
+/// manager running the core controllers, watches the provider kinds they read whose own
+/// controllers run elsewhere, so that their changes wake their owners.
 pub struct Resolver {
     client: Client,
     cache: Mutex<HashMap<(String, String), ApiResource>>,
+    /// None until [`Resolver::watch_owners`]: a resolver that wakes nothing (the CLI's).
+    owner_watches: Mutex<Option<OwnerWatches>>,
+}
+
+/// The provider kinds (by CRD name) whose changes wake their owners from here.
+struct OwnerWatches {
+    wakes: Wakes,
+    /// Kinds whose controllers run in this process: each change of theirs wakes its owners
+    /// already ([`crate::reconcile::runtime::Wiring::controller`]).
+    watched_here: HashSet<String>,
+    /// The watches started for the others, stopped with the resolver.
+    started: HashMap<String, tokio::task::AbortHandle>,
+}
+
+impl Drop for Resolver {
+    fn drop(&mut self) {
+        if let Some(watches) = self.owner_watches.get_mut().unwrap().as_ref() {
+            watches.started.values().for_each(|w| w.abort());
+        }
+    }
 }
 
 impl Resolver {
@@ -53,7 +77,50 @@ impl Resolver {
         Resolver {
             client,
             cache: Mutex::new(HashMap::new()),
+            owner_watches: Mutex::new(None),
         }
+    }
+
+    /// From now on, a provider kind [`Resolver::get`] reads whose CRD is not among
+    /// `watched_here` is watched, and each change of one of its objects wakes the Machine,
+    /// Cluster or MachinePool that owns it: the core controllers of a manager that runs
+    /// without that provider's (each provider in its own Deployment, as `init` installs
+    /// them) would otherwise hear of a control plane becoming Available only at their next
+    /// resync.
+    pub fn watch_owners<'a>(&self, wakes: Wakes, watched_here: impl IntoIterator<Item = &'a str>) {
+        *self.owner_watches.lock().unwrap() = Some(OwnerWatches {
+            wakes,
+            watched_here: watched_here.into_iter().map(str::to_string).collect(),
+            started: HashMap::new(),
+        });
+    }
+
+    /// Starts the owner watch of a kind if [`Resolver::watch_owners`] asks for one and it has
+    /// none yet.
+    fn ensure_owner_watch(&self, resource: &ApiResource) {
+        let mut watches = self.owner_watches.lock().unwrap();
+        let Some(watches) = watches.as_mut() else {
+            return;
+        };
+        let crd = format!("{}.{}", resource.plural, resource.group);
+        if watches.watched_here.contains(&crd) || watches.started.contains_key(&crd) {
+            return;
+        }
+        tracing::info!(kind = %crd, "watching a provider kind whose controllers run elsewhere, to wake the objects' owners");
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
+        let wakes = watches.wakes.clone();
+        let task = tokio::spawn(async move {
+            let changes = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .touched_objects();
+            let mut changes = std::pin::pin!(changes);
+            while let Some(change) = changes.next().await {
+                if let Ok(object) = change {
+                    wakes.owners_of(&object.metadata);
+                }
+            }
+        });
+        watches.started.insert(crd, task.abort_handle());
     }
 
     /// The API resource of a kind in a group, at the newest version implementing the contract.
@@ -134,11 +201,13 @@ impl Resolver {
         namespace: &str,
         reference: &ContractVersionedObjectReference,
     ) -> Result<Option<DynamicObject>> {
-        Ok(self
-            .api(namespace, reference)
-            .await?
-            .get_opt(&reference.name)
-            .await?)
+        let resource = self.resource(&reference.api_group, &reference.kind).await?;
+        self.ensure_owner_watch(&resource);
+        Ok(
+            Api::<DynamicObject>::namespaced_with(self.client.clone(), namespace, &resource)
+                .get_opt(&reference.name)
+                .await?,
+        )
     }
 
     /// Makes `cluster` an owner of the template a reference names, as upstream's MachineSet

@@ -50,12 +50,58 @@ pub struct Context {
     machines: std::sync::OnceLock<Cache<crate::api::Machine>>,
     clusters: std::sync::OnceLock<Cache<crate::api::Cluster>>,
     /// Machines whose infrastructure machine or bootstrap config changed, and Clusters whose
-    /// infrastructure cluster or control plane changed: any object a controller here watches
-    /// wakes the Machine that controls it and the Clusters that own it, as upstream's
-    /// controllers watch the provider objects they refer to.
-    machine_wakes: tokio::sync::broadcast::Sender<ObjectRef<crate::api::Machine>>,
-    cluster_wakes: tokio::sync::broadcast::Sender<ObjectRef<crate::api::Cluster>>,
-    machine_pool_wakes: tokio::sync::broadcast::Sender<ObjectRef<crate::api::MachinePool>>,
+    /// infrastructure cluster or control plane changed.
+    wakes: Wakes,
+}
+
+/// The owners a changed provider object wakes: the Machine that controls it, the Clusters and
+/// MachinePools that own it, as upstream's controllers watch the provider objects they refer
+/// to. Any object a controller here watches wakes them ([`runtime::Wiring::controller`]); the
+/// provider kinds whose controllers run in another process are watched for it
+/// ([`external::Resolver::watch_owners`]).
+#[derive(Clone)]
+pub struct Wakes {
+    machines: tokio::sync::broadcast::Sender<ObjectRef<crate::api::Machine>>,
+    clusters: tokio::sync::broadcast::Sender<ObjectRef<crate::api::Cluster>>,
+    machine_pools: tokio::sync::broadcast::Sender<ObjectRef<crate::api::MachinePool>>,
+}
+
+impl Wakes {
+    fn new() -> Wakes {
+        Wakes {
+            machines: tokio::sync::broadcast::channel(16 * 1024).0,
+            clusters: tokio::sync::broadcast::channel(16 * 1024).0,
+            machine_pools: tokio::sync::broadcast::channel(16 * 1024).0,
+        }
+    }
+
+    /// Wakes the Machine that controls `object` and the Clusters and MachinePools that own it.
+    /// A receiver that falls behind misses wakes; the requeues of those waiting make up for
+    /// them.
+    pub fn owners_of(&self, object: &kube::api::ObjectMeta) {
+        let namespace = object.namespace.as_deref().unwrap_or_default();
+        for owner in object.owner_references.iter().flatten() {
+            if !owner.api_version.starts_with("cluster.x-k8s.io/") {
+                continue;
+            }
+            // No receiver is fine: that controller is not running.
+            fn wake<K: kube::Resource<DynamicType = ()>>(
+                wakes: &tokio::sync::broadcast::Sender<ObjectRef<K>>,
+                name: &str,
+                namespace: &str,
+            ) {
+                let _ = wakes.send(ObjectRef::new(name).within(namespace));
+            }
+            match owner.kind.as_str() {
+                "Machine" if owner.controller == Some(true) => {
+                    wake(&self.machines, &owner.name, namespace)
+                }
+                "Cluster" => wake(&self.clusters, &owner.name, namespace),
+                "MachinePool" => wake(&self.machine_pools, &owner.name, namespace),
+                _ => {}
+            }
+        }
+    }
 }
 
 impl Context {
@@ -75,9 +121,7 @@ impl Context {
             backoff: Backoff::default(),
             machines: std::sync::OnceLock::new(),
             clusters: std::sync::OnceLock::new(),
-            machine_wakes: tokio::sync::broadcast::channel(16 * 1024).0,
-            cluster_wakes: tokio::sync::broadcast::channel(16 * 1024).0,
-            machine_pool_wakes: tokio::sync::broadcast::channel(16 * 1024).0,
+            wakes: Wakes::new(),
             client,
         })
     }
@@ -98,48 +142,30 @@ impl Context {
         })
     }
 
-    /// Wakes the Machine that controls `object` and the Clusters and MachinePools that own it. A receiver
-    /// that falls behind misses wakes; the requeues of those waiting make up for them.
+    /// Wakes the owners of a changed object ([`Wakes::owners_of`]).
     pub fn wake_owners(&self, object: &kube::api::ObjectMeta) {
-        let namespace = object.namespace.as_deref().unwrap_or_default();
-        for owner in object.owner_references.iter().flatten() {
-            if !owner.api_version.starts_with("cluster.x-k8s.io/") {
-                continue;
-            }
-            // No receiver is fine: that controller is not running.
-            match owner.kind.as_str() {
-                "Machine" if owner.controller == Some(true) => {
-                    let _ = self
-                        .machine_wakes
-                        .send(ObjectRef::new(&owner.name).within(namespace));
-                }
-                "Cluster" => {
-                    let _ = self
-                        .cluster_wakes
-                        .send(ObjectRef::new(&owner.name).within(namespace));
-                }
-                "MachinePool" => {
-                    let _ = self
-                        .machine_pool_wakes
-                        .send(ObjectRef::new(&owner.name).within(namespace));
-                }
-                _ => {}
-            }
-        }
+        self.wakes.owners_of(object);
+    }
+
+    /// From now on, the provider kinds the controllers here read whose CRDs are not among
+    /// `watched_here` are watched to wake their objects' owners
+    /// ([`external::Resolver::watch_owners`]).
+    pub fn watch_provider_owners<'a>(&self, watched_here: impl IntoIterator<Item = &'a str>) {
+        self.external.watch_owners(self.wakes.clone(), watched_here);
     }
 
     /// The Machines [`Context::wake_owners`] woke, from now on.
     pub fn machine_wakes(
         &self,
     ) -> impl futures::Stream<Item = ObjectRef<crate::api::Machine>> + Send + 'static {
-        crate::cache::received(&self.machine_wakes)
+        crate::cache::received(&self.wakes.machines)
     }
 
     /// The Clusters [`Context::wake_owners`] woke, from now on.
     pub fn cluster_wakes(
         &self,
     ) -> impl futures::Stream<Item = ObjectRef<crate::api::Cluster>> + Send + 'static {
-        crate::cache::received(&self.cluster_wakes)
+        crate::cache::received(&self.wakes.clusters)
     }
 
     /// The MachinePools [`Context::wake_owners`] woke (their bootstrap configs and
@@ -147,7 +173,7 @@ impl Context {
     pub fn machine_pool_wakes(
         &self,
     ) -> impl futures::Stream<Item = ObjectRef<crate::api::MachinePool>> + Send + 'static {
-        crate::cache::received(&self.machine_pool_wakes)
+        crate::cache::received(&self.wakes.machine_pools)
     }
 
     /// All Clusters of the management cluster, cached alike.

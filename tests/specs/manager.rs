@@ -106,3 +106,88 @@ async fn a_cache_finds_the_objects_of_its_first_list_by_label() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Each provider in a manager of its own, as `init` installs them (one Deployment each): the
+/// core's Cluster controller still hears of a change of the control plane it mirrors at once,
+/// not at its resync ten minutes later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_controllers_hear_of_provider_objects_whose_controllers_run_elsewhere() {
+    use capictl::api::{Cluster, KubeadmControlPlane};
+    use capictl::apiserver::store::Store;
+    use kube::api::{Patch, PatchParams};
+    use serde_json::json;
+
+    use crate::common::fixtures::{apply_in_memory_cluster, until_available};
+
+    let running = |sets: &[CrdSet]| manager::Options {
+        providers: sets
+            .iter()
+            .map(|s| s.provider_label().to_string())
+            .collect(),
+        ..Default::default()
+    };
+    let client = management_with(
+        Store::in_memory(),
+        &[
+            CrdSet::Core,
+            CrdSet::KubeadmBootstrap,
+            CrdSet::KubeadmControlPlane,
+            CrdSet::InMemory,
+        ],
+        running(&[CrdSet::Core]),
+    )
+    .await;
+    let providers = running(&[
+        CrdSet::KubeadmBootstrap,
+        CrdSet::KubeadmControlPlane,
+        CrdSet::InMemory,
+    ]);
+    let c = client.clone();
+    tokio::spawn(async move { manager::run(c, providers, std::future::pending()).await });
+    apply_in_memory_cluster(&client, "split", "v1.31.2", 1, 1).await;
+    until_available(&client, "split", 120).await;
+
+    // The control plane, paused, says what only this test writes: the Cluster says it too.
+    let kcps: Api<KubeadmControlPlane> = Api::namespaced(client.clone(), NS);
+    let name = "split-control-plane";
+    kcps.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}})),
+    )
+    .await
+    .unwrap();
+    let mut status = until("the control plane is Paused", 30, async || {
+        let status = kcps.get(name).await.ok()?.status?;
+        condition_true(status.conditions.as_ref(), "Paused").then_some(status)
+    })
+    .await;
+    for c in status.conditions.iter_mut().flatten() {
+        if c.type_ == "Available" {
+            c.status = "False".into();
+            c.reason = "HeldByTest".into();
+            c.message = "the test holds it".into();
+        }
+    }
+    kcps.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditions": status.conditions}})),
+    )
+    .await
+    .unwrap();
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    until(
+        "the Cluster mirrors its control plane's Available",
+        30,
+        async || {
+            let c = clusters.get("split").await.ok()?;
+            c.status?
+                .conditions?
+                .into_iter()
+                .any(|c| c.type_ == "ControlPlaneAvailable" && c.message == "the test holds it")
+                .then_some(())
+        },
+    )
+    .await;
+}
