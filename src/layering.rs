@@ -17,9 +17,26 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("gotemplate", &["yaml"]),
     ("metrics", &[]),
     ("pki", &[]),
+    ("https", &["pki"]),
     ("kubeconfig", &["pki", "yaml"]),
     // A generic Kubernetes API server: it knows no Cluster API (no `api`).
-    ("apiserver", &["build_info", "metrics", "pki", "yaml"]),
+    (
+        "apiserver",
+        &["build_info", "https", "metrics", "pki", "yaml"],
+    ),
+    // Runtime Extensions: calling their hooks, and serving them.
+    (
+        "extensions",
+        &[
+            "api",
+            "apiserver",
+            "cache",
+            "conditions",
+            "https",
+            "kubernetes",
+            "pki",
+        ],
+    ),
     // Contracts and clients below the reconcilers.
     ("kubeadm", &["api", "kubeconfig", "pki", "yaml"]),
     (
@@ -36,6 +53,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "apiserver",
             "cache",
             "conditions",
+            "extensions",
             "kubeadm",
             "metrics",
             "workload",
@@ -50,6 +68,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "apiserver",
             "cache",
             "conditions",
+            "extensions",
             "gotemplate",
             "kubeadm",
             "kubeconfig",

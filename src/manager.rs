@@ -100,6 +100,7 @@ const PROVIDERS: [Provider; 5] = [
                 crate::controllers::machine_health_check::controller(w),
                 crate::controllers::cluster_resource_set::controller(w),
                 crate::controllers::cluster_resource_set_binding::controller(w),
+                crate::controllers::extension_config::controller(w),
             ]
         },
     },

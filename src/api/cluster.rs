@@ -38,6 +38,7 @@ pub mod reasons {
     pub const INITIALIZED: &str = "Initialized";
     pub const NOT_INITIALIZED: &str = "NotInitialized";
     pub const WAITING_FOR_CONTROL_PLANE_DELETION: &str = "WaitingForControlPlaneDeletion";
+    pub const WAITING_FOR_BEFORE_DELETE_HOOK: &str = "WaitingForBeforeDeleteHook";
 }
 
 /// The finalizer the Cluster controller keeps until everything the Cluster made is gone.

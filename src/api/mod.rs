@@ -23,6 +23,7 @@ pub mod machine_drain_rule;
 pub mod machine_health_check;
 pub mod machine_pool;
 pub mod machine_set;
+pub mod runtime;
 mod schema;
 
 use std::collections::BTreeMap;
@@ -80,6 +81,7 @@ pub use machine_set::{
     DELETE_MACHINE_ANNOTATION, DISABLE_CREATE_ANNOTATION, MACHINE_SET_FINALIZER,
     SKIP_PREFLIGHT_ANNOTATION,
 };
+pub use runtime::ExtensionConfig;
 
 /// The Cluster API contract these types implement.
 pub const CONTRACT_VERSION: &str = "v1beta2";
@@ -99,7 +101,7 @@ type Kind = (&'static str, fn() -> CustomResourceDefinition);
 pub enum CrdSet {
     /// cluster.x-k8s.io: Cluster, Machine, MachineSet, MachineDeployment, MachinePool,
     /// MachineHealthCheck, MachineDrainRule, ClusterClass; addons.cluster.x-k8s.io: ClusterResourceSet,
-    /// ClusterResourceSetBinding.
+    /// ClusterResourceSetBinding; runtime.cluster.x-k8s.io: ExtensionConfig.
     Core,
     /// bootstrap.cluster.x-k8s.io: KubeadmConfig, KubeadmConfigTemplate.
     KubeadmBootstrap,
@@ -154,6 +156,7 @@ impl CrdSet {
                 of::<MachineDrainRule>(),
                 of::<ClusterResourceSet>(),
                 of::<ClusterResourceSetBinding>(),
+                of::<ExtensionConfig>(),
             ],
             CrdSet::KubeadmBootstrap => vec![of::<KubeadmConfig>(), of::<KubeadmConfigTemplate>()],
             CrdSet::KubeadmControlPlane => vec![

@@ -17,7 +17,7 @@
 //! [`admit`] does the calls.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use base64::Engine;
@@ -27,12 +27,12 @@ use super::admission::Operation;
 use super::selector::LabelSelector;
 use super::status::ApiError;
 use super::{ApiServer, User};
+use crate::https::Destination;
 
 const GROUP: &str = "admissionregistration.k8s.io";
 /// How long a webhook may take when its configuration does not say (`timeoutSeconds`).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest AdmissionReview a webhook may answer with.
-const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -324,16 +324,6 @@ fn denial(name: &str, status: &Value) -> ApiError {
     error
 }
 
-/// Where a webhook is called: the address to connect to, the name its certificate must carry,
-/// the request path and the CA bundle to trust (the system's roots without one).
-#[derive(Clone, Debug, PartialEq)]
-struct Destination {
-    address: String,
-    server_name: String,
-    path: String,
-    ca_bundle: Option<Vec<u8>>,
-}
-
 /// The webhook's `clientConfig` resolved: a `url`, or a Service's ready endpoint for the
 /// Service port `service.port` (443 unless given).
 fn resolve(server: &ApiServer, config: &Value) -> Result<Destination, String> {
@@ -421,85 +411,6 @@ fn strings_at<'a>(list: &'a Value, field: &'a str) -> impl Iterator<Item = &'a s
         .into_iter()
         .flatten()
         .filter_map(move |entry| entry[field].as_str())
-}
-
-/// The system's CA certificates, read from disk once.
-static SYSTEM_ROOTS: LazyLock<rustls::RootCertStore> = LazyLock::new(|| {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    roots
-});
-
-/// The TLS client for a webhook: its CA bundle, or the system's roots.
-fn tls_config(ca_bundle: Option<&[u8]>) -> Result<rustls::ClientConfig, String> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    match ca_bundle {
-        Some(pem) => {
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| format!("clientConfig.caBundle: {e}"))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("clientConfig.caBundle: {e}"))?;
-            }
-            if roots.is_empty() {
-                return Err("clientConfig.caBundle holds no certificate".to_string());
-            }
-        }
-        None => roots = SYSTEM_ROOTS.clone(),
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth())
-}
-
-/// POSTs the review to the destination and reads the answer.
-async fn post(destination: &Destination, body: Vec<u8>) -> Result<Value, String> {
-    use http_body_util::BodyExt;
-    let config = tls_config(destination.ca_bundle.as_deref())?;
-    let name = rustls::pki_types::ServerName::try_from(destination.server_name.clone())
-        .map_err(|e| format!("{:?}: {e}", destination.server_name))?;
-    let url = format!("https://{}{}", destination.address, destination.path);
-    let tcp = tokio::net::TcpStream::connect(&destination.address)
-        .await
-        .map_err(|e| format!("Post {url:?}: dial tcp {}: {e}", destination.address))?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| format!("Post {url:?}: tls: {e}"))?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-            .await
-            .map_err(|e| format!("Post {url:?}: {e}"))?;
-    let driver = tokio::spawn(connection);
-    let request = http::Request::post(destination.path.as_str())
-        .header(http::header::HOST, destination.server_name.as_str())
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(http::header::ACCEPT, "application/json")
-        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| format!("Post {url:?}: {e}"))?;
-    let status = response.status();
-    let body = http_body_util::Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
-        .collect()
-        .await
-        .map_err(|e| format!("Post {url:?}: reading the answer: {e}"))?
-        .to_bytes();
-    driver.abort();
-    if !status.is_success() {
-        return Err(format!(
-            "Post {url:?}: the webhook answered {status}: {}",
-            String::from_utf8_lossy(&body[..body.len().min(256)])
-        ));
-    }
-    serde_json::from_slice(&body).map_err(|e| format!("the webhook's answer is not JSON: {e}"))
 }
 
 /// The stored webhook configurations of a phase, in kube-apiserver's order (by name).
@@ -596,14 +507,15 @@ pub async fn admit(
                     .as_u64()
                     .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
                 let body = serde_json::to_vec(&review).expect("JSON values serialize");
-                let answered = tokio::time::timeout(timeout, post(&destination, body))
-                    .await
-                    .map_err(|_| {
-                        format!(
-                            "Post \"https://{}{}\": context deadline exceeded",
-                            destination.address, destination.path
-                        )
-                    })??;
+                let answered =
+                    tokio::time::timeout(timeout, crate::https::post_json(&destination, body))
+                        .await
+                        .map_err(|_| {
+                            format!(
+                                "Post \"https://{}{}\": context deadline exceeded",
+                                destination.address, destination.path
+                            )
+                        })??;
                 answer(name, &answered, &uid)
             }
             .await;

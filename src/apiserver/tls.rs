@@ -18,6 +18,13 @@ pub struct ServerTls {
     pub(super) client_chains: Option<Arc<ClientCas>>,
 }
 
+impl ServerTls {
+    /// The rustls configuration, for a server of its own (a Runtime Extension's).
+    pub fn rustls_config(&self) -> Arc<rustls::ServerConfig> {
+        self.config.clone()
+    }
+}
+
 /// A TLS configuration that serves `serving` and checks client certificates against the CAs
 /// in `client_ca` (PEM; kube-apiserver's `--client-ca-file`); clients without a certificate
 /// are let through as anonymous.
@@ -258,8 +265,8 @@ pub(super) fn verified_user(
     user_of(end_entity)
 }
 
-/// A TLS configuration that serves `serving` to any client (an admission webhook server: the
-/// API server calling it is trusted through the webhook configuration's caBundle instead).
+/// A TLS configuration that serves `serving` to any client (an admission webhook server or a
+/// Runtime Extension: the caller trusts it through a caBundle instead).
 pub fn plain_server_config(serving: &KeyPairPem) -> Result<ServerTls, PkiError> {
     let chain: Vec<CertificateDer<'static>> =
         CertificateDer::pem_slice_iter(serving.cert.as_bytes()).collect::<Result<_, _>>()?;

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod cluster_class;
 pub mod cluster_resource_set;
 pub mod cluster_resource_set_binding;
+pub mod extension_config;
 pub mod kubeadm_config;
 pub mod kubeadm_control_plane;
 pub mod machine;

@@ -81,6 +81,7 @@ with_conditions!(
     crate::api::DevMachine => crate::api::docker::DockerMachineStatus,
     crate::api::ClusterClass => crate::api::cluster_class::ClusterClassStatus,
     crate::api::ClusterResourceSet => crate::api::cluster_resource_set::ClusterResourceSetStatus,
+    crate::api::ExtensionConfig => crate::api::runtime::ExtensionConfigStatus,
 );
 
 /// The pause guard's write: a paused object gets its `Paused` condition (and nothing else),

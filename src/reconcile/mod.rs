@@ -47,6 +47,8 @@ pub struct Context {
     pub events: events::Recorder,
     /// The controllers' series (reconciles, queues, client requests).
     pub metrics: Arc<metrics::ControllerMetrics>,
+    /// The Runtime Extensions the ExtensionConfigs register, whose hooks the controllers call.
+    pub extensions: crate::extensions::Extensions,
     machines: std::sync::OnceLock<Cache<crate::api::Machine>>,
     clusters: std::sync::OnceLock<Cache<crate::api::Cluster>>,
     /// Machines whose infrastructure machine or bootstrap config changed, and Clusters whose
@@ -117,6 +119,7 @@ impl Context {
             metrics,
             events: events::Recorder::new(client.clone()),
             external: external::Resolver::new(client.clone()),
+            extensions: crate::extensions::Extensions::new(client.clone()),
             workloads: WorkloadClusters::new(client.clone()),
             backoff: Backoff::default(),
             machines: std::sync::OnceLock::new(),
@@ -231,6 +234,8 @@ pub enum Error {
     Workload(#[from] WorkloadError),
     #[error(transparent)]
     Cache(#[from] CacheError),
+    #[error(transparent)]
+    Extension(#[from] crate::extensions::ExtensionError),
     #[error("{0}")]
     Invalid(String),
     #[error("reading {what}: {source}")]

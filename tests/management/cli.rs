@@ -236,7 +236,7 @@ fn completion_scripts_in_the_repository_are_current() {
 fn generate_crds_prints_one_provider_or_all() {
     let all: Vec<serde_json::Value> =
         capictl::yaml::from_multiple(&stdout(&capictl(&["generate", "crds"]))).unwrap();
-    assert_eq!(all.len(), 31);
+    assert_eq!(all.len(), 32);
     assert!(all.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
 
     let docker: Vec<serde_json::Value> = capictl::yaml::from_multiple(&stdout(&capictl(&[
@@ -275,7 +275,7 @@ fn generate_crds_prints_one_provider_or_all() {
         "core,clusterctl",
     ])))
     .unwrap();
-    assert_eq!(two.len(), 11);
+    assert_eq!(two.len(), 12);
 }
 
 fn capictl_env(args: &[&str], env: &[(&str, &str)]) -> Output {

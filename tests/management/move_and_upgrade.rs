@@ -496,7 +496,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: mover}
 rules:
-- apiGroups: ["", "apiextensions.k8s.io", "clusterctl.cluster.x-k8s.io", "addons.cluster.x-k8s.io", "bootstrap.cluster.x-k8s.io", "controlplane.cluster.x-k8s.io", "infrastructure.cluster.x-k8s.io"]
+- apiGroups: ["", "apiextensions.k8s.io", "clusterctl.cluster.x-k8s.io", "addons.cluster.x-k8s.io", "runtime.cluster.x-k8s.io", "bootstrap.cluster.x-k8s.io", "controlplane.cluster.x-k8s.io", "infrastructure.cluster.x-k8s.io"]
   resources: ["*"]
   verbs: ["*"]
 - apiGroups: ["cluster.x-k8s.io"]

@@ -15,4 +15,5 @@ mod machine_health_check;
 mod machine_pool;
 mod manager;
 mod mover;
+mod runtime_extensions;
 mod workloads;

@@ -26,6 +26,22 @@ pub(super) async fn reconcile_delete(
     api: &Api<Cluster>,
     cluster: &Cluster,
 ) -> Result<Action> {
+    // A Cluster with a topology waits for the BeforeClusterDelete hooks, which the topology
+    // controller calls, before anything of it goes.
+    if !ctx
+        .extensions
+        .may_delete(cluster)
+        .await
+        .step("reading the Runtime Extensions")?
+    {
+        return record_deleting(
+            api,
+            cluster,
+            api::cluster::reasons::WAITING_FOR_BEFORE_DELETE_HOOK,
+            "Waiting for BeforeClusterDelete hook".into(),
+        )
+        .await;
+    }
     let ns = cluster.namespace().unwrap_or_default();
     let uid = cluster.uid().unwrap_or_default();
     let d = Descendants::gather(ctx, cluster)
@@ -100,18 +116,7 @@ pub(super) async fn reconcile_delete(
         ))
     };
     if let Some((reason, message)) = waiting_for {
-        let mut status = cluster.status.clone().unwrap_or_default();
-        status.phase = Some("Deleting".into());
-        common::set_conditions(
-            &mut status.conditions,
-            cluster.meta().generation,
-            vec![
-                NewCondition::new(conditions::types::DELETING, Status::True, reason)
-                    .message(message),
-            ],
-        );
-        common::write_status(api, &cluster.name_any(), cluster.status.as_ref(), &status).await?;
-        return Ok(Action::requeue(Duration::from_secs(2)));
+        return record_deleting(api, cluster, reason, message).await;
     }
     ctx.workloads.forget(&ns, &cluster.name_any());
     common::remove_finalizer(api, cluster, api::CLUSTER_FINALIZER).await?;
@@ -123,6 +128,24 @@ pub(super) async fn reconcile_delete(
         "Everything the Cluster owned is gone; the Cluster is deleted",
     );
     Ok(Action::await_change())
+}
+
+/// Records what the deletion waits for in the `Deleting` condition, and waits.
+async fn record_deleting(
+    api: &Api<Cluster>,
+    cluster: &Cluster,
+    reason: &'static str,
+    message: String,
+) -> Result<Action> {
+    let mut status = cluster.status.clone().unwrap_or_default();
+    status.phase = Some("Deleting".into());
+    common::set_conditions(
+        &mut status.conditions,
+        cluster.meta().generation,
+        vec![NewCondition::new(conditions::types::DELETING, Status::True, reason).message(message)],
+    );
+    common::write_status(api, &cluster.name_any(), cluster.status.as_ref(), &status).await?;
+    Ok(Action::requeue(Duration::from_secs(2)))
 }
 
 /// Deletes the control plane, then the infrastructure cluster; what is still waited for

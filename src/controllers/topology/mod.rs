@@ -16,6 +16,7 @@
 //! `capictl topology plan` shows.
 
 pub mod desired;
+mod hooks;
 pub mod patches;
 pub mod versions;
 
@@ -617,6 +618,9 @@ async fn current_state(ctx: &Context, cluster: &Cluster) -> Result<(Current, Vec
             control_plane_machines,
             deployments,
             pools,
+            upgrade_hold: None,
+            workers_hold: None,
+            finish_hold: None,
         },
         health_checks,
     ))
@@ -783,13 +787,27 @@ async fn reconcile_topology(cluster: &Cluster, ctx: &Context, mode: Mode) -> Res
         ));
     }
     if common::deleting(cluster) {
-        return Ok(Outcome::Report(
-            NewCondition::new(
-                reasons::TOPOLOGY_RECONCILED,
-                Status::False,
-                reasons::DELETING,
+        let deleting = |message: String, action| {
+            Outcome::Report(
+                NewCondition::new(
+                    reasons::TOPOLOGY_RECONCILED,
+                    Status::False,
+                    reasons::DELETING,
+                )
+                .message(message),
+                action,
             )
-            .message("Cluster is deleting"),
+        };
+        if mode == Mode::Apply
+            && let Some(hold) = hooks::before_cluster_delete(ctx, cluster).await?
+        {
+            return Ok(deleting(
+                format!("Cluster is deleting. {}", hold.message),
+                Action::requeue(hold.retry_after),
+            ));
+        }
+        return Ok(deleting(
+            "Cluster is deleting".into(),
             Action::await_change(),
         ));
     }
@@ -802,6 +820,19 @@ async fn reconcile_topology(cluster: &Cluster, ctx: &Context, mode: Mode) -> Res
             ));
         }
     };
+    if mode == Mode::Apply
+        && let Some(hold) = hooks::before_cluster_create(ctx, cluster).await?
+    {
+        return Ok(Outcome::Report(
+            NewCondition::new(
+                reasons::TOPOLOGY_RECONCILED,
+                Status::False,
+                reasons::CLUSTER_CREATING,
+            )
+            .message(hold.message),
+            Action::requeue(hold.retry_after),
+        ));
+    }
     let reconciled = match topology_objects(cluster, ctx, &class, mode).await? {
         Ok(r) => r,
         Err(message) => {
@@ -811,6 +842,9 @@ async fn reconcile_topology(cluster: &Cluster, ctx: &Context, mode: Mode) -> Res
             ));
         }
     };
+    if mode == Mode::Apply {
+        hooks::after_control_plane_initialized(ctx, cluster).await?;
+    }
     let progress = &reconciled.desired.progress;
     let lines: String = progress
         .lines
@@ -870,7 +904,10 @@ async fn topology_objects(
         }
         Err(e) => return Err(e),
     };
-    let (current, health_checks) = current_state(ctx, cluster).await?;
+    let (mut current, health_checks) = current_state(ctx, cluster).await?;
+    if mode == Mode::Apply {
+        hooks::upgrade(ctx, cluster, &mut current).await?;
+    }
     let mut desired = match desired::generate(cluster, &blueprint, &current, &variables) {
         Ok(d) => d,
         Err(message) => return Ok(Err(message)),

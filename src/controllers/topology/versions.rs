@@ -50,6 +50,14 @@ pub struct Current {
     pub deployments: BTreeMap<String, DeploymentNow>,
     /// The MachinePools, by name in the topology.
     pub pools: BTreeMap<String, DeploymentNow>,
+    /// Why the control plane may not start its upgrade yet (the BeforeClusterUpgrade or
+    /// BeforeControlPlaneUpgrade hooks hold it), if they do.
+    pub upgrade_hold: Option<String>,
+    /// Why the workers may not start theirs (AfterControlPlaneUpgrade or BeforeWorkersUpgrade).
+    pub workers_hold: Option<String>,
+    /// Why the upgrade is not over though every part has its version (AfterWorkersUpgrade or
+    /// AfterClusterUpgrade).
+    pub finish_hold: Option<String>,
 }
 
 impl Current {
@@ -87,6 +95,43 @@ pub struct Plan {
     /// The same of the MachinePools.
     pub pool_versions: BTreeMap<String, String>,
     pub progress: Progress,
+}
+
+/// Whether the control plane has the topology's version and is done with it.
+pub fn control_plane_upgraded(cluster: &Cluster, current: &Current) -> bool {
+    let target = cluster.spec.topology.as_ref().map(|t| t.version.as_str());
+    current.control_plane.as_ref().is_some_and(|cp| {
+        version_at(&cp.object, &["spec", "version"]) == target && !cp.provisioning && !cp.upgrading
+    })
+}
+
+/// Whether a worker still has another version than the topology's, or is still moving.
+pub fn workers_upgrading(cluster: &Cluster, current: &Current) -> bool {
+    let target = cluster.spec.topology.as_ref().map(|t| t.version.as_str());
+    current.workers().any(|w| {
+        w.upgrading || version_at(&w.object, &["spec", "template", "spec", "version"]) != target
+    })
+}
+
+/// The version of the first worker that does not have the topology's yet.
+pub fn workers_behind_at(cluster: &Cluster, current: &Current) -> Option<String> {
+    let target = cluster.spec.topology.as_ref().map(|t| t.version.as_str());
+    current
+        .workers()
+        .filter_map(|w| version_at(&w.object, &["spec", "template", "spec", "version"]))
+        .find(|v| Some(*v) != target)
+        .map(str::to_string)
+}
+
+/// The control plane's version now and the one the plan gives it when the plan starts its
+/// upgrade in this reconcile: when the BeforeClusterUpgrade hooks are asked.
+pub fn upgrade_starts(cluster: &Cluster, current: &Current) -> Option<(String, String)> {
+    let now = version_at(
+        &current.control_plane.as_ref()?.object,
+        &["spec", "version"],
+    )?;
+    let planned = plan(cluster, current).ok()?.control_plane_version;
+    (planned != now).then(|| (now.to_string(), planned))
 }
 
 fn version_at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a str> {
@@ -159,6 +204,12 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
                     .lines
                     .push(format!("{name} pending upgrade to version {target}"));
                 (spec, false)
+            } else if let Some(hold) = &current.upgrade_hold {
+                progress.lines.push(hold.clone());
+                progress
+                    .lines
+                    .push(format!("{name} pending upgrade to version {target}"));
+                (spec, false)
             } else {
                 progress
                     .lines
@@ -169,6 +220,7 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
     };
 
     // The MachineDeployments, then the MachinePools, in order.
+    progress.lines.extend(current.workers_hold.clone());
     let limit = concurrency(cluster)?;
     let mut upgrading = current.workers().filter(|d| d.upgrading).count();
     let mut held = false;
@@ -229,7 +281,7 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
                 .upgrading
                 .then(|| format!("{kind} {name} upgrading to version {target}"));
             (version, line)
-        } else if !control_plane_stable {
+        } else if !control_plane_stable || current.workers_hold.is_some() {
             (
                 version,
                 Some(format!("{kind} {name} pending upgrade to version {target}")),
@@ -269,6 +321,10 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
     if current.control_plane.as_ref().is_some_and(|cp| {
         version_at(&cp.object, &["spec", "version"]) != Some(target.as_str()) || cp.upgrading
     }) {
+        progress.upgrading = true;
+    }
+    if let Some(hold) = &current.finish_hold {
+        progress.lines.push(hold.clone());
         progress.upgrading = true;
     }
     Ok(Plan {
@@ -407,6 +463,62 @@ mod tests {
         let p = plan(&c2, &current(Some(cp("v1.31.0", false, false)), &old)).unwrap();
         assert_eq!(p.deployment_versions["b"], "v1.31.0");
         assert_eq!(p.deployment_versions["c"], "v1.30.4");
+    }
+
+    #[test]
+    fn lifecycle_hooks_hold_each_part_of_an_upgrade() {
+        let c = cluster("v1.31.0", json!({}), three());
+        let old = [
+            ("a", md("v1.30.4", false)),
+            ("b", md("v1.30.4", false)),
+            ("c", md("v1.30.4", false)),
+        ];
+        let hold = |message: &str| Some(message.to_string());
+        // The hooks before the control plane's upgrade keep it where it is, and say so.
+        let mut now = current(Some(cp("v1.30.4", false, false)), &old);
+        assert_eq!(
+            upgrade_starts(&c, &now),
+            Some(("v1.30.4".into(), "v1.31.0".into()))
+        );
+        now.upgrade_hold = hold("Following hooks are blocking upgrade: BeforeClusterUpgrade");
+        let p = plan(&c, &now).unwrap();
+        assert_eq!(p.control_plane_version, "v1.30.4");
+        assert_eq!(
+            p.progress.lines[..2],
+            [
+                "Following hooks are blocking upgrade: BeforeClusterUpgrade",
+                "KubeadmControlPlane pending upgrade to version v1.31.0"
+            ]
+        );
+        assert!(p.progress.upgrading);
+        // Those after it keep the workers.
+        let mut now = current(Some(cp("v1.31.0", false, false)), &old);
+        assert!(control_plane_upgraded(&c, &now));
+        assert!(workers_upgrading(&c, &now));
+        assert_eq!(workers_behind_at(&c, &now).as_deref(), Some("v1.30.4"));
+        now.workers_hold = hold("Following hooks are blocking upgrade: AfterControlPlaneUpgrade");
+        let p = plan(&c, &now).unwrap();
+        assert!(versions(&p).iter().all(|(_, v)| v == "v1.30.4"));
+        assert_eq!(
+            p.progress.lines[0],
+            "Following hooks are blocking upgrade: AfterControlPlaneUpgrade"
+        );
+        // The last ones keep the upgrade from being over.
+        let new = [
+            ("a", md("v1.31.0", false)),
+            ("b", md("v1.31.0", false)),
+            ("c", md("v1.31.0", false)),
+        ];
+        let mut now = current(Some(cp("v1.31.0", false, false)), &new);
+        assert!(!workers_upgrading(&c, &now));
+        assert!(!plan(&c, &now).unwrap().progress.upgrading);
+        now.finish_hold = hold("Following hooks are blocking upgrade: AfterClusterUpgrade");
+        let p = plan(&c, &now).unwrap();
+        assert!(p.progress.upgrading);
+        assert_eq!(
+            p.progress.lines,
+            ["Following hooks are blocking upgrade: AfterClusterUpgrade"]
+        );
     }
 
     #[test]

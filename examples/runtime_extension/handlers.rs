@@ -1,0 +1,104 @@
+//! The example extension's handlers: one per lifecycle hook, each answering what the Cluster's
+//! ConfigMap `<cluster>-hook-responses` (in the Cluster's namespace) says for it, and noting
+//! the call there — as upstream's test extension does, so that a test or a user can hold an
+//! upgrade or a deletion and let it go with `kubectl patch configmap`.
+//!
+//! - `<Hook>-preloadedResponse`: the answer, as the wire has it, e.g.
+//!   `{"status":"Success","retryAfterSeconds":10,"message":"waiting for the backup"}`;
+//!   without it, Success.
+//! - `<Hook>-actualResponseStatus` and `<Hook>-calls`: written by the extension on each call.
+//!
+//! Without the ConfigMap, every hook answers Success and nothing is noted.
+
+use std::sync::Arc;
+
+use capictl::api::runtime::hooks::{Hook, Request, Response, Status};
+use capictl::extensions::server::ExtensionServer;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+/// The extension: a handler named after each lifecycle hook (`before-cluster-upgrade`, …).
+pub fn extension(client: kube::Client) -> ExtensionServer {
+    Hook::LIFECYCLE
+        .into_iter()
+        .fold(ExtensionServer::new(), |server, hook| {
+            let client = client.clone();
+            server.handler(
+                &handler_name(hook),
+                hook,
+                None,
+                Arc::new(move |request| {
+                    let client = client.clone();
+                    Box::pin(async move { answer(&client, hook, &request).await })
+                }),
+            )
+        })
+}
+
+/// `BeforeClusterUpgrade` → `before-cluster-upgrade`.
+pub fn handler_name(hook: Hook) -> String {
+    let mut name = String::new();
+    for c in hook.name().chars() {
+        if c.is_ascii_uppercase() && !name.is_empty() {
+            name.push('-');
+        }
+        name.push(c.to_ascii_lowercase());
+    }
+    name
+}
+
+async fn answer(client: &kube::Client, hook: Hook, request: &Request) -> Response {
+    let cluster = &request.body["cluster"]["metadata"];
+    let (Some(name), Some(namespace)) = (cluster["name"].as_str(), cluster["namespace"].as_str())
+    else {
+        return Response::new(hook, Status::Failure, "the request names no Cluster");
+    };
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let config_map = format!("{name}-hook-responses");
+    let data = match config_maps.get_opt(&config_map).await {
+        Ok(Some(cm)) => cm.data.unwrap_or_default(),
+        Ok(None) => return Response::new(hook, Status::Success, ""),
+        Err(e) => {
+            return Response::new(hook, Status::Failure, format!("reading {config_map}: {e}"));
+        }
+    };
+    let mut response = match data.get(&format!("{}-preloadedResponse", hook.name())) {
+        Some(preloaded) => match serde_json::from_str::<Response>(preloaded) {
+            Ok(r) => r,
+            Err(e) => {
+                return Response::new(
+                    hook,
+                    Status::Failure,
+                    format!("{config_map}: {}-preloadedResponse: {e}", hook.name()),
+                );
+            }
+        },
+        None => Response::new(hook, Status::Success, ""),
+    };
+    let answered = Response::new(hook, response.status, "");
+    response.api_version = answered.api_version;
+    response.kind = answered.kind;
+    if !hook.can_block() {
+        response.retry_after_seconds = None;
+    }
+    let calls = data
+        .get(&format!("{}-calls", hook.name()))
+        .and_then(|c| c.parse::<u64>().ok())
+        .unwrap_or(0);
+    let noted = json!({"data": {
+        format!("{}-actualResponseStatus", hook.name()): format!("{:?}", response.status),
+        format!("{}-calls", hook.name()): (calls + 1).to_string(),
+    }});
+    if let Err(e) = config_maps
+        .patch(&config_map, &PatchParams::default(), &Patch::Merge(noted))
+        .await
+    {
+        return Response::new(
+            hook,
+            Status::Failure,
+            format!("noting the call in {config_map}: {e}"),
+        );
+    }
+    response
+}

@@ -1,0 +1,330 @@
+//! The lifecycle hooks the topology controller calls, at upstream's points: BeforeClusterCreate
+//! before any topology object exists, AfterControlPlaneInitialized once (tracked in the
+//! Cluster's `runtime.cluster.x-k8s.io/pending-hooks` annotation), BeforeClusterUpgrade before
+//! the control plane is given a new version, BeforeClusterDelete before the Cluster controller
+//! may delete anything (it then marks the Cluster `runtime.cluster.x-k8s.io/ok-to-delete`).
+//! A hook that answers `retryAfterSeconds` holds what waits for it; its message says why.
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::Api;
+use serde_json::{Map, Value, json};
+
+use super::versions::{self, Current};
+use crate::api::Cluster;
+use crate::api::runtime::hooks::Hook;
+use crate::api::runtime::{OK_TO_DELETE_ANNOTATION, PENDING_HOOKS_ANNOTATION};
+use crate::reconcile::{Context, Result, common};
+
+/// A hook holding what waits for it: for how long, and why (upstream's words).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hold {
+    pub retry_after: Duration,
+    pub message: String,
+}
+
+/// `Following hooks are blocking <action>: <Hook>: <message>`, as upstream says it.
+fn hold(hook: Hook, action: &str, retry_after: i32, message: &str) -> Hold {
+    let hook_message = if message.is_empty() {
+        hook.name().to_string()
+    } else {
+        format!("{}: {message}", hook.name())
+    };
+    Hold {
+        retry_after: Duration::from_secs(retry_after.max(1) as u64),
+        message: format!("Following hooks are blocking {action}: {hook_message}"),
+    }
+}
+
+/// The Cluster as a request carries it: no status, no managed fields, no last-applied
+/// annotation (upstream's `cleanupCluster`).
+fn request_cluster(cluster: &Cluster) -> Value {
+    let mut value = serde_json::to_value(cluster).expect("Clusters serialize");
+    if let Some(o) = value.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(meta) = value["metadata"].as_object_mut() {
+        meta.remove("managedFields");
+        if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            a.remove("kubectl.kubernetes.io/last-applied-configuration");
+        }
+    }
+    value
+}
+
+fn body(cluster: &Cluster, fields: Value) -> Map<String, Value> {
+    let mut body = Map::new();
+    body.insert("cluster".into(), request_cluster(cluster));
+    if let Value::Object(fields) = fields {
+        body.extend(fields);
+    }
+    body
+}
+
+/// Calls a hook that can hold; its Hold when it does.
+async fn call_holding(
+    ctx: &Context,
+    cluster: &Cluster,
+    hook: Hook,
+    action: &str,
+    fields: Value,
+) -> Result<Option<Hold>> {
+    let ns = cluster.namespace().unwrap_or_default();
+    let response = ctx
+        .extensions
+        .call_all(hook, &ns, body(cluster, fields))
+        .await?;
+    Ok((response.retry_after() != 0)
+        .then(|| hold(hook, action, response.retry_after(), &response.message)))
+}
+
+/// BeforeClusterCreate, while the topology is yet to be created (the Cluster refers to no
+/// infrastructure cluster nor control plane).
+pub async fn before_cluster_create(ctx: &Context, cluster: &Cluster) -> Result<Option<Hold>> {
+    if !being_created(cluster) {
+        return Ok(None);
+    }
+    call_holding(
+        ctx,
+        cluster,
+        Hook::BeforeClusterCreate,
+        "Cluster topology creation",
+        json!({}),
+    )
+    .await
+}
+
+fn being_created(cluster: &Cluster) -> bool {
+    cluster.spec.infrastructure_ref.is_none() && cluster.spec.control_plane_ref.is_none()
+}
+
+/// The upgrade hooks, in upstream's order, each holding the next part of the upgrade:
+/// BeforeClusterUpgrade (once per upgrade) and BeforeControlPlaneUpgrade before the control
+/// plane is given the new version; then, tracked as pending hooks from that moment,
+/// AfterControlPlaneUpgrade and BeforeWorkersUpgrade before the workers move (when some must),
+/// AfterWorkersUpgrade once they have, AfterClusterUpgrade once everything has. What holds is
+/// recorded in `current` for the plan.
+pub async fn upgrade(ctx: &Context, cluster: &Cluster, current: &mut Current) -> Result<()> {
+    let Some(target) = cluster.spec.topology.as_ref().map(|t| t.version.clone()) else {
+        return Ok(());
+    };
+    let versions = |from: &str, to: &str| {
+        json!({
+            "fromKubernetesVersion": from,
+            "toKubernetesVersion": to,
+            "controlPlaneUpgrades": [{"version": to}],
+            "workersUpgrades": [{"version": to}],
+        })
+    };
+    if let Some((from, to)) = versions::upgrade_starts(cluster, current) {
+        if !is_pending(cluster, Hook::AfterClusterUpgrade) {
+            if let Some(hold) = call_holding(
+                ctx,
+                cluster,
+                Hook::BeforeClusterUpgrade,
+                "upgrade",
+                versions(&from, &to),
+            )
+            .await?
+            {
+                current.upgrade_hold = Some(hold.message);
+                return Ok(());
+            }
+            set_pending(ctx, cluster, &[Hook::AfterClusterUpgrade]).await?;
+        }
+        if let Some(hold) = call_holding(
+            ctx,
+            cluster,
+            Hook::BeforeControlPlaneUpgrade,
+            "upgrade",
+            versions(&from, &to),
+        )
+        .await?
+        {
+            current.upgrade_hold = Some(hold.message);
+            return Ok(());
+        }
+        let mut after = vec![Hook::AfterClusterUpgrade, Hook::AfterControlPlaneUpgrade];
+        if versions::workers_upgrading(cluster, current) {
+            after.extend([Hook::BeforeWorkersUpgrade, Hook::AfterWorkersUpgrade]);
+        }
+        return set_pending(ctx, cluster, &after).await;
+    }
+    if !versions::control_plane_upgraded(cluster, current) {
+        return Ok(());
+    }
+    let behind = versions::workers_behind_at(cluster, current);
+    let workers_plan = if behind.is_some() {
+        json!([{"version": target}])
+    } else {
+        json!([])
+    };
+    let done = json!({"kubernetesVersion": target, "controlPlaneUpgrades": [], "workersUpgrades": workers_plan});
+    let mut finished = Vec::new();
+    let before_workers = json!({
+        "fromKubernetesVersion": behind.as_deref().unwrap_or(&target),
+        "toKubernetesVersion": target,
+        "controlPlaneUpgrades": [],
+        "workersUpgrades": workers_plan,
+    });
+    for (hook, fields) in [
+        (Hook::AfterControlPlaneUpgrade, done.clone()),
+        (Hook::BeforeWorkersUpgrade, before_workers),
+    ] {
+        if !is_pending(cluster, hook) {
+            continue;
+        }
+        if let Some(hold) = call_holding(ctx, cluster, hook, "upgrade", fields).await? {
+            current.workers_hold = Some(hold.message);
+            return finish(ctx, cluster, &finished).await;
+        }
+        finished.push(hook);
+    }
+    if versions::workers_upgrading(cluster, current) {
+        return finish(ctx, cluster, &finished).await;
+    }
+    for hook in [Hook::AfterWorkersUpgrade, Hook::AfterClusterUpgrade] {
+        if !is_pending(cluster, hook) {
+            continue;
+        }
+        let fields = if hook == Hook::AfterClusterUpgrade {
+            json!({"kubernetesVersion": target})
+        } else {
+            done.clone()
+        };
+        if let Some(hold) = call_holding(ctx, cluster, hook, "upgrade", fields).await? {
+            current.finish_hold = Some(hold.message);
+            return finish(ctx, cluster, &finished).await;
+        }
+        finished.push(hook);
+    }
+    finish(ctx, cluster, &finished).await
+}
+
+/// Marks the hooks that answered as done.
+async fn finish(ctx: &Context, cluster: &Cluster, hooks: &[Hook]) -> Result<()> {
+    if hooks.is_empty() {
+        return Ok(());
+    }
+    let remaining: Vec<String> = pending(cluster)
+        .into_iter()
+        .filter(|h| !hooks.iter().any(|d| d.name() == h))
+        .collect();
+    write_pending(ctx, cluster, remaining).await
+}
+
+/// AfterControlPlaneInitialized: marked pending while the topology is being created (when the
+/// management cluster has extensions), called once the Cluster's ControlPlaneInitialized is
+/// True, then marked done.
+pub async fn after_control_plane_initialized(ctx: &Context, cluster: &Cluster) -> Result<()> {
+    let hook = Hook::AfterControlPlaneInitialized;
+    if being_created(cluster) {
+        return set_pending(ctx, cluster, &[hook]).await;
+    }
+    let initialized = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| {
+            crate::conditions::get(
+                c,
+                crate::api::cluster::conditions::CONTROL_PLANE_INITIALIZED,
+            )
+        })
+        .is_some_and(|c| c.status == "True");
+    if is_pending(cluster, hook) && initialized {
+        let ns = cluster.namespace().unwrap_or_default();
+        ctx.extensions
+            .call_all(hook, &ns, body(cluster, json!({})))
+            .await?;
+        finish(ctx, cluster, &[hook]).await?;
+    }
+    Ok(())
+}
+
+/// BeforeClusterDelete for a deleting Cluster not yet ok to delete: None once it is (marked
+/// here when no handler holds it).
+pub async fn before_cluster_delete(ctx: &Context, cluster: &Cluster) -> Result<Option<Hold>> {
+    if cluster.annotations().contains_key(OK_TO_DELETE_ANNOTATION) {
+        return Ok(None);
+    }
+    if let Some(hold) =
+        call_holding(ctx, cluster, Hook::BeforeClusterDelete, "delete", json!({})).await?
+    {
+        return Ok(Some(hold));
+    }
+    patch_annotations(ctx, cluster, json!({OK_TO_DELETE_ANNOTATION: ""})).await?;
+    Ok(None)
+}
+
+fn pending(cluster: &Cluster) -> Vec<String> {
+    cluster
+        .annotations()
+        .get(PENDING_HOOKS_ANNOTATION)
+        .map(|v| {
+            v.split(',')
+                .filter(|h| !h.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn is_pending(cluster: &Cluster, hook: Hook) -> bool {
+    pending(cluster).iter().any(|h| h == hook.name())
+}
+
+/// Adds hooks to the pending list, when the management cluster has extensions.
+async fn set_pending(ctx: &Context, cluster: &Cluster, hooks: &[Hook]) -> Result<()> {
+    let mut all = pending(cluster);
+    let before = all.len();
+    for h in hooks {
+        if !all.iter().any(|p| p == h.name()) {
+            all.push(h.name().to_string());
+        }
+    }
+    if all.len() == before || !ctx.extensions.in_use().await? {
+        return Ok(());
+    }
+    write_pending(ctx, cluster, all).await
+}
+
+/// Writes the pending list (the annotation goes with the last hook).
+async fn write_pending(ctx: &Context, cluster: &Cluster, mut hooks: Vec<String>) -> Result<()> {
+    hooks.sort();
+    let value = if hooks.is_empty() {
+        Value::Null
+    } else {
+        json!(hooks.join(","))
+    };
+    patch_annotations(ctx, cluster, json!({PENDING_HOOKS_ANNOTATION: value})).await
+}
+
+async fn patch_annotations(ctx: &Context, cluster: &Cluster, annotations: Value) -> Result<()> {
+    let api: Api<Cluster> =
+        Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+    let patch = json!({"metadata": {"annotations": annotations}});
+    common::patch_merge(&api, &cluster.name_any(), patch).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_say_which_hook_blocks_what() {
+        assert_eq!(
+            hold(Hook::BeforeClusterUpgrade, "upgrade", 7, "waiting for the backup"),
+            Hold {
+                retry_after: Duration::from_secs(7),
+                message: "Following hooks are blocking upgrade: BeforeClusterUpgrade: waiting for the backup".into()
+            }
+        );
+        assert_eq!(
+            hold(Hook::BeforeClusterDelete, "delete", 1, "").message,
+            "Following hooks are blocking delete: BeforeClusterDelete"
+        );
+    }
+}
