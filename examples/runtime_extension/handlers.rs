@@ -6,7 +6,8 @@
 //! - `<Hook>-preloadedResponse`: the answer, as the wire has it, e.g.
 //!   `{"status":"Success","retryAfterSeconds":10,"message":"waiting for the backup"}`;
 //!   without it, Success.
-//! - `<Hook>-actualResponseStatus` and `<Hook>-calls`: written by the extension on each call.
+//! - `<Hook>-actualResponseStatus`, `<Hook>-calls` and, for the upgrade hooks, `<Hook>-versions`
+//!   (the version of each call, in order): written by the extension on each call.
 //!
 //! Without the ConfigMap, every hook answers Success and nothing is noted.
 
@@ -86,10 +87,23 @@ async fn answer(client: &kube::Client, hook: Hook, request: &Request) -> Respons
         .get(&format!("{}-calls", hook.name()))
         .and_then(|c| c.parse::<u64>().ok())
         .unwrap_or(0);
-    let noted = json!({"data": {
+    let mut noted = json!({"data": {
         format!("{}-actualResponseStatus", hook.name()): format!("{:?}", response.status),
         format!("{}-calls", hook.name()): (calls + 1).to_string(),
     }});
+    // The version each call of an upgrade hook was for, in order.
+    let version = request
+        .body
+        .get("toKubernetesVersion")
+        .or(request.body.get("kubernetesVersion"));
+    if let Some(version) = version.and_then(|v| v.as_str()) {
+        let key = format!("{}-versions", hook.name());
+        let versions = match data.get(&key) {
+            Some(before) => format!("{before},{version}"),
+            None => version.to_string(),
+        };
+        noted["data"][key] = json!(versions);
+    }
     if let Err(e) = config_maps
         .patch(&config_map, &PatchParams::default(), &Patch::Merge(noted))
         .await

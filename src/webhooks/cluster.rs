@@ -174,12 +174,16 @@ impl Admission for ClusterRules {
             && request.operation != Operation::Delete
         {
             let namespace = request.namespace.unwrap_or("default");
-            let (c, w, cancelled) = topology_against_stored(lookup, namespace, object, request.old);
-            if cancelled {
+            let stored = topology_against_stored(lookup, namespace, object, request.old);
+            if stored.cancelled {
                 causes.retain(|c| !c.message.contains("version cannot be decreased"));
             }
-            causes.extend(c);
-            warnings.extend(w);
+            // A class that lists its versions upgrades through them: any of them is reachable.
+            if stored.chained {
+                causes.retain(|c| !c.message.contains("one minor at a time"));
+            }
+            causes.extend(stored.causes);
+            warnings.extend(stored.warnings);
         }
         let mut out = refuse_with(request, causes)?;
         out.extend(warnings);
@@ -191,19 +195,33 @@ impl Admission for ClusterRules {
 const DISABLE_UPDATE_VERSION_CHECK_ANNOTATION: &str =
     "unsafe.topology.cluster.x-k8s.io/disable-update-version-check";
 
+/// What the checks against the stored objects found.
+#[derive(Default)]
+struct StoredChecks {
+    causes: Vec<FieldCause>,
+    warnings: Vec<String>,
+    /// The change goes back to the version every part still runs: a cancelled upgrade,
+    /// allowed.
+    cancelled: bool,
+    /// The class lists its Kubernetes versions: the version must be one of them, and an
+    /// upgrade may cross several minors (a chained upgrade).
+    chained: bool,
+}
+
 /// A managed topology judged by what is stored, as upstream's webhook reads it: its class
 /// (a warning when missing), its variables and MachineDeployment classes against the class,
-/// and a version change only once every part has reached the current version. The flag says
-/// the change goes back to the version every part still runs: a cancelled upgrade, allowed.
+/// its version among the class's `kubernetesVersions` when it lists them, and a version change
+/// only once every part has reached the current version.
 fn topology_against_stored(
     lookup: &dyn crate::apiserver::admission::Lookup,
     namespace: &str,
     object: &Value,
     old: Option<&Value>,
-) -> (Vec<FieldCause>, Vec<String>, bool) {
+) -> StoredChecks {
     use crate::topology::variables;
     let topology = &object["spec"]["topology"];
     let (mut causes, mut warnings) = (Vec::new(), Vec::new());
+    let mut chained = false;
     let class_name = topology["classRef"]["name"].as_str().unwrap_or_default();
     let class_namespace = topology["classRef"]["namespace"]
         .as_str()
@@ -216,8 +234,19 @@ fn topology_against_stored(
         Some(class) => {
             let class: crate::api::ClusterClass = match serde_json::from_value(class) {
                 Ok(c) => c,
-                Err(_) => return (causes, warnings, false),
+                Err(_) => return StoredChecks::default(),
             };
+            let class_versions = class.spec.kubernetes_versions.clone().unwrap_or_default();
+            if !class_versions.is_empty() {
+                chained = true;
+                let version = topology["version"].as_str().unwrap_or_default();
+                if !class_versions.iter().any(|v| v == version) {
+                    causes.push(FieldCause::invalid(
+                        "spec.topology.version",
+                        format!("Invalid value: {version:?}: version must match one of the versions defined in the ClusterClass"),
+                    ));
+                }
+            }
             let definitions = class
                 .status
                 .as_ref()
@@ -275,13 +304,23 @@ fn topology_against_stored(
     }
     // A version change waits until every part has reached the current version.
     let (Some(old), Some(version)) = (old, topology["version"].as_str()) else {
-        return (causes, warnings, false);
+        return StoredChecks {
+            causes,
+            warnings,
+            chained,
+            ..Default::default()
+        };
     };
     let before = old["spec"]["topology"]["version"]
         .as_str()
         .unwrap_or_default();
     if version == before || before.is_empty() {
-        return (causes, warnings, false);
+        return StoredChecks {
+            causes,
+            warnings,
+            chained,
+            ..Default::default()
+        };
     }
     if object["metadata"]["annotations"]
         .get(DISABLE_UPDATE_VERSION_CHECK_ANNOTATION)
@@ -290,7 +329,12 @@ fn topology_against_stored(
         warnings.push(format!(
             "Cluster has the {DISABLE_UPDATE_VERSION_CHECK_ANNOTATION} annotation: the version change is not checked against the control plane and the MachineDeployments"
         ));
-        return (causes, warnings, false);
+        return StoredChecks {
+            causes,
+            warnings,
+            chained,
+            ..Default::default()
+        };
     }
     // Every part with its version (and, for the control plane, the version it runs).
     let mut parts: Vec<(String, String, Option<String>)> = Vec::new();
@@ -351,7 +395,12 @@ fn topology_against_stored(
         warnings.push(format!(
             "the upgrade to {before} had not started: it is cancelled, and the Cluster stays at {version}"
         ));
-        return (causes, warnings, true);
+        return StoredChecks {
+            causes,
+            warnings,
+            cancelled: true,
+            chained,
+        };
     }
     let moving: Vec<String> = parts
         .iter()
@@ -374,7 +423,12 @@ fn topology_against_stored(
             ),
         ));
     }
-    (causes, warnings, false)
+    StoredChecks {
+        causes,
+        warnings,
+        chained,
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,54 @@ async fn serve_example(client: &kube::Client) -> (u16, String) {
     (port, pki.ca.cert)
 }
 
+/// A management cluster with the example extension served and registered, answering for the
+/// Cluster `x1` what `responses` (its ConfigMap's data) says.
+async fn with_example_extension(responses: Value) -> kube::Client {
+    let client = kubeadm_management().await;
+    let (port, ca) = serve_example(&client).await;
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "x1-hook-responses", "namespace": NS},
+        "data": responses,
+    }))
+    .unwrap();
+    config_map(&client)
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    register_example(&client, port, &ca).await;
+    client
+}
+
+/// Registers the example extension served on `port` and waits until it is discovered, with a
+/// handler per lifecycle hook.
+async fn register_example(client: &kube::Client, port: u16, ca: &str) {
+    let configs: Api<ExtensionConfig> = Api::all(client.clone());
+    let config: ExtensionConfig = serde_json::from_value(json!({
+        "apiVersion": "runtime.cluster.x-k8s.io/v1beta2", "kind": "ExtensionConfig",
+        "metadata": {"name": "example"},
+        "spec": {"clientConfig": {
+            "url": format!("https://127.0.0.1:{port}"),
+            "caBundle": base64::engine::general_purpose::STANDARD.encode(ca),
+        }},
+    }))
+    .unwrap();
+    configs
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap();
+    let handlers = until("the ExtensionConfig is discovered", 30, async || {
+        let status = configs.get("example").await.ok()?.status?;
+        condition_true(status.conditions.as_ref(), "Discovered").then_some(status.handlers?)
+    })
+    .await;
+    let names: Vec<&str> = handlers.iter().map(|h| h.name.as_str()).collect();
+    assert!(
+        names.contains(&"before-cluster-upgrade.example"),
+        "{names:?}"
+    );
+    assert_eq!(names.len(), 9, "{names:?}");
+}
+
 fn config_map(client: &kube::Client) -> Api<ConfigMap> {
     Api::namespaced(client.clone(), NS)
 }
@@ -71,49 +119,14 @@ fn topology_reconciled(cluster: &Cluster) -> Option<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lifecycle_hooks_hold_an_upgrade_and_a_deletion_until_the_extension_lets_go() {
-    let client = kubeadm_management().await;
-    let (port, ca) = serve_example(&client).await;
     let hold = json!({"status": "Success", "retryAfterSeconds": 2, "message": "the test holds it"});
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": "x1-hook-responses", "namespace": NS},
-        "data": {
-            "BeforeClusterUpgrade-preloadedResponse": hold.to_string(),
-            "AfterControlPlaneUpgrade-preloadedResponse": hold.to_string(),
-            "BeforeClusterDelete-preloadedResponse": hold.to_string(),
-        },
-    }))
-    .unwrap();
-    config_map(&client)
-        .create(&PostParams::default(), &cm)
-        .await
-        .unwrap();
-
     // Registered, and discovered: a handler per lifecycle hook.
-    let configs: Api<ExtensionConfig> = Api::all(client.clone());
-    let config: ExtensionConfig = serde_json::from_value(json!({
-        "apiVersion": "runtime.cluster.x-k8s.io/v1beta2", "kind": "ExtensionConfig",
-        "metadata": {"name": "example"},
-        "spec": {"clientConfig": {
-            "url": format!("https://127.0.0.1:{port}"),
-            "caBundle": base64::engine::general_purpose::STANDARD.encode(&ca),
-        }},
+    let client = with_example_extension(json!({
+        "BeforeClusterUpgrade-preloadedResponse": hold.to_string(),
+        "AfterControlPlaneUpgrade-preloadedResponse": hold.to_string(),
+        "BeforeClusterDelete-preloadedResponse": hold.to_string(),
     }))
-    .unwrap();
-    configs
-        .create(&PostParams::default(), &config)
-        .await
-        .unwrap();
-    let handlers = until("the ExtensionConfig is discovered", 30, async || {
-        let status = configs.get("example").await.ok()?.status?;
-        condition_true(status.conditions.as_ref(), "Discovered").then_some(status.handlers?)
-    })
     .await;
-    let names: Vec<&str> = handlers.iter().map(|h| h.name.as_str()).collect();
-    assert!(
-        names.contains(&"before-cluster-upgrade.example"),
-        "{names:?}"
-    );
-    assert_eq!(names.len(), 9, "{names:?}");
 
     // Created (BeforeClusterCreate answers Success), AfterControlPlaneInitialized called once.
     for doc in in_memory_topology("x1", "v1.30.4") {
@@ -266,6 +279,95 @@ async fn lifecycle_hooks_hold_an_upgrade_and_a_deletion_until_the_extension_lets
     preload(&client, "BeforeClusterDelete", json!({"status": "Success"})).await;
     until("the Cluster is gone once let go", 60, async || {
         clusters.get_opt("x1").await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+/// A ClusterClass that lists its versions lets a topology move several minors in one change:
+/// the control plane goes through each minor (the newest patch of each), the workers follow
+/// once it is done (three minors of skew are allowed), and the hooks are called at each step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topology_moved_three_minors_upgrades_through_each_with_the_control_plane_ahead() {
+    let client = with_example_extension(json!({})).await;
+    for mut doc in in_memory_topology("x1", "v1.30.4") {
+        if doc["kind"] == "ClusterClass" {
+            doc["spec"]["kubernetesVersions"] =
+                json!(["v1.30.4", "v1.31.0", "v1.31.2", "v1.32.1", "v1.33.0"]);
+        }
+        apply(&client, doc).await;
+    }
+    until_available(&client, "x1", 120).await;
+
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    let to = |version: &str| Patch::Merge(json!({"spec": {"topology": {"version": version}}}));
+    let refused = clusters
+        .patch("x1", &PatchParams::default(), &to("v1.32.0"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("version must match one of the versions defined in the ClusterClass"),
+        "{refused}"
+    );
+    clusters
+        .patch("x1", &PatchParams::default(), &to("v1.33.0"))
+        .await
+        .expect("the class's versions allow three minors at once");
+    let kcps: Api<KubeadmControlPlane> = Api::namespaced(client.clone(), NS);
+    let deployments: Api<MachineDeployment> = Api::namespaced(client.clone(), NS);
+    let by_cluster = ListParams::default().labels("cluster.x-k8s.io/cluster-name=x1");
+    let minor = |v: &str| capictl::api::common::kubernetes_version(v).unwrap().1;
+    let mut seen = Vec::new();
+    let mut workers_plans = Vec::new();
+    until("every part is at v1.33.0", 180, async || {
+        let cp = kcps.list(&by_cluster).await.ok()?.items[0]
+            .spec
+            .version
+            .clone();
+        let md = deployments.list(&by_cluster).await.ok()?.items[0]
+            .spec
+            .template
+            .spec
+            .version
+            .clone()?;
+        assert!(
+            minor(&md) <= minor(&cp),
+            "the workers ({md}) ahead of the control plane ({cp})"
+        );
+        if seen.last() != Some(&cp) {
+            seen.push(cp.clone());
+        }
+        let status = clusters.get("x1").await.ok()?.status?;
+        if let Some(plan) = status.workers.and_then(|w| w.upgrade_plan) {
+            workers_plans.push(plan.into_iter().map(|s| s.version).collect::<Vec<_>>());
+        }
+        (cp == "v1.33.0" && md == "v1.33.0").then_some(())
+    })
+    .await;
+    for (hook, versions) in [
+        ("BeforeClusterUpgrade", "v1.31.2"),
+        ("BeforeControlPlaneUpgrade", "v1.31.2,v1.32.1,v1.33.0"),
+        ("AfterControlPlaneUpgrade", "v1.31.2,v1.32.1,v1.33.0"),
+        ("BeforeWorkersUpgrade", "v1.33.0"),
+        ("AfterWorkersUpgrade", "v1.33.0"),
+        ("AfterClusterUpgrade", "v1.33.0"),
+    ] {
+        let noted = until(&format!("{hook} is called"), 30, async || {
+            noted(&client, &format!("{hook}-versions")).await
+        })
+        .await;
+        assert_eq!(
+            noted, versions,
+            "{hook} (control plane versions seen: {seen:?})"
+        );
+    }
+    assert!(
+        !workers_plans.is_empty() && workers_plans.iter().all(|p| p == &["v1.33.0"]),
+        "the workers' plan in the Cluster's status: {workers_plans:?}"
+    );
+    until("the upgrade plan is cleared", 30, async || {
+        let status = clusters.get("x1").await.ok()?.status?;
+        status.control_plane?.upgrade_plan.is_none().then_some(())
     })
     .await;
 }

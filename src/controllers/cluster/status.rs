@@ -232,7 +232,12 @@ pub fn compute(
                 up_to_date_replicas: num(&["status", "upToDateReplicas"]),
                 versions: external::field(cp, &["status", "versions"])
                     .and_then(|v| serde_json::from_value(v.clone()).ok()),
-                upgrade_plan: None,
+                // The topology controller's.
+                upgrade_plan: cluster
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.control_plane.as_ref())
+                    .and_then(|c| c.upgrade_plan.clone()),
             });
             let fallback =
                 NewCondition::new("", Status::Unknown, conditions::reasons::NOT_YET_REPORTED)
@@ -272,7 +277,11 @@ pub fn compute(
     }
 
     // Workers.
-    status.workers = Some(count_workers(d));
+    let workers_plan = status.workers.as_ref().and_then(|w| w.upgrade_plan.clone());
+    status.workers = Some(ReplicasSummary {
+        upgrade_plan: workers_plan,
+        ..count_workers(d)
+    });
     let md_conditions: Vec<Option<Condition>> = d
         .deployments
         .iter()

@@ -100,89 +100,98 @@ fn being_created(cluster: &Cluster) -> bool {
 }
 
 /// The upgrade hooks, in upstream's order, each holding the next part of the upgrade:
-/// BeforeClusterUpgrade (once per upgrade) and BeforeControlPlaneUpgrade before the control
-/// plane is given the new version; then, tracked as pending hooks from that moment,
-/// AfterControlPlaneUpgrade and BeforeWorkersUpgrade before the workers move (when some must),
-/// AfterWorkersUpgrade once they have, AfterClusterUpgrade once everything has. What holds is
-/// recorded in `current` for the plan.
+/// BeforeClusterUpgrade (once per upgrade) and BeforeControlPlaneUpgrade before each step of
+/// the control plane; AfterControlPlaneUpgrade after each (holding the next step and the
+/// workers); BeforeWorkersUpgrade before the workers move, AfterWorkersUpgrade once they have,
+/// AfterClusterUpgrade once everything has. The hooks after a step are tracked as pending from
+/// the moment the step starts. What holds is recorded in `current` for the plan.
 pub async fn upgrade(ctx: &Context, cluster: &Cluster, current: &mut Current) -> Result<()> {
     let Some(target) = cluster.spec.topology.as_ref().map(|t| t.version.clone()) else {
         return Ok(());
     };
-    let versions = |from: &str, to: &str| {
-        json!({
-            "fromKubernetesVersion": from,
-            "toKubernetesVersion": to,
-            "controlPlaneUpgrades": [{"version": to}],
-            "workersUpgrades": [{"version": to}],
-        })
+    let Some((control_plane, stable)) = versions::control_plane_now(current) else {
+        return Ok(());
     };
-    if let Some((from, to)) = versions::upgrade_starts(cluster, current) {
-        if !is_pending(cluster, Hook::AfterClusterUpgrade) {
-            if let Some(hold) = call_holding(
-                ctx,
-                cluster,
-                Hook::BeforeClusterUpgrade,
-                "upgrade",
-                versions(&from, &to),
-            )
-            .await?
-            {
-                current.upgrade_hold = Some(hold.message);
-                return Ok(());
-            }
-            set_pending(ctx, cluster, &[Hook::AfterClusterUpgrade]).await?;
-        }
+    let steps = versions::control_plane_steps(&current.class_versions, &control_plane, &target);
+    let plan = |steps: &[String]| {
+        json!(
+            steps
+                .iter()
+                .map(|v| json!({"version": v}))
+                .collect::<Vec<_>>()
+        )
+    };
+    let behind = versions::workers_behind_at(cluster, current);
+    let workers_plan = plan(&behind.iter().map(|_| target.clone()).collect::<Vec<_>>());
+    let mut done = Vec::new();
+    if stable && is_pending(cluster, Hook::AfterControlPlaneUpgrade) {
+        let fields = json!({
+            "kubernetesVersion": control_plane,
+            "controlPlaneUpgrades": plan(&steps),
+            "workersUpgrades": workers_plan,
+        });
         if let Some(hold) = call_holding(
             ctx,
             cluster,
-            Hook::BeforeControlPlaneUpgrade,
+            Hook::AfterControlPlaneUpgrade,
             "upgrade",
-            versions(&from, &to),
+            fields,
         )
         .await?
         {
-            current.upgrade_hold = Some(hold.message);
-            return Ok(());
+            current.upgrade_hold = Some(hold.message.clone());
+            current.workers_hold = Some(hold.message);
+            return update_pending(ctx, cluster, &done, &[]).await;
+        }
+        done.push(Hook::AfterControlPlaneUpgrade);
+    }
+    if let Some((from, to)) = versions::upgrade_starts(cluster, current) {
+        let fields = json!({
+            "fromKubernetesVersion": from,
+            "toKubernetesVersion": to,
+            "controlPlaneUpgrades": plan(&steps),
+            "workersUpgrades": workers_plan,
+        });
+        let first = !is_pending(cluster, Hook::AfterClusterUpgrade);
+        let before = [Hook::BeforeClusterUpgrade, Hook::BeforeControlPlaneUpgrade];
+        for hook in before.into_iter().skip(if first { 0 } else { 1 }) {
+            if let Some(hold) = call_holding(ctx, cluster, hook, "upgrade", fields.clone()).await? {
+                current.upgrade_hold = Some(hold.message);
+                // Past BeforeClusterUpgrade, the upgrade has started: it is not asked again.
+                let started = if hook == Hook::BeforeControlPlaneUpgrade {
+                    vec![Hook::AfterClusterUpgrade]
+                } else {
+                    Vec::new()
+                };
+                return update_pending(ctx, cluster, &done, &started).await;
+            }
         }
         let mut after = vec![Hook::AfterClusterUpgrade, Hook::AfterControlPlaneUpgrade];
-        if versions::workers_upgrading(cluster, current) {
+        if behind.is_some() {
             after.extend([Hook::BeforeWorkersUpgrade, Hook::AfterWorkersUpgrade]);
         }
-        return set_pending(ctx, cluster, &after).await;
+        return update_pending(ctx, cluster, &done, &after).await;
     }
     if !versions::control_plane_upgraded(cluster, current) {
-        return Ok(());
+        return update_pending(ctx, cluster, &done, &[]).await;
     }
-    let behind = versions::workers_behind_at(cluster, current);
-    let workers_plan = if behind.is_some() {
-        json!([{"version": target}])
-    } else {
-        json!([])
-    };
-    let done = json!({"kubernetesVersion": target, "controlPlaneUpgrades": [], "workersUpgrades": workers_plan});
-    let mut finished = Vec::new();
-    let before_workers = json!({
-        "fromKubernetesVersion": behind.as_deref().unwrap_or(&target),
-        "toKubernetesVersion": target,
-        "controlPlaneUpgrades": [],
-        "workersUpgrades": workers_plan,
-    });
-    for (hook, fields) in [
-        (Hook::AfterControlPlaneUpgrade, done.clone()),
-        (Hook::BeforeWorkersUpgrade, before_workers),
-    ] {
-        if !is_pending(cluster, hook) {
-            continue;
-        }
-        if let Some(hold) = call_holding(ctx, cluster, hook, "upgrade", fields).await? {
+    if is_pending(cluster, Hook::BeforeWorkersUpgrade) {
+        let fields = json!({
+            "fromKubernetesVersion": behind.as_deref().unwrap_or(&target),
+            "toKubernetesVersion": target,
+            "controlPlaneUpgrades": [],
+            "workersUpgrades": workers_plan,
+        });
+        if let Some(hold) =
+            call_holding(ctx, cluster, Hook::BeforeWorkersUpgrade, "upgrade", fields).await?
+        {
             current.workers_hold = Some(hold.message);
-            return finish(ctx, cluster, &finished).await;
+            return update_pending(ctx, cluster, &done, &[]).await;
         }
-        finished.push(hook);
+        done.push(Hook::BeforeWorkersUpgrade);
     }
     if versions::workers_upgrading(cluster, current) {
-        return finish(ctx, cluster, &finished).await;
+        return update_pending(ctx, cluster, &done, &[]).await;
     }
     for hook in [Hook::AfterWorkersUpgrade, Hook::AfterClusterUpgrade] {
         if !is_pending(cluster, hook) {
@@ -191,27 +200,15 @@ pub async fn upgrade(ctx: &Context, cluster: &Cluster, current: &mut Current) ->
         let fields = if hook == Hook::AfterClusterUpgrade {
             json!({"kubernetesVersion": target})
         } else {
-            done.clone()
+            json!({"kubernetesVersion": target, "controlPlaneUpgrades": [], "workersUpgrades": []})
         };
         if let Some(hold) = call_holding(ctx, cluster, hook, "upgrade", fields).await? {
             current.finish_hold = Some(hold.message);
-            return finish(ctx, cluster, &finished).await;
+            break;
         }
-        finished.push(hook);
+        done.push(hook);
     }
-    finish(ctx, cluster, &finished).await
-}
-
-/// Marks the hooks that answered as done.
-async fn finish(ctx: &Context, cluster: &Cluster, hooks: &[Hook]) -> Result<()> {
-    if hooks.is_empty() {
-        return Ok(());
-    }
-    let remaining: Vec<String> = pending(cluster)
-        .into_iter()
-        .filter(|h| !hooks.iter().any(|d| d.name() == h))
-        .collect();
-    write_pending(ctx, cluster, remaining).await
+    update_pending(ctx, cluster, &done, &[]).await
 }
 
 /// AfterControlPlaneInitialized: marked pending while the topology is being created (when the
@@ -220,7 +217,7 @@ async fn finish(ctx: &Context, cluster: &Cluster, hooks: &[Hook]) -> Result<()> 
 pub async fn after_control_plane_initialized(ctx: &Context, cluster: &Cluster) -> Result<()> {
     let hook = Hook::AfterControlPlaneInitialized;
     if being_created(cluster) {
-        return set_pending(ctx, cluster, &[hook]).await;
+        return update_pending(ctx, cluster, &[], &[hook]).await;
     }
     let initialized = cluster
         .status
@@ -238,7 +235,7 @@ pub async fn after_control_plane_initialized(ctx: &Context, cluster: &Cluster) -
         ctx.extensions
             .call_all(hook, &ns, body(cluster, json!({})))
             .await?;
-        finish(ctx, cluster, &[hook]).await?;
+        update_pending(ctx, cluster, &[hook], &[]).await?;
     }
     Ok(())
 }
@@ -275,23 +272,32 @@ fn is_pending(cluster: &Cluster, hook: Hook) -> bool {
     pending(cluster).iter().any(|h| h == hook.name())
 }
 
-/// Adds hooks to the pending list, when the management cluster has extensions.
-async fn set_pending(ctx: &Context, cluster: &Cluster, hooks: &[Hook]) -> Result<()> {
-    let mut all = pending(cluster);
-    let before = all.len();
-    for h in hooks {
-        if !all.iter().any(|p| p == h.name()) {
-            all.push(h.name().to_string());
+/// Marks `done` hooks as called and `started` ones as pending (the latter only when the
+/// management cluster has extensions), in one write; the annotation goes with the last hook.
+async fn update_pending(
+    ctx: &Context,
+    cluster: &Cluster,
+    done: &[Hook],
+    started: &[Hook],
+) -> Result<()> {
+    let before = pending(cluster);
+    let mut hooks: Vec<String> = before
+        .iter()
+        .filter(|h| !done.iter().any(|d| d.name() == *h))
+        .cloned()
+        .collect();
+    let kept = hooks.len();
+    for h in started {
+        if !hooks.iter().any(|p| p == h.name()) {
+            hooks.push(h.name().to_string());
         }
     }
-    if all.len() == before || !ctx.extensions.in_use().await? {
+    if hooks.len() > kept && !ctx.extensions.in_use().await? {
+        hooks.truncate(kept);
+    }
+    if hooks == before {
         return Ok(());
     }
-    write_pending(ctx, cluster, all).await
-}
-
-/// Writes the pending list (the annotation goes with the last hook).
-async fn write_pending(ctx: &Context, cluster: &Cluster, mut hooks: Vec<String>) -> Result<()> {
     hooks.sort();
     let value = if hooks.is_empty() {
         Value::Null

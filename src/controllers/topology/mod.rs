@@ -174,6 +174,55 @@ async fn record(ctx: &Context, cluster: &Cluster, condition: NewCondition) -> Re
     }
 }
 
+/// Writes the versions the control plane and the workers have yet to go through in the
+/// Cluster's `status.controlPlane.upgradePlan` and `status.workers.upgradePlan`, when they
+/// changed (the Cluster controller keeps them).
+async fn record_upgrade_plan(
+    ctx: &Context,
+    cluster: &Cluster,
+    progress: &versions::Progress,
+) -> Result<()> {
+    let status = cluster.status.as_ref();
+    let now = |plan: Option<&Vec<crate::api::common::UpgradeStep>>| -> Vec<String> {
+        plan.into_iter()
+            .flatten()
+            .map(|s| s.version.clone())
+            .collect()
+    };
+    let control_plane = now(status
+        .and_then(|s| s.control_plane.as_ref())
+        .and_then(|c| c.upgrade_plan.as_ref()));
+    let workers = now(status
+        .and_then(|s| s.workers.as_ref())
+        .and_then(|w| w.upgrade_plan.as_ref()));
+    if control_plane == progress.control_plane_plan && workers == progress.workers_plan {
+        return Ok(());
+    }
+    let steps = |plan: &[String]| -> Value {
+        if plan.is_empty() {
+            Value::Null
+        } else {
+            json!(
+                plan.iter()
+                    .map(|v| json!({"version": v}))
+                    .collect::<Vec<_>>()
+            )
+        }
+    };
+    let api: Api<Cluster> =
+        Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+    api.patch_status(
+        &cluster.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "controlPlane": {"upgradePlan": steps(&progress.control_plane_plan)},
+            "workers": {"upgradePlan": steps(&progress.workers_plan)},
+        }})),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Whether objects are written or only dry-run (for a plan).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -618,6 +667,7 @@ async fn current_state(ctx: &Context, cluster: &Cluster) -> Result<(Current, Vec
             control_plane_machines,
             deployments,
             pools,
+            class_versions: Vec::new(),
             upgrade_hold: None,
             workers_hold: None,
             finish_hold: None,
@@ -844,6 +894,7 @@ async fn reconcile_topology(cluster: &Cluster, ctx: &Context, mode: Mode) -> Res
     };
     if mode == Mode::Apply {
         hooks::after_control_plane_initialized(ctx, cluster).await?;
+        record_upgrade_plan(ctx, cluster, &reconciled.desired.progress).await?;
     }
     let progress = &reconciled.desired.progress;
     let lines: String = progress
@@ -905,6 +956,7 @@ async fn topology_objects(
         Err(e) => return Err(e),
     };
     let (mut current, health_checks) = current_state(ctx, cluster).await?;
+    current.class_versions = class.spec.kubernetes_versions.clone().unwrap_or_default();
     if mode == Mode::Apply {
         hooks::upgrade(ctx, cluster, &mut current).await?;
     }

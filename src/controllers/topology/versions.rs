@@ -15,6 +15,7 @@ use crate::api::Cluster;
 use crate::api::cluster_class::{
     DEFER_UPGRADE_ANNOTATION, HOLD_UPGRADE_SEQUENCE_ANNOTATION, UPGRADE_CONCURRENCY_ANNOTATION,
 };
+use crate::api::common::kubernetes_version;
 
 /// The control plane as it is.
 #[derive(Clone, Debug)]
@@ -37,6 +38,10 @@ pub struct Progress {
     pub creating: bool,
     /// Some part is not at the topology's version yet.
     pub upgrading: bool,
+    /// The versions the control plane has yet to go through (`status.controlPlane.upgradePlan`).
+    pub control_plane_plan: Vec<String>,
+    /// And the workers (`status.workers.upgradePlan`).
+    pub workers_plan: Vec<String>,
 }
 
 /// What exists of a Cluster's topology now.
@@ -50,6 +55,8 @@ pub struct Current {
     pub deployments: BTreeMap<String, DeploymentNow>,
     /// The MachinePools, by name in the topology.
     pub pools: BTreeMap<String, DeploymentNow>,
+    /// The ClusterClass's `kubernetesVersions`: the versions a chained upgrade goes through.
+    pub class_versions: Vec<String>,
     /// Why the control plane may not start its upgrade yet (the BeforeClusterUpgrade or
     /// BeforeControlPlaneUpgrade hooks hold it), if they do.
     pub upgrade_hold: Option<String>,
@@ -97,6 +104,14 @@ pub struct Plan {
     pub progress: Progress,
 }
 
+/// The control plane's version now, and whether it is stable there (neither provisioning nor
+/// upgrading).
+pub fn control_plane_now(current: &Current) -> Option<(String, bool)> {
+    let cp = current.control_plane.as_ref()?;
+    let version = version_at(&cp.object, &["spec", "version"])?;
+    Some((version.to_string(), !cp.provisioning && !cp.upgrading))
+}
+
 /// Whether the control plane has the topology's version and is done with it.
 pub fn control_plane_upgraded(cluster: &Cluster, current: &Current) -> bool {
     let target = cluster.spec.topology.as_ref().map(|t| t.version.as_str());
@@ -132,6 +147,87 @@ pub fn upgrade_starts(cluster: &Cluster, current: &Current) -> Option<(String, S
     )?;
     let planned = plan(cluster, current).ok()?.control_plane_version;
     (planned != now).then(|| (now.to_string(), planned))
+}
+
+/// The versions the control plane goes through from `from` to `to` (upstream's upgrade plan):
+/// with the ClusterClass's `kubernetesVersions`, the newest patch of each minor after `from`'s,
+/// `to` last; without them, `to` alone (admission allows one minor at a time then). Empty when
+/// `from` is `to`.
+pub fn control_plane_steps(class_versions: &[String], from: &str, to: &str) -> Vec<String> {
+    let (Some(current), Some(desired)) = (kubernetes_version(from), kubernetes_version(to)) else {
+        return vec![to.to_string()];
+    };
+    if current == desired {
+        return Vec::new();
+    }
+    let on_the_way: Vec<(&String, (u64, u64, u64))> = class_versions
+        .iter()
+        .filter_map(|v| Some((v, kubernetes_version(v)?)))
+        .filter(|(_, v)| *v > current && *v <= desired)
+        .collect();
+    let mut steps: Vec<String> = Vec::new();
+    let mut minor = current.1;
+    if minor == desired.1
+        && let Some((first, _)) = on_the_way.first()
+    {
+        steps.push(first.to_string());
+    }
+    for (text, v) in on_the_way {
+        if v.1 > minor {
+            steps.push(text.clone());
+        } else if v.1 == minor && !steps.is_empty() {
+            *steps.last_mut().expect("not empty") = text.clone();
+        }
+        minor = v.1;
+    }
+    if steps.last().map(String::as_str) != Some(to) {
+        steps.push(to.to_string());
+    }
+    steps
+}
+
+/// The versions the workers go through from `lowest` (the oldest worker's) to `to`, as
+/// upstream's default plan: every third minor the control plane passes (the kubelet may be
+/// three minors behind the API server), then `to`. `control_plane` is the control plane's
+/// version now and `steps` its plan.
+pub fn worker_steps(lowest: &str, control_plane: &str, steps: &[String], to: &str) -> Vec<String> {
+    let (Some(lowest), Some(desired)) = (kubernetes_version(lowest), kubernetes_version(to)) else {
+        return vec![to.to_string()];
+    };
+    if lowest == desired {
+        return Vec::new();
+    }
+    let by_minor: BTreeMap<u64, &str> = std::iter::once(control_plane)
+        .chain(steps.iter().map(String::as_str))
+        .filter_map(|v| Some((kubernetes_version(v)?.1, v)))
+        .collect();
+    let mut plan: Vec<String> = (1..desired.1.saturating_sub(lowest.1))
+        .filter(|i| i % 3 == 0)
+        .filter_map(|i| by_minor.get(&(lowest.1 + i)).map(|v| v.to_string()))
+        .collect();
+    if plan.last().map(String::as_str) != Some(to) {
+        plan.push(to.to_string());
+    }
+    plan
+}
+
+/// The version of the oldest worker.
+fn lowest_worker(current: &Current) -> Option<String> {
+    current
+        .workers()
+        .filter_map(|w| version_at(&w.object, &["spec", "template", "spec", "version"]))
+        .filter_map(|v| Some((kubernetes_version(v)?, v)))
+        .min()
+        .map(|(_, v)| v.to_string())
+}
+
+/// ` (v1.32.2, v1.33.0 pending)`: the steps after the one under way.
+fn pending_steps(steps: &[String]) -> String {
+    if steps.len() > 1 {
+        format!(" ({} pending)", steps[1..].join(", "))
+    } else {
+        String::new()
+    }
 }
 
 fn version_at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a str> {
@@ -186,9 +282,16 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
                 .unwrap_or_default()
                 .to_string();
             let name = kind(&cp.object);
-            let workers_behind = current
-                .workers()
-                .any(|d| deployment_version(&d.object).is_some_and(|v| v != spec));
+            let steps = control_plane_steps(&current.class_versions, &spec, &target);
+            let next = steps.first().cloned().unwrap_or_else(|| target.clone());
+            progress.control_plane_plan = steps.clone();
+            progress.workers_plan = lowest_worker(current)
+                .map(|lowest| worker_steps(&lowest, &spec, &steps, &target))
+                .unwrap_or_default();
+            // The workers must move first when their plan has them at the control plane's
+            // version now.
+            let workers_due = progress.workers_plan.first() == Some(&spec)
+                && lowest_worker(current) != Some(spec.clone());
             if cp.provisioning {
                 progress.creating = true;
             }
@@ -199,7 +302,7 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
                         .push(format!("{name} upgrading to version {target}"));
                 }
                 (spec, !cp.provisioning && !cp.upgrading)
-            } else if cp.provisioning || cp.upgrading || workers_moving || workers_behind {
+            } else if cp.provisioning || cp.upgrading || workers_moving || workers_due {
                 progress
                     .lines
                     .push(format!("{name} pending upgrade to version {target}"));
@@ -211,13 +314,33 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
                     .push(format!("{name} pending upgrade to version {target}"));
                 (spec, false)
             } else {
-                progress
-                    .lines
-                    .push(format!("{name} upgrading to version {target}"));
-                (target.clone(), false)
+                progress.lines.push(format!(
+                    "{name} upgrading to version {next}{}",
+                    pending_steps(&steps)
+                ));
+                (next, false)
             }
         }
     };
+
+    // Where the workers go now: the control plane's version, once it is stable there and
+    // the workers' plan has them there (the topology's version in the end).
+    let worker_target = current.control_plane.as_ref().and_then(|cp| {
+        let spec = version_at(&cp.object, &["spec", "version"])?;
+        if cp.provisioning || cp.upgrading {
+            return None;
+        }
+        if spec == target {
+            return Some(target.clone());
+        }
+        let steps = control_plane_steps(&current.class_versions, spec, &target);
+        let lowest = lowest_worker(current)?;
+        let due = worker_steps(&lowest, spec, &steps, &target)
+            .first()
+            .map(String::as_str)
+            == Some(spec);
+        due.then(|| spec.to_string())
+    });
 
     // The MachineDeployments, then the MachinePools, in order.
     progress.lines.extend(current.workers_hold.clone());
@@ -276,12 +399,15 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
             continue;
         };
         let version = deployment_version(&now.object).unwrap_or_default();
-        let (chosen, line) = if version == target {
-            let line = now
-                .upgrading
-                .then(|| format!("{kind} {name} upgrading to version {target}"));
+        let (chosen, line) = if version == target || worker_target.as_ref() == Some(&version) {
+            let line = if now.upgrading {
+                Some(format!("{kind} {name} upgrading to version {version}"))
+            } else {
+                (version != target)
+                    .then(|| format!("{kind} {name} pending upgrade to version {target}"))
+            };
             (version, line)
-        } else if !control_plane_stable || current.workers_hold.is_some() {
+        } else if worker_target.is_none() || current.workers_hold.is_some() {
             (
                 version,
                 Some(format!("{kind} {name} pending upgrade to version {target}")),
@@ -307,10 +433,9 @@ pub fn plan(cluster: &Cluster, current: &Current) -> Result<Plan, String> {
             )
         } else {
             upgrading += 1;
-            (
-                target.clone(),
-                Some(format!("{kind} {name} upgrading to version {target}")),
-            )
+            let to = worker_target.clone().unwrap_or_else(|| target.clone());
+            let line = format!("{kind} {name} upgrading to version {to}");
+            (to, Some(line))
         };
         if chosen != target || now.upgrading {
             progress.upgrading = true;
@@ -547,15 +672,106 @@ mod tests {
                 ("c".into(), "v1.30.4".into())
             ]
         );
-        // A worker behind the control plane keeps the control plane where it is.
+        // Workers behind the control plane within the kubelet's skew (three minors) do not
+        // keep it where it is, as upstream's plan: they go straight to the new version after it.
         let c = cluster("v1.32.0", json!({}), three());
         let p = plan(&c, &current(Some(cp("v1.31.0", false, false)), &old)).unwrap();
-        assert_eq!(p.control_plane_version, "v1.31.0");
+        assert_eq!(p.control_plane_version, "v1.32.0");
+        // Three minors behind, they must reach the control plane's version first.
+        let c = cluster("v1.33.0", json!({}), three());
+        let far = [
+            ("a", md("v1.29.0", false)),
+            ("b", md("v1.32.0", false)),
+            ("c", md("v1.32.0", false)),
+        ];
+        let p = plan(&c, &current(Some(cp("v1.32.0", false, false)), &far)).unwrap();
+        assert_eq!(p.control_plane_version, "v1.32.0");
+        assert_eq!(
+            versions(&p),
+            [
+                ("a".into(), "v1.32.0".into()),
+                ("b".into(), "v1.32.0".into()),
+                ("c".into(), "v1.32.0".into())
+            ]
+        );
         assert!(
             p.progress.lines[0].contains("pending upgrade"),
             "{:?}",
             p.progress.lines
         );
+    }
+
+    #[test]
+    fn chained_upgrades_step_the_control_plane_through_each_minor_before_the_workers() {
+        let class_versions: Vec<String> = [
+            "v1.30.4", "v1.31.0", "v1.31.2", "v1.32.1", "v1.33.0", "v1.34.0",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            control_plane_steps(&class_versions, "v1.30.4", "v1.33.0"),
+            ["v1.31.2", "v1.32.1", "v1.33.0"]
+        );
+        assert_eq!(
+            control_plane_steps(&class_versions, "v1.31.0", "v1.31.2"),
+            ["v1.31.2"]
+        );
+        assert_eq!(control_plane_steps(&[], "v1.30.4", "v1.31.0"), ["v1.31.0"]);
+        assert!(control_plane_steps(&class_versions, "v1.33.0", "v1.33.0").is_empty());
+        // Workers every third minor the control plane passes, then the end.
+        let steps = control_plane_steps(&class_versions, "v1.30.4", "v1.34.0");
+        assert_eq!(
+            worker_steps("v1.30.4", "v1.30.4", &steps, "v1.34.0"),
+            ["v1.33.0", "v1.34.0"]
+        );
+        assert_eq!(
+            worker_steps("v1.30.4", "v1.30.4", &steps[..3], "v1.33.0"),
+            ["v1.33.0"]
+        );
+
+        let c = cluster("v1.33.0", json!({}), three());
+        let at = |cp_version: &str, upgrading: bool, workers: &str| {
+            let mds = [
+                ("a", md(workers, false)),
+                ("b", md(workers, false)),
+                ("c", md(workers, false)),
+            ];
+            let mut now = current(Some(cp(cp_version, false, upgrading)), &mds);
+            now.class_versions = class_versions.clone();
+            plan(&c, &now).unwrap()
+        };
+        // Each step of the control plane in turn, the workers where they are.
+        for (from, to) in [
+            ("v1.30.4", "v1.31.2"),
+            ("v1.31.2", "v1.32.1"),
+            ("v1.32.1", "v1.33.0"),
+        ] {
+            let p = at(from, false, "v1.30.4");
+            assert_eq!(p.control_plane_version, to, "from {from}");
+            assert!(
+                versions(&p).iter().all(|(_, v)| v == "v1.30.4"),
+                "from {from}"
+            );
+        }
+        let p = at("v1.30.4", false, "v1.30.4");
+        assert_eq!(
+            p.progress.lines[0],
+            "KubeadmControlPlane upgrading to version v1.31.2 (v1.32.1, v1.33.0 pending)"
+        );
+        assert_eq!(
+            p.progress.control_plane_plan,
+            ["v1.31.2", "v1.32.1", "v1.33.0"]
+        );
+        assert_eq!(p.progress.workers_plan, ["v1.33.0"]);
+        let p = at("v1.33.0", false, "v1.33.0");
+        assert!(p.progress.control_plane_plan.is_empty() && p.progress.workers_plan.is_empty());
+        // While a step rolls, nothing else moves; at the end, the workers follow.
+        assert_eq!(
+            at("v1.32.1", true, "v1.30.4").control_plane_version,
+            "v1.32.1"
+        );
+        let p = at("v1.33.0", false, "v1.30.4");
+        assert_eq!(versions(&p)[0], ("a".into(), "v1.33.0".into()));
     }
 
     #[test]
