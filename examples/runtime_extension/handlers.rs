@@ -10,6 +10,9 @@
 //!   (the version of each call, in order): written by the extension on each call.
 //!
 //! Without the ConfigMap, every hook answers Success and nothing is noted.
+//!
+//! `generate-patches` (GeneratePatches, for a ClusterClass's `patches[].external`) annotates
+//! every template it is given with the name of the Cluster it is for.
 
 use std::sync::Arc;
 
@@ -19,22 +22,31 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-/// The extension: a handler named after each lifecycle hook (`before-cluster-upgrade`, …).
+/// The annotation `generate-patches` puts on every template a ClusterClass's external patch
+/// gives it (and so on the objects made from them).
+pub const PATCHED_ANNOTATION: &str = "example.runtime-extension.capictl.dev/patched";
+
+/// The extension: a handler named after each lifecycle hook (`before-cluster-upgrade`, …), and
+/// `generate-patches` for a ClusterClass's external patch.
 pub fn extension(client: kube::Client) -> ExtensionServer {
-    Hook::LIFECYCLE
-        .into_iter()
-        .fold(ExtensionServer::new(), |server, hook| {
-            let client = client.clone();
-            server.handler(
-                &handler_name(hook),
-                hook,
-                None,
-                Arc::new(move |request| {
-                    let client = client.clone();
-                    Box::pin(async move { answer(&client, hook, &request).await })
-                }),
-            )
-        })
+    let patches = ExtensionServer::new().handler(
+        &handler_name(Hook::GeneratePatches),
+        Hook::GeneratePatches,
+        None,
+        Arc::new(|request| Box::pin(async move { generate_patches(&request) })),
+    );
+    Hook::LIFECYCLE.into_iter().fold(patches, |server, hook| {
+        let client = client.clone();
+        server.handler(
+            &handler_name(hook),
+            hook,
+            None,
+            Arc::new(move |request| {
+                let client = client.clone();
+                Box::pin(async move { answer(&client, hook, &request).await })
+            }),
+        )
+    })
 }
 
 /// `BeforeClusterUpgrade` → `before-cluster-upgrade`.
@@ -47,6 +59,39 @@ pub fn handler_name(hook: Hook) -> String {
         name.push(c.to_ascii_lowercase());
     }
     name
+}
+
+/// GeneratePatches: a JSON merge patch annotating each template with the Cluster it is for.
+fn generate_patches(request: &Request) -> Response {
+    use base64::Engine;
+    let items = request
+        .body
+        .get("items")
+        .and_then(|i| i.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let mut response = Response::new(Hook::GeneratePatches, Status::Success, "");
+    response.items = Some(
+        items
+            .iter()
+            .map(|item| {
+                let cluster = item["variables"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|v| v["name"] == "builtin")
+                    .map(|v| v["value"]["cluster"]["name"].clone())
+                    .unwrap_or_default();
+                let patch = json!({"metadata": {"annotations": {PATCHED_ANNOTATION: cluster}}});
+                json!({
+                    "uid": item["uid"],
+                    "patchType": "JSONMergePatch",
+                    "patch": base64::engine::general_purpose::STANDARD.encode(patch.to_string()),
+                })
+            })
+            .collect(),
+    );
+    response
 }
 
 async fn answer(client: &kube::Client, hook: Hook, request: &Request) -> Response {

@@ -193,6 +193,8 @@ pub mod hooks {
         AfterWorkersUpgrade,
         AfterClusterUpgrade,
         BeforeClusterDelete,
+        /// Topology mutation: patches for a Cluster's templates (`patches[].external`).
+        GeneratePatches,
     }
 
     impl Hook {
@@ -220,11 +222,13 @@ pub mod hooks {
                 Hook::AfterWorkersUpgrade => "AfterWorkersUpgrade",
                 Hook::AfterClusterUpgrade => "AfterClusterUpgrade",
                 Hook::BeforeClusterDelete => "BeforeClusterDelete",
+                Hook::GeneratePatches => "GeneratePatches",
             }
         }
 
         pub fn from_name(name: &str) -> Option<Hook> {
-            std::iter::once(Hook::Discovery)
+            [Hook::Discovery, Hook::GeneratePatches]
+                .into_iter()
                 .chain(Hook::LIFECYCLE)
                 .find(|h| h.name() == name)
         }
@@ -232,7 +236,10 @@ pub mod hooks {
         /// Whether a response may ask to be called again (`retryAfterSeconds`), holding up
         /// what waits for it.
         pub fn can_block(self) -> bool {
-            !matches!(self, Hook::Discovery | Hook::AfterControlPlaneInitialized)
+            !matches!(
+                self,
+                Hook::Discovery | Hook::AfterControlPlaneInitialized | Hook::GeneratePatches
+            )
         }
 
         /// The path of a handler (or, without one, of the hook) under the server's URL:
@@ -295,6 +302,8 @@ pub mod hooks {
         pub message: String,
         pub retry_after_seconds: Option<i32>,
         pub handlers: Option<Vec<DiscoveredHandler>>,
+        /// GeneratePatches' answer: `{uid, patchType, patch}` per item to change.
+        pub items: Option<Vec<serde_json::Value>>,
     }
 
     impl Response {
@@ -306,6 +315,7 @@ pub mod hooks {
                 message: message.into(),
                 retry_after_seconds: hook.can_block().then_some(0),
                 handlers: None,
+                items: None,
             }
         }
 

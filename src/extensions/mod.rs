@@ -62,6 +62,46 @@ impl Registration {
     fn handler(&self) -> &str {
         self.name.split('.').next().unwrap_or(&self.name)
     }
+
+    /// Calls the handler with the hook's fields (`body`) and `settings` over its
+    /// ExtensionConfig's. A Failure answer is an error; so is a call that could not be made,
+    /// unless the failure policy is `Ignore`: then None.
+    async fn call(
+        &self,
+        hook: Hook,
+        body: Map<String, Value>,
+        settings: &BTreeMap<String, String>,
+    ) -> Result<Option<Response>> {
+        let mut request = Request::new(hook, body);
+        let mut merged = self.settings.clone();
+        merged.extend(settings.clone());
+        request.settings = (!merged.is_empty()).then_some(merged);
+        match call(
+            &self.client_config,
+            hook,
+            Some(self.handler()),
+            &request,
+            self.timeout,
+        )
+        .await
+        {
+            Ok(response) => Ok(Some(response)),
+            Err(CallError::Unreachable(message))
+                if self.failure_policy == FailurePolicy::Ignore =>
+            {
+                tracing::warn!(handler = %self.name, hook = hook.name(), %message, "ignoring the failed call, as the handler's failure policy says");
+                Ok(None)
+            }
+            Err(CallError::Unreachable(message)) => Err(ExtensionError::Call {
+                handler: self.name.clone(),
+                message,
+            }),
+            Err(CallError::Failed(message)) => Err(ExtensionError::Failed {
+                handler: self.name.clone(),
+                message,
+            }),
+        }
+    }
 }
 
 /// The handlers an ExtensionConfig registers: those its discovery reported, once it is
@@ -327,6 +367,38 @@ impl Extensions {
         Ok(handlers)
     }
 
+    /// Calls the handler named `name` (`<handler>.<ExtensionConfig>`, as a ClusterClass's
+    /// external patch names it) of `hook` for an object of `namespace`, with `settings` over
+    /// its ExtensionConfig's. A call that could not be made is an error unless its failure
+    /// policy is `Ignore` (then: Success with nothing in it); so is a Failure answer.
+    pub async fn call_one(
+        &self,
+        hook: Hook,
+        name: &str,
+        namespace: &str,
+        settings: &BTreeMap<String, String>,
+        body: Map<String, Value>,
+    ) -> Result<Response> {
+        let Some(handler) = self
+            .handlers(hook, namespace)
+            .await?
+            .into_iter()
+            .find(|h| h.name == name)
+        else {
+            return Err(ExtensionError::Call {
+                handler: name.to_string(),
+                message: format!(
+                    "no {} handler of that name is registered for namespace {namespace:?}: is its ExtensionConfig discovered?",
+                    hook.name()
+                ),
+            });
+        };
+        Ok(handler
+            .call(hook, body, settings)
+            .await?
+            .unwrap_or_else(|| Response::new(hook, Status::Success, "")))
+    }
+
     /// Calls every handler of `hook` for an object of `namespace` with the hook's fields
     /// (`body`), one after the other, and aggregates their answers: the first failure is the
     /// error (a call that failed to happen counts as a success under `Ignore`); otherwise
@@ -340,34 +412,8 @@ impl Extensions {
         let mut aggregated = Response::new(hook, Status::Success, "");
         let mut messages = Vec::new();
         for handler in self.handlers(hook, namespace).await? {
-            let mut request = Request::new(hook, body.clone());
-            request.settings = (!handler.settings.is_empty()).then(|| handler.settings.clone());
-            let response = match call(
-                &handler.client_config,
-                hook,
-                Some(handler.handler()),
-                &request,
-                handler.timeout,
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(CallError::Unreachable(message)) => {
-                    if handler.failure_policy == FailurePolicy::Ignore {
-                        tracing::warn!(handler = %handler.name, hook = hook.name(), %message, "ignoring the failed call, as the handler's failure policy says");
-                        continue;
-                    }
-                    return Err(ExtensionError::Call {
-                        handler: handler.name,
-                        message,
-                    });
-                }
-                Err(CallError::Failed(message)) => {
-                    return Err(ExtensionError::Failed {
-                        handler: handler.name,
-                        message,
-                    });
-                }
+            let Some(response) = handler.call(hook, body.clone(), &BTreeMap::new()).await? else {
+                continue;
             };
             let retry = response.retry_after();
             if hook.can_block() && retry != 0 {

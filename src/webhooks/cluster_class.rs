@@ -121,11 +121,33 @@ pub fn cluster_class_causes(object: &Value) -> Vec<FieldCause> {
         .collect();
     for (i, patch) in spec["patches"].as_array().into_iter().flatten().enumerate() {
         let at = format!("spec.patches[{i}]");
-        if patch.get("external").is_some_and(|e| !e.is_null()) {
-            causes.push(FieldCause::forbidden(
-                format!("{at}.external"),
-                "patch.external can be used only if the RuntimeSDK feature flag is enabled; capictl has no Runtime SDK: write the patch inline under definitions",
-            ));
+        let external = &patch["external"];
+        if external.is_object() {
+            if patch["definitions"]
+                .as_array()
+                .is_some_and(|d| !d.is_empty())
+            {
+                causes.push(FieldCause::forbidden(
+                    format!("{at}.definitions"),
+                    "a patch is either external or has definitions: set only one of them",
+                ));
+            }
+            if external["generatePatchesExtension"]
+                .as_str()
+                .is_none_or(str::is_empty)
+            {
+                causes.push(FieldCause::required(format!(
+                    "{at}.external.generatePatchesExtension"
+                )));
+            }
+            for field in ["validateTopologyExtension", "discoverVariablesExtension"] {
+                if external[field].as_str().is_some_and(|e| !e.is_empty()) {
+                    causes.push(FieldCause::forbidden(
+                        format!("{at}.external.{field}"),
+                        "capictl calls GeneratePatches extensions only, not yet ValidateTopology nor DiscoverVariables: remove it",
+                    ));
+                }
+            }
         }
         for (j, definition) in patch["definitions"]
             .as_array()
@@ -395,8 +417,15 @@ mod tests {
                 vec!["spec.patches[0].definitions[0].jsonPatches[0].valueFrom"],
             ),
             (
-                json!([{"name": "ext", "external": {"generatePatchesExtension": "x"}}]),
-                vec!["spec.patches[0].external"],
+                json!([{"name": "ext", "external": {"generatePatchesExtension": "gen.ext"}}]),
+                vec![],
+            ),
+            (
+                json!([{"name": "ext", "external": {"validateTopologyExtension": "x"}}]),
+                vec![
+                    "spec.patches[0].external.generatePatchesExtension",
+                    "spec.patches[0].external.validateTopologyExtension",
+                ],
             ),
         ];
         for (patches, expected) in cases {

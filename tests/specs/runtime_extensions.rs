@@ -10,7 +10,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use capictl::api::runtime::ExtensionConfig;
-use capictl::api::{Cluster, KubeadmControlPlane, MachineDeployment};
+use capictl::api::{Cluster, KubeadmConfigTemplate, KubeadmControlPlane, MachineDeployment};
+use kube::ResourceExt;
 
 use crate::common::fixtures::{in_memory_topology, kubeadm_management, until_available};
 use crate::common::lifecycle::*;
@@ -49,7 +50,7 @@ async fn with_example_extension(responses: Value) -> kube::Client {
 }
 
 /// Registers the example extension served on `port` and waits until it is discovered, with a
-/// handler per lifecycle hook.
+/// handler per lifecycle hook and one for external patches.
 async fn register_example(client: &kube::Client, port: u16, ca: &str) {
     let configs: Api<ExtensionConfig> = Api::all(client.clone());
     let config: ExtensionConfig = serde_json::from_value(json!({
@@ -75,7 +76,8 @@ async fn register_example(client: &kube::Client, port: u16, ca: &str) {
         names.contains(&"before-cluster-upgrade.example"),
         "{names:?}"
     );
-    assert_eq!(names.len(), 9, "{names:?}");
+    assert!(names.contains(&"generate-patches.example"), "{names:?}");
+    assert_eq!(names.len(), 10, "{names:?}");
 }
 
 fn config_map(client: &kube::Client) -> Api<ConfigMap> {
@@ -293,10 +295,31 @@ async fn a_topology_moved_three_minors_upgrades_through_each_with_the_control_pl
         if doc["kind"] == "ClusterClass" {
             doc["spec"]["kubernetesVersions"] =
                 json!(["v1.30.4", "v1.31.0", "v1.31.2", "v1.32.1", "v1.33.0"]);
+            // And an external patch: the example annotates every template.
+            let patch = json!({"name": "example", "external": {"generatePatchesExtension": "generate-patches.example"}});
+            match doc["spec"]["patches"].as_array_mut() {
+                Some(patches) => patches.push(patch),
+                None => doc["spec"]["patches"] = json!([patch]),
+            }
         }
         apply(&client, doc).await;
     }
     until_available(&client, "x1", 120).await;
+    // The external patch reached the templates the topology made its objects from.
+    let templates: Api<KubeadmConfigTemplate> = Api::namespaced(client.clone(), NS);
+    let by_cluster = ListParams::default().labels("cluster.x-k8s.io/cluster-name=x1");
+    let made = templates.list(&by_cluster).await.unwrap().items;
+    assert!(!made.is_empty());
+    for t in &made {
+        assert_eq!(
+            t.annotations()
+                .get(example::PATCHED_ANNOTATION)
+                .map(String::as_str),
+            Some("x1"),
+            "{:?}",
+            t.metadata
+        );
+    }
 
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
     let to = |version: &str| Patch::Merge(json!({"spec": {"topology": {"version": version}}}));
@@ -315,7 +338,6 @@ async fn a_topology_moved_three_minors_upgrades_through_each_with_the_control_pl
         .expect("the class's versions allow three minors at once");
     let kcps: Api<KubeadmControlPlane> = Api::namespaced(client.clone(), NS);
     let deployments: Api<MachineDeployment> = Api::namespaced(client.clone(), NS);
-    let by_cluster = ListParams::default().labels("cluster.x-k8s.io/cluster-name=x1");
     let minor = |v: &str| capictl::api::common::kubernetes_version(v).unwrap().1;
     let mut seen = Vec::new();
     let mut workers_plans = Vec::new();

@@ -469,6 +469,15 @@ fn control_plane_names(
     })
 }
 
+/// An external patch's `holderReference`: the object that will refer to what is made from a
+/// template, and where.
+fn holder(api_version: &str, kind: &str, scope: &Scope, name: &str, field_path: &str) -> Value {
+    json!({
+        "apiVersion": api_version, "kind": kind, "namespace": scope.namespace,
+        "name": name, "fieldPath": field_path,
+    })
+}
+
 /// The patch request's items for the infrastructure cluster and the control plane (and its
 /// machine template), in that order, each with its variables.
 fn control_plane_items(
@@ -492,9 +501,19 @@ fn control_plane_items(
         },
     });
     let cp_variables = variables_for(&variables.cluster, &variables.control_plane, cp_builtin);
+    let of_cluster = |field: &str| {
+        holder(
+            "cluster.x-k8s.io/v1beta2",
+            "Cluster",
+            scope,
+            &scope.cluster_name,
+            field,
+        )
+    };
     let mut items = vec![
         Item {
             role: Role::InfrastructureCluster,
+            holder: of_cluster("spec.infrastructureRef"),
             what: format!(
                 "the infrastructure cluster template {}",
                 blueprint.infrastructure_cluster["metadata"]["name"]
@@ -508,6 +527,7 @@ fn control_plane_items(
         },
         Item {
             role: Role::ControlPlane,
+            holder: of_cluster("spec.controlPlaneRef"),
             what: format!(
                 "the control plane template {}",
                 blueprint.control_plane["metadata"]["name"]
@@ -517,8 +537,17 @@ fn control_plane_items(
         },
     ];
     if let Some(t) = &blueprint.control_plane_machines {
+        let control_plane = &blueprint.control_plane;
+        let kind = control_plane["kind"].as_str().unwrap_or_default();
         items.push(Item {
             role: Role::ControlPlaneMachines,
+            holder: holder(
+                control_plane["apiVersion"].as_str().unwrap_or_default(),
+                kind.strip_suffix("Template").unwrap_or(kind),
+                scope,
+                &names.control_plane,
+                "spec.machineTemplate.spec.infrastructureRef",
+            ),
             what: format!(
                 "the control plane machine template {}",
                 t["metadata"]["name"]
@@ -623,8 +652,9 @@ fn plan_worker(
         overrides.unwrap_or(&Map::new()),
         builtin,
     );
-    let item = |template: &Value, part: &str| Item {
+    let item = |template: &Value, part: &str, field: &str| Item {
         role: w.role.clone(),
+        holder: holder("cluster.x-k8s.io/v1beta2", w.kind, scope, &name, field),
         what: format!(
             "{} {}'s {part} template {}",
             w.kind, w.name, template["metadata"]["name"]
@@ -633,8 +663,16 @@ fn plan_worker(
         variables: worker_variables.clone(),
     };
     let items = [
-        item(bootstrap, "bootstrap"),
-        item(infrastructure, "infrastructure"),
+        item(
+            bootstrap,
+            "bootstrap",
+            "spec.template.spec.bootstrap.configRef",
+        ),
+        item(
+            infrastructure,
+            "infrastructure",
+            "spec.template.spec.infrastructureRef",
+        ),
     ];
     Ok(Some((
         PlannedWorker {
@@ -1110,11 +1148,12 @@ fn desired_cluster(scope: &Scope, infrastructure_cluster: &Value, control_plane:
 
 /// Computes the desired state: names first, then every template patched in one request
 /// (as upstream's patch engine sees them), then the objects made from the patched templates.
-pub fn generate(
+pub async fn generate(
     cluster: &Cluster,
     blueprint: &Blueprint,
     current: &Current,
     variables: &Variables,
+    extensions: &dyn patches::PatchExtensions,
 ) -> Result<Desired, String> {
     let scope = Scope::new(cluster, &blueprint.class)?;
     let names = control_plane_names(&scope, blueprint, current)?;
@@ -1167,7 +1206,9 @@ pub fn generate(
     patches::apply(
         blueprint.class.spec.patches.as_deref().unwrap_or_default(),
         &mut items,
-    )?;
+        extensions,
+    )
+    .await?;
 
     // The patched templates, in the order of the items.
     let mut templates = items.into_iter().map(|item| item.template);

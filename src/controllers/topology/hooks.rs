@@ -17,6 +17,38 @@ use crate::api::runtime::hooks::Hook;
 use crate::api::runtime::{OK_TO_DELETE_ANNOTATION, PENDING_HOOKS_ANNOTATION};
 use crate::reconcile::{Context, Result, common};
 
+/// The ClusterClass's external patches of a Cluster (in `namespace`), called through the
+/// registered extensions.
+pub struct PatchesOf<'a> {
+    pub ctx: &'a Context,
+    pub namespace: String,
+}
+
+impl super::patches::PatchExtensions for PatchesOf<'_> {
+    fn generate_patches<'a>(
+        &'a self,
+        handler: &'a str,
+        settings: &'a std::collections::BTreeMap<String, String>,
+        body: Map<String, Value>,
+    ) -> futures::future::BoxFuture<'a, std::result::Result<Value, String>> {
+        Box::pin(async move {
+            let response = self
+                .ctx
+                .extensions
+                .call_one(
+                    Hook::GeneratePatches,
+                    handler,
+                    &self.namespace,
+                    settings,
+                    body,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(json!({"items": response.items.unwrap_or_default()}))
+        })
+    }
+}
+
 /// A hook holding what waits for it: for how long, and why (upstream's words).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hold {

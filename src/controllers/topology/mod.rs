@@ -960,7 +960,12 @@ async fn topology_objects(
     if mode == Mode::Apply {
         hooks::upgrade(ctx, cluster, &mut current).await?;
     }
-    let mut desired = match desired::generate(cluster, &blueprint, &current, &variables) {
+    let extensions = hooks::PatchesOf {
+        ctx,
+        namespace: cluster.namespace().unwrap_or_default(),
+    };
+    let generated = desired::generate(cluster, &blueprint, &current, &variables, &extensions);
+    let mut desired = match generated.await {
         Ok(d) => d,
         Err(message) => return Ok(Err(message)),
     };

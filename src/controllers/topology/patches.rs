@@ -33,8 +33,84 @@ pub struct Item {
     pub role: Role,
     /// What it is, for messages: `the control plane`, `MachineDeployment md-0's bootstrap`.
     pub what: String,
+    /// The object that will refer to what is made from it, and where (an external patch's
+    /// `holderReference`: `{apiVersion, kind, namespace, name, fieldPath}`).
+    pub holder: Value,
     pub template: Value,
     pub variables: Value,
+}
+
+/// Calls the extension handlers a ClusterClass's external patches name (GeneratePatches).
+pub trait PatchExtensions: Sync {
+    /// The answer of the handler `handler` to a GeneratePatches request of `body`, with the
+    /// patch's `settings`.
+    fn generate_patches<'a>(
+        &'a self,
+        handler: &'a str,
+        settings: &'a std::collections::BTreeMap<String, String>,
+        body: Map<String, Value>,
+    ) -> futures::future::BoxFuture<'a, Result<Value, String>>;
+}
+
+/// The GeneratePatches request of the items: each with a uid (its position), its holder, the
+/// template and its variables as `{name, value}` (builtin included).
+fn generate_request(items: &[Item]) -> Map<String, Value> {
+    let variables = |v: &Value| -> Vec<Value> {
+        v.as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, value)| serde_json::json!({"name": name, "value": value}))
+            .collect()
+    };
+    let items: Vec<Value> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            serde_json::json!({
+                "uid": format!("item-{i}"),
+                "holderReference": item.holder,
+                "object": item.template,
+                "variables": variables(&item.variables),
+            })
+        })
+        .collect();
+    let mut body = Map::new();
+    body.insert("items".into(), Value::Array(items));
+    body
+}
+
+/// Applies a GeneratePatches response's patches (JSON patches or JSON merge patches, base64
+/// as upstream sends them) to the items they name.
+fn apply_generated(handler: &str, response: &Value, items: &mut [Item]) -> Result<(), String> {
+    use base64::Engine;
+    for answered in response["items"].as_array().into_iter().flatten() {
+        let uid = answered["uid"].as_str().unwrap_or_default();
+        let fail = |e: String| format!("external patch {handler:?}: item {uid:?}: {e}");
+        let index: usize = uid
+            .strip_prefix("item-")
+            .and_then(|i| i.parse().ok())
+            .filter(|i| *i < items.len())
+            .ok_or_else(|| fail("no such item in the request".into()))?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(answered["patch"].as_str().unwrap_or_default())
+            .map_err(|e| fail(format!("the patch is not base64: {e}")))?;
+        let patch: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| fail(format!("the patch is not JSON: {e}")))?;
+        let item = &mut items[index];
+        let mut patched = item.template.clone();
+        match answered["patchType"].as_str() {
+            Some("JSONPatch") => {
+                let ops: json_patch::Patch =
+                    serde_json::from_value(patch).map_err(|e| fail(e.to_string()))?;
+                json_patch::patch(&mut patched, &ops)
+                    .map_err(|e| fail(format!("failed to apply the JSON patch: {e}")))?;
+            }
+            Some("JSONMergePatch") => json_patch::merge(&mut patched, &patch),
+            other => return Err(fail(format!("unknown patchType {other:?}"))),
+        }
+        keep_patched(&mut item.template, &patched);
+    }
+    Ok(())
 }
 
 /// Whether a selector's class names (`*`, `prefix*`, `*suffix`, exact) take a class.
@@ -155,8 +231,29 @@ fn keep_patched(item: &mut Value, patched: &Value) {
 }
 
 /// Applies the class's patches to the items, in order; an error names the patch and the item.
-pub fn apply(patches: &[ClusterClassPatch], items: &mut [Item]) -> Result<(), String> {
+pub async fn apply(
+    patches: &[ClusterClassPatch],
+    items: &mut [Item],
+    extensions: &dyn PatchExtensions,
+) -> Result<(), String> {
     for patch in patches {
+        if let Some(handler) = patch
+            .external
+            .as_ref()
+            .and_then(|e| e.generate_patches_extension.as_deref())
+        {
+            let settings = patch
+                .external
+                .as_ref()
+                .and_then(|e| e.settings.clone())
+                .unwrap_or_default();
+            let response = extensions
+                .generate_patches(handler, &settings, generate_request(items))
+                .await
+                .map_err(|e| format!("patch {:?}: {e}", patch.name))?;
+            apply_generated(handler, &response, items)?;
+            continue;
+        }
         for definition in patch.definitions.iter().flatten() {
             for item in items
                 .iter_mut()
@@ -198,9 +295,81 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    use futures::executor::block_on;
+
+    /// An extension answering every GeneratePatches request with `answer`, which checks the
+    /// request it gets.
+    struct Extension(Value);
+
+    impl PatchExtensions for Extension {
+        fn generate_patches<'a>(
+            &'a self,
+            handler: &'a str,
+            settings: &'a std::collections::BTreeMap<String, String>,
+            body: Map<String, Value>,
+        ) -> futures::future::BoxFuture<'a, Result<Value, String>> {
+            assert_eq!(handler, "gen.example");
+            assert_eq!(settings.get("flavor").map(String::as_str), Some("strict"));
+            assert_eq!(body["items"][0]["uid"], "item-0");
+            assert_eq!(
+                body["items"][0]["holderReference"]["fieldPath"],
+                "spec.infrastructureRef"
+            );
+            assert_eq!(body["items"][0]["variables"][0]["name"], "builtin");
+            let answer = self.0.clone();
+            Box::pin(async move { Ok(answer) })
+        }
+    }
+
+    #[test]
+    fn external_patches_apply_what_the_extension_answers_in_the_class_order() {
+        use base64::Engine;
+        let b64 = |v: Value| base64::engine::general_purpose::STANDARD.encode(v.to_string());
+        let answer = json!({"items": [
+            {"uid": "item-0", "patchType": "JSONMergePatch",
+             "patch": b64(json!({"metadata": {"annotations": {"patched": "yes"}}, "spec": {"template": {"spec": {"x": 1}}}}))},
+            {"uid": "item-1", "patchType": "JSONPatch",
+             "patch": b64(json!([{"op": "add", "path": "/spec/template/spec/y", "value": 2}]))},
+        ]});
+        let patches: Vec<ClusterClassPatch> = serde_json::from_value(json!([
+            {"name": "ext", "external": {"generatePatchesExtension": "gen.example", "settings": {"flavor": "strict"}}},
+            {"name": "after", "definitions": [{
+                "selector": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevClusterTemplate", "matchResources": {"infrastructureCluster": true}},
+                "jsonPatches": [{"op": "replace", "path": "/spec/template/spec/x", "value": 3}]}]},
+        ]))
+        .unwrap();
+        let builtin = json!({"builtin": {"cluster": {"name": "c"}}});
+        let mut items = vec![
+            item(
+                Role::InfrastructureCluster,
+                "DevClusterTemplate",
+                builtin.clone(),
+            ),
+            item(Role::ControlPlaneMachines, "DevMachineTemplate", builtin),
+        ];
+        block_on(apply(&patches, &mut items, &Extension(answer))).unwrap();
+        assert_eq!(
+            items[0].template["metadata"]["annotations"]["patched"],
+            "yes"
+        );
+        assert_eq!(
+            items[0].template["spec"]["template"]["spec"]["x"], 3,
+            "the next patch saw it"
+        );
+        assert_eq!(items[1].template["spec"]["template"]["spec"]["y"], 2);
+
+        let unknown = json!({"items": [{"uid": "item-9", "patchType": "JSONPatch", "patch": b64(json!([]))}]});
+        let e = block_on(apply(&patches, &mut items, &Extension(unknown))).unwrap_err();
+        assert_eq!(
+            e,
+            "external patch \"gen.example\": item \"item-9\": no such item in the request"
+        );
+    }
+
     fn item(role: Role, kind: &str, variables: Value) -> Item {
         Item {
             what: kind.to_string(),
+            holder: json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "namespace": "ns", "name": "c", "fieldPath": "spec.infrastructureRef"}),
             role,
             template: json!({
                 "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
@@ -256,7 +425,7 @@ mod tests {
                 vars.clone(),
             ),
         ];
-        apply(&class_patches(), &mut items).unwrap();
+        block_on(apply(&class_patches(), &mut items, &Extension(json!({})))).unwrap();
         let image = |i: &Item| {
             i.template["spec"]["template"]["spec"]["backend"]["docker"]["customImage"].clone()
         };
@@ -279,7 +448,7 @@ mod tests {
             "DevClusterTemplate",
             json!({}),
         )];
-        let e = apply(&patches, &mut items).unwrap_err();
+        let e = block_on(apply(&patches, &mut items, &Extension(json!({})))).unwrap_err();
         assert!(
             e.starts_with("patch \"deep\" on DevClusterTemplate: failed to apply the JSON patch"),
             "{e}"
@@ -290,7 +459,7 @@ mod tests {
                 "jsonPatches": [{"op": "add", "path": "/spec/x", "valueFrom": {"variable": "nope.deeper"}}]}]},
         ]))
         .unwrap();
-        let e = apply(&missing, &mut items).unwrap_err();
+        let e = block_on(apply(&missing, &mut items, &Extension(json!({})))).unwrap_err();
         assert!(
             e.ends_with("variable \"nope.deeper\" does not exist"),
             "{e}"
