@@ -12,7 +12,8 @@
 //! Without the ConfigMap, every hook answers Success and nothing is noted.
 //!
 //! `generate-patches` (GeneratePatches, for a ClusterClass's `patches[].external`) annotates
-//! every template it is given with the name of the Cluster it is for.
+//! every template it is given with the name of the Cluster it is for; `validate-topology`
+//! (ValidateTopology) refuses a Cluster labelled `example.runtime-extension.capictl.dev/refuse`.
 
 use std::sync::Arc;
 
@@ -26,15 +27,25 @@ use serde_json::json;
 /// gives it (and so on the objects made from them).
 pub const PATCHED_ANNOTATION: &str = "example.runtime-extension.capictl.dev/patched";
 
+/// A Cluster with this label is refused by `validate-topology`.
+pub const REFUSE_LABEL: &str = "example.runtime-extension.capictl.dev/refuse";
+
 /// The extension: a handler named after each lifecycle hook (`before-cluster-upgrade`, …), and
-/// `generate-patches` for a ClusterClass's external patch.
+/// `generate-patches` and `validate-topology` for a ClusterClass's external patch.
 pub fn extension(client: kube::Client) -> ExtensionServer {
-    let patches = ExtensionServer::new().handler(
-        &handler_name(Hook::GeneratePatches),
-        Hook::GeneratePatches,
-        None,
-        Arc::new(|request| Box::pin(async move { generate_patches(&request) })),
-    );
+    let patches = ExtensionServer::new()
+        .handler(
+            &handler_name(Hook::GeneratePatches),
+            Hook::GeneratePatches,
+            None,
+            Arc::new(|request| Box::pin(async move { generate_patches(&request) })),
+        )
+        .handler(
+            &handler_name(Hook::ValidateTopology),
+            Hook::ValidateTopology,
+            None,
+            Arc::new(|request| Box::pin(async move { validate_topology(&request) })),
+        );
     Hook::LIFECYCLE.into_iter().fold(patches, |server, hook| {
         let client = client.clone();
         server.handler(
@@ -61,6 +72,32 @@ pub fn handler_name(hook: Hook) -> String {
     name
 }
 
+/// The `builtin.cluster` variable of the request's first item.
+fn cluster_of(request: &Request) -> serde_json::Value {
+    let items = request.body.get("items").and_then(|i| i.as_array());
+    items
+        .and_then(|i| i.first())
+        .and_then(|item| item["variables"].as_array())
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == "builtin")
+        .map(|v| v["value"]["cluster"].clone())
+        .unwrap_or_default()
+}
+
+/// ValidateTopology: a Cluster labelled [`REFUSE_LABEL`] is refused.
+fn validate_topology(request: &Request) -> Response {
+    let cluster = cluster_of(request);
+    if cluster["metadata"]["labels"].get(REFUSE_LABEL).is_some() {
+        let message = format!(
+            "Cluster {} carries {REFUSE_LABEL}",
+            cluster["name"].as_str().unwrap_or_default()
+        );
+        return Response::new(Hook::ValidateTopology, Status::Failure, message);
+    }
+    Response::new(Hook::ValidateTopology, Status::Success, "")
+}
+
 /// GeneratePatches: a JSON merge patch annotating each template with the Cluster it is for.
 fn generate_patches(request: &Request) -> Response {
     use base64::Engine;
@@ -75,13 +112,7 @@ fn generate_patches(request: &Request) -> Response {
         items
             .iter()
             .map(|item| {
-                let cluster = item["variables"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|v| v["name"] == "builtin")
-                    .map(|v| v["value"]["cluster"]["name"].clone())
-                    .unwrap_or_default();
+                let cluster = cluster_of(request)["name"].clone();
                 let patch = json!({"metadata": {"annotations": {PATCHED_ANNOTATION: cluster}}});
                 json!({
                     "uid": item["uid"],

@@ -195,6 +195,8 @@ pub mod hooks {
         BeforeClusterDelete,
         /// Topology mutation: patches for a Cluster's templates (`patches[].external`).
         GeneratePatches,
+        /// Topology mutation: a verdict on a Cluster's patched templates.
+        ValidateTopology,
     }
 
     impl Hook {
@@ -223,14 +225,19 @@ pub mod hooks {
                 Hook::AfterClusterUpgrade => "AfterClusterUpgrade",
                 Hook::BeforeClusterDelete => "BeforeClusterDelete",
                 Hook::GeneratePatches => "GeneratePatches",
+                Hook::ValidateTopology => "ValidateTopology",
             }
         }
 
         pub fn from_name(name: &str) -> Option<Hook> {
-            [Hook::Discovery, Hook::GeneratePatches]
-                .into_iter()
-                .chain(Hook::LIFECYCLE)
-                .find(|h| h.name() == name)
+            [
+                Hook::Discovery,
+                Hook::GeneratePatches,
+                Hook::ValidateTopology,
+            ]
+            .into_iter()
+            .chain(Hook::LIFECYCLE)
+            .find(|h| h.name() == name)
         }
 
         /// Whether a response may ask to be called again (`retryAfterSeconds`), holding up
@@ -238,7 +245,10 @@ pub mod hooks {
         pub fn can_block(self) -> bool {
             !matches!(
                 self,
-                Hook::Discovery | Hook::AfterControlPlaneInitialized | Hook::GeneratePatches
+                Hook::Discovery
+                    | Hook::AfterControlPlaneInitialized
+                    | Hook::GeneratePatches
+                    | Hook::ValidateTopology
             )
         }
 

@@ -132,21 +132,17 @@ pub fn cluster_class_causes(object: &Value) -> Vec<FieldCause> {
                     "a patch is either external or has definitions: set only one of them",
                 ));
             }
-            if external["generatePatchesExtension"]
-                .as_str()
-                .is_none_or(str::is_empty)
-            {
+            let named = |field: &str| external[field].as_str().is_some_and(|e| !e.is_empty());
+            if !named("generatePatchesExtension") && !named("validateTopologyExtension") {
                 causes.push(FieldCause::required(format!(
                     "{at}.external.generatePatchesExtension"
                 )));
             }
-            for field in ["validateTopologyExtension", "discoverVariablesExtension"] {
-                if external[field].as_str().is_some_and(|e| !e.is_empty()) {
-                    causes.push(FieldCause::forbidden(
-                        format!("{at}.external.{field}"),
-                        "capictl calls GeneratePatches extensions only, not yet ValidateTopology nor DiscoverVariables: remove it",
-                    ));
-                }
+            if named("discoverVariablesExtension") {
+                causes.push(FieldCause::forbidden(
+                    format!("{at}.external.discoverVariablesExtension"),
+                    "capictl does not call DiscoverVariables extensions yet: declare the variables in spec.variables",
+                ));
             }
         }
         for (j, definition) in patch["definitions"]
@@ -421,10 +417,14 @@ mod tests {
                 vec![],
             ),
             (
-                json!([{"name": "ext", "external": {"validateTopologyExtension": "x"}}]),
+                json!([{"name": "ext", "external": {"validateTopologyExtension": "check.ext"}}]),
+                vec![],
+            ),
+            (
+                json!([{"name": "ext", "external": {"discoverVariablesExtension": "x"}}]),
                 vec![
                     "spec.patches[0].external.generatePatchesExtension",
-                    "spec.patches[0].external.validateTopologyExtension",
+                    "spec.patches[0].external.discoverVariablesExtension",
                 ],
             ),
         ];

@@ -50,7 +50,7 @@ async fn with_example_extension(responses: Value) -> kube::Client {
 }
 
 /// Registers the example extension served on `port` and waits until it is discovered, with a
-/// handler per lifecycle hook and one for external patches.
+/// handler per lifecycle hook and two for external patches.
 async fn register_example(client: &kube::Client, port: u16, ca: &str) {
     let configs: Api<ExtensionConfig> = Api::all(client.clone());
     let config: ExtensionConfig = serde_json::from_value(json!({
@@ -77,7 +77,7 @@ async fn register_example(client: &kube::Client, port: u16, ca: &str) {
         "{names:?}"
     );
     assert!(names.contains(&"generate-patches.example"), "{names:?}");
-    assert_eq!(names.len(), 10, "{names:?}");
+    assert_eq!(names.len(), 11, "{names:?}");
 }
 
 fn config_map(client: &kube::Client) -> Api<ConfigMap> {
@@ -296,7 +296,10 @@ async fn a_topology_moved_three_minors_upgrades_through_each_with_the_control_pl
             doc["spec"]["kubernetesVersions"] =
                 json!(["v1.30.4", "v1.31.0", "v1.31.2", "v1.32.1", "v1.33.0"]);
             // And an external patch: the example annotates every template.
-            let patch = json!({"name": "example", "external": {"generatePatchesExtension": "generate-patches.example"}});
+            let patch = json!({"name": "example", "external": {
+                "generatePatchesExtension": "generate-patches.example",
+                "validateTopologyExtension": "validate-topology.example",
+            }});
             match doc["spec"]["patches"].as_array_mut() {
                 Some(patches) => patches.push(patch),
                 None => doc["spec"]["patches"] = json!([patch]),
@@ -321,7 +324,35 @@ async fn a_topology_moved_three_minors_upgrades_through_each_with_the_control_pl
         );
     }
 
+    // The external validator refuses a labelled Cluster: the topology waits, and says why.
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    let label = |value: Value| {
+        Patch::Merge(json!({"metadata": {"labels": {(example::REFUSE_LABEL): value}}}))
+    };
+    clusters
+        .patch("x1", &PatchParams::default(), &label(json!("yes")))
+        .await
+        .unwrap();
+    let message = until("the validator refuses the topology", 30, async || {
+        let (reason, message) = topology_reconciled(&clusters.get("x1").await.ok()?)?;
+        (reason == "ReconcileFailed").then_some(message)
+    })
+    .await;
+    assert!(
+        message.contains("the topology is not valid")
+            && message.contains(&format!("Cluster x1 carries {}", example::REFUSE_LABEL)),
+        "{message}"
+    );
+    clusters
+        .patch("x1", &PatchParams::default(), &label(Value::Null))
+        .await
+        .unwrap();
+    until("the topology is valid again", 30, async || {
+        let (reason, _) = topology_reconciled(&clusters.get("x1").await.ok()?)?;
+        (reason == "ReconcileSucceeded").then_some(())
+    })
+    .await;
+
     let to = |version: &str| Patch::Merge(json!({"spec": {"topology": {"version": version}}}));
     let refused = clusters
         .patch("x1", &PatchParams::default(), &to("v1.32.0"))

@@ -47,6 +47,28 @@ impl super::patches::PatchExtensions for PatchesOf<'_> {
             Ok(json!({"items": response.items.unwrap_or_default()}))
         })
     }
+
+    fn validate_topology<'a>(
+        &'a self,
+        handler: &'a str,
+        settings: &'a std::collections::BTreeMap<String, String>,
+        body: Map<String, Value>,
+    ) -> futures::future::BoxFuture<'a, std::result::Result<(), String>> {
+        Box::pin(async move {
+            self.ctx
+                .extensions
+                .call_one(
+                    Hook::ValidateTopology,
+                    handler,
+                    &self.namespace,
+                    settings,
+                    body,
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    }
 }
 
 /// A hook holding what waits for it: for how long, and why (upstream's words).

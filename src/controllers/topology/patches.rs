@@ -50,6 +50,15 @@ pub trait PatchExtensions: Sync {
         settings: &'a std::collections::BTreeMap<String, String>,
         body: Map<String, Value>,
     ) -> futures::future::BoxFuture<'a, Result<Value, String>>;
+
+    /// The verdict of the handler `handler` on a ValidateTopology request of `body`: an error
+    /// saying why the topology is refused.
+    fn validate_topology<'a>(
+        &'a self,
+        handler: &'a str,
+        settings: &'a std::collections::BTreeMap<String, String>,
+        body: Map<String, Value>,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>>;
 }
 
 /// The GeneratePatches request of the items: each with a uid (its position), its holder, the
@@ -252,6 +261,8 @@ pub async fn apply(
                 .await
                 .map_err(|e| format!("patch {:?}: {e}", patch.name))?;
             apply_generated(handler, &response, items)?;
+        }
+        if patch.external.is_some() {
             continue;
         }
         for definition in patch.definitions.iter().flatten() {
@@ -287,6 +298,26 @@ pub async fn apply(
             }
         }
     }
+    // Then the external validators judge the patched templates, in the class's order.
+    for patch in patches {
+        let Some(external) = patch.external.as_ref() else {
+            continue;
+        };
+        let Some(handler) = external.validate_topology_extension.as_deref() else {
+            continue;
+        };
+        let settings = external.settings.clone().unwrap_or_default();
+        let mut body = generate_request(items);
+        for item in body["items"].as_array_mut().into_iter().flatten() {
+            if let Some(o) = item.as_object_mut() {
+                o.remove("uid");
+            }
+        }
+        extensions
+            .validate_topology(handler, &settings, body)
+            .await
+            .map_err(|e| format!("patch {:?}: the topology is not valid: {e}", patch.name))?;
+    }
     Ok(())
 }
 
@@ -318,6 +349,23 @@ mod tests {
             assert_eq!(body["items"][0]["variables"][0]["name"], "builtin");
             let answer = self.0.clone();
             Box::pin(async move { Ok(answer) })
+        }
+
+        fn validate_topology<'a>(
+            &'a self,
+            handler: &'a str,
+            _: &'a std::collections::BTreeMap<String, String>,
+            body: Map<String, Value>,
+        ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+            assert_eq!(handler, "check.example");
+            // It sees the templates as patched.
+            let x = body["items"][0]["object"]["spec"]["template"]["spec"]["x"].clone();
+            Box::pin(async move {
+                match x.as_i64() {
+                    Some(3) => Err("x must not be 3".to_string()),
+                    _ => Ok(()),
+                }
+            })
         }
     }
 
@@ -357,6 +405,23 @@ mod tests {
             "the next patch saw it"
         );
         assert_eq!(items[1].template["spec"]["template"]["spec"]["y"], 2);
+
+        // A validator refuses what the patches made, naming its patch.
+        let mut validated = patches.clone();
+        validated.push(
+            serde_json::from_value(json!({"name": "check", "external": {"validateTopologyExtension": "check.example"}}))
+                .unwrap(),
+        );
+        let e = block_on(apply(
+            &validated,
+            &mut items,
+            &Extension(json!({"items": []})),
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "patch \"check\": the topology is not valid: x must not be 3"
+        );
 
         let unknown = json!({"items": [{"uid": "item-9", "patchType": "JSONPatch", "patch": b64(json!([]))}]});
         let e = block_on(apply(&patches, &mut items, &Extension(unknown))).unwrap_err();
