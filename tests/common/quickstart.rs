@@ -36,7 +36,7 @@ pub async fn wait(
                 // The nodes' own story: each container's last log lines (the agent, kubeadm
                 // and the static pods all write there).
                 let mut logs = String::new();
-                for c in s.containers() {
+                for c in s.session_containers() {
                     let out = Command::new("docker")
                         .args(["logs", "--tail", "25", &c])
                         .output()
@@ -141,6 +141,33 @@ impl Session {
     /// Every container of the cluster: nodes, load balancer, and the Pods the nodes run.
     pub fn containers(&self) -> Vec<String> {
         self.container_names(&[])
+    }
+
+    /// The containers of this session's clusters: the one named after it and those named
+    /// `<it>-<suffix>` (tests that make several), for what a failure shows.
+    pub fn session_containers(&self) -> Vec<String> {
+        let out = Command::new("docker")
+            .args([
+                "ps",
+                "-a",
+                "--filter",
+                "label=io.x-k8s.capictl.cluster",
+                "--format",
+                "{{.Names}}\t{{.Label \"io.x-k8s.capictl.cluster\"}}",
+            ])
+            .output()
+            .unwrap();
+        let owner = format!("default/{}", self.cluster);
+        let mut names: Vec<String> = text(&out.stdout)
+            .lines()
+            .filter_map(|line| {
+                let (name, label) = line.split_once('\t')?;
+                (label == owner || label.starts_with(&format!("{owner}-")))
+                    .then(|| name.to_string())
+            })
+            .collect();
+        names.sort();
+        names
     }
 
     fn container_names(&self, filters: &[&str]) -> Vec<String> {
