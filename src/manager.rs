@@ -57,14 +57,16 @@ impl Default for Options {
 }
 
 /// Whether every CRD of a provider is installed.
-async fn installed(client: &Client, set: CrdSet) -> bool {
+/// The CRDs of a provider that are not installed (all of them when they cannot be read).
+async fn missing(client: &Client, set: CrdSet) -> Vec<&'static str> {
     let api = Api::<CustomResourceDefinition>::all(client.clone());
+    let mut missing = Vec::new();
     for name in set.crd_names() {
         if !matches!(api.get_opt(name).await, Ok(Some(_))) {
-            return false;
+            missing.push(name);
         }
     }
-    true
+    missing
 }
 
 /// How long stopping waits for the controllers' reconciles in flight.
@@ -191,10 +193,27 @@ pub async fn run(
     };
     let mut running = tokio::task::JoinSet::new();
     let mut started = [false; PROVIDERS.len()];
+    let mut warned = [false; PROVIDERS.len()];
     loop {
-        for (provider, started) in PROVIDERS.iter().zip(started.iter_mut()) {
-            if *started || !options.runs(provider.crds) || !installed(&client, provider.crds).await
-            {
+        for ((provider, started), warned) in PROVIDERS
+            .iter()
+            .zip(started.iter_mut())
+            .zip(warned.iter_mut())
+        {
+            if *started || !options.runs(provider.crds) {
+                continue;
+            }
+            let missing = missing(&client, provider.crds).await;
+            if !missing.is_empty() {
+                // Some of its CRDs but not all: installed by an older capictl.
+                if missing.len() < provider.crds.crd_names().len() && !*warned {
+                    *warned = true;
+                    tracing::warn!(
+                        missing = %missing.join(", "),
+                        "{} wait for CRDs this management cluster lacks (its providers were installed by an older capictl): run `capictl upgrade apply` to install them",
+                        provider.what
+                    );
+                }
                 continue;
             }
             *started = true;
