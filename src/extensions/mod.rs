@@ -255,11 +255,8 @@ pub async fn discover(
         if !seen.insert(h.name.clone()) {
             errors.push(format!("duplicate name for handler {} found", h.name));
         }
-        if !is_dns_label(&h.name) {
-            errors.push(format!(
-                "handler name {} is not valid: must be a DNS-1123 label",
-                h.name
-            ));
+        if let Some(problem) = crate::apiserver::validation::dns_label_problem(&h.name) {
+            errors.push(format!("handler name {} is not valid: {problem}", h.name));
         }
         let timeout = h.timeout_seconds.unwrap_or(hooks::DEFAULT_TIMEOUT_SECONDS);
         if !(0..=30).contains(&timeout) {
@@ -290,16 +287,6 @@ pub async fn discover(
         )));
     }
     Ok(handlers)
-}
-
-fn is_dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
 }
 
 /// The registered extensions of a management cluster, from its ExtensionConfigs (watched on
