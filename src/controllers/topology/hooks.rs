@@ -295,9 +295,12 @@ pub async fn after_control_plane_initialized(ctx: &Context, cluster: &Cluster) -
 }
 
 /// BeforeClusterDelete for a deleting Cluster not yet ok to delete: None once it is (marked
-/// here when no handler holds it).
+/// here when no handler holds it). Without ExtensionConfigs there is nothing to ask and
+/// nothing to mark: the Cluster controller does not wait then.
 pub async fn before_cluster_delete(ctx: &Context, cluster: &Cluster) -> Result<Option<Hold>> {
-    if cluster.annotations().contains_key(OK_TO_DELETE_ANNOTATION) {
+    if cluster.annotations().contains_key(OK_TO_DELETE_ANNOTATION)
+        || !ctx.extensions.in_use().await?
+    {
         return Ok(None);
     }
     if let Some(hold) =
