@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::versions::{self, Current};
 use crate::api::Cluster;
-use crate::api::runtime::hooks::Hook;
+use crate::api::runtime::hooks::{Hook, Response};
 use crate::api::runtime::{OK_TO_DELETE_ANNOTATION, PENDING_HOOKS_ANNOTATION};
 use crate::reconcile::{Context, Result, common};
 
@@ -25,47 +25,18 @@ pub struct PatchesOf<'a> {
 }
 
 impl super::patches::PatchExtensions for PatchesOf<'_> {
-    fn generate_patches<'a>(
+    fn call<'a>(
         &'a self,
+        hook: Hook,
         handler: &'a str,
         settings: &'a std::collections::BTreeMap<String, String>,
         body: Map<String, Value>,
-    ) -> futures::future::BoxFuture<'a, std::result::Result<Value, String>> {
-        Box::pin(async move {
-            let response = self
-                .ctx
-                .extensions
-                .call_one(
-                    Hook::GeneratePatches,
-                    handler,
-                    &self.namespace,
-                    settings,
-                    body,
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(json!({"items": response.items.unwrap_or_default()}))
-        })
-    }
-
-    fn validate_topology<'a>(
-        &'a self,
-        handler: &'a str,
-        settings: &'a std::collections::BTreeMap<String, String>,
-        body: Map<String, Value>,
-    ) -> futures::future::BoxFuture<'a, std::result::Result<(), String>> {
+    ) -> futures::future::BoxFuture<'a, std::result::Result<Response, String>> {
         Box::pin(async move {
             self.ctx
                 .extensions
-                .call_one(
-                    Hook::ValidateTopology,
-                    handler,
-                    &self.namespace,
-                    settings,
-                    body,
-                )
+                .call_one(hook, handler, &self.namespace, settings, body)
                 .await
-                .map(|_| ())
                 .map_err(|e| e.to_string())
         })
     }

@@ -5,9 +5,12 @@
 //! come from `value`, a variable, or a rendered template. Only `spec`, `metadata.labels` and
 //! `metadata.annotations` of a patched template are kept.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 
 use crate::api::cluster_class::{ClusterClassPatch, JsonPatch, JsonPatchOp, PatchSelector};
+use crate::api::runtime::hooks::{Hook, Response};
 use crate::gotemplate;
 
 /// Which part of the topology a template serves, which selectors match on.
@@ -40,25 +43,18 @@ pub struct Item {
     pub variables: Value,
 }
 
-/// Calls the extension handlers a ClusterClass's external patches name (GeneratePatches).
+/// Calls the extension handlers a ClusterClass's external patches name.
 pub trait PatchExtensions: Sync {
-    /// The answer of the handler `handler` to a GeneratePatches request of `body`, with the
-    /// patch's `settings`.
-    fn generate_patches<'a>(
+    /// The answer of the handler `handler` to a `hook` (GeneratePatches or ValidateTopology)
+    /// request of `body`, with the patch's `settings`; an error says why it could not be
+    /// called or why it refused.
+    fn call<'a>(
         &'a self,
+        hook: Hook,
         handler: &'a str,
-        settings: &'a std::collections::BTreeMap<String, String>,
+        settings: &'a BTreeMap<String, String>,
         body: Map<String, Value>,
-    ) -> futures::future::BoxFuture<'a, Result<Value, String>>;
-
-    /// The verdict of the handler `handler` on a ValidateTopology request of `body`: an error
-    /// saying why the topology is refused.
-    fn validate_topology<'a>(
-        &'a self,
-        handler: &'a str,
-        settings: &'a std::collections::BTreeMap<String, String>,
-        body: Map<String, Value>,
-    ) -> futures::future::BoxFuture<'a, Result<(), String>>;
+    ) -> futures::future::BoxFuture<'a, Result<Response, String>>;
 }
 
 /// The GeneratePatches request of the items: each with a uid (its position), its holder, the
@@ -90,9 +86,9 @@ fn generate_request(items: &[Item]) -> Map<String, Value> {
 
 /// Applies a GeneratePatches response's patches (JSON patches or JSON merge patches, base64
 /// as upstream sends them) to the items they name.
-fn apply_generated(handler: &str, response: &Value, items: &mut [Item]) -> Result<(), String> {
+fn apply_generated(handler: &str, response: &Response, items: &mut [Item]) -> Result<(), String> {
     use base64::Engine;
-    for answered in response["items"].as_array().into_iter().flatten() {
+    for answered in response.items.iter().flatten() {
         let uid = answered["uid"].as_str().unwrap_or_default();
         let fail = |e: String| format!("external patch {handler:?}: item {uid:?}: {e}");
         let index: usize = uid
@@ -246,55 +242,23 @@ pub async fn apply(
     extensions: &dyn PatchExtensions,
 ) -> Result<(), String> {
     for patch in patches {
-        if let Some(handler) = patch
-            .external
-            .as_ref()
-            .and_then(|e| e.generate_patches_extension.as_deref())
-        {
-            let settings = patch
-                .external
-                .as_ref()
-                .and_then(|e| e.settings.clone())
-                .unwrap_or_default();
-            let response = extensions
-                .generate_patches(handler, &settings, generate_request(items))
-                .await
-                .map_err(|e| format!("patch {:?}: {e}", patch.name))?;
-            apply_generated(handler, &response, items)?;
-        }
-        if patch.external.is_some() {
-            continue;
-        }
-        for definition in patch.definitions.iter().flatten() {
-            for item in items
-                .iter_mut()
-                .filter(|i| selects(&definition.selector, i))
-            {
-                let fail = |e: String| format!("patch {:?} on {}: {e}", patch.name, item.what);
-                if !enabled(patch, &item.variables).map_err(fail)? {
+        match &patch.external {
+            None => apply_inline(patch, items)?,
+            Some(external) => {
+                let Some(handler) = external.generate_patches_extension.as_deref() else {
                     continue;
-                }
-                let mut ops = Vec::new();
-                for op in &definition.json_patches {
-                    let mut operation = Map::new();
-                    let name = match op.op {
-                        JsonPatchOp::Add => "add",
-                        JsonPatchOp::Replace => "replace",
-                        JsonPatchOp::Remove => "remove",
-                    };
-                    operation.insert("op".into(), name.into());
-                    operation.insert("path".into(), op.path.clone().into());
-                    if let Some(v) = value_of(op, &item.variables).map_err(fail)? {
-                        operation.insert("value".into(), v);
-                    }
-                    ops.push(Value::Object(operation));
-                }
-                let ops: json_patch::Patch =
-                    serde_json::from_value(Value::Array(ops)).map_err(|e| fail(e.to_string()))?;
-                let mut patched = item.template.clone();
-                json_patch::patch(&mut patched, &ops)
-                    .map_err(|e| fail(format!("failed to apply the JSON patch: {e}")))?;
-                keep_patched(&mut item.template, &patched);
+                };
+                let settings = external.settings.clone().unwrap_or_default();
+                let response = extensions
+                    .call(
+                        Hook::GeneratePatches,
+                        handler,
+                        &settings,
+                        generate_request(items),
+                    )
+                    .await
+                    .map_err(|e| format!("patch {:?}: {e}", patch.name))?;
+                apply_generated(handler, &response, items)?;
             }
         }
     }
@@ -314,9 +278,46 @@ pub async fn apply(
             }
         }
         extensions
-            .validate_topology(handler, &settings, body)
+            .call(Hook::ValidateTopology, handler, &settings, body)
             .await
             .map_err(|e| format!("patch {:?}: the topology is not valid: {e}", patch.name))?;
+    }
+    Ok(())
+}
+
+/// An inline patch: each definition's operations on the items its selector chooses.
+fn apply_inline(patch: &ClusterClassPatch, items: &mut [Item]) -> Result<(), String> {
+    for definition in patch.definitions.iter().flatten() {
+        for item in items
+            .iter_mut()
+            .filter(|i| selects(&definition.selector, i))
+        {
+            let fail = |e: String| format!("patch {:?} on {}: {e}", patch.name, item.what);
+            if !enabled(patch, &item.variables).map_err(fail)? {
+                continue;
+            }
+            let mut ops = Vec::new();
+            for op in &definition.json_patches {
+                let mut operation = Map::new();
+                let name = match op.op {
+                    JsonPatchOp::Add => "add",
+                    JsonPatchOp::Replace => "replace",
+                    JsonPatchOp::Remove => "remove",
+                };
+                operation.insert("op".into(), name.into());
+                operation.insert("path".into(), op.path.clone().into());
+                if let Some(v) = value_of(op, &item.variables).map_err(fail)? {
+                    operation.insert("value".into(), v);
+                }
+                ops.push(Value::Object(operation));
+            }
+            let ops: json_patch::Patch =
+                serde_json::from_value(Value::Array(ops)).map_err(|e| fail(e.to_string()))?;
+            let mut patched = item.template.clone();
+            json_patch::patch(&mut patched, &ops)
+                .map_err(|e| fail(format!("failed to apply the JSON patch: {e}")))?;
+            keep_patched(&mut item.template, &patched);
+        }
     }
     Ok(())
 }
@@ -333,39 +334,41 @@ mod tests {
     struct Extension(Value);
 
     impl PatchExtensions for Extension {
-        fn generate_patches<'a>(
+        fn call<'a>(
             &'a self,
+            hook: Hook,
             handler: &'a str,
-            settings: &'a std::collections::BTreeMap<String, String>,
+            settings: &'a BTreeMap<String, String>,
             body: Map<String, Value>,
-        ) -> futures::future::BoxFuture<'a, Result<Value, String>> {
-            assert_eq!(handler, "gen.example");
-            assert_eq!(settings.get("flavor").map(String::as_str), Some("strict"));
-            assert_eq!(body["items"][0]["uid"], "item-0");
-            assert_eq!(
-                body["items"][0]["holderReference"]["fieldPath"],
-                "spec.infrastructureRef"
-            );
-            assert_eq!(body["items"][0]["variables"][0]["name"], "builtin");
-            let answer = self.0.clone();
-            Box::pin(async move { Ok(answer) })
-        }
-
-        fn validate_topology<'a>(
-            &'a self,
-            handler: &'a str,
-            _: &'a std::collections::BTreeMap<String, String>,
-            body: Map<String, Value>,
-        ) -> futures::future::BoxFuture<'a, Result<(), String>> {
-            assert_eq!(handler, "check.example");
-            // It sees the templates as patched.
-            let x = body["items"][0]["object"]["spec"]["template"]["spec"]["x"].clone();
-            Box::pin(async move {
-                match x.as_i64() {
-                    Some(3) => Err("x must not be 3".to_string()),
-                    _ => Ok(()),
+        ) -> futures::future::BoxFuture<'a, Result<Response, String>> {
+            let answer = match hook {
+                Hook::GeneratePatches => {
+                    assert_eq!(handler, "gen.example");
+                    assert_eq!(settings.get("flavor").map(String::as_str), Some("strict"));
+                    assert_eq!(body["items"][0]["uid"], "item-0");
+                    assert_eq!(
+                        body["items"][0]["holderReference"]["fieldPath"],
+                        "spec.infrastructureRef"
+                    );
+                    assert_eq!(body["items"][0]["variables"][0]["name"], "builtin");
+                    let mut answer = self.0.clone();
+                    answer["status"] = serde_json::json!("Success");
+                    Ok(serde_json::from_value(answer).unwrap())
                 }
-            })
+                _ => {
+                    assert_eq!(handler, "check.example");
+                    // It sees the templates as patched.
+                    match body["items"][0]["object"]["spec"]["template"]["spec"]["x"].as_i64() {
+                        Some(3) => Err("x must not be 3".to_string()),
+                        _ => Ok(Response::new(
+                            hook,
+                            crate::api::runtime::hooks::Status::Success,
+                            "",
+                        )),
+                    }
+                }
+            };
+            Box::pin(async move { answer })
         }
     }
 
