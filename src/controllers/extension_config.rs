@@ -10,7 +10,7 @@ use std::time::Duration;
 use base64::Engine;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -43,30 +43,34 @@ pub async fn reconcile(config: Arc<ExtensionConfig>, ctx: Arc<Context>) -> Resul
     if is_paused {
         return common::record_paused(&api, config.as_ref(), paused).await;
     }
-    if let Some(bundle) = injected_ca(&ctx, &config).await?
-        && config.spec.client_config.ca_bundle.as_deref() != Some(bundle.as_str())
-    {
-        api.patch(
-            &config.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"clientConfig": {"caBundle": bundle}}})),
-        )
-        .await?;
-        return Ok(Action::await_change());
-    }
-    let mut status = config.status.clone().unwrap_or_default();
-    let discovered = match crate::extensions::discover(&config).await {
-        Ok(handlers) => {
-            status.handlers = Some(handlers);
-            NewCondition::new(conditions::DISCOVERED, Status::True, reasons::DISCOVERED)
-        }
-        // The handlers found before stay: a server restarting does not unregister them.
-        Err(e) => NewCondition::new(
+    let not_discovered = |message: String| {
+        NewCondition::new(
             conditions::DISCOVERED,
             Status::False,
             reasons::NOT_DISCOVERED,
         )
-        .message(format!("Error in discovery: {e}")),
+        .message(message)
+    };
+    let mut status = config.status.clone().unwrap_or_default();
+    let discovered = match injected_ca(&ctx, &config).await {
+        // A CA the Secret cannot give is said where the user looks, not only in the logs.
+        Err(Error::Invalid(why)) => not_discovered(why),
+        Err(e) => return Err(e),
+        Ok(Some(bundle))
+            if config.spec.client_config.ca_bundle.as_deref() != Some(bundle.as_str()) =>
+        {
+            let patch = json!({"spec": {"clientConfig": {"caBundle": bundle}}});
+            common::patch_merge(&api, &config.name_any(), patch).await?;
+            return Ok(Action::await_change());
+        }
+        Ok(_) => match crate::extensions::discover(&config).await {
+            Ok(handlers) => {
+                status.handlers = Some(handlers);
+                NewCondition::new(conditions::DISCOVERED, Status::True, reasons::DISCOVERED)
+            }
+            // The handlers found before stay: a server restarting does not unregister them.
+            Err(e) => not_discovered(format!("Error in discovery: {e}")),
+        },
     };
     let failed = discovered.status == Status::False;
     common::set_conditions(
@@ -100,7 +104,7 @@ async fn injected_ca(ctx: &Context, config: &ExtensionConfig) -> Result<Option<S
         .await?
         .ok_or_else(|| {
             Error::Invalid(format!(
-                "failed to reconcile caBundle: secret {name:?} not found"
+                "failed to reconcile caBundle: secret {name:?} not found: create it, or correct the {INJECT_CA_FROM_SECRET_ANNOTATION} annotation"
             ))
         })?;
     let ca = found

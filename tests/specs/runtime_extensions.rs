@@ -424,3 +424,54 @@ async fn a_topology_moved_three_minors_upgrades_through_each_with_the_control_pl
     })
     .await;
 }
+
+/// The CA comes from the Secret the injection annotation names; while it cannot, the
+/// ExtensionConfig says why in its Discovered condition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ca_is_injected_from_a_secret_and_a_missing_one_is_named() {
+    use k8s_openapi::api::core::v1::Secret;
+    let client = kubeadm_management().await;
+    let (port, ca) = serve_example(&client).await;
+    let configs: Api<ExtensionConfig> = Api::all(client.clone());
+    let config: ExtensionConfig = serde_json::from_value(json!({
+        "metadata": {"name": "injected", "annotations": {
+            "runtime.cluster.x-k8s.io/inject-ca-from-secret": format!("{NS}/example-ca"),
+        }},
+        "spec": {"clientConfig": {"url": format!("https://127.0.0.1:{port}")}},
+    }))
+    .unwrap();
+    configs
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap();
+    let discovered = async |status: &str| {
+        let config = configs.get("injected").await.ok()?;
+        let c = config
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Discovered")?;
+        (c.status == status).then_some(c.message)
+    };
+    let message = until("the missing Secret is named", 30, async || {
+        discovered("False").await
+    })
+    .await;
+    assert!(
+        message.contains(&format!("secret \"{NS}/example-ca\" not found")),
+        "{message}"
+    );
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "example-ca", "namespace": NS},
+        "data": {"ca.crt": base64::engine::general_purpose::STANDARD.encode(&ca)},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    until("discovered with the injected CA", 90, async || {
+        discovered("True").await
+    })
+    .await;
+}

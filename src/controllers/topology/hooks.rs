@@ -1,9 +1,11 @@
-//! The lifecycle hooks the topology controller calls, at upstream's points: BeforeClusterCreate
-//! before any topology object exists, AfterControlPlaneInitialized once (tracked in the
-//! Cluster's `runtime.cluster.x-k8s.io/pending-hooks` annotation), BeforeClusterUpgrade before
-//! the control plane is given a new version, BeforeClusterDelete before the Cluster controller
-//! may delete anything (it then marks the Cluster `runtime.cluster.x-k8s.io/ok-to-delete`).
-//! A hook that answers `retryAfterSeconds` holds what waits for it; its message says why.
+//! The Runtime Extensions the topology controller calls, at upstream's points: the lifecycle
+//! hooks — BeforeClusterCreate before any topology object exists, AfterControlPlaneInitialized
+//! once, the upgrade hooks around each step of an upgrade ([`upgrade`]), BeforeClusterDelete
+//! before the Cluster controller may delete anything (it then marks the Cluster
+//! `runtime.cluster.x-k8s.io/ok-to-delete`) — and a ClusterClass's external patches
+//! ([`PatchesOf`]). Hooks still to call are tracked in the Cluster's
+//! `runtime.cluster.x-k8s.io/pending-hooks` annotation. A hook that answers
+//! `retryAfterSeconds` holds what waits for it; its message says why.
 
 use std::time::Duration;
 
